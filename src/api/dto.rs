@@ -1,0 +1,398 @@
+//! Wire shapes: request bodies are parsed once, here, into validated domain
+//! types, collecting every bad field; responses are serialized from domain
+//! types. Unknown fields are ignored, as the contract asks.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::error::FieldError;
+use crate::domain::{AddRequest, MAX_TOP_K, MemoryItem, Message, Role, SearchRequest};
+use crate::time::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, rfc3339_from_ms};
+
+/// The longest id (`request_id`, `user_id`, `session_id`) accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 4096;
+
+/// Collects field errors while a body is read.
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    fn finish<T>(self, value: Option<T>) -> Result<T, Vec<FieldError>> {
+        match value {
+            Some(value) if self.0.is_empty() => Ok(value),
+            _ if self.0.is_empty() => Err(vec![FieldError {
+                field: String::new(),
+                message: "invalid request".to_string(),
+            }]),
+            _ => Err(self.0),
+        }
+    }
+}
+
+fn as_object<'a>(body: &'a Value, errors: &mut Errors) -> Option<&'a Map<String, Value>> {
+    let object = body.as_object();
+    if object.is_none() {
+        errors.push("body", "must be a JSON object");
+    }
+    object
+}
+
+fn required_id(object: &Map<String, Value>, name: &str, errors: &mut Errors) -> Option<String> {
+    match object.get(name) {
+        None | Some(Value::Null) => errors.push(name, "field required"),
+        Some(Value::String(text)) if text.is_empty() => errors.push(name, "must not be empty"),
+        Some(Value::String(text)) if text.len() > MAX_ID_BYTES => errors.push(
+            name,
+            format!("longer than the limit of {MAX_ID_BYTES} bytes"),
+        ),
+        Some(Value::String(text)) => return Some(text.clone()),
+        Some(_) => errors.push(name, "must be a string"),
+    }
+    None
+}
+
+/// Text of a `content` or `query`: a non-empty string, or an array of parts
+/// whose `text` parts are joined by newlines (image parts are not stored:
+/// codemem remembers text).
+fn text_or_parts(value: Option<&Value>, field: &str, errors: &mut Errors) -> Option<String> {
+    match value {
+        None | Some(Value::Null) => errors.push(field, "field required"),
+        Some(Value::String(text)) if text.is_empty() => errors.push(field, "must not be empty"),
+        Some(Value::String(text)) => return Some(text.clone()),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::new();
+            let mut ok = true;
+            for (index, part) in parts.iter().enumerate() {
+                let part_field = format!("{field}[{index}]");
+                let kind = part.get("type").and_then(Value::as_str);
+                match (kind, part.get("text")) {
+                    (Some("text"), Some(Value::String(text))) => texts.push(text.as_str()),
+                    (Some("text"), _) => {
+                        errors.push(format!("{part_field}.text"), "must be a string");
+                        ok = false;
+                    }
+                    (Some("image_url"), _) => {}
+                    _ => {
+                        errors.push(
+                            format!("{part_field}.type"),
+                            "must be \"text\" or \"image_url\"",
+                        );
+                        ok = false;
+                    }
+                }
+            }
+            let joined = texts.join("\n");
+            if ok && joined.is_empty() {
+                errors.push(field, "has no text: codemem stores text parts only");
+            } else if ok {
+                return Some(joined);
+            }
+        }
+        Some(_) => errors.push(field, "must be a string or an array of parts"),
+    }
+    None
+}
+
+fn optional_timestamp(value: Option<&Value>, field: &str, errors: &mut Errors) -> Option<i64> {
+    let number = match value {
+        None | Some(Value::Null) => return None,
+        Some(Value::Number(number)) => number,
+        Some(_) => {
+            errors.push(field, "must be a number (Unix milliseconds)");
+            return None;
+        }
+    };
+    let millis = number.as_i64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|float| float.fract() == 0.0 && float.abs() < 9.0e15)
+            .map(|float| float as i64)
+    });
+    match millis {
+        Some(ms) if (MIN_TIMESTAMP_MS..=MAX_TIMESTAMP_MS).contains(&ms) => Some(ms),
+        _ => {
+            errors.push(
+                field,
+                "must be integral Unix milliseconds between years 1 and 9999",
+            );
+            None
+        }
+    }
+}
+
+/// Parses and validates an Add body.
+pub fn parse_add(body: &Value) -> Result<AddRequest, Vec<FieldError>> {
+    let mut errors = Errors::default();
+    let Some(object) = as_object(body, &mut errors) else {
+        return errors.finish(None);
+    };
+    let request_id = required_id(object, "request_id", &mut errors);
+    let user_id = required_id(object, "user_id", &mut errors);
+    let session_id = required_id(object, "session_id", &mut errors);
+    let mut messages = Vec::new();
+    match object.get("messages") {
+        None | Some(Value::Null) => errors.push("messages", "field required"),
+        Some(Value::Array(items)) if items.is_empty() => {
+            errors.push("messages", "must not be empty")
+        }
+        Some(Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                if let Some(message) = parse_message(item, index, &mut errors) {
+                    messages.push(message);
+                }
+            }
+        }
+        Some(_) => errors.push("messages", "must be an array"),
+    }
+    let request = match (request_id, user_id, session_id) {
+        (Some(request_id), Some(user_id), Some(session_id)) => Some(AddRequest {
+            request_id,
+            user_id,
+            session_id,
+            messages,
+        }),
+        _ => None,
+    };
+    errors.finish(request)
+}
+
+fn parse_message(item: &Value, index: usize, errors: &mut Errors) -> Option<Message> {
+    let field = format!("messages[{index}]");
+    let Some(object) = item.as_object() else {
+        errors.push(field, "must be an object");
+        return None;
+    };
+    let role = match object.get("role") {
+        None | Some(Value::Null) => {
+            errors.push(format!("{field}.role"), "field required");
+            None
+        }
+        Some(Value::String(name)) => {
+            let role = Role::parse(name);
+            if role.is_none() {
+                errors.push(format!("{field}.role"), "must be \"user\" or \"assistant\"");
+            }
+            role
+        }
+        Some(_) => {
+            errors.push(format!("{field}.role"), "must be a string");
+            None
+        }
+    };
+    let content = text_or_parts(object.get("content"), &format!("{field}.content"), errors);
+    let timestamp_ms = optional_timestamp(
+        object.get("timestamp"),
+        &format!("{field}.timestamp"),
+        errors,
+    );
+    Some(Message {
+        role: role?,
+        content: content?,
+        timestamp_ms,
+    })
+}
+
+/// Parses and validates a Search body.
+pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
+    let mut errors = Errors::default();
+    let Some(object) = as_object(body, &mut errors) else {
+        return errors.finish(None);
+    };
+    let query = text_or_parts(object.get("query"), "query", &mut errors);
+    let user_id = required_id(object, "user_id", &mut errors);
+    let top_k = match object.get("top_k") {
+        None | Some(Value::Null) => {
+            errors.push("top_k", "field required");
+            None
+        }
+        Some(Value::Number(number)) => {
+            let integral = number.as_i64().or_else(|| {
+                number
+                    .as_f64()
+                    .filter(|float| float.fract() == 0.0 && float.abs() < 1.0e15)
+                    .map(|float| float as i64)
+            });
+            match integral {
+                Some(top_k) if (1..=MAX_TOP_K as i64).contains(&top_k) => {
+                    usize::try_from(top_k).ok()
+                }
+                _ => {
+                    errors.push("top_k", format!("must be an integer from 1 to {MAX_TOP_K}"));
+                    None
+                }
+            }
+        }
+        Some(_) => {
+            errors.push("top_k", format!("must be an integer from 1 to {MAX_TOP_K}"));
+            None
+        }
+    };
+    match object.get("options") {
+        None | Some(Value::Null) | Some(Value::Array(_)) => {}
+        Some(_) => errors.push("options", "must be an array of strings"),
+    }
+    let request = match (query, user_id, top_k) {
+        (Some(query), Some(user_id), Some(top_k)) => Some(SearchRequest {
+            query,
+            user_id,
+            top_k,
+        }),
+        _ => None,
+    };
+    errors.finish(request)
+}
+
+/// The Add answer: the three ids echoed byte for byte.
+#[derive(Debug, Serialize)]
+pub struct AddResponse {
+    /// Always true on 200.
+    pub success: bool,
+    /// Echoed.
+    pub request_id: String,
+    /// Echoed.
+    pub user_id: String,
+    /// Echoed.
+    pub session_id: String,
+}
+
+/// The Search answer.
+#[derive(Debug, Serialize)]
+pub struct SearchResponse {
+    /// Items, best first.
+    pub data: Vec<ItemDto>,
+}
+
+/// Where an item came from.
+#[derive(Debug, Serialize)]
+pub struct SourceDto {
+    /// The Add that brought it.
+    pub request_id: String,
+    /// First message index within that Add.
+    pub message_start: usize,
+    /// Last message index within that Add.
+    pub message_end: usize,
+}
+
+/// One returned memory.
+#[derive(Debug, Serialize)]
+pub struct ItemDto {
+    /// Stable id.
+    pub id: String,
+    /// Remembered text.
+    pub content: String,
+    /// Higher is more relevant.
+    pub score: f32,
+    /// RFC 3339.
+    pub created_at: String,
+    /// The trajectory it came from.
+    pub session_id: String,
+    /// What kind of memory.
+    pub kind: &'static str,
+    /// Provenance.
+    pub source: SourceDto,
+}
+
+impl From<MemoryItem> for ItemDto {
+    fn from(item: MemoryItem) -> ItemDto {
+        ItemDto {
+            id: item.id,
+            content: item.content,
+            score: item.score,
+            created_at: rfc3339_from_ms(item.created_at_ms),
+            session_id: item.session_id,
+            kind: item.kind,
+            source: SourceDto {
+                request_id: item.request_id,
+                message_start: item.message_start,
+                message_end: item.message_end,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(result: Result<impl std::fmt::Debug, Vec<FieldError>>) -> Vec<String> {
+        result
+            .expect_err("should be rejected")
+            .into_iter()
+            .map(|error| error.field)
+            .collect()
+    }
+
+    #[test]
+    fn add_collects_every_bad_field() {
+        let body = json!({
+            "request_id": "",
+            "user_id": 7,
+            "messages": [{"role": "system", "content": ""}, "x"],
+        });
+        assert_eq!(
+            fields(parse_add(&body)),
+            vec![
+                "request_id",
+                "user_id",
+                "session_id",
+                "messages[0].role",
+                "messages[0].content",
+                "messages[1]"
+            ]
+        );
+    }
+
+    #[test]
+    fn add_accepts_parts_and_float_timestamps() {
+        let body = json!({
+            "request_id": "r", "user_id": "u", "session_id": "s",
+            "messages": [{"role": "user", "timestamp": 1704067200000.0, "content": [
+                {"type": "text", "text": "a"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}},
+                {"type": "text", "text": "b"}
+            ]}],
+            "unknown": {"ignored": true}
+        });
+        let request = parse_add(&body).expect("valid");
+        assert_eq!(request.messages[0].content, "a\nb");
+        assert_eq!(request.messages[0].timestamp_ms, Some(1_704_067_200_000));
+    }
+
+    #[test]
+    fn add_rejects_out_of_range_timestamps_and_long_ids() {
+        let body = json!({
+            "request_id": "r".repeat(MAX_ID_BYTES + 1), "user_id": "u", "session_id": "s",
+            "messages": [{"role": "user", "content": "x", "timestamp": 1.5}],
+        });
+        assert_eq!(
+            fields(parse_add(&body)),
+            vec!["request_id", "messages[0].timestamp"]
+        );
+    }
+
+    #[test]
+    fn search_checks_top_k_range_and_query() {
+        for top_k in [json!(0), json!(1001), json!(-3), json!(2.5), json!("5")] {
+            let body = json!({"query": "q", "user_id": "u", "top_k": top_k});
+            assert_eq!(fields(parse_search(&body)), vec!["top_k"], "top_k {top_k}");
+        }
+        let body = json!({"query": "", "user_id": "u", "top_k": 1});
+        assert_eq!(fields(parse_search(&body)), vec!["query"]);
+        let body = json!({"query": "q", "user_id": "u", "top_k": 1000, "options": ["A. x"]});
+        assert_eq!(parse_search(&body).expect("valid").top_k, 1000);
+    }
+
+    #[test]
+    fn non_object_bodies_are_rejected() {
+        assert_eq!(fields(parse_add(&json!([1, 2]))), vec!["body"]);
+        assert_eq!(fields(parse_search(&json!("q"))), vec!["body"]);
+    }
+}

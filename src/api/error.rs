@@ -1,0 +1,135 @@
+//! The one place that decides HTTP status codes and the public error body
+//! `{"detail": {"reason": "...", "errors": [...]}}`. Internal details go to
+//! the log, never to the client.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::service::ServiceError;
+
+/// One field that failed validation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    /// Where in the body: `messages[2].role`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// An error answer.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    reason: String,
+    errors: Vec<FieldError>,
+    retry_after_seconds: Option<u32>,
+}
+
+impl ApiError {
+    /// An answer with a status and a reason.
+    pub fn new(status: StatusCode, reason: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            reason: reason.into(),
+            errors: Vec::new(),
+            retry_after_seconds: None,
+        }
+    }
+
+    /// 400: the body is not JSON.
+    pub fn malformed_json(detail: impl std::fmt::Display) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON: {detail}"))
+    }
+
+    /// 422 listing each bad field.
+    pub fn invalid_fields(errors: Vec<FieldError>) -> ApiError {
+        let listed: Vec<String> = errors
+            .iter()
+            .map(|error| format!("{}: {}", error.field, error.message))
+            .collect();
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            reason: format!("invalid request: {}", listed.join("; ")),
+            errors,
+            retry_after_seconds: None,
+        }
+    }
+
+    /// 401: no key, or a key that is not accepted. Never echoes the key.
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing or invalid API key: send Authorization: Bearer <key>, Authorization: Token <key> or X-Api-Key: <key>",
+        )
+    }
+
+    /// 503 with a `Retry-After`.
+    pub fn unavailable(reason: impl Into<String>, retry_after_seconds: u32) -> ApiError {
+        ApiError {
+            retry_after_seconds: Some(retry_after_seconds),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason)
+        }
+    }
+
+    /// The status this error answers with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> ApiError {
+        match error {
+            ServiceError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
+            ServiceError::ShuttingDown => ApiError::unavailable("the service is shutting down", 1),
+            ServiceError::NotYetSearchable(_) | ServiceError::WriteFailed(_) => {
+                tracing::error!(%error, "add not completed");
+                ApiError::unavailable("the add could not be completed now; retry it", 1)
+            }
+            ServiceError::Store(_)
+            | ServiceError::Index(_)
+            | ServiceError::Task(_)
+            | ServiceError::Locked(_)
+            | ServiceError::DataDir { .. } => {
+                tracing::error!(%error, "internal error");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    detail: Detail<'a>,
+}
+
+#[derive(Serialize)]
+struct Detail<'a> {
+    reason: &'a str,
+    #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
+    errors: &'a [FieldError],
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            detail: Detail {
+                reason: &self.reason,
+                errors: &self.errors,
+            },
+        };
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(seconds) = self.retry_after_seconds {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

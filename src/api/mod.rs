@@ -1,0 +1,140 @@
+//! api: the HTTP face of the service, speaking the Agent Memory Leaderboard
+//! Add / Search contract (`POST /add`, `POST /search`, `GET /health`, and
+//! the same under `/v1/`).
+//!
+//! Handlers are thin: read the body, parse it into a domain type
+//! ([`dto`]), call the [`Service`], serialize. Status codes and error bodies
+//! are decided in [`error`] only.
+//!
+//! Architecture invariant: this module knows nothing of SQL or tantivy.
+
+pub mod auth;
+pub mod dto;
+pub mod error;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
+use serde_json::Value;
+
+use self::auth::ApiKeys;
+use self::dto::{AddResponse, SearchResponse};
+use self::error::ApiError;
+use crate::service::{Health, Service};
+
+/// Knobs of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// Accepted keys; none means no authentication.
+    pub keys: ApiKeys,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// The default body limit: 64 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+impl Default for ApiOptions {
+    fn default() -> ApiOptions {
+        ApiOptions {
+            keys: ApiKeys::none(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    service: Arc<Service>,
+    max_body_bytes: usize,
+}
+
+/// The whole HTTP application over a running service.
+pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
+    let state = AppState {
+        service,
+        max_body_bytes: options.max_body_bytes,
+    };
+    let keys = Arc::new(options.keys);
+    Router::new()
+        .route("/add", post(add))
+        .route("/v1/add", post(add))
+        .route("/search", post(search))
+        .route("/v1/search", post(search))
+        .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
+        .route("/health", get(health))
+        .route("/v1/health", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .with_state(state)
+}
+
+/// Reads a body as JSON: 413 past the limit, 400 when it is not JSON.
+fn read_json(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value, ApiError> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body exceeds the limit of {limit} bytes"),
+            )
+        } else {
+            ApiError::new(rejection.status(), "could not read the request body")
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(ApiError::malformed_json)
+}
+
+async fn add(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<AddResponse>, ApiError> {
+    let value = read_json(body, state.max_body_bytes)?;
+    let request = dto::parse_add(&value).map_err(ApiError::invalid_fields)?;
+    drop(value);
+    let response = AddResponse {
+        success: true,
+        request_id: request.request_id.clone(),
+        user_id: request.user_id.clone(),
+        session_id: request.session_id.clone(),
+    };
+    let num_messages = request.messages.len();
+    let outcome = state.service.add(request).await?;
+    tracing::debug!(num_messages, ?outcome, "add answered");
+    Ok(Json(response))
+}
+
+async fn search(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<SearchResponse>, ApiError> {
+    let value = read_json(body, state.max_body_bytes)?;
+    let request = dto::parse_search(&value).map_err(ApiError::invalid_fields)?;
+    let items = state.service.search(request).await?;
+    Ok(Json(SearchResponse {
+        data: items.into_iter().map(Into::into).collect(),
+    }))
+}
+
+async fn health(State(state): State<AppState>) -> Json<Health> {
+    Json(state.service.health())
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no route for {method} {}", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}

@@ -1,0 +1,131 @@
+//! Validated domain types: what an Add or a Search means once it has passed
+//! the boundary. Inner code never re-checks what these types guarantee:
+//! ids are non-empty, messages are non-empty with a known role and
+//! non-empty content, `top_k` is in range.
+
+use sha2::{Digest, Sha256};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The task giver, or a tool observation fed back to the agent.
+    User,
+    /// The agent: reasoning, commands, edits.
+    Assistant,
+}
+
+impl Role {
+    /// The wire name of the role.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+
+    /// Parses a wire name; `None` for anything but `user` / `assistant`.
+    pub fn parse(name: &str) -> Option<Role> {
+        match name {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            _ => None,
+        }
+    }
+}
+
+/// One message of an Add, in source order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text, never empty.
+    pub content: String,
+    /// When it was written, Unix milliseconds, if the sender said.
+    pub timestamp_ms: Option<i64>,
+}
+
+/// A validated Add: one logical write of an ordered chunk of messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddRequest {
+    /// The idempotency key, unique per user.
+    pub request_id: String,
+    /// The isolation boundary.
+    pub user_id: String,
+    /// The trajectory the messages belong to.
+    pub session_id: String,
+    /// The messages, non-empty, in source order.
+    pub messages: Vec<Message>,
+}
+
+impl AddRequest {
+    /// SHA-256 of the canonical form of the request: the fields that are
+    /// stored, in a fixed order, length-prefixed. Fields the contract says
+    /// to ignore do not take part, so a retry that differs only in them is
+    /// still the same request.
+    pub fn body_sha256(&self) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        field(self.request_id.as_bytes());
+        field(self.user_id.as_bytes());
+        field(self.session_id.as_bytes());
+        field(&(self.messages.len() as u64).to_le_bytes());
+        for message in &self.messages {
+            field(message.role.as_str().as_bytes());
+            field(message.content.as_bytes());
+            match message.timestamp_ms {
+                Some(ms) => field(&ms.to_le_bytes()),
+                None => field(b""),
+            }
+        }
+        hasher.finalize().into()
+    }
+}
+
+/// A validated Search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchRequest {
+    /// The new task's text.
+    pub query: String,
+    /// Search only inside this scope.
+    pub user_id: String,
+    /// The most items to return, in `1..=MAX_TOP_K`.
+    pub top_k: usize,
+}
+
+/// The largest `top_k` a Search may ask for.
+pub const MAX_TOP_K: usize = 1000;
+
+/// What an accepted Add did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddOutcome {
+    /// The messages were stored and indexed now.
+    Stored,
+    /// The same request was stored before; nothing was stored again.
+    AlreadyStored,
+}
+
+/// One remembered item returned by Search, with its provenance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryItem {
+    /// Stable id of the memory.
+    pub id: String,
+    /// The remembered text.
+    pub content: String,
+    /// Relevance, higher is better.
+    pub score: f32,
+    /// Message time when given, else storage time, Unix ms.
+    pub created_at_ms: i64,
+    /// The trajectory it came from.
+    pub session_id: String,
+    /// What kind of memory it is (`message` for raw messages).
+    pub kind: &'static str,
+    /// The Add that brought it.
+    pub request_id: String,
+    /// First message index (within that Add) the item covers.
+    pub message_start: usize,
+    /// Last message index (within that Add) the item covers.
+    pub message_end: usize,
+}

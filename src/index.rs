@@ -1,0 +1,363 @@
+//! index: "here is a user and a question, which stored messages match?"
+//!
+//! A tantivy index in `<data-dir>/index`, derived from the store. Each
+//! stored message is one document: its scope (`user_id`, a raw term), its
+//! `message_id` and `seq` (fast and indexed, to trace hits back to the store
+//! and to replay idempotently) and its text under the code-aware tokenizer.
+//! Every commit carries a payload `{"schema": V, "seq": N}`: everything the
+//! store holds up to `seq` N is in the index. At start-up the index replays
+//! what it lacks; a missing, unreadable or outdated index is rebuilt from the
+//! store.
+//!
+//! Architecture invariant: this module knows nothing of HTTP. Only the one
+//! writer thread (see `service`) holds the `IndexWriter`; searches share the
+//! reader, which is reloaded after every commit.
+
+use std::path::{Path, PathBuf};
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+
+use crate::store::StoredMessage;
+use crate::tokenize;
+
+/// Errors of the index.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// tantivy failed.
+    #[error("tantivy: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    /// The index directory could not be prepared.
+    #[error("index directory {path}: {source}")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+}
+
+/// Name of the index directory inside the data directory.
+pub const INDEX_DIR: &str = "index";
+/// The tokenizer name registered on every opened index.
+const CODE_TOKENIZER: &str = "code";
+/// Bumped whenever the schema or the tokenizer changes: an index of another
+/// version is rebuilt from the store.
+const SCHEMA_VERSION: u64 = 1;
+/// Memory the writer may buffer before it flushes a segment.
+const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// Queries keep at most this many distinct terms (a task statement rarely
+/// has more; past that the extra terms only cost time).
+const MAX_QUERY_TERMS: usize = 1024;
+
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    user_id: Field,
+    message_id: Field,
+    seq: Field,
+    text: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(CODE_TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        user_id: builder.add_text_field("user_id", STRING),
+        message_id: builder.add_u64_field("message_id", INDEXED | FAST),
+        seq: builder.add_u64_field("seq", INDEXED | FAST),
+        text: builder.add_text_field("text", text_options),
+    };
+    (builder.build(), fields)
+}
+
+/// The tantivy face of [`tokenize::code_tokens`].
+#[derive(Clone, Default)]
+pub struct CodeTokenizer;
+
+/// Token stream over pre-computed code tokens.
+pub struct CodeTokenStream {
+    tokens: Vec<Token>,
+    next: usize,
+}
+
+impl Tokenizer for CodeTokenizer {
+    type TokenStream<'a> = CodeTokenStream;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> CodeTokenStream {
+        let tokens = tokenize::code_tokens(text)
+            .into_iter()
+            .map(|token| Token {
+                offset_from: token.offset_from,
+                offset_to: token.offset_to,
+                position: token.position,
+                text: token.text,
+                position_length: 1,
+            })
+            .collect();
+        CodeTokenStream { tokens, next: 0 }
+    }
+}
+
+impl TokenStream for CodeTokenStream {
+    fn advance(&mut self) -> bool {
+        self.next += 1;
+        self.next <= self.tokens.len()
+    }
+
+    fn token(&self) -> &Token {
+        &self.tokens[self.next - 1]
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self.next - 1]
+    }
+}
+
+/// The searchable side of the index, shared by all searches.
+pub struct SearchIndex {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+}
+
+/// The writable side, owned by the one writer thread.
+pub struct IndexWriterHandle {
+    writer: IndexWriter<TantivyDocument>,
+    fields: Fields,
+    /// Everything stored up to this sequence number is committed.
+    committed_seq: i64,
+}
+
+/// How the index was found at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenState {
+    /// Opened as it was.
+    Opened,
+    /// Created empty: there was none.
+    Created,
+    /// Recreated empty: the one found was unreadable or of another version.
+    Recreated,
+}
+
+/// Opens the index in `data_dir`, creating or recreating it when needed.
+pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenState), IndexError> {
+    let dir = data_dir.join(INDEX_DIR);
+    let (index, state, committed_seq) = match try_open_existing(&dir) {
+        Some(Ok((index, seq))) => (index, OpenState::Opened, seq),
+        Some(Err(reason)) => {
+            tracing::warn!(%reason, path = %dir.display(), "index unusable, rebuilding from the store");
+            std::fs::remove_dir_all(&dir).map_err(|source| IndexError::Directory {
+                path: dir.clone(),
+                source,
+            })?;
+            (create(&dir)?, OpenState::Recreated, 0)
+        }
+        None => (create(&dir)?, OpenState::Created, 0),
+    };
+    index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer);
+    let (_, fields) = schema();
+    let writer = index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    Ok((
+        SearchIndex {
+            index,
+            reader,
+            fields,
+        },
+        IndexWriterHandle {
+            writer,
+            fields,
+            committed_seq,
+        },
+        state,
+    ))
+}
+
+/// `None` when there is no index; `Some(Err)` when there is one that cannot
+/// be used; `Some(Ok)` with the index and its committed sequence number.
+fn try_open_existing(dir: &Path) -> Option<Result<(Index, i64), String>> {
+    if !dir.join("meta.json").exists() {
+        return None;
+    }
+    let opened = (|| {
+        let index = Index::open_in_dir(dir).map_err(|error| error.to_string())?;
+        if index.schema() != schema().0 {
+            return Err("schema differs from this build's".to_string());
+        }
+        let metas = index.load_metas().map_err(|error| error.to_string())?;
+        let payload: CommitPayload = match metas.payload.as_deref() {
+            Some(text) => serde_json::from_str(text).map_err(|error| error.to_string())?,
+            None => CommitPayload {
+                schema: SCHEMA_VERSION,
+                seq: 0,
+            },
+        };
+        if payload.schema != SCHEMA_VERSION {
+            return Err(format!(
+                "index version {} differs from this build's {SCHEMA_VERSION}",
+                payload.schema
+            ));
+        }
+        Ok((index, payload.seq))
+    })();
+    Some(opened)
+}
+
+fn create(dir: &Path) -> Result<Index, IndexError> {
+    std::fs::create_dir_all(dir).map_err(|source| IndexError::Directory {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    Ok(Index::create_in_dir(dir, schema().0)?)
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CommitPayload {
+    schema: u64,
+    seq: i64,
+}
+
+impl IndexWriterHandle {
+    /// Everything stored up to this sequence number is committed.
+    pub fn committed_seq(&self) -> i64 {
+        self.committed_seq
+    }
+
+    /// Queues the documents of these messages. With `replace`, documents of
+    /// the same Adds that an earlier, unrecorded commit may have left are
+    /// deleted first, so a replay never duplicates.
+    pub fn add_messages(
+        &mut self,
+        messages: &[StoredMessage],
+        replace: bool,
+    ) -> Result<(), IndexError> {
+        let mut last_replaced = None;
+        for message in messages {
+            if replace && last_replaced != Some(message.seq) {
+                self.writer
+                    .delete_term(Term::from_field_u64(self.fields.seq, seq_term(message.seq)));
+                last_replaced = Some(message.seq);
+            }
+            self.writer.add_document(doc!(
+                self.fields.user_id => message.user_id.as_str(),
+                self.fields.message_id => seq_term(message.message_id),
+                self.fields.seq => seq_term(message.seq),
+                self.fields.text => message.content.as_str(),
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// Commits what was queued, recording `seq` as applied, and makes it
+    /// visible to `search_index`.
+    pub fn commit(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
+        let payload = serde_json::json!({"schema": SCHEMA_VERSION, "seq": seq}).to_string();
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&payload);
+        prepared.commit()?;
+        self.committed_seq = seq;
+        search_index.reader.reload()?;
+        Ok(())
+    }
+
+    /// Drops everything queued since the last commit.
+    pub fn rollback(&mut self) -> Result<(), IndexError> {
+        self.writer.rollback()?;
+        Ok(())
+    }
+}
+
+fn seq_term(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// One matching message: its store id and BM25 score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// The message's row id in the store.
+    pub message_id: i64,
+    /// BM25 over the code-aware terms.
+    pub score: f32,
+}
+
+impl SearchIndex {
+    /// The best `limit` messages of `user_id` for `query_text`, by BM25,
+    /// best first; ties broken by message id so identical searches give
+    /// identical answers. Only documents of exactly `user_id` can match.
+    pub fn search(
+        &self,
+        user_id: &str,
+        query_text: &str,
+        limit: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let terms: Vec<String> = tokenize::distinct_terms(query_text)
+            .into_iter()
+            .take(MAX_QUERY_TERMS)
+            .collect();
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let should: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|term| {
+                let query: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(self.fields.text, term),
+                    IndexRecordOption::WithFreqs,
+                ));
+                (Occur::Should, query)
+            })
+            .collect();
+        let scope: Box<dyn Query> = Box::new(ConstScoreQuery::new(
+            Box::new(TermQuery::new(
+                Term::from_field_text(self.fields.user_id, user_id),
+                IndexRecordOption::Basic,
+            )),
+            0.0,
+        ));
+        let query = BooleanQuery::new(vec![
+            (Occur::Must, scope),
+            (Occur::Must, Box::new(BooleanQuery::new(should))),
+        ]);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let segment = searcher.segment_reader(address.segment_ord);
+            let column = segment.fast_fields().u64("message_id")?;
+            if let Some(message_id) = column.first(address.doc_id) {
+                hits.push(Hit {
+                    message_id: i64::try_from(message_id).unwrap_or(0),
+                    score,
+                });
+            }
+        }
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.message_id.cmp(&b.message_id))
+        });
+        Ok(hits)
+    }
+
+    /// Number of documents visible to searches.
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// The underlying tantivy index.
+    pub fn tantivy_index(&self) -> &Index {
+        &self.index
+    }
+}

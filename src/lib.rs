@@ -1,0 +1,15 @@
+//! codemem: a memory sidecar for coding agents.
+//!
+//! It stores agent trajectories (Add) durably in SQLite, indexes them in
+//! tantivy with a code-aware tokenizer, and ranks them for a new task
+//! (Search), each user's memory apart from every other's. See
+//! `ARCHITECTURE.md` for the map of modules.
+
+pub mod api;
+pub mod cli;
+pub mod domain;
+pub mod index;
+pub mod service;
+pub mod store;
+pub mod time;
+pub mod tokenize;

@@ -1,0 +1,463 @@
+//! service: the core that HTTP, the CLI and tests call. "Keep this Add,
+//! durably and searchably, then tell me; answer this Search."
+//!
+//! One writer thread owns the SQLite write connection and the tantivy
+//! writer. Adds queue to it over a bounded channel with a reply slot; it
+//! drains up to `max_batch` of them, stores them in one SQLite transaction
+//! (`synchronous=FULL`), indexes every Add the index lacks, commits the index
+//! with the last sequence number as payload, reloads the reader, and only
+//! then replies. The same catch-up runs at start-up, so a crash between the
+//! two commits loses nothing. Searches run on tokio's blocking pool with a
+//! pooled read connection.
+//!
+//! Architecture invariant: nothing here knows HTTP; no blocking work runs on
+//! an async worker thread.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+use sha2::Digest;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
+use crate::index::{self, IndexError, IndexWriterHandle, OpenState, SearchIndex};
+use crate::store::{self, Admission, StoreError};
+use crate::time::now_ms;
+
+/// Errors of the service, as its callers need to tell them apart.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request id was used before with a different body.
+    #[error(
+        "request_id {request_id:?} was already used for user_id {user_id:?} with a different body"
+    )]
+    Conflict {
+        /// The request id.
+        request_id: String,
+        /// The scope.
+        user_id: String,
+    },
+    /// The service is stopping or the writer is gone: try again later.
+    #[error("the service is shutting down")]
+    ShuttingDown,
+    /// Stored durably, but the index could not be updated yet; a retry
+    /// answers once it is searchable.
+    #[error("stored, but not yet searchable: {0}")]
+    NotYetSearchable(String),
+    /// The data directory is held by another process.
+    #[error("data directory {0} is in use by another codemem process")]
+    Locked(PathBuf),
+    /// Data directory problems at start-up.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The index failed.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// The store could not write a group of Adds; none of it was stored.
+    #[error("store write failed: {0}")]
+    WriteFailed(String),
+    /// A blocking task panicked or was cancelled.
+    #[error("internal task failed: {0}")]
+    Task(String),
+}
+
+/// Knobs of the service.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// Where the store and the index live.
+    pub data_dir: PathBuf,
+    /// The most Adds written in one group commit.
+    pub max_batch: usize,
+    /// The most Adds waiting for the writer before senders wait.
+    pub queue_capacity: usize,
+}
+
+impl ServiceOptions {
+    /// Defaults for a data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServiceOptions {
+        ServiceOptions {
+            data_dir: data_dir.into(),
+            max_batch: 256,
+            queue_capacity: 1024,
+        }
+    }
+}
+
+/// What the writer thread is asked to do.
+struct WriteJob {
+    request: AddRequest,
+    body_sha256: [u8; 32],
+    reply: oneshot::Sender<Result<AddOutcome, ServiceError>>,
+}
+
+/// What a health check reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Health {
+    /// `ok` when the writer is running.
+    pub status: &'static str,
+    /// Highest sequence number committed to the index.
+    pub indexed_seq: i64,
+    /// Documents visible to searches.
+    pub num_docs: u64,
+}
+
+/// The running core: store, index and writer thread.
+pub struct Service {
+    data_dir: PathBuf,
+    search_index: Arc<SearchIndex>,
+    /// Guarded by a std mutex: held only to clone or take the sender,
+    /// never across an await.
+    sender: Mutex<Option<mpsc::Sender<WriteJob>>>,
+    writer_thread: Mutex<Option<JoinHandle<()>>>,
+    committed_seq: Arc<std::sync::atomic::AtomicI64>,
+    /// Idle read connections. A std mutex: held only to push or pop.
+    readers: Mutex<Vec<Connection>>,
+    /// Held for the life of the service: the directory's exclusive lock.
+    _lock: File,
+}
+
+/// Lock file that keeps two processes off one data directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+impl Service {
+    /// Opens (or creates) the data directory, brings the index up to date
+    /// with the store, and starts the writer thread. Blocking: call it from
+    /// a blocking context.
+    pub fn open(options: ServiceOptions) -> Result<Arc<Service>, ServiceError> {
+        let data_dir = options.data_dir.clone();
+        let io_error = |source| ServiceError::DataDir {
+            path: data_dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&data_dir).map_err(io_error)?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(data_dir.join(LOCK_FILE))
+            .map_err(io_error)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(ServiceError::Locked(data_dir));
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(io_error(source)),
+        }
+
+        let mut conn = store::open_writer(&data_dir)?;
+        let (search_index, mut writer, state) = index::open(&data_dir)?;
+        let search_index = Arc::new(search_index);
+        let stored_seq = store::last_seq(&conn)?;
+        let replayed = catch_up(&mut conn, &mut writer, &search_index, true)?;
+        tracing::info!(
+            index = ?state,
+            stored_seq,
+            replayed_adds = replayed,
+            num_docs = search_index.num_docs(),
+            "store and index opened"
+        );
+        if state == OpenState::Recreated {
+            tracing::warn!("index was rebuilt from the store");
+        }
+
+        let committed_seq = Arc::new(std::sync::atomic::AtomicI64::new(writer.committed_seq()));
+        let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
+        let thread_index = Arc::clone(&search_index);
+        let thread_seq = Arc::clone(&committed_seq);
+        let max_batch = options.max_batch.max(1);
+        let writer_thread = std::thread::Builder::new()
+            .name("codemem-writer".to_string())
+            .spawn(move || {
+                writer_loop(
+                    receiver,
+                    conn,
+                    writer,
+                    &thread_index,
+                    &thread_seq,
+                    max_batch,
+                )
+            })
+            .map_err(io_error)?;
+
+        Ok(Arc::new(Service {
+            data_dir,
+            search_index,
+            sender: Mutex::new(Some(sender)),
+            writer_thread: Mutex::new(Some(writer_thread)),
+            committed_seq,
+            readers: Mutex::new(Vec::new()),
+            _lock: lock,
+        }))
+    }
+
+    /// Stores an Add and answers once it is durable and searchable.
+    pub async fn add(&self, request: AddRequest) -> Result<AddOutcome, ServiceError> {
+        let sender = self
+            .sender
+            .lock()
+            .map_err(|_| ServiceError::ShuttingDown)?
+            .clone()
+            .ok_or(ServiceError::ShuttingDown)?;
+        let (reply, answer) = oneshot::channel();
+        let body_sha256 = request.body_sha256();
+        sender
+            .send(WriteJob {
+                request,
+                body_sha256,
+                reply,
+            })
+            .await
+            .map_err(|_| ServiceError::ShuttingDown)?;
+        answer.await.map_err(|_| ServiceError::ShuttingDown)?
+    }
+
+    /// Ranks the stored messages of the request's user for its query.
+    pub async fn search(
+        self: &Arc<Self>,
+        request: SearchRequest,
+    ) -> Result<Vec<MemoryItem>, ServiceError> {
+        let service = Arc::clone(self);
+        tokio::task::spawn_blocking(move || service.search_blocking(&request))
+            .await
+            .map_err(|error| ServiceError::Task(error.to_string()))?
+    }
+
+    /// The blocking body of [`Service::search`].
+    pub fn search_blocking(
+        &self,
+        request: &SearchRequest,
+    ) -> Result<Vec<MemoryItem>, ServiceError> {
+        // Identical texts (the same task statement in several trajectories,
+        // the same tool output twice) collapse into the best-ranked one, so
+        // a few extra hits are fetched to make up for those dropped.
+        const DUPLICATE_SLACK: usize = 50;
+        let hits = self.search_index.search(
+            &request.user_id,
+            &request.query,
+            request.top_k + DUPLICATE_SLACK,
+        )?;
+        if hits.is_empty() {
+            return Ok(Vec::new());
+        }
+        let conn = self.take_reader()?;
+        let ids: Vec<i64> = hits.iter().map(|hit| hit.message_id).collect();
+        let loaded = store::messages_by_id(&conn, &request.user_id, &ids);
+        self.return_reader(conn);
+        let mut by_id: std::collections::HashMap<i64, store::StoredMessage> = loaded?
+            .into_iter()
+            .map(|message| (message.message_id, message))
+            .collect();
+        let mut seen_contents = std::collections::HashSet::new();
+        let items = hits
+            .iter()
+            .filter_map(|hit| {
+                let message = by_id.remove(&hit.message_id)?;
+                if !seen_contents.insert(sha2::Sha256::digest(message.content.as_bytes())) {
+                    return None;
+                }
+                Some(MemoryItem {
+                    id: format!("msg_{}", message.message_id),
+                    score: hit.score,
+                    created_at_ms: message.timestamp_ms.unwrap_or(message.stored_at_ms),
+                    kind: "message",
+                    message_start: message.message_index,
+                    message_end: message.message_index,
+                    content: message.content,
+                    session_id: message.session_id,
+                    request_id: message.request_id,
+                })
+            })
+            .take(request.top_k)
+            .collect();
+        Ok(items)
+    }
+
+    fn take_reader(&self) -> Result<Connection, ServiceError> {
+        let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
+        match pooled {
+            Some(conn) => Ok(conn),
+            None => Ok(store::open_reader(&self.data_dir)?),
+        }
+    }
+
+    fn return_reader(&self, conn: Connection) {
+        const MAX_IDLE_READERS: usize = 16;
+        if let Ok(mut pool) = self.readers.lock()
+            && pool.len() < MAX_IDLE_READERS
+        {
+            pool.push(conn);
+        }
+    }
+
+    /// Health: the writer runs and what the index holds.
+    pub fn health(&self) -> Health {
+        let writer_running = self
+            .writer_thread
+            .lock()
+            .map(|thread| thread.as_ref().is_some_and(|handle| !handle.is_finished()))
+            .unwrap_or(false);
+        Health {
+            status: if writer_running { "ok" } else { "stopping" },
+            indexed_seq: self
+                .committed_seq
+                .load(std::sync::atomic::Ordering::Acquire),
+            num_docs: self.search_index.num_docs(),
+        }
+    }
+
+    /// The data directory this service holds.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Stops taking Adds, lets the writer finish every queued one, and
+    /// waits for it. Idempotent.
+    pub async fn shutdown(&self) {
+        let sender = self.sender.lock().ok().and_then(|mut sender| sender.take());
+        drop(sender);
+        let thread = self
+            .writer_thread
+            .lock()
+            .ok()
+            .and_then(|mut thread| thread.take());
+        if let Some(thread) = thread {
+            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::error!("writer thread ended abnormally");
+            }
+        }
+    }
+}
+
+/// Indexes every Add the store holds past the index's committed sequence
+/// number, in groups, committing each. Returns how many Adds it indexed.
+fn catch_up(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    replace: bool,
+) -> Result<usize, ServiceError> {
+    const ADDS_PER_COMMIT: usize = 512;
+    let mut num_adds = 0;
+    loop {
+        let messages = store::messages_after(conn, writer.committed_seq(), ADDS_PER_COMMIT)?;
+        let Some(last) = messages.last() else {
+            return Ok(num_adds);
+        };
+        let last_seq = last.seq;
+        let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
+        seqs.dedup();
+        num_adds += seqs.len();
+        let indexed = writer
+            .add_messages(&messages, replace)
+            .and_then(|()| writer.commit(last_seq, search_index));
+        if let Err(error) = indexed {
+            if let Err(rollback_error) = writer.rollback() {
+                tracing::error!(error = %rollback_error, "index rollback failed");
+            }
+            return Err(error.into());
+        }
+    }
+}
+
+fn writer_loop(
+    mut receiver: mpsc::Receiver<WriteJob>,
+    mut conn: Connection,
+    mut writer: IndexWriterHandle,
+    search_index: &SearchIndex,
+    committed_seq: &std::sync::atomic::AtomicI64,
+    max_batch: usize,
+) {
+    let mut batch = Vec::with_capacity(max_batch);
+    // After a failed index update the writer may hold documents of an
+    // unrecorded commit: the next catch-up replaces instead of appending.
+    let mut index_may_hold_unrecorded = false;
+    while let Some(first) = receiver.blocking_recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let indexed = write_batch(
+            &mut conn,
+            &mut writer,
+            search_index,
+            &mut batch,
+            index_may_hold_unrecorded,
+        );
+        index_may_hold_unrecorded = !indexed;
+        committed_seq.store(writer.committed_seq(), std::sync::atomic::Ordering::Release);
+    }
+    tracing::info!(indexed_seq = writer.committed_seq(), "writer stopped");
+}
+
+/// Stores a group of Adds in one transaction, indexes them, then replies to
+/// each. Drains `batch`. Returns whether the index is up to date.
+fn write_batch(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    batch: &mut Vec<WriteJob>,
+    replace: bool,
+) -> bool {
+    let stored_at_ms = now_ms();
+    let admitted: Result<Vec<Admission>, StoreError> = (|| {
+        let tx = conn.transaction()?;
+        let mut admissions = Vec::with_capacity(batch.len());
+        for job in batch.iter() {
+            admissions.push(store::admit(
+                &tx,
+                &job.request,
+                &job.body_sha256,
+                stored_at_ms,
+            )?);
+        }
+        tx.commit()?;
+        Ok(admissions)
+    })();
+    let admissions = match admitted {
+        Ok(admissions) => admissions,
+        Err(error) => {
+            tracing::error!(%error, num_adds = batch.len(), "store write failed, nothing stored");
+            let reason = error.to_string();
+            for job in batch.drain(..) {
+                let _ = job
+                    .reply
+                    .send(Err(ServiceError::WriteFailed(reason.clone())));
+            }
+            return !replace;
+        }
+    };
+    // Replace is off on the normal path: the index is exactly at the
+    // store's previous head, so these sequence numbers are new to it.
+    let indexed = catch_up(conn, writer, search_index, replace);
+    if let Err(error) = &indexed {
+        tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
+    }
+    for (job, admission) in batch.drain(..).zip(admissions) {
+        let answer = match (admission, &indexed) {
+            (Admission::Conflict, _) => Err(ServiceError::Conflict {
+                request_id: job.request.request_id.clone(),
+                user_id: job.request.user_id.clone(),
+            }),
+            (_, Err(error)) => Err(ServiceError::NotYetSearchable(error.to_string())),
+            (Admission::Inserted { .. }, Ok(_)) => Ok(AddOutcome::Stored),
+            (Admission::Duplicate { .. }, Ok(_)) => Ok(AddOutcome::AlreadyStored),
+        };
+        let _ = job.reply.send(answer);
+    }
+    indexed.is_ok()
+}

@@ -1,0 +1,299 @@
+//! store: the source of truth. "Here is an Add, keep it; here is a
+//! sequence number, give me everything stored after it."
+//!
+//! SQLite (WAL) in `<data-dir>/codemem.sqlite3`. The request log keys every
+//! Add by `(user_id, request_id)` with the SHA-256 of its canonical body and
+//! a monotonically increasing sequence number (`seq`, never reused); raw
+//! messages hang off it in source order. The index is derived from these
+//! rows and catches up by `seq`.
+//!
+//! Architecture invariant: this module knows nothing of HTTP, tantivy or
+//! ranking. It is called from blocking threads only.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use crate::domain::{AddRequest, Role};
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The database was written by a newer codemem.
+    #[error("database schema version {found} is newer than this codemem supports ({supported})")]
+    SchemaTooNew {
+        /// Version found in the file.
+        found: i64,
+        /// Newest version this build knows.
+        supported: i64,
+    },
+    /// A stored value does not fit the schema.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+/// The file name of the database inside the data directory.
+pub const DATABASE_FILE: &str = "codemem.sqlite3";
+
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE requests (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id      TEXT NOT NULL,
+    request_id   TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    body_sha256  BLOB NOT NULL,
+    num_messages INTEGER NOT NULL,
+    stored_at_ms INTEGER NOT NULL,
+    UNIQUE (user_id, request_id)
+);
+CREATE TABLE messages (
+    message_id    INTEGER PRIMARY KEY,
+    seq           INTEGER NOT NULL REFERENCES requests(seq),
+    user_id       TEXT NOT NULL,
+    session_id    TEXT NOT NULL,
+    message_index INTEGER NOT NULL,
+    role          TEXT NOT NULL,
+    content       TEXT NOT NULL,
+    timestamp_ms  INTEGER,
+    UNIQUE (seq, message_index)
+);
+CREATE INDEX messages_by_user_session ON messages (user_id, session_id);
+";
+
+/// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
+/// created or migrated.
+pub fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+/// Opens a read-only connection (one per blocking thread that reads).
+pub fn open_reader(data_dir: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
+    conn.pragma_update(None, "query_only", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version < 1 {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(SCHEMA_V1)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// What the request log says about an Add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// New: stored under this sequence number.
+    Inserted {
+        /// The sequence number given to it.
+        seq: i64,
+    },
+    /// Stored before with the same body.
+    Duplicate {
+        /// The sequence number it was stored under.
+        seq: i64,
+    },
+    /// Stored before with a different body: nothing was changed.
+    Conflict,
+}
+
+/// Records an Add in the request log and stores its messages, inside the
+/// caller's transaction, unless the key is already taken.
+pub fn admit(
+    tx: &Transaction<'_>,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+    stored_at_ms: i64,
+) -> Result<Admission, StoreError> {
+    let existing: Option<(i64, Vec<u8>)> = tx
+        .prepare_cached(
+            "SELECT seq, body_sha256 FROM requests WHERE user_id = ?1 AND request_id = ?2",
+        )?
+        .query_row(params![request.user_id, request.request_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()?;
+    if let Some((seq, stored_hash)) = existing {
+        return Ok(if stored_hash.as_slice() == body_sha256.as_slice() {
+            Admission::Duplicate { seq }
+        } else {
+            Admission::Conflict
+        });
+    }
+    tx.prepare_cached(
+        "INSERT INTO requests (user_id, request_id, session_id, body_sha256, num_messages, stored_at_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        request.user_id,
+        request.request_id,
+        request.session_id,
+        body_sha256.as_slice(),
+        request.messages.len() as i64,
+        stored_at_ms,
+    ])?;
+    let seq = tx.last_insert_rowid();
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO messages (seq, user_id, session_id, message_index, role, content, timestamp_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (index, message) in request.messages.iter().enumerate() {
+        insert.execute(params![
+            seq,
+            request.user_id,
+            request.session_id,
+            index as i64,
+            message.role.as_str(),
+            message.content,
+            message.timestamp_ms,
+        ])?;
+    }
+    Ok(Admission::Inserted { seq })
+}
+
+/// A stored message with the ids that trace it back to its Add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    /// Row id, stable for the life of the store.
+    pub message_id: i64,
+    /// Sequence number of the Add it came with.
+    pub seq: i64,
+    /// Scope.
+    pub user_id: String,
+    /// Trajectory.
+    pub session_id: String,
+    /// The Add's request id.
+    pub request_id: String,
+    /// Index within the Add.
+    pub message_index: usize,
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text.
+    pub content: String,
+    /// Message time if given.
+    pub timestamp_ms: Option<i64>,
+    /// When the Add was stored.
+    pub stored_at_ms: i64,
+}
+
+const MESSAGE_COLUMNS: &str = "m.message_id, m.seq, m.user_id, m.session_id, r.request_id,
+     m.message_index, m.role, m.content, m.timestamp_ms, r.stored_at_ms";
+
+fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredMessage, String>> {
+    let role: String = row.get(6)?;
+    let message_index: i64 = row.get(5)?;
+    let Some(role) = Role::parse(&role) else {
+        return Ok(Err(format!("unknown role {role:?}")));
+    };
+    Ok(Ok(StoredMessage {
+        message_id: row.get(0)?,
+        seq: row.get(1)?,
+        user_id: row.get(2)?,
+        session_id: row.get(3)?,
+        request_id: row.get(4)?,
+        message_index: usize::try_from(message_index).unwrap_or(0),
+        role,
+        content: row.get(7)?,
+        timestamp_ms: row.get(8)?,
+        stored_at_ms: row.get(9)?,
+    }))
+}
+
+/// Messages of Adds with `seq > after_seq`, at most `limit` Adds' worth, in
+/// sequence and source order.
+pub fn messages_after(
+    conn: &Connection,
+    after_seq: i64,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
+         WHERE m.seq IN (SELECT seq FROM requests WHERE seq > ?1 ORDER BY seq LIMIT ?2)
+         ORDER BY m.seq, m.message_index"
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement.query_map(params![after_seq, limit as i64], message_from_row)?;
+    collect_messages(rows)
+}
+
+/// The messages with these ids that belong to `user_id`, in any order.
+/// Filtering on the user again here is deliberate: an id that leaked from
+/// another scope still yields nothing.
+pub fn messages_by_id(
+    conn: &Connection,
+    user_id: &str,
+    message_ids: &[i64],
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
+         WHERE m.message_id = ?1 AND m.user_id = ?2"
+    ))?;
+    let mut out = Vec::with_capacity(message_ids.len());
+    for &message_id in message_ids {
+        let row = statement
+            .query_row(params![message_id, user_id], message_from_row)
+            .optional()?;
+        if let Some(message) = row {
+            out.push(message.map_err(StoreError::Corrupt)?);
+        }
+    }
+    Ok(out)
+}
+
+fn collect_messages(
+    rows: impl Iterator<Item = rusqlite::Result<Result<StoredMessage, String>>>,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(row?.map_err(StoreError::Corrupt)?);
+    }
+    Ok(out)
+}
+
+/// The highest sequence number stored, 0 when empty.
+pub fn last_seq(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM requests", [], |row| {
+            row.get(0)
+        })?,
+    )
+}
+
+/// Counts of what is stored, for health and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Adds in the request log.
+    pub num_requests: i64,
+    /// Messages stored.
+    pub num_messages: i64,
+}
+
+/// Counts what is stored.
+pub fn counts(conn: &Connection) -> Result<StoreCounts, StoreError> {
+    Ok(StoreCounts {
+        num_requests: conn.query_row("SELECT COUNT(*) FROM requests", [], |row| row.get(0))?,
+        num_messages: conn.query_row("SELECT COUNT(*) FROM messages", [], |row| row.get(0))?,
+    })
+}
