@@ -1,0 +1,11 @@
+//! The one integration-test binary: each module covers one area, all
+//! through the public library API or the real `codemem` binary.
+
+#[path = "integration/support.rs"]
+mod support;
+
+#[path = "integration/contract.rs"]
+mod contract;
+
+#[path = "integration/durability.rs"]
+mod durability;

@@ -1,0 +1,513 @@
+//! Every rule of the Add / Search / Health contract, in process through
+//! `tower::ServiceExt::oneshot`.
+
+use axum::http::StatusCode;
+use codemem::api::ApiOptions;
+use codemem::api::auth::ApiKeys;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, add_body, reason};
+
+#[tokio::test]
+async fn health_answers_on_both_paths_without_auth() {
+    let app = TestApp::with_options(ApiOptions {
+        keys: ApiKeys::new(["k"]),
+        ..ApiOptions::default()
+    });
+    for path in ["/health", "/v1/health"] {
+        let (status, body) = app.call("GET", path, None, &[]).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert_eq!(body["status"], "ok");
+    }
+}
+
+#[tokio::test]
+async fn add_echoes_ids_byte_for_byte() {
+    let app = TestApp::new();
+    let request_id = format!("req:échø:{}", "r".repeat(1000));
+    let user_id = "user-écho-用户-🚀";
+    let session_id = format!("session-ünïcödé-{}", "s".repeat(300));
+    let (status, body) = app
+        .add(&add_body(
+            &request_id,
+            user_id,
+            &session_id,
+            &["naïve café, 東京"],
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"success": true, "request_id": request_id, "user_id": user_id, "session_id": session_id})
+    );
+}
+
+#[tokio::test]
+async fn search_right_after_add_finds_it_on_v1_paths() {
+    let app = TestApp::new();
+    let (status, _) = app
+        .post(
+            "/v1/add",
+            &add_body("r1", "u", "s1", &["the frobnicator cache drops entries"]),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = app
+        .post(
+            "/v1/search",
+            &json!({"query": "frobnicator cache", "user_id": "u", "top_k": 5}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body["data"][0]["content"],
+        "the frobnicator cache drops entries"
+    );
+}
+
+#[tokio::test]
+async fn items_carry_score_time_and_provenance() {
+    let app = TestApp::new();
+    let mut body = add_body(
+        "r-prov",
+        "u",
+        "session-a",
+        &["first: the tokenizer panics", "second: tokenizer fixed"],
+    );
+    body["messages"][1]["timestamp"] = json!(1_704_067_200_000_i64);
+    assert_eq!(app.add(&body).await.0, StatusCode::OK);
+    let items = app.search("u", "tokenizer panics", 10).await;
+    assert_eq!(items.len(), 2);
+    let scores: Vec<f64> = items
+        .iter()
+        .map(|item| item["score"].as_f64().expect("score"))
+        .collect();
+    assert!(scores[0] > scores[1], "scores descend: {scores:?}");
+    let first = &items[0];
+    assert_eq!(first["content"], "first: the tokenizer panics");
+    assert_eq!(first["session_id"], "session-a");
+    assert_eq!(first["kind"], "message");
+    assert_eq!(
+        first["source"],
+        json!({"request_id": "r-prov", "message_start": 0, "message_end": 0})
+    );
+    assert!(first["id"].as_str().is_some_and(|id| !id.is_empty()));
+    // No timestamp given: storage time, which is now-ish and RFC 3339.
+    let stored = first["created_at"].as_str().expect("created_at");
+    assert!(
+        stored.starts_with("20") && stored.ends_with('Z'),
+        "{stored}"
+    );
+    assert_eq!(items[1]["created_at"], "2024-01-01T00:00:00.000Z");
+    assert_eq!(items[1]["source"]["message_start"], 1);
+}
+
+#[tokio::test]
+async fn retry_with_same_body_stores_nothing_twice() {
+    let app = TestApp::new();
+    let body = add_body("r-retry", "u", "s", &["parser rejects trailing commas"]);
+    let (first_status, first_echo) = app.add(&body).await;
+    let mut retried = body.clone();
+    retried["unknown_field"] = json!({"is": "ignored"});
+    let (second_status, second_echo) = app.add(&retried).await;
+    assert_eq!(
+        (first_status, second_status),
+        (StatusCode::OK, StatusCode::OK)
+    );
+    assert_eq!(first_echo, second_echo);
+    let items = app.search("u", "trailing commas", 10).await;
+    assert_eq!(items.len(), 1);
+}
+
+#[tokio::test]
+async fn same_request_id_with_other_body_is_409_and_changes_nothing() {
+    let app = TestApp::new();
+    let (status, _) = app
+        .add(&add_body("r-conflict", "u", "s", &["original zebra text"]))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = app
+        .add(&add_body(
+            "r-conflict",
+            "u",
+            "s",
+            &["replacement zebra text"],
+        ))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(reason(&body).contains("r-conflict"));
+    let items = app.search("u", "zebra", 10).await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["content"], "original zebra text");
+    // The same request_id under another user is another request.
+    let (status, _) = app
+        .add(&add_body(
+            "r-conflict",
+            "other",
+            "s",
+            &["replacement zebra text"],
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn concurrent_duplicates_are_stored_once() {
+    let app = TestApp::new();
+    let body = add_body("r-race", "u", "s", &["racing quokka add"]);
+    let calls = (0..8).map(|_| app.add(&body));
+    for (status, _) in futures::future::join_all(calls).await {
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(app.search("u", "quokka", 10).await.len(), 1);
+}
+
+#[tokio::test]
+async fn top_k_bounds_results_and_out_of_range_is_422() {
+    let app = TestApp::new();
+    for index in 0..6 {
+        let (status, _) = app
+            .add(&add_body(
+                &format!("r{index}"),
+                "u",
+                &format!("s{index}"),
+                &[&format!(
+                    "component {index} crashes with IndexError on empty input"
+                )],
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    assert_eq!(app.search("u", "IndexError empty input", 1).await.len(), 1);
+    assert_eq!(app.search("u", "IndexError empty input", 3).await.len(), 3);
+    assert_eq!(
+        app.search("u", "IndexError empty input", 1000).await.len(),
+        6
+    );
+    for top_k in [json!(0), json!(-1), json!(1001), json!("3"), json!(2.5)] {
+        let (status, body) = app
+            .post(
+                "/search",
+                &json!({"query": "x", "user_id": "u", "top_k": top_k}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "top_k {top_k}");
+        assert_eq!(body["detail"]["errors"][0]["field"], "top_k");
+        reason(&body);
+    }
+}
+
+#[tokio::test]
+async fn unknown_user_gets_empty_data() {
+    let app = TestApp::new();
+    app.add(&add_body("r", "known", "s", &["something stored"]))
+        .await;
+    let (status, body) = app
+        .post(
+            "/search",
+            &json!({"query": "something stored", "user_id": "unknown", "top_k": 10}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({"data": []}));
+}
+
+#[tokio::test]
+async fn users_are_isolated_exactly() {
+    let app = TestApp::new();
+    app.add(&add_body(
+        "r",
+        "team-a",
+        "s",
+        &["secret of A: orders table migration"],
+    ))
+    .await;
+    app.add(&add_body(
+        "r",
+        "team-a2",
+        "s",
+        &["B's memory: users table migration"],
+    ))
+    .await;
+    for user in ["team-a2", "team-", "team-a ", "TEAM-A"] {
+        let items = app.search(user, "secret orders table migration", 100).await;
+        assert!(
+            items.iter().all(|item| !item["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("secret of A")),
+            "{user} saw team-a's memory"
+        );
+    }
+    assert_eq!(app.search("team-a", "secret", 10).await.len(), 1);
+}
+
+#[tokio::test]
+async fn ids_are_stable_and_identical_texts_collapse() {
+    let app = TestApp::new();
+    for (index, fix) in ["deduplicating the table", "sorting inputs", "renaming"]
+        .iter()
+        .enumerate()
+    {
+        app.add(&add_body(
+            &format!("r{index}"),
+            "u",
+            &format!("s{index}"),
+            &[
+                "the linker fails on duplicate symbols",
+                &format!("fixed by {fix}"),
+            ],
+        ))
+        .await;
+    }
+    let first = app.search("u", "linker fails duplicate symbols", 10).await;
+    let second = app.search("u", "linker fails duplicate symbols", 10).await;
+    assert_eq!(first, second);
+    let same_text = first
+        .iter()
+        .filter(|item| item["content"] == "the linker fails on duplicate symbols")
+        .count();
+    assert_eq!(same_text, 1, "identical texts collapse into one item");
+}
+
+#[tokio::test]
+async fn code_aware_terms_match_parts_of_identifiers() {
+    let app = TestApp::new();
+    app.add(&add_body(
+        "r",
+        "u",
+        "s",
+        &["patched astropy/modeling/separable.py: _cstack now copies the right matrix"],
+    ))
+    .await;
+    app.add(&add_body(
+        "r2",
+        "u",
+        "s2",
+        &["unrelated note about documentation"],
+    ))
+    .await;
+    for query in [
+        "astropy.modeling.separable",
+        "separability_matrix in separable",
+        "the `_cstack` helper",
+        "modeling/separable.py",
+    ] {
+        let items = app.search("u", query, 10).await;
+        assert_eq!(items.len(), 1, "query {query:?}");
+        assert!(
+            items[0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("_cstack")
+        );
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_is_400_with_reason() {
+    let app = TestApp::new();
+    for path in ["/add", "/search"] {
+        let (status, body) = app
+            .call(
+                "POST",
+                path,
+                Some(br#"{"request_id": "x", "messages": ["#.to_vec()),
+                &[],
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(reason(&body).starts_with("malformed JSON"));
+    }
+    let deep = "[".repeat(100_000);
+    let (status, _) = app.call("POST", "/add", Some(deep.into_bytes()), &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn invalid_adds_are_422_listing_fields_and_store_nothing() {
+    let app = TestApp::new();
+    let valid = add_body(
+        "r-bad",
+        "u",
+        "s",
+        &["kept text about walruses", "second walrus"],
+    );
+    let mut cases: Vec<(Value, &str)> = Vec::new();
+    for field in ["request_id", "messages", "user_id", "session_id"] {
+        let mut body = valid.clone();
+        body.as_object_mut().expect("object").remove(field);
+        cases.push((body, field));
+    }
+    let mut body = valid.clone();
+    body["messages"] = json!([]);
+    cases.push((body, "messages"));
+    let mut body = valid.clone();
+    body["messages"][1]["content"] = json!("");
+    cases.push((body, "messages[1].content"));
+    let mut body = valid.clone();
+    body["messages"][1]
+        .as_object_mut()
+        .expect("object")
+        .remove("content");
+    cases.push((body, "messages[1].content"));
+    for role in ["system", "tool", ""] {
+        let mut body = valid.clone();
+        body["messages"][1]["role"] = json!(role);
+        cases.push((body, "messages[1].role"));
+    }
+    let mut body = valid.clone();
+    body["session_id"] = json!("");
+    cases.push((body, "session_id"));
+    let mut body = valid.clone();
+    body["user_id"] = json!(42);
+    cases.push((body, "user_id"));
+    cases.push((json!(["not", "an", "object"]), "body"));
+    for (body, field) in cases {
+        let (status, answer) = app.add(&body).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{field}: {answer}"
+        );
+        reason(&answer);
+        let fields: Vec<&str> = answer["detail"]["errors"]
+            .as_array()
+            .expect("errors listed")
+            .iter()
+            .filter_map(|error| error["field"].as_str())
+            .collect();
+        assert!(fields.contains(&field), "{field} not in {fields:?}");
+    }
+    assert!(app.search("u", "walruses walrus", 10).await.is_empty());
+    // The same request_id is still free: nothing of the rejected bodies was kept.
+    assert_eq!(app.add(&valid).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn invalid_searches_are_422() {
+    let app = TestApp::new();
+    for (body, field) in [
+        (json!({"user_id": "u", "top_k": 5}), "query"),
+        (json!({"query": "", "user_id": "u", "top_k": 5}), "query"),
+        (json!({"query": "x", "top_k": 5}), "user_id"),
+        (json!({"query": "x", "user_id": "", "top_k": 5}), "user_id"),
+        (json!({"query": "x", "user_id": "u"}), "top_k"),
+    ] {
+        let (status, answer) = app.post("/search", &body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}");
+        assert_eq!(answer["detail"]["errors"][0]["field"], field);
+    }
+}
+
+#[tokio::test]
+async fn body_over_the_limit_is_413() {
+    let app = TestApp::with_options(ApiOptions {
+        max_body_bytes: 1024,
+        ..ApiOptions::default()
+    });
+    let big = "x".repeat(2048);
+    let (status, body) = app.add(&add_body("r-big", "u", "s", &[big.as_str()])).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(reason(&body).contains("1024"));
+    let (status, _) = app.add(&add_body("r-small", "u", "s", &["small"])).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn auth_accepts_three_schemes_and_refuses_the_rest() {
+    let app = TestApp::with_options(ApiOptions {
+        keys: ApiKeys::new(["key-one", "key-two"]),
+        ..ApiOptions::default()
+    });
+    let body = add_body("r", "u", "s", &["authenticated memory"]).to_string();
+    for headers in [
+        vec![],
+        vec![("authorization", "Bearer wrong-key")],
+        vec![("authorization", "Basic key-one")],
+        vec![("x-api-key", "key-on")],
+    ] {
+        let (status, answer) = app
+            .call("POST", "/add", Some(body.clone().into_bytes()), &headers)
+            .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{headers:?}");
+        let text = answer.to_string();
+        assert!(
+            !text.contains("wrong-key") && !text.contains("key-one"),
+            "{text}"
+        );
+    }
+    for headers in [
+        [("authorization", "Bearer key-one")],
+        [("authorization", "Token key-two")],
+        [("x-api-key", "key-one")],
+    ] {
+        let (status, _) = app
+            .call("POST", "/add", Some(body.clone().into_bytes()), &headers)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{headers:?}");
+        let search = json!({"query": "authenticated", "user_id": "u", "top_k": 3}).to_string();
+        let (status, _) = app
+            .call("POST", "/search", Some(search.into_bytes()), &headers)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{headers:?}");
+    }
+    let search = json!({"query": "authenticated", "user_id": "u", "top_k": 3}).to_string();
+    let (status, _) = app
+        .call("POST", "/search", Some(search.into_bytes()), &[])
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_json_errors() {
+    let app = TestApp::new();
+    let (status, body) = app.call("GET", "/nope", None, &[]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    reason(&body);
+    let (status, body) = app.call("GET", "/add", None, &[]).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    reason(&body);
+}
+
+#[tokio::test]
+async fn a_real_trajectory_is_found_by_its_traceback() {
+    let app = TestApp::new();
+    for name in ["mini-swe-agent-sympy-13480", "resolution-sympy-14976"] {
+        let path = format!(
+            "{}/fixtures/sessions/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let fixture: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture"))
+                .expect("fixture JSON");
+        let messages = fixture["messages"].as_array().expect("messages");
+        // Chunked as the platform does, several Adds per session.
+        for (index, chunk) in messages.chunks(4).enumerate() {
+            let body = json!({
+                "request_id": format!("{name}:chunk-{index}"),
+                "user_id": "u",
+                "session_id": name,
+                "messages": chunk,
+            });
+            let (status, answer) = app.add(&body).await;
+            assert_eq!(status, StatusCode::OK, "{answer}");
+        }
+    }
+    let items = app
+        .search(
+            "u",
+            "NameError: name 'cotm' is not defined in coth eval (sympy/functions/elementary/hyperbolic.py)",
+            5,
+        )
+        .await;
+    assert_eq!(items[0]["session_id"], "mini-swe-agent-sympy-13480");
+    let items = app
+        .search(
+            "u",
+            "lambdify mpmath does not wrap Rational in _print_Rational",
+            3,
+        )
+        .await;
+    assert_eq!(items[0]["session_id"], "resolution-sympy-14976");
+}

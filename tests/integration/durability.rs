@@ -1,0 +1,262 @@
+//! The real binary on a loopback port: start-up, graceful shutdown, SIGKILL,
+//! and an index that is behind, missing or broken at start-up.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use crate::support::{ServerProcess, add_body, data_dir, http_request};
+
+fn marker(index: usize) -> String {
+    format!("durablemarker{index:04}q")
+}
+
+/// Searches for a marker and answers how many items hold it.
+fn count_marker(server: &ServerProcess, user_id: &str, marker: &str) -> usize {
+    let (status, body) = server.request(
+        "POST",
+        "/search",
+        Some(&json!({"query": marker, "user_id": user_id, "top_k": 100})),
+    );
+    assert_eq!(status, 200, "{body}");
+    body["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|item| item["content"].as_str().unwrap_or("").contains(marker))
+        .count()
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_data_survives_restart() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .any(|line| line.contains("auth disabled: no API key configured")),
+        "start-up line says auth is off: {:?}",
+        server.stderr()
+    );
+    let (status, _) = server.request("GET", "/health", None);
+    assert_eq!(status, 200);
+    let (status, body) = server.request(
+        "POST",
+        "/add",
+        Some(&add_body("r1", "u", "s", &["graceful otter shutdown text"])),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(count_marker(&server, "u", "otter"), 1);
+    assert_eq!(server.terminate(), Some(0));
+
+    let server = ServerProcess::start(&dir, &[]);
+    assert_eq!(count_marker(&server, "u", "otter"), 1);
+    assert_eq!(server.terminate(), Some(0));
+}
+
+#[test]
+fn acknowledged_adds_survive_sigkill_exactly_once() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let address = server.address;
+    // 8 concurrent clients, 12 Adds each; every 200 is recorded.
+    let acknowledged: Vec<(String, String)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..8)
+            .map(|client| {
+                scope.spawn(move || {
+                    let mut acked = Vec::new();
+                    for round in 0..12 {
+                        let index = client * 100 + round;
+                        let user_id = format!("user-{}", client % 3);
+                        let body = add_body(
+                            &format!("req-{index}"),
+                            &user_id,
+                            &format!("session-{client}"),
+                            &[&format!("acknowledged {} text", marker(index)), "reply"],
+                        );
+                        let (status, _) = http_request(address, "POST", "/add", Some(&body), &[]);
+                        if status == 200 {
+                            acked.push((user_id, marker(index)));
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("client thread"))
+            .collect()
+    });
+    assert_eq!(
+        acknowledged.len(),
+        96,
+        "every Add answered 200 before the kill"
+    );
+    server.kill();
+
+    let server = ServerProcess::start(&dir, &[]);
+    for (user_id, marker) in &acknowledged {
+        assert_eq!(
+            count_marker(&server, user_id, marker),
+            1,
+            "{marker} of {user_id} after SIGKILL"
+        );
+    }
+    // Retrying an acknowledged Add after the restart stores nothing twice.
+    let (status, _) = server.request(
+        "POST",
+        "/add",
+        Some(&add_body(
+            "req-0",
+            "user-0",
+            "session-0",
+            &[&format!("acknowledged {} text", marker(0)), "reply"],
+        )),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(count_marker(&server, "user-0", &marker(0)), 1);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn an_index_behind_the_store_replays_without_duplicates() {
+    let (guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let first = add_body("early", "u", "s", &["early pelican entry"]);
+    assert_eq!(server.request("POST", "/add", Some(&first)).0, 200);
+    assert_eq!(server.terminate(), Some(0));
+    let snapshot = guard.path().join("index-snapshot");
+    copy_dir(&dir.join("index"), &snapshot);
+
+    let server = ServerProcess::start(&dir, &[]);
+    for index in 0..5 {
+        let body = add_body(
+            &format!("late-{index}"),
+            "u",
+            "s",
+            &[&format!("late pelican {}", marker(index))],
+        );
+        assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+    }
+    assert_eq!(server.terminate(), Some(0));
+
+    // Put the old index back: it knows only the first Add.
+    std::fs::remove_dir_all(dir.join("index")).expect("remove index");
+    copy_dir(&snapshot, &dir.join("index"));
+    let server = ServerProcess::start(&dir, &[]);
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .any(|line| line.contains("replayed_adds=5")),
+        "{:?}",
+        server.stderr()
+    );
+    assert_eq!(count_marker(&server, "u", "early"), 1);
+    for index in 0..5 {
+        assert_eq!(count_marker(&server, "u", &marker(index)), 1);
+    }
+    let (_, body) = server.request("GET", "/health", None);
+    assert_eq!(body["num_docs"], 6);
+}
+
+#[test]
+fn a_missing_or_broken_index_is_rebuilt_from_the_store() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let mut expected = HashMap::new();
+    for index in 0..4 {
+        let user_id = format!("u{}", index % 2);
+        let body = add_body(
+            &format!("r{index}"),
+            &user_id,
+            "s",
+            &[&format!("heron {}", marker(index))],
+        );
+        assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+        expected.insert(marker(index), user_id);
+    }
+    assert_eq!(server.terminate(), Some(0));
+
+    std::fs::remove_dir_all(dir.join("index")).expect("remove index");
+    let server = ServerProcess::start(&dir, &[]);
+    for (marker, user_id) in &expected {
+        assert_eq!(count_marker(&server, user_id, marker), 1, "after removal");
+    }
+    assert_eq!(server.terminate(), Some(0));
+
+    std::fs::write(dir.join("index").join("meta.json"), b"{ not json").expect("corrupt meta");
+    let server = ServerProcess::start(&dir, &[]);
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .any(|line| line.contains("rebuilding from the store"))
+    );
+    for (marker, user_id) in &expected {
+        assert_eq!(
+            count_marker(&server, user_id, marker),
+            1,
+            "after corruption"
+        );
+    }
+}
+
+#[test]
+fn a_second_server_on_the_same_directory_is_refused() {
+    let (_guard, dir) = data_dir();
+    let _server = ServerProcess::start(&dir, &[]);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("in use by another codemem process"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_api_key_file_is_read_and_keys_work_over_the_socket() {
+    let (guard, dir) = data_dir();
+    let key_file = guard.path().join("keys");
+    std::fs::write(&key_file, "# rotated keys\nold-key\n\nnew-key\n").expect("key file");
+    let server = ServerProcess::start(&dir, &["--api-key-file", key_file.to_str().expect("path")]);
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .any(|line| line.contains("auth enabled (2 key(s))"))
+    );
+    let body = add_body("r", "u", "s", &["keyed memory"]);
+    let (status, _) = http_request(server.address, "POST", "/add", Some(&body), &[]);
+    assert_eq!(status, 401);
+    let (status, _) = http_request(
+        server.address,
+        "POST",
+        "/add",
+        Some(&body),
+        &[("X-Api-Key", "old-key")],
+    );
+    assert_eq!(status, 200);
+    let (status, _) = http_request(server.address, "GET", "/health", None, &[]);
+    assert_eq!(status, 200);
+    assert!(server.stderr().iter().all(|line| !line.contains("old-key")));
+}

@@ -1,0 +1,285 @@
+//! Helpers: an in-process app on a temporary data directory driven with
+//! `tower::ServiceExt::oneshot`, and the real binary on a loopback port.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use codemem::api::{self, ApiOptions};
+use codemem::service::{Service, ServiceOptions};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// A service on a temporary data directory, with its router.
+pub struct TestApp {
+    pub dir: tempfile::TempDir,
+    pub service: Arc<Service>,
+    pub router: Router,
+}
+
+impl TestApp {
+    pub fn new() -> TestApp {
+        TestApp::with_options(ApiOptions::default())
+    }
+
+    pub fn with_options(options: ApiOptions) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let service = Service::open(ServiceOptions::new(dir.path())).expect("service opens");
+        let router = api::app(service.clone(), options);
+        TestApp {
+            dir,
+            service,
+            router,
+        }
+    }
+
+    /// Sends one request; answers the status and the JSON body (`Null`
+    /// when the body is empty).
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let mut builder = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder
+            .body(body.map(Body::from).unwrap_or_else(Body::empty))
+            .expect("request");
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                panic!("body is not JSON: {:?}", String::from_utf8_lossy(&bytes))
+            })
+        };
+        (status, value)
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        self.call("POST", path, Some(body.to_string().into_bytes()), &[])
+            .await
+    }
+
+    pub async fn add(&self, body: &Value) -> (StatusCode, Value) {
+        self.post("/add", body).await
+    }
+
+    pub async fn search(&self, user_id: &str, query: &str, top_k: usize) -> Vec<Value> {
+        let (status, body) = self
+            .post(
+                "/search",
+                &json!({"query": query, "user_id": user_id, "top_k": top_k}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "search failed: {body}");
+        body["data"].as_array().expect("data array").clone()
+    }
+}
+
+/// An Add body with user/assistant turns alternating.
+pub fn add_body(request_id: &str, user_id: &str, session_id: &str, contents: &[&str]) -> Value {
+    let messages: Vec<Value> = contents
+        .iter()
+        .enumerate()
+        .map(|(index, content)| {
+            json!({
+                "role": if index % 2 == 0 { "user" } else { "assistant" },
+                "content": content,
+            })
+        })
+        .collect();
+    json!({
+        "request_id": request_id,
+        "user_id": user_id,
+        "session_id": session_id,
+        "messages": messages,
+    })
+}
+
+/// Asserts an error body of the contract's shape and answers its reason.
+pub fn reason(body: &Value) -> String {
+    body["detail"]["reason"]
+        .as_str()
+        .filter(|reason| !reason.is_empty())
+        .unwrap_or_else(|| panic!("no detail.reason in {body}"))
+        .to_string()
+}
+
+/// The `codemem` binary, started on a loopback port.
+pub struct ServerProcess {
+    child: Option<Child>,
+    pub address: SocketAddr,
+    stderr_lines: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    pub fn start(data_dir: &Path, extra_args: &[&str]) -> ServerProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_codemem"))
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra_args)
+            .env("CODEMEM_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("codemem starts");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (address_sender, address_receiver) = std::sync::mpsc::channel();
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let address = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let _ = address_sender.send(address);
+                }
+                sink.lock().expect("lines").push(line);
+            }
+        });
+        let address = match address_receiver.recv_timeout(Duration::from_secs(60)) {
+            Ok(address) => address.parse().expect("socket address"),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "server did not report its address; stderr: {:?}",
+                    lines.lock().expect("lines")
+                );
+            }
+        };
+        ServerProcess {
+            child: Some(child),
+            address,
+            stderr_lines: lines,
+        }
+    }
+
+    pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        http_request(self.address, method, path, body, &[])
+    }
+
+    pub fn stderr(&self) -> Vec<String> {
+        self.stderr_lines.lock().expect("lines").clone()
+    }
+
+    /// SIGTERM, then waits; answers the exit status code.
+    pub fn terminate(mut self) -> Option<i32> {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 client over a fresh connection (`Connection: close`).
+pub fn http_request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .expect("timeout");
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        payload.len()
+    );
+    if body.is_some() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("write head");
+    stream.write_all(payload.as_bytes()).expect("write body");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").expect("response head");
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("status code");
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "chunked responses are not expected"
+    );
+    let value = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(body).expect("JSON body")
+    };
+    (status, value)
+}
+
+/// A fresh temporary directory that outlives a server restart.
+pub fn data_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("data");
+    (dir, path)
+}
