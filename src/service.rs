@@ -97,7 +97,6 @@ impl ServiceOptions {
 /// What the writer thread is asked to do.
 struct WriteJob {
     request: AddRequest,
-    body_sha256: [u8; 32],
     reply: oneshot::Sender<Result<AddOutcome, ServiceError>>,
 }
 
@@ -210,13 +209,8 @@ impl Service {
             .clone()
             .ok_or(ServiceError::ShuttingDown)?;
         let (reply, answer) = oneshot::channel();
-        let body_sha256 = request.body_sha256();
         sender
-            .send(WriteJob {
-                request,
-                body_sha256,
-                reply,
-            })
+            .send(WriteJob { request, reply })
             .await
             .map_err(|_| ServiceError::ShuttingDown)?;
         answer.await.map_err(|_| ServiceError::ShuttingDown)?
@@ -418,12 +412,9 @@ fn write_batch(
         let tx = conn.transaction()?;
         let mut admissions = Vec::with_capacity(batch.len());
         for job in batch.iter() {
-            admissions.push(store::admit(
-                &tx,
-                &job.request,
-                &job.body_sha256,
-                stored_at_ms,
-            )?);
+            // Hashed here, on the writer thread, not on an async worker.
+            let body_sha256 = job.request.body_sha256();
+            admissions.push(store::admit(&tx, &job.request, &body_sha256, stored_at_ms)?);
         }
         tx.commit()?;
         Ok(admissions)

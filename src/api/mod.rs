@@ -75,8 +75,17 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .with_state(state)
 }
 
-/// Reads a body as JSON: 413 past the limit, 400 when it is not JSON.
-fn read_json(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value, ApiError> {
+/// Bodies larger than this are parsed on the blocking pool: parsing a few
+/// megabytes of JSON takes milliseconds, too long for an async worker.
+const INLINE_PARSE_BYTES: usize = 64 * 1024;
+
+/// Reads a body as JSON and validates it with `parse`: 413 past the limit,
+/// 400 when it is not JSON, 422 when `parse` finds bad fields.
+async fn read_request<T: Send + 'static>(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+    parse: fn(&Value) -> Result<T, Vec<error::FieldError>>,
+) -> Result<T, ApiError> {
     let bytes = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -87,16 +96,24 @@ fn read_json(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value,
             ApiError::new(rejection.status(), "could not read the request body")
         }
     })?;
-    serde_json::from_slice(&bytes).map_err(ApiError::malformed_json)
+    let is_small = bytes.len() <= INLINE_PARSE_BYTES;
+    let parse_bytes = move || {
+        let value: Value = serde_json::from_slice(&bytes).map_err(ApiError::malformed_json)?;
+        parse(&value).map_err(ApiError::invalid_fields)
+    };
+    if is_small {
+        return parse_bytes();
+    }
+    tokio::task::spawn_blocking(parse_bytes)
+        .await
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
 }
 
 async fn add(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<AddResponse>, ApiError> {
-    let value = read_json(body, state.max_body_bytes)?;
-    let request = dto::parse_add(&value).map_err(ApiError::invalid_fields)?;
-    drop(value);
+    let request = read_request(body, state.max_body_bytes, dto::parse_add).await?;
     let response = AddResponse {
         success: true,
         request_id: request.request_id.clone(),
@@ -113,8 +130,7 @@ async fn search(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SearchResponse>, ApiError> {
-    let value = read_json(body, state.max_body_bytes)?;
-    let request = dto::parse_search(&value).map_err(ApiError::invalid_fields)?;
+    let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
     let items = state.service.search(request).await?;
     Ok(Json(SearchResponse {
         data: items.into_iter().map(Into::into).collect(),
