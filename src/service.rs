@@ -408,6 +408,7 @@ fn write_batch(
     replace: bool,
 ) -> bool {
     let stored_at_ms = now_ms();
+    let started = std::time::Instant::now();
     let admitted: Result<Vec<Admission>, StoreError> = (|| {
         let tx = conn.transaction()?;
         let mut admissions = Vec::with_capacity(batch.len());
@@ -434,7 +435,14 @@ fn write_batch(
     };
     // Replace is off on the normal path: the index is exactly at the
     // store's previous head, so these sequence numbers are new to it.
+    let stored = started.elapsed();
     let indexed = catch_up(conn, writer, search_index, replace);
+    tracing::debug!(
+        num_adds = batch.len(),
+        store_ms = stored.as_secs_f64() * 1e3,
+        index_ms = (started.elapsed() - stored).as_secs_f64() * 1e3,
+        "batch written"
+    );
     if let Err(error) = &indexed {
         tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
     }
