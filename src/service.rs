@@ -174,11 +174,13 @@ impl Service {
         let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
         let thread_index = Arc::clone(&search_index);
         let thread_seq = Arc::clone(&committed_seq);
+        let thread_data_dir = data_dir.clone();
         let max_batch = options.max_batch.max(1);
         let writer_thread = std::thread::Builder::new()
             .name("codemem-writer".to_string())
             .spawn(move || {
                 writer_loop(
+                    &thread_data_dir,
                     receiver,
                     conn,
                     writer,
@@ -366,6 +368,7 @@ fn catch_up(
 }
 
 fn writer_loop(
+    data_dir: &Path,
     mut receiver: mpsc::Receiver<WriteJob>,
     mut conn: Connection,
     mut writer: IndexWriterHandle,
@@ -395,7 +398,13 @@ fn writer_loop(
         index_may_hold_unrecorded = !indexed;
         committed_seq.store(writer.committed_seq(), std::sync::atomic::Ordering::Release);
     }
-    tracing::info!(indexed_seq = writer.committed_seq(), "writer stopped");
+    let indexed_seq = writer.committed_seq();
+    match writer.close(data_dir) {
+        Ok(()) => tracing::info!(indexed_seq, "writer stopped, index synced"),
+        Err(error) => {
+            tracing::error!(%error, indexed_seq, "index not synced at shutdown; the next start-up verifies it")
+        }
+    }
 }
 
 /// Stores a group of Adds in one transaction, indexes them, then replies to

@@ -260,3 +260,73 @@ fn an_api_key_file_is_read_and_keys_work_over_the_socket() {
     assert_eq!(status, 200);
     assert!(server.stderr().iter().all(|line| !line.contains("old-key")));
 }
+
+#[test]
+fn a_torn_index_file_after_a_crash_is_caught_and_rebuilt() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    for index in 0..3 {
+        let body = add_body(
+            &format!("r{index}"),
+            "u",
+            "s",
+            &[&format!("ibis {}", marker(index))],
+        );
+        assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+    }
+    server.kill();
+    // Stand-in for a power loss: a segment file left with garbage in it.
+    let segment_file = std::fs::read_dir(dir.join("index"))
+        .expect("index dir")
+        .map(|entry| entry.expect("entry").path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "term"))
+        .expect("a .term file");
+    let mut bytes = std::fs::read(&segment_file).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&segment_file, bytes).expect("write");
+
+    let server = ServerProcess::start(&dir, &[]);
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .any(|line| line.contains("fail their checksum")),
+        "{:?}",
+        server.stderr()
+    );
+    for index in 0..3 {
+        assert_eq!(count_marker(&server, "u", &marker(index)), 1);
+    }
+}
+
+#[test]
+fn a_clean_shutdown_leaves_a_marker_that_skips_verification() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let body = add_body("r", "u", "s", &["crane text"]);
+    assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+    assert_eq!(server.terminate(), Some(0));
+    assert!(dir.join("index.clean").exists());
+
+    let server = ServerProcess::start(&dir, &[]);
+    assert!(!dir.join("index.clean").exists(), "removed while running");
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .all(|line| !line.contains("index verified"))
+    );
+    server.kill();
+
+    let server = ServerProcess::start(&dir, &[]);
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .any(|line| line.contains("index verified after an unclean shutdown")),
+        "{:?}",
+        server.stderr()
+    );
+    assert_eq!(count_marker(&server, "u", "crane"), 1);
+}

@@ -13,15 +13,22 @@
 //! writer thread (see `service`) holds the `IndexWriter`; searches share the
 //! reader, which is reloaded after every commit.
 
+pub mod directory;
+
 use std::path::{Path, PathBuf};
 
 use tantivy::collector::TopDocs;
+use tantivy::directory::error::OpenDirectoryError;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+use tantivy::{
+    Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc,
+};
+
+use self::directory::{CLEAN_MARKER, DerivedDirectory};
 
 use crate::store::StoredMessage;
 use crate::tokenize;
@@ -32,6 +39,9 @@ pub enum IndexError {
     /// tantivy failed.
     #[error("tantivy: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
+    /// The index directory could not be opened.
+    #[error("index directory: {0}")]
+    OpenDirectory(#[from] OpenDirectoryError),
     /// The index directory could not be prepared.
     #[error("index directory {path}: {source}")]
     Directory {
@@ -149,16 +159,26 @@ pub enum OpenState {
 }
 
 /// Opens the index in `data_dir`, creating or recreating it when needed.
+/// After anything but a clean shutdown, every index file's checksum is
+/// verified first (see [`directory`]).
 pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenState), IndexError> {
     let dir = data_dir.join(INDEX_DIR);
-    let (index, state, committed_seq) = match try_open_existing(&dir) {
+    let io_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| IndexError::Directory { path, source }
+    };
+    let marker = data_dir.join(CLEAN_MARKER);
+    let was_clean = marker.exists();
+    if was_clean {
+        // Gone while this process runs, so a crash is noticed next time.
+        std::fs::remove_file(&marker).map_err(io_error(&marker))?;
+        directory::sync_dir(data_dir).map_err(io_error(data_dir))?;
+    }
+    let (index, state, committed_seq) = match try_open_existing(&dir, !was_clean) {
         Some(Ok((index, seq))) => (index, OpenState::Opened, seq),
         Some(Err(reason)) => {
             tracing::warn!(%reason, path = %dir.display(), "index unusable, rebuilding from the store");
-            std::fs::remove_dir_all(&dir).map_err(|source| IndexError::Directory {
-                path: dir.clone(),
-                source,
-            })?;
+            std::fs::remove_dir_all(&dir).map_err(io_error(&dir))?;
             (create(&dir)?, OpenState::Recreated, 0)
         }
         None => (create(&dir)?, OpenState::Created, 0),
@@ -187,12 +207,13 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
 
 /// `None` when there is no index; `Some(Err)` when there is one that cannot
 /// be used; `Some(Ok)` with the index and its committed sequence number.
-fn try_open_existing(dir: &Path) -> Option<Result<(Index, i64), String>> {
+fn try_open_existing(dir: &Path, verify: bool) -> Option<Result<(Index, i64), String>> {
     if !dir.join("meta.json").exists() {
         return None;
     }
     let opened = (|| {
-        let index = Index::open_in_dir(dir).map_err(|error| error.to_string())?;
+        let directory = DerivedDirectory::open(dir).map_err(|error| error.to_string())?;
+        let index = Index::open(directory).map_err(|error| error.to_string())?;
         if index.schema() != schema().0 {
             return Err("schema differs from this build's".to_string());
         }
@@ -210,6 +231,18 @@ fn try_open_existing(dir: &Path) -> Option<Result<(Index, i64), String>> {
                 payload.schema
             ));
         }
+        if verify {
+            let corrupt = index
+                .validate_checksum()
+                .map_err(|error| format!("checksum verification failed: {error}"))?;
+            if !corrupt.is_empty() {
+                return Err(format!(
+                    "{} index file(s) fail their checksum",
+                    corrupt.len()
+                ));
+            }
+            tracing::info!("index verified after an unclean shutdown");
+        }
         Ok((index, payload.seq))
     })();
     Some(opened)
@@ -220,7 +253,12 @@ fn create(dir: &Path) -> Result<Index, IndexError> {
         path: dir.to_path_buf(),
         source,
     })?;
-    Ok(Index::create_in_dir(dir, schema().0)?)
+    let directory = DerivedDirectory::open(dir)?;
+    Ok(Index::create(
+        directory,
+        schema().0,
+        IndexSettings::default(),
+    )?)
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -270,6 +308,23 @@ impl IndexWriterHandle {
         self.committed_seq = seq;
         search_index.reader.reload()?;
         Ok(())
+    }
+
+    /// Waits for merges, syncs every index file, and leaves the marker that
+    /// lets the next start-up skip verification. Call after the last commit.
+    pub fn close(self, data_dir: &Path) -> Result<(), IndexError> {
+        self.writer.wait_merging_threads()?;
+        let dir = data_dir.join(INDEX_DIR);
+        let io_error = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| IndexError::Directory { path, source }
+        };
+        directory::sync_tree(&dir).map_err(io_error(&dir))?;
+        let marker = data_dir.join(CLEAN_MARKER);
+        std::fs::File::create(&marker)
+            .and_then(|file| file.sync_all())
+            .map_err(io_error(&marker))?;
+        directory::sync_dir(data_dir).map_err(io_error(data_dir))
     }
 
     /// Drops everything queued since the last commit.
