@@ -9,6 +9,7 @@ pub mod api;
 pub mod cli;
 pub mod domain;
 pub mod index;
+pub mod ingest;
 pub mod service;
 pub mod store;
 pub mod time;

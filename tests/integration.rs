@@ -9,3 +9,6 @@ mod contract;
 
 #[path = "integration/durability.rs"]
 mod durability;
+
+#[path = "integration/extract.rs"]
+mod extract;

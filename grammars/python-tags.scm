@@ -1,0 +1,40 @@
+; Tags for Python (tree-sitter-python 0.25), aider convention:
+; @name.definition.<kind> on the defined name, @definition.<kind> on the node,
+; @name.reference.<kind> on a referenced name.
+
+(class_definition
+  name: (identifier) @name.definition.class) @definition.class
+
+(function_definition
+  name: (identifier) @name.definition.function) @definition.function
+
+(module
+  (expression_statement
+    (assignment
+      left: (identifier) @name.definition.constant) @definition.constant))
+
+(call
+  function: [
+    (identifier) @name.reference.call
+    (attribute
+      attribute: (identifier) @name.reference.call)
+  ]) @reference.call
+
+(attribute
+  attribute: (identifier) @name.reference.attribute)
+
+(type
+  (identifier) @name.reference.type)
+
+(class_definition
+  superclasses: (argument_list
+    [
+      (identifier) @name.reference.class
+      (attribute attribute: (identifier) @name.reference.class)
+    ]))
+
+(decorator
+  [
+    (identifier) @name.reference.call
+    (attribute attribute: (identifier) @name.reference.call)
+  ])

@@ -1,0 +1,615 @@
+//! Mentions in prose and tool output: source file paths (`src/foo/bar.py`,
+//! `lib/x.rs:10`), test ids (`tests/x.py::test_y`), identifiers
+//! (backticked `foo_bar`, dotted `astropy.modeling.separable`, `a::b::c`,
+//! AutoCodeRover `search_method("x")` calls), and the code shown in
+//! observations (SWE-agent `[File: path]` views with numbered lines,
+//! AutoCodeRover `<file>`/`<code>` results, fenced code blocks) so its
+//! definitions can be tagged.
+//!
+//! Everything is bounded per text. Ranking what is mentioned is left to the
+//! caller.
+
+use std::sync::LazyLock;
+
+use super::symbols::CodeLanguage;
+use super::text::{Pattern, fenced_blocks, is_identifier, lines_with_offsets};
+
+/// Mentions kept per kind per text.
+const MAX_MENTIONS_PER_TEXT: usize = 200;
+/// Code snippets kept per text.
+const MAX_SNIPPETS_PER_TEXT: usize = 32;
+
+static PATH: LazyLock<Pattern> = LazyLock::new(|| {
+    Pattern::new(
+        r"[A-Za-z0-9_.~/\\-]*[A-Za-z0-9_]\.(?:py|pyi|pyx|pxd|rs|js|jsx|mjs|cjs|ts|tsx|go|java|kt|scala|c|h|cc|cpp|hpp|cxx|hh|hxx|rb|php|cs|swift|m|mm)(?-u:\b)(?::\d+)?",
+    )
+});
+static TEST_ID: LazyLock<Pattern> = LazyLock::new(|| Pattern::new(r"[\w./-]+\.py::[\w:.\[\]-]+"));
+static BACKTICKED: LazyLock<Pattern> = LazyLock::new(|| Pattern::new(r"`([^`\n]{2,120})`"));
+static DOTTED: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r"(?-u:\b)[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?-u:\b)\(?"));
+static RUST_PATH: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r"(?-u:\b)[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)+"));
+static SEARCH_CALL: LazyLock<Pattern> = LazyLock::new(|| {
+    Pattern::new(
+        r#"(?-u:\b)search_(?:method_in_class|method_in_file|class_in_file|code_in_file|method|class|code|callable|function)\(\s*"([^"\n]{1,120})"(?:\s*,\s*"([^"\n]{1,200})")?"#,
+    )
+});
+static FILE_VIEW_HEADER: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r"^\[File: (\S+) \(\d+ lines total\)\]"));
+static ACR_FILE_AND_CODE: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r"(?s)<file>([^<\n]{1,300})</file>.{0,400}?<code>"));
+
+static JSON_SYMBOL_FIELD: LazyLock<Pattern> = LazyLock::new(|| {
+    Pattern::new(r#""(?:span_id|function_name|class_name)"\s*:\s*"([^"\n]{1,200})""#)
+});
+static JSON_SPAN_IDS: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r#""span_ids"\s*:\s*\[([^\]]{0,4000})\]"#));
+
+const DOMAIN_ENDINGS: &[&str] = &[
+    ".com", ".org", ".io", ".net", ".dev", ".html", ".htm", ".edu", ".gov",
+];
+
+/// Source file paths mentioned in `text` (`:line` suffix removed), deduped in order.
+pub fn file_paths(text: &str) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for captures in PATH.captures_all(text) {
+        let Some(found) = captures.get(0) else {
+            continue;
+        };
+        let preceded_by_colon = found.start() > 0
+            && text
+                .get(..found.start())
+                .is_some_and(|before| before.ends_with(':'));
+        let raw = found.as_str();
+        if (preceded_by_colon && raw.starts_with("//")) || raw.contains("://") {
+            continue; // a URL
+        }
+        let without_line = raw.split(':').next().unwrap_or(raw);
+        let path = without_line.trim_start_matches("./");
+        if path.is_empty() || path.len() > 300 || path.starts_with('.') && !path.contains('/') {
+            continue;
+        }
+        if !paths.iter().any(|known| known == path) {
+            paths.push(path.to_string());
+            if paths.len() >= MAX_MENTIONS_PER_TEXT {
+                break;
+            }
+        }
+    }
+    paths
+}
+
+/// pytest node ids mentioned in `text`, deduped in order.
+pub fn test_ids(text: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    if !text.contains("::") {
+        return ids;
+    }
+    for captures in TEST_ID.captures_all(text) {
+        let Some(found) = captures.get(0) else {
+            continue;
+        };
+        let id = found.as_str().trim_end_matches([':', '.']);
+        if !ids.iter().any(|known| known == id) {
+            ids.push(id.to_string());
+            if ids.len() >= MAX_MENTIONS_PER_TEXT {
+                break;
+            }
+        }
+    }
+    ids
+}
+
+/// Whether `candidate` is an identifier, a dotted name or a `::` path.
+fn is_symbol_like(candidate: &str) -> bool {
+    if candidate.len() < 2 || candidate.len() > 120 {
+        return false;
+    }
+    candidate
+        .split("::")
+        .flat_map(|part| part.split('.'))
+        .all(|part| is_identifier(part.trim_start_matches('~')))
+}
+
+/// Drops `(...)` call parens and a leading `self.`/`cls.`/`this.`.
+fn normalize_symbol(candidate: &str) -> Option<String> {
+    let mut symbol = candidate.trim();
+    if let Some(open) = symbol.find('(') {
+        symbol = symbol.get(..open).unwrap_or(symbol);
+    }
+    for prefix in ["self.", "cls.", "this.", "Self::", "self::", "crate::"] {
+        if let Some(stripped) = symbol.strip_prefix(prefix) {
+            symbol = stripped;
+        }
+    }
+    let symbol = symbol.trim_end_matches(['.', ':']);
+    if !is_symbol_like(symbol) {
+        return None;
+    }
+    let last = symbol.rsplit(['.', ':']).next().unwrap_or(symbol);
+    let is_file_name = [
+        "py", "rs", "js", "ts", "go", "java", "md", "txt", "toml", "json", "cfg",
+    ]
+    .contains(&last)
+        && symbol.contains('.');
+    if is_file_name || DOMAIN_ENDINGS.iter().any(|ending| symbol.ends_with(ending)) {
+        return None;
+    }
+    // One plain word must look like code (snake_case, CamelCase inside, dunder).
+    if !symbol.contains(['.', ':']) {
+        let has_underscore = symbol.contains('_');
+        let has_inner_upper = symbol.chars().skip(1).any(|c| c.is_ascii_uppercase())
+            && symbol.chars().any(|c| c.is_ascii_lowercase());
+        if !(has_underscore || has_inner_upper || symbol.len() >= 4) {
+            return None;
+        }
+        if COMMON_WORDS.contains(&symbol.to_ascii_lowercase().as_str()) {
+            return None;
+        }
+    }
+    Some(symbol.to_string())
+}
+
+/// Single words that say nothing as identifiers: prose, language keywords, builtins.
+const COMMON_WORDS: &[&str] = &[
+    "true",
+    "false",
+    "none",
+    "null",
+    "self",
+    "this",
+    "that",
+    "with",
+    "from",
+    "import",
+    "return",
+    "print",
+    "list",
+    "dict",
+    "string",
+    "value",
+    "values",
+    "error",
+    "test",
+    "tests",
+    "code",
+    "data",
+    "file",
+    "path",
+    "name",
+    "type",
+    "init",
+    "main",
+    "else",
+    "then",
+    "when",
+    "also",
+    "here",
+    "there",
+    "what",
+    "which",
+    "some",
+    "other",
+    "into",
+    "onto",
+    "have",
+    "break",
+    "continue",
+    "pass",
+    "class",
+    "struct",
+    "enum",
+    "impl",
+    "async",
+    "await",
+    "yield",
+    "raise",
+    "assert",
+    "lambda",
+    "while",
+    "elif",
+    "except",
+    "finally",
+    "global",
+    "nonlocal",
+    "match",
+    "static",
+    "const",
+    "public",
+    "private",
+    "protected",
+    "void",
+    "func",
+    "package",
+    "interface",
+    "object",
+    "super",
+    "isinstance",
+    "getattr",
+    "setattr",
+    "hasattr",
+    "len",
+    "range",
+    "open",
+    "sorted",
+    "enumerate",
+    "float",
+    "bool",
+    "tuple",
+    "bytes",
+    "unwrap",
+    "clone",
+    "undefined",
+    "function",
+    "default",
+    "mut",
+    "crate",
+    "trait",
+    "where",
+    "loop",
+    "throw",
+    "throws",
+    "catch",
+    "typeof",
+    "instanceof",
+    "delete",
+    "new",
+    "var",
+    "let",
+    "goto",
+    "defer",
+    "chan",
+    "select",
+    "switch",
+    "case",
+    "master",
+    "todo",
+    "fixme",
+    "note",
+    "warning",
+    "output",
+    "input",
+    "result",
+    "results",
+    "example",
+    "issue",
+    "expected",
+    "actual",
+];
+
+/// `text` with the content of fenced code blocks replaced by blank lines.
+fn text_outside_fences(text: &str) -> std::borrow::Cow<'_, str> {
+    let blocks = fenced_blocks(text);
+    if blocks.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut prose = String::with_capacity(text.len());
+    let mut position = 0;
+    for block in blocks {
+        if block.fence_start < position {
+            continue;
+        }
+        prose.push_str(text.get(position..block.fence_start).unwrap_or(""));
+        prose.push('\n');
+        position = block.fence_end;
+    }
+    prose.push_str(text.get(position..).unwrap_or(""));
+    std::borrow::Cow::Owned(prose)
+}
+
+/// Whether a dotted name found in prose looks like code: called (`a.b(`),
+/// two or more dots, or one dot with a `snake_case`/`camelCase` part or a
+/// `Class.member` shape.
+fn is_code_like_dotted(candidate: &str) -> bool {
+    if candidate.ends_with('(') || candidate.matches('.').count() >= 2 {
+        return true;
+    }
+    let Some((first, second)) = candidate.split_once('.') else {
+        return false;
+    };
+    let has_snake = first.contains('_') || second.contains('_');
+    let has_camel = [first, second].iter().any(|part| {
+        part.chars().skip(1).any(|c| c.is_ascii_uppercase())
+            && part.chars().any(|c| c.is_ascii_lowercase())
+    });
+    let class_member = first.len() >= 3
+        && first.starts_with(|c: char| c.is_ascii_uppercase())
+        && first.chars().any(|c| c.is_ascii_lowercase())
+        && second.len() >= 3
+        && second.starts_with(|c: char| c.is_ascii_lowercase());
+    has_snake || has_camel || class_member
+}
+
+/// Identifiers named in prose: backticked names, code-like dotted names
+/// (see [`is_code_like_dotted`]), `a::b` paths, and AutoCodeRover search-call arguments.
+pub fn identifiers(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let push = |candidate: &str, found: &mut Vec<String>| {
+        if found.len() >= MAX_MENTIONS_PER_TEXT {
+            return;
+        }
+        if let Some(symbol) = normalize_symbol(candidate)
+            && !found.contains(&symbol)
+        {
+            found.push(symbol);
+        }
+    };
+    if text.contains('`') {
+        for captures in BACKTICKED.captures_all(text) {
+            if let Some(inner) = captures.get(1) {
+                push(inner.as_str(), &mut found);
+            }
+        }
+    }
+    if text.contains("search_") {
+        for captures in SEARCH_CALL.captures_all(text) {
+            if let Some(name) = captures.get(1) {
+                push(name.as_str(), &mut found);
+            }
+            // search_method_in_class("m", "C"): the class is the second argument.
+            if let (Some(whole), Some(second)) = (captures.get(0), captures.get(2))
+                && whole.as_str().contains("_in_class")
+            {
+                push(second.as_str(), &mut found);
+            }
+        }
+    }
+    // Dotted names and `::` paths only in prose: fenced code (repro scripts,
+    // logs) is full of local variables.
+    let prose = text_outside_fences(text);
+    for captures in DOTTED.captures_all(&prose) {
+        if let Some(whole) = captures.get(0)
+            && is_code_like_dotted(whole.as_str())
+        {
+            push(whole.as_str().trim_end_matches('('), &mut found);
+        }
+    }
+    if prose.contains("::") {
+        for captures in RUST_PATH.captures_all(&prose) {
+            if let Some(whole) = captures.get(0) {
+                push(whole.as_str(), &mut found);
+            }
+        }
+    }
+    found
+}
+
+/// Symbol names in structured agent actions (moatless `span_id`,
+/// `span_ids`, `function_name`, `class_name` fields), deduped in order.
+pub fn json_symbol_fields(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    if !text.contains("span_id") && !text.contains("_name\"") {
+        return found;
+    }
+    let push = |name: &str, found: &mut Vec<String>| {
+        // span ids look like `Class.method`, `impl`, `impl:3`, `imports`.
+        let name = name.trim();
+        let is_structural = name == "imports"
+            || name == "docstring"
+            || name.starts_with("impl")
+            || name.contains(':');
+        if found.len() < MAX_MENTIONS_PER_TEXT
+            && !is_structural
+            && is_symbol_like(name)
+            && !found.iter().any(|known| known == name)
+        {
+            found.push(name.to_string());
+        }
+    };
+    for captures in JSON_SYMBOL_FIELD.captures_all(text) {
+        if let Some(name) = captures.get(1) {
+            push(name.as_str(), &mut found);
+        }
+    }
+    for captures in JSON_SPAN_IDS.captures_all(text) {
+        let Some(list) = captures.get(1) else {
+            continue;
+        };
+        for item in list.as_str().split(',') {
+            push(item.trim().trim_matches('"'), &mut found);
+        }
+    }
+    found
+}
+
+/// A piece of code shown in a text, with its language.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeSnippet {
+    /// The language to parse it as.
+    pub language: CodeLanguage,
+    /// The code (line-number prefixes removed).
+    pub code: String,
+    /// The file it is from, when the view names one.
+    pub path: Option<String>,
+}
+
+/// Code shown in `text`: fenced blocks with a known language, SWE-agent file
+/// views, AutoCodeRover `<file>`/`<code>` results.
+pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
+    let mut snippets = Vec::new();
+    for block in fenced_blocks(text) {
+        if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
+            return snippets;
+        }
+        if let Some(language) = CodeLanguage::from_fence_info(&block.info)
+            && let Some(code) = text.get(block.content_start..block.content_end)
+        {
+            snippets.push(CodeSnippet {
+                language,
+                code: code.to_string(),
+                path: None,
+            });
+        }
+    }
+    if text.contains("[File: ") {
+        snippets.extend(file_views(text));
+    }
+    if text.contains("<code>") {
+        for captures in ACR_FILE_AND_CODE.captures_all(text) {
+            if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
+                break;
+            }
+            let (Some(path), Some(whole)) = (captures.get(1), captures.get(0)) else {
+                continue;
+            };
+            let Some(language) = CodeLanguage::from_path(path.as_str()) else {
+                continue;
+            };
+            let code_start = whole.end();
+            let Some(rest) = text.get(code_start..) else {
+                continue;
+            };
+            let code = rest.split("</code>").next().unwrap_or(rest);
+            snippets.push(CodeSnippet {
+                language,
+                code: code.to_string(),
+                path: Some(path.as_str().to_string()),
+            });
+        }
+    }
+    snippets.truncate(MAX_SNIPPETS_PER_TEXT);
+    snippets
+}
+
+/// SWE-agent `[File: /repo/x.py (47 lines total)]` views followed by `N:code` lines.
+fn file_views(text: &str) -> Vec<CodeSnippet> {
+    let mut snippets = Vec::new();
+    let mut current: Option<CodeSnippet> = None;
+    for line in lines_with_offsets(text) {
+        if let Some(captures) = FILE_VIEW_HEADER.captures(line.text) {
+            if let Some(snippet) = current.take() {
+                snippets.push(snippet);
+            }
+            let path = captures.get(1).map_or("", |m| m.as_str());
+            current = CodeLanguage::from_path(path).map(|language| CodeSnippet {
+                language,
+                code: String::new(),
+                path: Some(path.to_string()),
+            });
+            continue;
+        }
+        let Some(snippet) = current.as_mut() else {
+            continue;
+        };
+        let digits = line.text.bytes().take_while(u8::is_ascii_digit).count();
+        match line.text.get(digits..) {
+            Some(rest) if digits > 0 && rest.starts_with(':') => {
+                snippet.code.push_str(rest.get(1..).unwrap_or(""));
+                snippet.code.push('\n');
+            }
+            _ if line.text.starts_with('(') => {} // "(15 more lines above)"
+            _ => {
+                if let Some(done) = current.take() {
+                    snippets.push(done);
+                }
+            }
+        }
+        if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
+            break;
+        }
+    }
+    if let Some(snippet) = current {
+        snippets.push(snippet);
+    }
+    snippets.retain(|snippet| !snippet.code.is_empty());
+    snippets
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_in_prose_and_locations() {
+        let text = "See `xarray/core/variable.py` and lib/x.rs:10, also https://github.com/a/b/blob/main/msal/authority.py#L83 and ./setup.py. Day one.";
+        assert_eq!(
+            file_paths(text),
+            vec!["xarray/core/variable.py", "lib/x.rs", "setup.py"]
+        );
+    }
+
+    #[test]
+    fn test_ids_in_text() {
+        assert_eq!(
+            test_ids("run tests/test_a.py::TestX::test_y and tests/b.py::test_z."),
+            vec!["tests/test_a.py::TestX::test_y", "tests/b.py::test_z"]
+        );
+    }
+
+    fn check_identifiers(input: &str, expected: &[&str]) {
+        assert_eq!(identifiers(input), expected, "identifiers of: {input}");
+    }
+
+    #[test]
+    fn identifiers_in_prose() {
+        check_identifiers(
+            "`Variable.__setitem__` coercing types; see astropy.modeling.separable and `PolyFit` in `np.polyfit(x)`.",
+            &[
+                "Variable.__setitem__",
+                "PolyFit",
+                "np.polyfit",
+                "astropy.modeling.separable",
+            ],
+        );
+        check_identifiers(
+            "Search with search_method_in_class(\"parse_args\", \"MyOptionParser\") and tokio::runtime::Builder.",
+            &["parse_args", "MyOptionParser", "tokio::runtime::Builder"],
+        );
+        check_identifiers(
+            "Use `ls -la` or `the value`, e.g. i.e. `x`, file `setup.py`, `break`",
+            &[],
+        );
+        check_identifiers(
+            "Repro:\n```python\ngood_indexed.loc[0] = HasValues()\n```\nSee `HasValues` and xr.DataArray.loc.",
+            &["HasValues", "xr.DataArray.loc"],
+        );
+    }
+
+    #[test]
+    fn symbols_in_structured_actions() {
+        let action = r#"{"state": "SearchLoop_Searching", "name": "identify", "files_with_spans": [{"file_path": "src/_pytest/junitxml.py", "span_ids": ["LogXML", "LogXML.finalize", "impl:16"]}]} {"function_name": "pytest_addoption", "class_name": null}"#;
+        assert_eq!(
+            json_symbol_fields(action),
+            vec!["pytest_addoption", "LogXML", "LogXML.finalize"]
+        );
+    }
+
+    #[test]
+    fn snippets_from_views() {
+        let swe_agent = "[File: /mwaskom__seaborn/seaborn/_stats/regression.py (47 lines total)]\n10:@dataclass\n11:class PolyFit(Stat):\n22:    def _fit_predict(self, data):\n23:        return 1\n(24 more lines below)\n";
+        let snippets = code_snippets(swe_agent);
+        assert_eq!(snippets.len(), 1);
+        assert_eq!(snippets[0].language, CodeLanguage::Python);
+        assert_eq!(
+            snippets[0].code,
+            "@dataclass\nclass PolyFit(Stat):\n    def _fit_predict(self, data):\n        return 1\n"
+        );
+        let acr = "Search result 1: <file>src/_pytest/fixtures.py</file> <class>FixtureDef</class> <code>class FixtureDef(object):\n    def __init__(self):\n        pass\n</code>";
+        let snippets = code_snippets(acr);
+        assert_eq!(snippets.len(), 1);
+        assert_eq!(snippets[0].path.as_deref(), Some("src/_pytest/fixtures.py"));
+        assert!(snippets[0].code.starts_with("class FixtureDef(object):"));
+        let fenced = code_snippets("```rust\nfn main() {}\n```\n```text\nx\n```");
+        assert_eq!(fenced.len(), 1);
+        assert_eq!(fenced[0].language, CodeLanguage::Rust);
+    }
+
+    #[test]
+    fn every_pattern_compiles() {
+        for pattern in [
+            &*PATH,
+            &*TEST_ID,
+            &*BACKTICKED,
+            &*DOTTED,
+            &*RUST_PATH,
+            &*SEARCH_CALL,
+            &*FILE_VIEW_HEADER,
+            &*ACR_FILE_AND_CODE,
+            &*JSON_SYMBOL_FIELD,
+            &*JSON_SPAN_IDS,
+        ] {
+            assert!(pattern.is_valid(), "{pattern:?}");
+        }
+    }
+}

@@ -1,0 +1,718 @@
+//! Ingest: turns the raw messages of a coding agent's trajectory into
+//! structured code facts — the task, the files and symbols a diff changed, the
+//! symbols referenced, error traces, test outcomes, commands with exit codes,
+//! the session outcome, and evidence spans pointing back into the messages.
+//!
+//! The module is pure: text in, a [`SessionRecord`] and [`Diagnostic`]s out;
+//! no IO, no storage, no index. It never panics and its work is bounded on any
+//! input (caps on frames, evidence, parsed fragment sizes; linear scans).
+//! Storing or indexing the record is left to the caller.
+//!
+//! Layout: [`text`] (lines, fences, JSON string views), [`diff`] (unified
+//! diffs), [`symbols`] (tree-sitter tags, enclosing definitions), [`trace`]
+//! (error traces), [`testrun`] (test outcomes), [`command`] (commands, exit
+//! codes), [`mentions`] (paths, identifiers, code views), [`outcome`].
+
+/// Commands the agent ran and the exit codes observations report.
+pub mod command;
+/// Unified and git diffs: files, hunks, changed lines.
+pub mod diff;
+/// Paths, test ids, identifiers and code views mentioned in text.
+pub mod mentions;
+/// The session outcome from its final diff, tests and errors.
+pub mod outcome;
+/// Tree-sitter tags and the definitions enclosing changed lines.
+pub mod symbols;
+/// Test outcomes and run verdicts in tool output.
+pub mod testrun;
+/// Lines, fences, truncation and decoded JSON views of a message.
+pub mod text;
+/// Error traces of Python, pytest, Rust, Go, Java and JavaScript.
+pub mod trace;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::Role;
+
+use self::testrun::TestStatus;
+use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
+
+/// Characters kept of the task statement.
+pub const MAX_TASK_CHARS: usize = 4_000;
+/// Evidence items kept per session.
+pub const MAX_EVIDENCE: usize = 500;
+/// `fix` evidence items kept per session (the latest diffs first).
+const MAX_FIX_EVIDENCE: usize = 300;
+/// `error` evidence items kept per session.
+const MAX_ERROR_EVIDENCE: usize = 100;
+/// Entries kept in `symbols_referenced`.
+pub const MAX_SYMBOLS_REFERENCED: usize = 200;
+/// Entries kept in `symbols_changed`.
+const MAX_SYMBOLS_CHANGED: usize = 500;
+/// Entries kept in `files_changed`.
+const MAX_FILES_CHANGED: usize = 1_000;
+/// Error records kept per session.
+const MAX_ERRORS: usize = 200;
+/// Test ids kept per status.
+const MAX_TESTS_PER_STATUS: usize = 300;
+/// Command records kept per session.
+const MAX_COMMANDS: usize = 1_000;
+/// Diagnostics kept per session.
+const MAX_DIAGNOSTICS: usize = 100;
+/// Bytes of observed code (file views, code blocks) parsed by tree-sitter per
+/// session; beyond it, the cheaper line scan finds their definitions.
+const MAX_SNIPPET_PARSE_BYTES: usize = 32 * 1024;
+/// Time tree-sitter may spend on observed code per session.
+const MAX_SNIPPET_PARSE_TIME: Duration = Duration::from_millis(50);
+/// Bytes of observed code scanned for definitions per session.
+const MAX_SNIPPET_SCAN_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes kept of one evidence text.
+const MAX_EVIDENCE_TEXT_BYTES: usize = 6_000;
+/// Bytes of command output kept in a `step` evidence.
+const MAX_STEP_OUTPUT_BYTES: usize = 1_500;
+/// Symbols attached to one evidence item.
+const MAX_SYMBOLS_PER_EVIDENCE: usize = 20;
+/// Mentioned paths counted for the language vote per session.
+const MAX_LANGUAGE_MENTIONS: usize = 400;
+
+/// One message of a session, as the caller has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IngestMessage<'a> {
+    /// Position of the message in the session (0-based).
+    pub index: usize,
+    /// Who wrote it.
+    pub role: Role,
+    /// The raw content.
+    pub content: &'a str,
+}
+
+/// One frame of an error trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The file as the trace names it.
+    pub file: String,
+    /// The line, when the trace gives one.
+    pub line: Option<u32>,
+    /// The function / method, when the trace gives one.
+    pub function: Option<String>,
+}
+
+/// One error: a traceback, compiler error, panic or test failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorRecord {
+    /// The error type (`ValueError`, `E0308`, `panic`, `java.lang.NullPointerException`).
+    #[serde(rename = "type")]
+    pub error_type: String,
+    /// The first line of the message.
+    pub message: String,
+    /// The frames, as ordered in the trace (bounded).
+    pub frames: Vec<Frame>,
+}
+
+/// Final test outcomes seen in the session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestsRecord {
+    /// Tests whose last seen outcome is a failure.
+    pub failing: Vec<String>,
+    /// Tests whose last seen outcome is a pass.
+    pub passing: Vec<String>,
+}
+
+/// A command the agent ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    /// The command text (capped).
+    pub command: String,
+    /// The exit code the following observation reports, if any.
+    pub exit_code: Option<i32>,
+    /// The message the command is in.
+    pub message_index: usize,
+}
+
+/// How the session ended, from what the trajectory shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The last agent message carries a diff.
+    pub final_diff: bool,
+    /// Verdict of the last test run, if any ran.
+    pub tests_passed_at_end: Option<bool>,
+    /// `resolved`, `failed` or `unknown`.
+    pub status: String,
+}
+
+impl Default for Outcome {
+    fn default() -> Self {
+        outcome::decide(outcome::OutcomeSignals::default())
+    }
+}
+
+/// A span of a message that supports a fact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// `task`, `fix`, `error` or `step`.
+    pub kind: String,
+    /// The evidence as shown (decoded from JSON, capped, for `step` with output).
+    pub text: String,
+    /// The message it came from.
+    pub message_index: usize,
+    /// Byte range in that message's content (always valid to slice with).
+    pub byte_start: usize,
+    /// End of the byte range.
+    pub byte_end: usize,
+    /// The file it is about, if known.
+    pub file: Option<String>,
+    /// Symbols it is about.
+    pub symbols: Vec<String>,
+}
+
+/// Everything extracted from one session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The task statement: the first user message, trimmed and capped.
+    pub task: String,
+    /// Dominant language of the changed / viewed files.
+    pub language: Option<String>,
+    /// Paths the diffs change (new side; old side for deletions), in order.
+    pub files_changed: Vec<String>,
+    /// Innermost definitions enclosing changed lines, qualified where known.
+    pub symbols_changed: Vec<String>,
+    /// Identifiers referenced by added lines, named in prose, or defined in viewed code.
+    pub symbols_referenced: Vec<String>,
+    /// Error traces, deduplicated.
+    pub errors: Vec<ErrorRecord>,
+    /// Final test outcomes.
+    pub tests: TestsRecord,
+    /// Commands the agent ran.
+    pub commands: Vec<CommandRecord>,
+    /// How the session ended.
+    pub outcome: Outcome,
+    /// Spans supporting the facts.
+    pub evidence: Vec<Evidence>,
+}
+
+/// Something in a message that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// The message concerned.
+    pub message_index: usize,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Extracts the session record from every message of a session, in order.
+pub fn extract_session(messages: &[IngestMessage<'_>]) -> (SessionRecord, Vec<Diagnostic>) {
+    let mut builder = SessionBuilder {
+        snippet_parse_budget: symbols::ParseBudget::new(
+            MAX_SNIPPET_PARSE_BYTES,
+            MAX_SNIPPET_PARSE_TIME,
+        ),
+        ..SessionBuilder::default()
+    };
+    let task_position = messages
+        .iter()
+        .position(|message| message.role == Role::User);
+    for position in 0..messages.len() {
+        builder.add_message(messages, position, task_position == Some(position));
+    }
+    builder.finish()
+}
+
+/// Pushes `value` unless present (per `seen`) or the cap is reached.
+fn push_unique(
+    values: &mut Vec<String>,
+    seen: &mut HashSet<String>,
+    value: &str,
+    cap: usize,
+) -> bool {
+    if values.len() >= cap || value.is_empty() || seen.contains(value) {
+        return false;
+    }
+    seen.insert(value.to_string());
+    values.push(value.to_string());
+    true
+}
+
+/// A list of unique strings with a cap.
+#[derive(Default)]
+struct UniqueList {
+    values: Vec<String>,
+    seen: HashSet<String>,
+}
+
+impl UniqueList {
+    fn push(&mut self, value: &str, cap: usize) -> bool {
+        push_unique(&mut self.values, &mut self.seen, value, cap)
+    }
+}
+
+/// Accumulates facts message by message.
+#[derive(Default)]
+struct SessionBuilder {
+    task: String,
+    files_changed: UniqueList,
+    symbols_changed: UniqueList,
+    referenced_from_diffs: UniqueList,
+    referenced_from_task: UniqueList,
+    referenced_from_agent: UniqueList,
+    referenced_from_code: UniqueList,
+    errors: Vec<ErrorRecord>,
+    error_keys: HashSet<String>,
+    test_status: HashMap<String, (usize, TestStatus)>,
+    test_order: usize,
+    last_test_run: Option<bool>,
+    commands: Vec<CommandRecord>,
+    /// (command index, step evidence index) of the previous agent message's last command.
+    pending_command: Option<(usize, Option<usize>)>,
+    task_evidence: Vec<Evidence>,
+    fix_evidence: Vec<Evidence>,
+    fix_keys: HashSet<String>,
+    error_evidence: Vec<Evidence>,
+    step_evidence: Vec<Evidence>,
+    language_votes: HashMap<&'static str, (usize, usize)>,
+    language_mentions: usize,
+    vote_order: usize,
+    snippet_bytes_scanned: usize,
+    /// Tree-sitter allowance for diff hunks.
+    hunk_parse_budget: symbols::ParseBudget,
+    /// Tree-sitter allowance for observed code.
+    snippet_parse_budget: symbols::ParseBudget,
+    last_agent_message_has_diff: bool,
+    /// Whether the last agent message's diff edits a file that existed
+    /// (not only new files: a run that only adds a reproduction script has
+    /// not fixed anything).
+    last_agent_diff_edits_existing: bool,
+    /// Set by `add_diffs` for the message being read.
+    message_diff_edits_existing: bool,
+    last_message_has_error: bool,
+    last_message_failed_command: bool,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl SessionBuilder {
+    fn diagnose(&mut self, message_index: usize, message: String) {
+        if self.diagnostics.len() < MAX_DIAGNOSTICS {
+            self.diagnostics.push(Diagnostic {
+                message_index,
+                message,
+            });
+        }
+    }
+
+    fn vote_language(&mut self, path: &str, weight: usize) {
+        if let Some(language) = symbols::language_name_for_path(path) {
+            self.vote_order += 1;
+            let order = self.vote_order;
+            let entry = self.language_votes.entry(language).or_insert((0, order));
+            entry.0 += weight;
+        }
+    }
+
+    fn add_message(&mut self, messages: &[IngestMessage<'_>], position: usize, is_task: bool) {
+        let Some(message) = messages.get(position) else {
+            return;
+        };
+        let content = message.content;
+        let message_index = message.index;
+        let is_agent = message.role == Role::Assistant;
+
+        if is_task {
+            self.add_task(message);
+        }
+        if !is_agent {
+            self.attach_observation(message);
+        }
+
+        let views = text::message_views(content);
+        let mut message_has_diff = false;
+        let mut message_has_error = false;
+        self.message_diff_edits_existing = false;
+        for view in &views {
+            message_has_diff |= self.add_diffs(message_index, content, view);
+            message_has_error |= self.add_errors(message_index, content, view);
+            if !is_task {
+                self.add_tests(view);
+            }
+            if !is_agent && !is_task {
+                self.add_code_snippets(view);
+            }
+        }
+        if is_agent {
+            self.last_agent_message_has_diff = message_has_diff;
+            self.last_agent_diff_edits_existing = self.message_diff_edits_existing;
+            self.add_commands(message_index, content);
+            if content.trim_start().starts_with('{') && text::json_spans(content).is_empty() {
+                self.diagnose(
+                    message_index,
+                    "agent message looks like JSON but did not parse".to_string(),
+                );
+            }
+            for symbol in mentions::identifiers(content) {
+                self.referenced_from_agent
+                    .push(&symbol, MAX_SYMBOLS_REFERENCED);
+            }
+            for symbol in mentions::json_symbol_fields(content) {
+                self.referenced_from_agent
+                    .push(&symbol, MAX_SYMBOLS_REFERENCED);
+            }
+        }
+
+        if self.language_mentions < MAX_LANGUAGE_MENTIONS {
+            for path in mentions::file_paths(content) {
+                if self.language_mentions >= MAX_LANGUAGE_MENTIONS {
+                    break;
+                }
+                self.language_mentions += 1;
+                self.vote_language(&path, 1);
+            }
+        }
+        self.last_message_has_error = message_has_error;
+        if is_agent {
+            self.last_message_failed_command = false;
+        }
+    }
+
+    fn add_task(&mut self, message: &IngestMessage<'_>) {
+        let content = message.content;
+        let trimmed_start = content.len() - content.trim_start().len();
+        let trimmed = content.trim();
+        let task = truncate_to_chars(trimmed, MAX_TASK_CHARS);
+        self.task = task.to_string();
+        if task.is_empty() {
+            return;
+        }
+        let identifiers = mentions::identifiers(content);
+        for symbol in &identifiers {
+            self.referenced_from_task
+                .push(symbol, MAX_SYMBOLS_REFERENCED);
+        }
+        let symbols: Vec<String> = identifiers
+            .into_iter()
+            .take(MAX_SYMBOLS_PER_EVIDENCE)
+            .collect();
+        self.task_evidence.push(Evidence {
+            kind: "task".to_string(),
+            text: task.to_string(),
+            message_index: message.index,
+            byte_start: trimmed_start,
+            byte_end: trimmed_start + task.len(),
+            file: preferred_path(mentions::file_paths(task)),
+            symbols,
+        });
+    }
+
+    /// An observation after an agent message: exit code and output of its last command.
+    fn attach_observation(&mut self, message: &IngestMessage<'_>) {
+        let Some((command_index, evidence_index)) = self.pending_command.take() else {
+            return;
+        };
+        let exit_code = command::parse_exit_code(message.content);
+        if let Some(record) = self.commands.get_mut(command_index) {
+            record.exit_code = exit_code;
+        }
+        self.last_message_failed_command = exit_code.is_some_and(|code| code != 0);
+        if let Some(evidence) = evidence_index.and_then(|index| self.step_evidence.get_mut(index)) {
+            let output = head_and_tail(message.content.trim(), MAX_STEP_OUTPUT_BYTES);
+            evidence.text.push('\n');
+            evidence.text.push_str(&output);
+        }
+    }
+
+    fn add_commands(&mut self, message_index: usize, content: &str) {
+        self.pending_command = None;
+        for parsed in command::parse_commands(content) {
+            if self.commands.len() >= MAX_COMMANDS {
+                break;
+            }
+            let step_index = self.step_evidence.len();
+            self.step_evidence.push(Evidence {
+                kind: "step".to_string(),
+                text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),
+                message_index,
+                byte_start: parsed.start,
+                byte_end: parsed.end,
+                file: mentions::file_paths(&parsed.command).into_iter().next(),
+                symbols: Vec::new(),
+            });
+            self.commands.push(CommandRecord {
+                command: parsed.command,
+                exit_code: None,
+                message_index,
+            });
+            self.pending_command = Some((self.commands.len() - 1, Some(step_index)));
+        }
+    }
+
+    /// Returns whether the view had at least one file diff.
+    fn add_diffs(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
+        let parsed = diff::parse_diffs(&view.text);
+        for problem in parsed.problems {
+            self.diagnose(message_index, problem);
+        }
+        let mut any = false;
+        for file in &parsed.files {
+            let Some(path) = file.path() else { continue };
+            any = true;
+            self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
+            self.files_changed.push(path, MAX_FILES_CHANGED);
+            let file_text = view.text.get(file.start..file.end).unwrap_or("");
+            if symbols::language_name_for_path(path) == Some("c")
+                && symbols::looks_like_cpp(file_text)
+            {
+                self.vote_language("header.hpp", 5);
+            } else {
+                self.vote_language(path, 5);
+            }
+            let header = format!(
+                "--- {}\n+++ {}\n",
+                file.old_path
+                    .as_deref()
+                    .map_or("/dev/null".to_string(), |old| format!("a/{old}")),
+                file.new_path
+                    .as_deref()
+                    .map_or("/dev/null".to_string(), |new| format!("b/{new}")),
+            );
+            for hunk in &file.hunks {
+                let hunk_text = view.text.get(hunk.start..hunk.end).unwrap_or("");
+                let key = format!("{path}\u{0}{hunk_text}");
+                if !self.fix_keys.insert(key) {
+                    // Seen before (the same hunk shown again): nothing new.
+                    continue;
+                }
+                let hunk_symbols =
+                    symbols::hunk_symbols(path, hunk, &view.text, &mut self.hunk_parse_budget);
+                if hunk_symbols.skipped_parse {
+                    self.diagnose(
+                        message_index,
+                        format!("hunk of {path} not parsed by tree-sitter (too large or parser gave up); line scan only"),
+                    );
+                }
+                for symbol in &hunk_symbols.changed {
+                    self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
+                }
+                for symbol in &hunk_symbols.referenced {
+                    self.referenced_from_diffs
+                        .push(symbol, MAX_SYMBOLS_REFERENCED);
+                }
+                let (byte_start, byte_end) = view.raw_range(content, hunk.start, hunk.end);
+                let full_text = format!("{header}{hunk_text}");
+                self.fix_evidence.push(Evidence {
+                    kind: "fix".to_string(),
+                    text: head_and_tail(&full_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
+                    message_index,
+                    byte_start,
+                    byte_end,
+                    file: Some(path.to_string()),
+                    symbols: hunk_symbols
+                        .changed
+                        .iter()
+                        .take(MAX_SYMBOLS_PER_EVIDENCE)
+                        .cloned()
+                        .collect(),
+                });
+            }
+        }
+        any
+    }
+
+    /// Returns whether the view had at least one error.
+    fn add_errors(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
+        let parsed = trace::parse_errors(&view.text);
+        let any = !parsed.is_empty();
+        for error in parsed {
+            if error.record.error_type == "Traceback" && error.record.frames.is_empty() {
+                self.diagnose(
+                    message_index,
+                    "traceback without frames or exception line".to_string(),
+                );
+            }
+            let key = format!(
+                "{}\u{0}{}\u{0}{:?}",
+                error.record.error_type, error.record.message, error.record.frames
+            );
+            if self.errors.len() >= MAX_ERRORS || !self.error_keys.insert(key) {
+                continue;
+            }
+            let (byte_start, byte_end) = view.raw_range(content, error.start, error.end);
+            let error_text = view.text.get(error.start..error.end).unwrap_or("");
+            let mut symbols = UniqueList::default();
+            for frame in error.record.frames.iter().rev() {
+                if let Some(function) = &frame.function {
+                    symbols.push(function, MAX_SYMBOLS_PER_EVIDENCE);
+                }
+            }
+            let file = error
+                .record
+                .frames
+                .iter()
+                .rev()
+                .find(|frame| !frame.file.is_empty())
+                .map(|frame| frame.file.clone());
+            self.error_evidence.push(Evidence {
+                kind: "error".to_string(),
+                text: head_and_tail(error_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
+                message_index,
+                byte_start,
+                byte_end,
+                file,
+                symbols: symbols.values,
+            });
+            self.errors.push(error.record);
+        }
+        any
+    }
+
+    fn add_tests(&mut self, view: &TextView<'_>) {
+        let observations = testrun::parse_test_observations(&view.text);
+        for result in observations.results {
+            self.test_order += 1;
+            self.test_status
+                .insert(result.test_id, (self.test_order, result.status));
+        }
+        if let Some(run) = observations.runs.last() {
+            self.last_test_run = Some(run.passed);
+        }
+    }
+
+    fn add_code_snippets(&mut self, view: &TextView<'_>) {
+        if self.referenced_from_code.values.len() >= MAX_SYMBOLS_REFERENCED
+            || self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES
+        {
+            return;
+        }
+        for snippet in mentions::code_snippets(&view.text) {
+            self.snippet_bytes_scanned += snippet.code.len();
+            if let Some(path) = &snippet.path {
+                self.vote_language(path, 1);
+            }
+            let names = symbols::code_definitions(
+                snippet.language,
+                &snippet.code,
+                64,
+                &mut self.snippet_parse_budget,
+            );
+            for name in names {
+                self.referenced_from_code
+                    .push(&name, MAX_SYMBOLS_REFERENCED);
+            }
+            if self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES {
+                break;
+            }
+        }
+    }
+
+    fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
+        // symbols_referenced: diff references, then the task's, the agent's, viewed code.
+        let mut referenced = UniqueList::default();
+        for bucket in [
+            &self.referenced_from_diffs,
+            &self.referenced_from_task,
+            &self.referenced_from_agent,
+            &self.referenced_from_code,
+        ] {
+            for symbol in &bucket.values {
+                referenced.push(symbol, MAX_SYMBOLS_REFERENCED);
+            }
+        }
+
+        let mut tests: Vec<(String, (usize, TestStatus))> = self.test_status.drain().collect();
+        tests.sort_by_key(|(_, (order, _))| *order);
+        let mut record_tests = TestsRecord::default();
+        for (test_id, (_, status)) in tests {
+            let list = match status {
+                TestStatus::Passed => &mut record_tests.passing,
+                TestStatus::Failed => &mut record_tests.failing,
+            };
+            if list.len() < MAX_TESTS_PER_STATUS {
+                list.push(test_id);
+            }
+        }
+
+        let language = self
+            .language_votes
+            .iter()
+            .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
+            .map(|(language, _)| language.to_string());
+
+        let outcome = outcome::decide(outcome::OutcomeSignals {
+            final_diff: self.last_agent_message_has_diff,
+            final_diff_edits_existing: self.last_agent_diff_edits_existing,
+            last_test_run_passed: self.last_test_run,
+            ended_in_error: self.last_message_has_error || self.last_message_failed_command,
+        });
+
+        let evidence = select_evidence(
+            self.task_evidence,
+            self.fix_evidence,
+            self.error_evidence,
+            self.step_evidence,
+        );
+
+        let record = SessionRecord {
+            task: self.task,
+            language,
+            files_changed: self.files_changed.values,
+            symbols_changed: self.symbols_changed.values,
+            symbols_referenced: referenced.values,
+            errors: self.errors,
+            tests: record_tests,
+            commands: self.commands,
+            outcome,
+            evidence,
+        };
+        (record, self.diagnostics)
+    }
+}
+
+/// The first project-looking path (relative, not in site-packages or
+/// node_modules), else the first path.
+fn preferred_path(paths: Vec<String>) -> Option<String> {
+    let is_project = |path: &&String| {
+        !path.starts_with('/')
+            && !path.starts_with('~')
+            && !path.contains("site-packages")
+            && !path.contains("node_modules")
+            && !path.contains(":\\")
+    };
+    paths
+        .iter()
+        .find(is_project)
+        .cloned()
+        .or_else(|| paths.into_iter().next())
+}
+
+/// Keeps the task, the latest fixes, the first errors and the latest steps
+/// within [`MAX_EVIDENCE`], in message order.
+fn select_evidence(
+    task: Vec<Evidence>,
+    mut fixes: Vec<Evidence>,
+    mut errors: Vec<Evidence>,
+    mut steps: Vec<Evidence>,
+) -> Vec<Evidence> {
+    let mut selected = task;
+    if fixes.len() > MAX_FIX_EVIDENCE {
+        fixes.drain(..fixes.len() - MAX_FIX_EVIDENCE);
+    }
+    errors.truncate(MAX_ERROR_EVIDENCE);
+    selected.extend(fixes);
+    selected.extend(errors);
+    let room = MAX_EVIDENCE.saturating_sub(selected.len());
+    if steps.len() > room {
+        steps.drain(..steps.len() - room);
+    }
+    selected.extend(steps);
+    selected.truncate(MAX_EVIDENCE);
+    selected.sort_by_key(|evidence| (evidence.message_index, evidence.byte_start));
+    for evidence in &mut selected {
+        if evidence.text.len() > MAX_EVIDENCE_TEXT_BYTES * 2 {
+            evidence.text =
+                truncate_to_bytes(&evidence.text, MAX_EVIDENCE_TEXT_BYTES * 2).to_string();
+        }
+    }
+    selected
+}
+
+#[cfg(test)]
+mod tests;

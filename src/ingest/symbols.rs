@@ -1,0 +1,1797 @@
+//! Code symbols: which definitions enclose the changed lines of a diff hunk,
+//! which identifiers the added lines reference, and which definitions a code
+//! block or file view shows.
+//!
+//! Parsing uses tree-sitter (Python, Rust, JavaScript, TypeScript/TSX, Go,
+//! Java) with the tag queries in `grammars/*-tags.scm` (aider's
+//! `@name.definition.<kind>` / `@name.reference.<kind>` convention), run on
+//! hunk fragments that need not be valid programs: tree-sitter recovers from
+//! errors. A light line-based scan (definition patterns per language family,
+//! scopes by indentation, git's `@@` function context) backs it up, and is all
+//! there is for C and C++. Input size and parser work are bounded; nothing
+//! here allocates per byte beyond the fragment text.
+//!
+//! Finding hunks is left to [`super::diff`]; deciding what goes into the
+//! session record is left to the caller.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
+use std::sync::{LazyLock, OnceLock};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use tree_sitter::{
+    Language, Node, ParseOptions, ParseState, Parser, Query, QueryCursor, StreamingIterator, Tree,
+};
+
+use super::diff::{Hunk, HunkLineKind};
+
+/// Source texts larger than this are not handed to tree-sitter.
+pub const MAX_PARSE_BYTES: usize = 200 * 1024;
+/// At most this many definitions / references are kept per parsed text.
+const MAX_TAGS_PER_TEXT: usize = 5_000;
+/// Enclosing containers kept in a qualified name (the innermost ones).
+const MAX_QUALIFIERS: usize = 4;
+/// Syntax nodes visited when qualifying definitions.
+const MAX_QUALIFY_VISITS: usize = 2_000_000;
+/// Bytes of input per allowed parser progress callback (tree-sitter calls back
+/// every 100 parser operations; real code needs under one callback per 50
+/// bytes, so this leaves about 5x headroom before giving up on garbage).
+const PARSE_BYTES_PER_CALLBACK: usize = 10;
+/// Parser progress callbacks always allowed (small fragments need under 30).
+const PARSE_CALLBACKS_BASE: usize = 200;
+/// Time any single parse may take, before the per-size allowance.
+const PARSE_TIME_BASE: Duration = Duration::from_millis(20);
+/// Symbols kept per hunk.
+const MAX_SYMBOLS_PER_HUNK: usize = 64;
+
+/// A language tree-sitter can parse here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CodeLanguage {
+    /// Python (`.py`, `.pyi`, `.pyx`).
+    Python,
+    /// Rust (`.rs`).
+    Rust,
+    /// JavaScript (`.js`, `.jsx`, `.mjs`, `.cjs`).
+    JavaScript,
+    /// TypeScript (`.ts`, `.mts`, `.cts`).
+    TypeScript,
+    /// TypeScript with JSX (`.tsx`).
+    Tsx,
+    /// Go (`.go`).
+    Go,
+    /// Java (`.java`).
+    Java,
+}
+
+impl CodeLanguage {
+    /// Every supported language.
+    pub const ALL: [CodeLanguage; 7] = [
+        CodeLanguage::Python,
+        CodeLanguage::Rust,
+        CodeLanguage::JavaScript,
+        CodeLanguage::TypeScript,
+        CodeLanguage::Tsx,
+        CodeLanguage::Go,
+        CodeLanguage::Java,
+    ];
+
+    /// The language of a file path, from its extension.
+    pub fn from_path(path: &str) -> Option<CodeLanguage> {
+        match extension_of(path)?.as_str() {
+            "py" | "pyi" | "pyx" => Some(CodeLanguage::Python),
+            "rs" => Some(CodeLanguage::Rust),
+            "js" | "jsx" | "mjs" | "cjs" => Some(CodeLanguage::JavaScript),
+            "ts" | "mts" | "cts" => Some(CodeLanguage::TypeScript),
+            "tsx" => Some(CodeLanguage::Tsx),
+            "go" => Some(CodeLanguage::Go),
+            "java" => Some(CodeLanguage::Java),
+            _ => None,
+        }
+    }
+
+    /// The language of a fenced code block's info string (`python`, `rs`, ...).
+    pub fn from_fence_info(info: &str) -> Option<CodeLanguage> {
+        let word = info
+            .split(|c: char| c.is_whitespace() || c == ',' || c == '{')
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        match word.as_str() {
+            "python" | "py" | "python3" | "pycon" | "ipython" => Some(CodeLanguage::Python),
+            "rust" | "rs" => Some(CodeLanguage::Rust),
+            "javascript" | "js" | "jsx" | "node" | "mjs" => Some(CodeLanguage::JavaScript),
+            "typescript" | "ts" => Some(CodeLanguage::TypeScript),
+            "tsx" => Some(CodeLanguage::Tsx),
+            "go" | "golang" => Some(CodeLanguage::Go),
+            "java" => Some(CodeLanguage::Java),
+            _ => None,
+        }
+    }
+
+    /// Separator between a container and a member in qualified names.
+    pub fn separator(self) -> &'static str {
+        match self {
+            CodeLanguage::Rust => "::",
+            _ => ".",
+        }
+    }
+
+    fn tree_sitter_language(self) -> Language {
+        match self {
+            CodeLanguage::Python => tree_sitter_python::LANGUAGE.into(),
+            CodeLanguage::Rust => tree_sitter_rust::LANGUAGE.into(),
+            CodeLanguage::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
+            CodeLanguage::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+            CodeLanguage::Tsx => tree_sitter_typescript::LANGUAGE_TSX.into(),
+            CodeLanguage::Go => tree_sitter_go::LANGUAGE.into(),
+            CodeLanguage::Java => tree_sitter_java::LANGUAGE.into(),
+        }
+    }
+
+    fn query_source(self) -> String {
+        const PYTHON: &str = include_str!("../../grammars/python-tags.scm");
+        const RUST: &str = include_str!("../../grammars/rust-tags.scm");
+        const JAVASCRIPT: &str = include_str!("../../grammars/javascript-tags.scm");
+        const TYPESCRIPT: &str = include_str!("../../grammars/typescript-tags.scm");
+        const GO: &str = include_str!("../../grammars/go-tags.scm");
+        const JAVA: &str = include_str!("../../grammars/java-tags.scm");
+        // Patterns after this line of javascript-tags.scm are not valid for TypeScript.
+        const JAVASCRIPT_ONLY_MARKER: &str = "; @javascript-only";
+        match self {
+            CodeLanguage::Python => PYTHON.to_string(),
+            CodeLanguage::Rust => RUST.to_string(),
+            CodeLanguage::JavaScript => JAVASCRIPT.to_string(),
+            CodeLanguage::TypeScript | CodeLanguage::Tsx => {
+                let shared = JAVASCRIPT
+                    .split(JAVASCRIPT_ONLY_MARKER)
+                    .next()
+                    .unwrap_or(JAVASCRIPT);
+                format!("{shared}\n{TYPESCRIPT}")
+            }
+            CodeLanguage::Go => GO.to_string(),
+            CodeLanguage::Java => JAVA.to_string(),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            CodeLanguage::Python => 0,
+            CodeLanguage::Rust => 1,
+            CodeLanguage::JavaScript => 2,
+            CodeLanguage::TypeScript => 3,
+            CodeLanguage::Tsx => 4,
+            CodeLanguage::Go => 5,
+            CodeLanguage::Java => 6,
+        }
+    }
+
+    fn family(self) -> Family {
+        match self {
+            CodeLanguage::Python => Family::Python,
+            CodeLanguage::Rust => Family::Rust,
+            CodeLanguage::JavaScript | CodeLanguage::TypeScript | CodeLanguage::Tsx => {
+                Family::JavaScript
+            }
+            CodeLanguage::Go => Family::Go,
+            CodeLanguage::Java => Family::Java,
+        }
+    }
+}
+
+/// Lower-cased extension of the last path component, if any.
+fn extension_of(path: &str) -> Option<String> {
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let (stem, extension) = name.rsplit_once('.')?;
+    if stem.is_empty() || extension.is_empty() || extension.len() > 8 {
+        return None;
+    }
+    Some(extension.to_ascii_lowercase())
+}
+
+/// The language name (`python`, `rust`, `cpp`, ...) of a file path, for the
+/// session's dominant language; `None` for non-code files.
+pub fn language_name_for_path(path: &str) -> Option<&'static str> {
+    let name = match extension_of(path)?.as_str() {
+        "py" | "pyi" | "pyx" | "pxd" => "python",
+        "rs" => "rust",
+        "js" | "jsx" | "mjs" | "cjs" => "javascript",
+        "ts" | "tsx" | "mts" | "cts" => "typescript",
+        "go" => "go",
+        "java" => "java",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" | "ipp" | "inl" | "c++" | "h++" => "cpp",
+        "kt" | "kts" => "kotlin",
+        "scala" => "scala",
+        "cs" => "csharp",
+        "rb" => "ruby",
+        "php" => "php",
+        "swift" => "swift",
+        "m" | "mm" => "objective-c",
+        _ => return None,
+    };
+    Some(name)
+}
+
+/// Whether C-family text (a `.h` header's diff) shows C++ constructs.
+pub fn looks_like_cpp(text: &str) -> bool {
+    const MARKERS: &[&str] = &[
+        "::",
+        "template <",
+        "template<",
+        "namespace ",
+        "public:",
+        "private:",
+        "constexpr ",
+        "nullptr",
+        "std::",
+    ];
+    let sample = super::text::truncate_to_bytes(text, 64 * 1024);
+    MARKERS.iter().any(|marker| sample.contains(marker))
+}
+
+/// The kind of tag a capture marks.
+#[derive(Debug, Clone)]
+enum CaptureRole {
+    DefinitionName(String),
+    DefinitionNode,
+    ReferenceName(String),
+    Other,
+}
+
+/// A compiled language with its tag query.
+struct LanguageSupport {
+    language: Language,
+    query: Query,
+    roles: Vec<CaptureRole>,
+}
+
+fn build_support(language: CodeLanguage) -> Result<LanguageSupport, String> {
+    let grammar = language.tree_sitter_language();
+    let query = Query::new(&grammar, &language.query_source())
+        .map_err(|error| format!("{language:?} tags query: {error}"))?;
+    let roles = query
+        .capture_names()
+        .iter()
+        .map(|name| {
+            if let Some(kind) = name.strip_prefix("name.definition.") {
+                CaptureRole::DefinitionName(kind.to_string())
+            } else if let Some(kind) = name.strip_prefix("name.reference.") {
+                CaptureRole::ReferenceName(kind.to_string())
+            } else if name.starts_with("definition.") {
+                CaptureRole::DefinitionNode
+            } else {
+                CaptureRole::Other
+            }
+        })
+        .collect();
+    Ok(LanguageSupport {
+        language: grammar,
+        query,
+        roles,
+    })
+}
+
+static SUPPORT: [OnceLock<Result<LanguageSupport, String>>; 7] = [
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+    OnceLock::new(),
+];
+
+fn support(language: CodeLanguage) -> Result<&'static LanguageSupport, &'static str> {
+    SUPPORT[language.index()]
+        .get_or_init(|| build_support(language))
+        .as_ref()
+        .map_err(|error| error.as_str())
+}
+
+/// Checks that the tag query of `language` compiles (the error text if not).
+pub fn check_query(language: CodeLanguage) -> Result<(), String> {
+    support(language).map(|_| ()).map_err(str::to_string)
+}
+
+/// A definition found by the tag query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    /// The defined name (`method`).
+    pub name: String,
+    /// The name qualified by its enclosing containers in the parsed text (`Class.method`).
+    pub qualified_name: String,
+    /// The tag kind (`function`, `method`, `class`, `impl`, `constant`...).
+    pub kind: String,
+    /// First row (0-based) of the definition, decorators included.
+    pub start_row: usize,
+    /// Last row (0-based) of the definition.
+    pub end_row: usize,
+    /// Column of the definition's first byte.
+    pub start_column: usize,
+}
+
+/// A referenced name found by the tag query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// The referenced name.
+    pub name: String,
+    /// The tag kind (`call`, `type`, `attribute`...).
+    pub kind: String,
+    /// Row (0-based) of the reference.
+    pub row: usize,
+}
+
+/// Definitions and references of one parsed text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tags {
+    /// Definitions in text order.
+    pub definitions: Vec<Definition>,
+    /// References in text order.
+    pub references: Vec<Reference>,
+}
+
+/// How much tree-sitter work a caller allows: bytes handed to the parser and
+/// wall-clock time spent in it. Parser operation counts alone do not bound
+/// time (error recovery on garbage costs ~10x more per operation than on code),
+/// so a clock guards against pathological input; on real code neither limit is
+/// reached, and when one is, callers fall back to the line scan.
+#[derive(Debug, Clone)]
+pub struct ParseBudget {
+    remaining_bytes: usize,
+    remaining_time: Duration,
+    per_parse_base: Duration,
+}
+
+impl Default for ParseBudget {
+    /// The per-session budget for diff hunks: 8 MB, 250 ms (real sessions
+    /// use a few ms to a few tens of ms).
+    fn default() -> Self {
+        ParseBudget::new(8 * 1024 * 1024, Duration::from_millis(250))
+    }
+}
+
+impl ParseBudget {
+    /// A budget of `bytes` parsed and `time` spent parsing.
+    pub fn new(bytes: usize, time: Duration) -> ParseBudget {
+        ParseBudget {
+            remaining_bytes: bytes,
+            remaining_time: time,
+            per_parse_base: PARSE_TIME_BASE,
+        }
+    }
+
+    /// A budget whose clock only stops truly runaway parses (a minute each):
+    /// for tests and offline tools, where determinism matters more than latency.
+    pub fn generous() -> ParseBudget {
+        ParseBudget {
+            remaining_bytes: usize::MAX,
+            remaining_time: Duration::from_secs(3_600),
+            per_parse_base: Duration::from_secs(60),
+        }
+    }
+
+    /// Whether `length` more bytes may be parsed.
+    pub fn allows(&self, length: usize) -> bool {
+        length <= self.remaining_bytes && !self.remaining_time.is_zero()
+    }
+
+    /// The time one parse of `length` bytes may take: a base plus 1 ms per
+    /// 4 KB (real code parses at several MB/s), within what remains.
+    fn time_limit(&self, length: usize) -> Duration {
+        let per_parse = self.per_parse_base + Duration::from_millis((length / 4_096) as u64);
+        per_parse.min(self.remaining_time)
+    }
+
+    fn spend(&mut self, length: usize, elapsed: Duration) {
+        self.remaining_bytes = self.remaining_bytes.saturating_sub(length);
+        self.remaining_time = self.remaining_time.saturating_sub(elapsed);
+    }
+}
+
+/// Looks like text a parser can make sense of: at most 1% control or
+/// replacement characters (lossy-decoded binary is refused outright).
+fn looks_like_code(source: &str) -> bool {
+    let mut characters = 0usize;
+    let mut suspicious = 0usize;
+    for character in source.chars() {
+        characters += 1;
+        if character == '\u{fffd}'
+            || (character.is_control() && !matches!(character, '\n' | '\t' | '\r'))
+        {
+            suspicious += 1;
+        }
+    }
+    suspicious * 100 <= characters
+}
+
+fn parse_bounded(support: &LanguageSupport, source: &str, time_limit: Duration) -> Option<Tree> {
+    let mut parser = Parser::new();
+    parser.set_language(&support.language).ok()?;
+    let budget = PARSE_CALLBACKS_BASE + source.len() / PARSE_BYTES_PER_CALLBACK;
+    let deadline = Instant::now() + time_limit;
+    let mut callbacks = 0usize;
+    let mut progress = |_: &ParseState| {
+        callbacks += 1;
+        if callbacks > budget || Instant::now() > deadline {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let bytes = source.as_bytes();
+    let options = ParseOptions::new().progress_callback(&mut progress);
+    parser.parse_with_options(
+        &mut |offset, _| bytes.get(offset..).unwrap_or(&[]),
+        None,
+        Some(options),
+    )
+}
+
+/// Definitions and references of `source` with a fresh default budget; see
+/// [`extract_tags_within`].
+pub fn extract_tags(language: CodeLanguage, source: &str) -> Option<Tags> {
+    extract_tags_within(language, source, &mut ParseBudget::default())
+}
+
+/// Definitions and references of `source`; `None` when it is too large or
+/// does not look like code, the budget is spent, the query does not compile,
+/// or the parser gave up.
+pub fn extract_tags_within(
+    language: CodeLanguage,
+    source: &str,
+    budget: &mut ParseBudget,
+) -> Option<Tags> {
+    if source.len() > MAX_PARSE_BYTES || !budget.allows(source.len()) || !looks_like_code(source) {
+        return None;
+    }
+    let support = support(language).ok()?;
+    let started = Instant::now();
+    let parsed = parse_bounded(support, source, budget.time_limit(source.len()));
+    budget.spend(source.len(), started.elapsed());
+    let tree = parsed?;
+    let mut tags = Tags::default();
+    // Definitions as matched, qualified afterwards in one walk of the tree.
+    let mut pending: Vec<PendingDefinition> = Vec::new();
+    let mut pending_by_node: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut seen_definitions: HashSet<(usize, usize, String)> = HashSet::new();
+    let mut cursor = QueryCursor::new();
+    cursor.set_match_limit(256);
+    let mut matches = cursor.matches(&support.query, tree.root_node(), source.as_bytes());
+    while let Some(found) = matches.next() {
+        if pending.len() >= MAX_TAGS_PER_TEXT && tags.references.len() >= MAX_TAGS_PER_TEXT {
+            break;
+        }
+        let mut definition_name: Option<(Node<'_>, &str)> = None;
+        let mut definition_node: Option<Node<'_>> = None;
+        let mut reference_name: Option<(Node<'_>, &str)> = None;
+        for capture in found.captures() {
+            match support.roles.get(capture.index as usize) {
+                Some(CaptureRole::DefinitionName(kind)) => {
+                    definition_name = Some((capture.node, kind.as_str()))
+                }
+                Some(CaptureRole::DefinitionNode) => definition_node = Some(capture.node),
+                Some(CaptureRole::ReferenceName(kind)) => {
+                    reference_name = Some((capture.node, kind.as_str()))
+                }
+                _ => {}
+            }
+        }
+        if let Some((name_node, kind)) = definition_name
+            && pending.len() < MAX_TAGS_PER_TEXT
+            && let Some(name) = node_text(source, name_node)
+        {
+            let node = definition_node.unwrap_or(name_node);
+            if seen_definitions.insert((node.start_byte(), node.end_byte(), name.to_string())) {
+                let own_name = match (language, node.kind()) {
+                    (CodeLanguage::Go, "method_declaration") => {
+                        match go_receiver_type(source, node) {
+                            Some(receiver) => format!("{receiver}.{name}"),
+                            None => name.to_string(),
+                        }
+                    }
+                    _ => name.to_string(),
+                };
+                pending_by_node
+                    .entry(node.id())
+                    .or_default()
+                    .push(pending.len());
+                pending.push(PendingDefinition {
+                    name: name.to_string(),
+                    own_name,
+                    kind: kind.to_string(),
+                    start_byte: node.start_byte(),
+                    start: node.start_position(),
+                    end_row: node.end_position().row,
+                    containers: Vec::new(),
+                });
+            }
+        }
+        if let Some((name_node, kind)) = reference_name
+            && tags.references.len() < MAX_TAGS_PER_TEXT
+            && let Some(name) = node_text(source, name_node)
+        {
+            tags.references.push(Reference {
+                name: name.to_string(),
+                kind: kind.to_string(),
+                row: name_node.start_position().row,
+            });
+        }
+    }
+    drop(matches);
+    qualify_definitions(language, source, &tree, &mut pending, &pending_by_node);
+    let separator = language.separator();
+    for definition in pending {
+        let qualified_name = if definition.containers.is_empty() {
+            definition.own_name
+        } else {
+            format!(
+                "{}{separator}{}",
+                definition.containers.join(separator),
+                definition.own_name
+            )
+        };
+        tags.definitions.push(Definition {
+            name: definition.name,
+            qualified_name,
+            kind: definition.kind,
+            start_row: definition.start.row,
+            end_row: definition.end_row.max(definition.start.row),
+            start_column: definition.start.column,
+        });
+    }
+    tags.definitions
+        .sort_by_key(|definition| (definition.start_row, definition.start_column));
+    Some(tags)
+}
+
+/// A definition found by the query, before qualification.
+struct PendingDefinition {
+    name: String,
+    own_name: String,
+    kind: String,
+    /// Byte offset of the definition node.
+    start_byte: usize,
+    /// Start of the definition (of its decorators, once qualified).
+    start: tree_sitter::Point,
+    end_row: usize,
+    /// Enclosing container names, outermost first (at most [`MAX_QUALIFIERS`]).
+    containers: Vec<String>,
+}
+
+/// Walks the tree once (iteratively, bounded) keeping the stack of enclosing
+/// containers, and records it for each pending definition; also extends a
+/// decorated Python definition to its decorators. (`Node::parent` is not used:
+/// it costs a descent from the root per call.)
+fn qualify_definitions(
+    language: CodeLanguage,
+    source: &str,
+    tree: &Tree,
+    pending: &mut [PendingDefinition],
+    pending_by_node: &HashMap<usize, Vec<usize>>,
+) {
+    if pending.is_empty() {
+        return;
+    }
+    // Only subtrees holding a definition are walked.
+    let mut definition_starts: Vec<usize> = pending
+        .iter()
+        .map(|definition| definition.start_byte)
+        .collect();
+    definition_starts.sort_unstable();
+    let holds_definition = |node: Node<'_>| {
+        let first_at_or_after =
+            definition_starts.partition_point(|start| *start < node.start_byte());
+        definition_starts
+            .get(first_at_or_after)
+            .is_some_and(|start| *start < node.end_byte())
+    };
+    let mut cursor = tree.walk();
+    let mut containers: Vec<(usize, String)> = Vec::new();
+    let mut depth = 0usize;
+    let mut visited = 0usize;
+    let mut decorated_starts: HashMap<usize, tree_sitter::Point> = HashMap::new();
+    loop {
+        let node = cursor.node();
+        visited += 1;
+        while containers
+            .last()
+            .is_some_and(|(container_depth, _)| *container_depth >= depth)
+        {
+            containers.pop();
+        }
+        if node.kind() == "decorated_definition"
+            && let Some(definition) = node.child_by_field_name("definition")
+        {
+            decorated_starts.insert(definition.id(), node.start_position());
+        }
+        if let Some(indices) = pending_by_node.get(&node.id()) {
+            let skip = containers.len().saturating_sub(MAX_QUALIFIERS);
+            let names: Vec<String> = containers
+                .iter()
+                .skip(skip)
+                .map(|(_, name)| name.clone())
+                .collect();
+            for index in indices {
+                if let Some(definition) = pending.get_mut(*index) {
+                    definition.containers = names.clone();
+                    if let Some(start) = decorated_starts.get(&node.id()) {
+                        definition.start = *start;
+                    }
+                }
+            }
+        }
+        if let Some(name) = container_name(language, source, node) {
+            containers.push((depth, name));
+        }
+        if visited < MAX_QUALIFY_VISITS && holds_definition(node) && cursor.goto_first_child() {
+            depth += 1;
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+            depth = depth.saturating_sub(1);
+        }
+    }
+}
+
+fn node_text<'s>(source: &'s str, node: Node<'_>) -> Option<&'s str> {
+    let text = source.get(node.byte_range())?;
+    if text.is_empty() || text.len() > 200 {
+        return None;
+    }
+    Some(text)
+}
+
+fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Option<String> {
+    let kind = node.kind();
+    let is_container = match language {
+        CodeLanguage::Python => matches!(kind, "class_definition" | "function_definition"),
+        CodeLanguage::Rust => matches!(
+            kind,
+            "impl_item" | "trait_item" | "mod_item" | "function_item"
+        ),
+        CodeLanguage::JavaScript | CodeLanguage::TypeScript | CodeLanguage::Tsx => matches!(
+            kind,
+            "class_declaration"
+                | "class"
+                | "abstract_class_declaration"
+                | "interface_declaration"
+                | "function_declaration"
+                | "method_definition"
+                | "internal_module"
+                | "module"
+        ),
+        CodeLanguage::Go => false,
+        CodeLanguage::Java => matches!(
+            kind,
+            "class_declaration"
+                | "interface_declaration"
+                | "enum_declaration"
+                | "record_declaration"
+                | "method_declaration"
+        ),
+    };
+    if !is_container {
+        return None;
+    }
+    if kind == "impl_item" {
+        let type_node = node.child_by_field_name("type")?;
+        return base_type_name(source, type_node);
+    }
+    let name_node = node.child_by_field_name("name")?;
+    node_text(source, name_node).map(str::to_string)
+}
+
+/// `Foo` of `Foo`, `Foo<T>`, `a::b::Foo`.
+fn base_type_name(source: &str, node: Node<'_>) -> Option<String> {
+    match node.kind() {
+        "generic_type" => node
+            .child_by_field_name("type")
+            .and_then(|inner| base_type_name(source, inner)),
+        "scoped_type_identifier" => node
+            .child_by_field_name("name")
+            .and_then(|inner| node_text(source, inner))
+            .map(str::to_string),
+        _ => node_text(source, node).map(str::to_string),
+    }
+}
+
+/// The receiver type name of a Go method (`T` of `func (t *T) M()`).
+fn go_receiver_type(source: &str, method: Node<'_>) -> Option<String> {
+    let receiver = method.child_by_field_name("receiver")?;
+    let mut stack = vec![receiver];
+    let mut visited = 0;
+    while let Some(node) = stack.pop() {
+        visited += 1;
+        if visited > 64 {
+            return None;
+        }
+        if node.kind() == "type_identifier" {
+            return node_text(source, node).map(str::to_string);
+        }
+        let mut walker = node.walk();
+        let children: Vec<Node<'_>> = node.children(&mut walker).collect();
+        for child in children.into_iter().rev() {
+            stack.push(child);
+        }
+    }
+    None
+}
+
+// ------------------------------------------------------------------ line patterns
+
+/// Language families for the line-based definition patterns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Python.
+    Python,
+    /// Rust.
+    Rust,
+    /// Go.
+    Go,
+    /// JavaScript and TypeScript.
+    JavaScript,
+    /// Java, Kotlin, Scala, C#.
+    Java,
+    /// C and C++.
+    C,
+}
+
+impl Family {
+    /// The family of a file path, from its extension.
+    pub fn from_path(path: &str) -> Option<Family> {
+        if let Some(language) = CodeLanguage::from_path(path) {
+            return Some(language.family());
+        }
+        match extension_of(path)?.as_str() {
+            "pxd" => Some(Family::Python),
+            "kt" | "kts" | "scala" | "cs" => Some(Family::Java),
+            "c" | "h" | "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" | "ipp" | "inl" | "m"
+            | "mm" => Some(Family::C),
+            _ => None,
+        }
+    }
+
+    fn separator(self) -> &'static str {
+        match self {
+            Family::Rust | Family::C => "::",
+            _ => ".",
+        }
+    }
+}
+
+/// Whether a line defines a function-like thing or a type-like thing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefinitionKind {
+    /// Function or method.
+    Function,
+    /// Class, struct, trait, impl block, interface.
+    Type,
+}
+
+const KEYWORDS: &[&str] = &[
+    "if",
+    "for",
+    "while",
+    "switch",
+    "return",
+    "else",
+    "do",
+    "sizeof",
+    "catch",
+    "case",
+    "new",
+    "delete",
+    "throw",
+    "typeof",
+    "await",
+    "yield",
+    "elif",
+    "with",
+    "assert",
+    "raise",
+    "not",
+    "and",
+    "or",
+    "in",
+    "is",
+    "lambda",
+    "match",
+    "loop",
+    "defined",
+    "using",
+    "goto",
+    "static_assert",
+    "decltype",
+    "alignof",
+];
+
+fn compile(pattern: &str) -> Option<Regex> {
+    Regex::new(pattern).ok()
+}
+
+type PatternTable = Vec<(DefinitionKind, Option<Regex>)>;
+
+static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
+    use DefinitionKind::{Function, Type};
+    [
+        (
+            Family::Python,
+            vec![
+                (
+                    Function,
+                    compile(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\("),
+                ),
+                (Type, compile(r"^class\s+([A-Za-z_]\w*)\s*[(:]")),
+            ],
+        ),
+        (
+            Family::Rust,
+            vec![
+                (
+                    Function,
+                    compile(
+                        r#"^(?:pub(?:\([^)]*\))?\s+)?(?:(?:const|async|unsafe|default)\s+)*(?:extern\s+"[^"]*"\s+)?fn\s+([A-Za-z_]\w*)"#,
+                    ),
+                ),
+                (
+                    Type,
+                    compile(
+                        r"^(?:pub(?:\([^)]*\))?\s+)?(?:struct|enum|trait|union|mod)\s+([A-Za-z_]\w*)",
+                    ),
+                ),
+                (
+                    Type,
+                    compile(
+                        r"^(?:unsafe\s+)?impl(?-u:\b)(?:\s*<[^{]*?>)?\s+(?:[\w:]+(?:<[^{]*?>)?\s+for\s+)?(?:\w+::)*([A-Za-z_]\w*)",
+                    ),
+                ),
+            ],
+        ),
+        (
+            Family::Go,
+            vec![
+                (
+                    Function,
+                    compile(r"^func\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)\s*[(\[]"),
+                ),
+                (
+                    Type,
+                    compile(r"^type\s+([A-Za-z_]\w*)\s+(?:struct|interface)(?-u:\b)"),
+                ),
+            ],
+        ),
+        (
+            Family::JavaScript,
+            vec![
+                (
+                    Function,
+                    compile(
+                        r"^(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*([A-Za-z_$][\w$]*)\s*[(<]",
+                    ),
+                ),
+                (
+                    Type,
+                    compile(
+                        r"^(?:export\s+)?(?:default\s+)?(?:abstract\s+)?(?:class|interface)\s+([A-Za-z_$][\w$]*)",
+                    ),
+                ),
+                (
+                    Function,
+                    compile(
+                        r"^(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*(?::[^=]+)?=\s*(?:async\s+)?(?:function(?-u:\b)|\([^)]*\)\s*(?::[^=]+)?=>|[A-Za-z_$][\w$]*\s*=>|\(\s*$)",
+                    ),
+                ),
+                (
+                    Function,
+                    compile(
+                        r"^(?:(?:public|private|protected|static|async|get|set|readonly)\s+)*([A-Za-z_$][\w$]*)\s*\([^;]*\)\s*(?::\s*[^{;]+)?\{\s*$",
+                    ),
+                ),
+            ],
+        ),
+        (
+            Family::Java,
+            vec![
+                (
+                    Type,
+                    compile(
+                        r"^(?:(?:public|private|protected|static|final|abstract|sealed|partial|data|open)\s+)*(?:class|interface|enum|record|object)\s+([A-Za-z_]\w*)",
+                    ),
+                ),
+                (
+                    Function,
+                    compile(
+                        r"^(?:@\w+\s+)*(?:(?:public|private|protected|static|final|abstract|synchronized|native|default|override|suspend)\s+)+[\w<>\[\],.?\s]*?(?-u:\b)([A-Za-z_]\w*)\s*\(",
+                    ),
+                ),
+                (
+                    Function,
+                    compile(r"^(?:[\w<>\[\],.?]+\s+)+([A-Za-z_]\w*)\s*\([^;]*$"),
+                ),
+            ],
+        ),
+        (
+            Family::C,
+            vec![
+                (
+                    Type,
+                    compile(
+                        r"^(?:template\s*<.*>\s*)?(?:typedef\s+)?(?:class|struct|union)\s+(?:[A-Z_][A-Z0-9_]*\s+)?([A-Za-z_]\w*)\s*(?:final\s*)?(?:[:{]|$)",
+                    ),
+                ),
+                (
+                    Function,
+                    compile(
+                        r"^(?:[\w:<>\[\],*&~]+\s+)*[*&]*(~?[A-Za-z_]\w*(?:::~?[A-Za-z_]\w*)*)\s*\([^;]*$",
+                    ),
+                ),
+            ],
+        ),
+    ]
+});
+
+/// What a source line defines, by the light patterns: (kind, name). The C
+/// signature pattern fires on an indented line only when it has a return type.
+pub fn line_definition(
+    line: &str,
+    family: Family,
+    at_top_level: bool,
+) -> Option<(DefinitionKind, String)> {
+    let stripped = line.trim();
+    if stripped.is_empty()
+        || stripped.len() > 400
+        || ["#", "//", "/*", "*", "@", "return ", "else"]
+            .iter()
+            .any(|prefix| stripped.starts_with(prefix))
+    {
+        return None;
+    }
+    if stripped.ends_with(';') && family != Family::Python {
+        return None;
+    }
+    let first_word: String = stripped
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    if KEYWORDS.contains(&first_word.as_str()) {
+        return None;
+    }
+    if matches!(family, Family::C | Family::Java)
+        && stripped.split('(').next().unwrap_or("").contains('=')
+    {
+        return None;
+    }
+    let table = LINE_PATTERNS.iter().find(|(entry, _)| *entry == family)?;
+    for (kind, pattern) in &table.1 {
+        let Some(pattern) = pattern else { continue };
+        let Some(captures) = pattern.captures(stripped) else {
+            continue;
+        };
+        let Some(name_match) = captures.get(1) else {
+            continue;
+        };
+        let name = name_match.as_str();
+        let leaf = name.rsplit("::").next().unwrap_or(name);
+        if KEYWORDS.contains(&leaf) {
+            continue;
+        }
+        if family == Family::C && !at_top_level && name_match.start() == 0 {
+            continue;
+        }
+        return Some((*kind, name.to_string()));
+    }
+    None
+}
+
+// ------------------------------------------------------------------ hunks
+
+/// What one hunk says about symbols.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HunkSymbols {
+    /// Innermost definitions enclosing the changed lines, qualified where known, in order.
+    pub changed: Vec<String>,
+    /// Names referenced by the added lines (calls, attributes, types).
+    pub referenced: Vec<String>,
+    /// True when a fragment was too large for tree-sitter and only the line scan ran.
+    pub skipped_parse: bool,
+}
+
+/// One side (old or new) of a hunk as a source fragment.
+struct Fragment {
+    source: String,
+    /// For each row of `source`: (index into hunk.lines, is a changed line).
+    rows: Vec<(usize, bool)>,
+}
+
+fn build_fragment(hunk: &Hunk, text: &str, changed_kind: HunkLineKind) -> Fragment {
+    let mut source = String::new();
+    let mut rows = Vec::new();
+    for (line_index, line) in hunk.lines.iter().enumerate() {
+        if line.kind != HunkLineKind::Context && line.kind != changed_kind {
+            continue;
+        }
+        let content = text.get(line.start..line.end).unwrap_or("");
+        source.push_str(content);
+        source.push('\n');
+        rows.push((line_index, line.kind == changed_kind));
+    }
+    Fragment { source, rows }
+}
+
+/// Pushes `value` into `values` unless present or the cap is reached.
+fn push_unique(values: &mut Vec<String>, value: String, cap: usize) {
+    if values.len() < cap && !value.is_empty() && !values.contains(&value) {
+        values.push(value);
+    }
+}
+
+/// Symbols of one hunk of the file at `path`; `text` is the text the hunk's
+/// byte ranges point into.
+pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudget) -> HunkSymbols {
+    let mut result = HunkSymbols::default();
+    if !hunk.has_changes() {
+        return result;
+    }
+    let family = Family::from_path(path);
+    let language = CodeLanguage::from_path(path);
+    let header = family.and_then(|family| line_definition(&hunk.context, family, true));
+    // The type an indented member belongs to: the header's, or in Java the
+    // file's (the public class is named after its file).
+    let file_type = (language == Some(CodeLanguage::Java))
+        .then(|| file_stem(path))
+        .flatten()
+        .map(|stem| (DefinitionKind::Type, stem));
+    let type_context = header
+        .as_ref()
+        .filter(|(kind, _)| *kind == DefinitionKind::Type)
+        .or(file_type.as_ref());
+    let fallback = family
+        .map(|family| scope_symbols(hunk, text, family, header.as_ref()))
+        .unwrap_or_default();
+    let mut per_line: Vec<Option<String>> = vec![None; hunk.lines.len()];
+    if let Some(language) = language {
+        for changed_kind in [HunkLineKind::Added, HunkLineKind::Removed] {
+            let fragment = build_fragment(hunk, text, changed_kind);
+            if !fragment.rows.iter().any(|(_, changed)| *changed) {
+                continue;
+            }
+            if fragment.source.len() > MAX_PARSE_BYTES {
+                result.skipped_parse = true;
+                continue;
+            }
+            let Some(tags) = extract_tags_within(language, &fragment.source, budget) else {
+                result.skipped_parse = true;
+                continue;
+            };
+            for (row, (line_index, changed)) in fragment.rows.iter().enumerate() {
+                if !*changed {
+                    continue;
+                }
+                if let Some(definition) = innermost_definition(&tags.definitions, row) {
+                    per_line[*line_index] = Some(qualify_with_header(
+                        definition,
+                        type_context,
+                        language.separator(),
+                    ));
+                }
+            }
+            if changed_kind == HunkLineKind::Added {
+                let added_rows: HashSet<usize> = fragment
+                    .rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, changed))| *changed)
+                    .map(|(row, _)| row)
+                    .collect();
+                for reference in &tags.references {
+                    if added_rows.contains(&reference.row)
+                        && is_interesting_reference(&reference.name)
+                    {
+                        push_unique(
+                            &mut result.referenced,
+                            reference.name.clone(),
+                            MAX_SYMBOLS_PER_HUNK,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    for (line_index, line) in hunk.lines.iter().enumerate() {
+        let blank = text
+            .get(line.start..line.end)
+            .is_none_or(|content| content.trim().is_empty());
+        if line.kind == HunkLineKind::Context || blank {
+            continue;
+        }
+        let symbol = per_line[line_index]
+            .clone()
+            .or_else(|| fallback.get(line_index).cloned().flatten());
+        if let Some(symbol) = symbol {
+            push_unique(&mut result.changed, symbol, MAX_SYMBOLS_PER_HUNK);
+        }
+    }
+    result
+}
+
+/// The innermost definition (smallest row span) covering `row`; module-level
+/// constants count only when they start at column 0.
+fn innermost_definition(definitions: &[Definition], row: usize) -> Option<&Definition> {
+    definitions
+        .iter()
+        .filter(|definition| definition.start_row <= row && row <= definition.end_row)
+        .filter(|definition| definition.kind != "constant" || definition.start_column == 0)
+        .min_by_key(|definition| {
+            (
+                definition.end_row - definition.start_row,
+                usize::MAX - definition.start_row,
+            )
+        })
+}
+
+/// The file name without directories and extension (`Version` of `src/Version.java`).
+fn file_stem(path: &str) -> Option<String> {
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let stem = name.split('.').next().unwrap_or(name);
+    super::text::is_identifier(stem).then(|| stem.to_string())
+}
+
+/// Qualifies an indented member the fragment shows without its container by
+/// the hunk header's type (or, for Java, the file's class).
+fn qualify_with_header(
+    definition: &Definition,
+    header: Option<&(DefinitionKind, String)>,
+    separator: &str,
+) -> String {
+    let unqualified = definition.qualified_name == definition.name;
+    let is_member_kind = matches!(definition.kind.as_str(), "function" | "method" | "constant");
+    if let Some((DefinitionKind::Type, type_name)) = header
+        && unqualified
+        && is_member_kind
+        && definition.start_column > 0
+        && type_name != &definition.name
+    {
+        return format!("{type_name}{separator}{}", definition.name);
+    }
+    definition.qualified_name.clone()
+}
+
+/// The line-based scan: for each hunk line, the innermost definition seen
+/// earlier in the hunk at a smaller indentation, else the header's.
+fn scope_symbols(
+    hunk: &Hunk,
+    text: &str,
+    family: Family,
+    header: Option<&(DefinitionKind, String)>,
+) -> Vec<Option<String>> {
+    // (indentation, kind, qualified name) innermost last; the header has indentation 0.
+    let mut old_scopes: Vec<(usize, DefinitionKind, String)> = Vec::new();
+    if let Some((kind, name)) = header {
+        old_scopes.push((0, *kind, name.clone()));
+    }
+    let mut new_scopes = old_scopes.clone();
+    let mut symbols = Vec::with_capacity(hunk.lines.len());
+    for line in &hunk.lines {
+        let content = text.get(line.start..line.end).unwrap_or("");
+        let changed = line.kind != HunkLineKind::Context;
+        let mut symbol = None;
+        for (scopes, applies) in [
+            (&mut old_scopes, line.kind != HunkLineKind::Added),
+            (&mut new_scopes, line.kind != HunkLineKind::Removed),
+        ] {
+            if !applies {
+                continue;
+            }
+            let found = advance_scopes(scopes, content, family);
+            if changed && symbol.is_none() {
+                symbol = found;
+            }
+        }
+        symbols.push(symbol);
+    }
+    symbols
+}
+
+/// Updates the scope stack with one line and returns the symbol the line belongs to.
+fn advance_scopes(
+    scopes: &mut Vec<(usize, DefinitionKind, String)>,
+    content: &str,
+    family: Family,
+) -> Option<String> {
+    let stripped = content.trim();
+    if stripped.is_empty() {
+        return scopes.last().map(|scope| scope.2.clone());
+    }
+    let indentation = content.len() - content.trim_start_matches([' ', '\t']).len();
+    if stripped.starts_with('#') || stripped.starts_with('@') || stripped == "{" {
+        return scopes.last().map(|scope| scope.2.clone());
+    }
+    while scopes
+        .last()
+        .is_some_and(|(scope_indentation, _, _)| *scope_indentation >= indentation)
+    {
+        scopes.pop();
+    }
+    if let Some((kind, name)) = line_definition(content, family, indentation == 0) {
+        let qualified = match scopes.last() {
+            Some((_, DefinitionKind::Type, container)) => {
+                format!("{container}{}{name}", family.separator())
+            }
+            _ => name,
+        };
+        scopes.push((indentation, kind, qualified));
+    }
+    scopes.last().map(|scope| scope.2.clone())
+}
+
+/// Filters out names too generic to say anything (builtins, one letter).
+fn is_interesting_reference(name: &str) -> bool {
+    const COMMON: &[&str] = &[
+        "print",
+        "len",
+        "str",
+        "int",
+        "float",
+        "bool",
+        "list",
+        "dict",
+        "set",
+        "tuple",
+        "range",
+        "isinstance",
+        "super",
+        "self",
+        "append",
+        "extend",
+        "get",
+        "items",
+        "keys",
+        "values",
+        "format",
+        "join",
+        "split",
+        "strip",
+        "replace",
+        "startswith",
+        "endswith",
+        "lower",
+        "upper",
+        "new",
+        "unwrap",
+        "expect",
+        "clone",
+        "to_string",
+        "into",
+        "push",
+        "map",
+        "iter",
+        "collect",
+        "Some",
+        "None",
+        "Ok",
+        "Err",
+        "Self",
+        "String",
+        "Vec",
+        "Option",
+        "Result",
+        "println",
+        "format_args",
+        "vec",
+        "assert",
+        "assert_eq",
+        "panic",
+        "log",
+        "push_str",
+        "toString",
+        "length",
+        "forEach",
+        "require",
+        "Error",
+        "Println",
+        "Printf",
+        "Sprintf",
+        "Errorf",
+        "equals",
+        "add",
+        "put",
+        "size",
+        "is_empty",
+        "hasattr",
+        "getattr",
+        "setattr",
+        "sorted",
+        "enumerate",
+        "zip",
+        "min",
+        "max",
+        "any",
+        "all",
+        "open",
+        "next",
+        "id",
+        "abs",
+        "sum",
+        "repr",
+        "type",
+        "object",
+        "callable",
+        "issubclass",
+        "bytes",
+        "pop",
+        "update",
+        "copy",
+        "insert",
+        "remove",
+        "write",
+        "read",
+        "close",
+        "Exception",
+        "ValueError",
+        "TypeError",
+        "KeyError",
+        "RuntimeError",
+        "NotImplementedError",
+        "AttributeError",
+        "IndexError",
+        "to_owned",
+        "as_str",
+        "as_ref",
+        "unwrap_or",
+        "ok",
+        "err",
+        "is_some",
+        "is_none",
+        "fmt",
+        "from",
+        "default",
+        "then",
+        "catch",
+        "slice",
+        "concat",
+        "indexOf",
+        "includes",
+        "filter",
+        "reduce",
+        "parseInt",
+        "Number",
+        "Object",
+        "Array",
+        "Promise",
+        "JSON",
+        "stringify",
+        "parse",
+    ];
+    name.len() >= 2 && !COMMON.contains(&name)
+}
+
+/// Definitions (qualified names) shown in a code text of a known language,
+/// e.g. a fenced block or a file view: by tree-sitter within `budget`, else
+/// (budget spent, text too large or not code-like) by the line scan.
+pub fn code_definitions(
+    language: CodeLanguage,
+    source: &str,
+    cap: usize,
+    budget: &mut ParseBudget,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    let tags = extract_tags_within(language, source, budget);
+    match tags {
+        Some(tags) => {
+            for definition in tags.definitions {
+                if definition.kind != "constant" {
+                    push_unique(&mut names, definition.qualified_name, cap);
+                }
+            }
+        }
+        None => {
+            let family = language.family();
+            let mut scopes = Vec::new();
+            for line in super::text::lines_with_offsets(source) {
+                let indentation = line.text.len() - line.text.trim_start_matches([' ', '\t']).len();
+                let defines = line_definition(line.text, family, indentation == 0).is_some();
+                let symbol = advance_scopes(&mut scopes, line.text, family);
+                if defines && let Some(name) = symbol {
+                    push_unique(&mut names, name, cap);
+                }
+                if names.len() >= cap {
+                    break;
+                }
+            }
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::diff::parse_diffs;
+
+    fn check_tags(language: CodeLanguage, source: &str, definitions: &[&str], references: &[&str]) {
+        assert_eq!(
+            check_query(language),
+            Ok(()),
+            "{language:?} query must compile"
+        );
+        let tags = extract_tags(language, source).expect("parses");
+        let got: Vec<&str> = tags
+            .definitions
+            .iter()
+            .map(|definition| definition.qualified_name.as_str())
+            .collect();
+        for expected in definitions {
+            assert!(
+                got.contains(expected),
+                "{language:?}: {expected} not in {got:?}"
+            );
+        }
+        let got_references: Vec<&str> = tags
+            .references
+            .iter()
+            .map(|reference| reference.name.as_str())
+            .collect();
+        for expected in references {
+            assert!(
+                got_references.contains(expected),
+                "{language:?}: reference {expected} not in {got_references:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn python_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::Python,
+            "class PolyFit(Stat):\n    order: int = 2\n\n    def _fit_predict(self, data):\n        return np.polyfit(data)\n",
+            &["PolyFit", "PolyFit._fit_predict"],
+            &["polyfit", "Stat"],
+        );
+    }
+
+    #[test]
+    fn rust_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::Rust,
+            "mod printer {\n    impl<W: Write> Sink for Standard<W> {\n        fn matched(&mut self) -> bool {\n            self.write_line()\n        }\n    }\n    pub struct Standard<W> { w: W }\n}\n",
+            &["printer::Standard::matched", "printer::Standard", "printer"],
+            &["write_line", "Sink"],
+        );
+    }
+
+    #[test]
+    fn javascript_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::JavaScript,
+            "class Dayjs {\n  diff(input) {\n    return this.utcOffset()\n  }\n}\nproto.utc = function (keepLocalTime) {\n  return dayjs(this)\n}\n",
+            &["Dayjs", "Dayjs.diff", "utc"],
+            &["utcOffset", "dayjs"],
+        );
+    }
+
+    #[test]
+    fn typescript_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::TypeScript,
+            "interface Options { a: number }\nexport class Parser {\n  parse(input: string): Options {\n    return build(input)\n  }\n}\n",
+            &["Options", "Parser", "Parser.parse"],
+            &["build", "Options"],
+        );
+        check_tags(
+            CodeLanguage::Tsx,
+            "function App(props: Props) {\n  return <div>{render(props)}</div>\n}\n",
+            &["App"],
+            &["render"],
+        );
+    }
+
+    #[test]
+    fn go_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::Go,
+            "package grpc\n\ntype ccBalancerWrapper struct { cc *ClientConn }\n\nfunc (ccb *ccBalancerWrapper) handleResolvedAddrs(addrs []Address) {\n\tccb.cc.updateState(addrs)\n}\n\nfunc newCCBalancerWrapper() {}\n",
+            &[
+                "ccBalancerWrapper",
+                "ccBalancerWrapper.handleResolvedAddrs",
+                "newCCBalancerWrapper",
+            ],
+            &["updateState", "ClientConn"],
+        );
+    }
+
+    #[test]
+    fn java_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::Java,
+            "public class RegistryAuthenticator {\n  static RegistryAuthenticator fromAuthenticationMethod(String header) {\n    return header.matches(\"^(?i)(basic).*\") ? null : new RegistryAuthenticator();\n  }\n}\n",
+            &[
+                "RegistryAuthenticator",
+                "RegistryAuthenticator.fromAuthenticationMethod",
+            ],
+            &["matches", "RegistryAuthenticator"],
+        );
+    }
+
+    fn check_hunks(diff: &str, expected_changed: &[&[&str]]) {
+        let parsed = parse_diffs(diff);
+        let mut got: Vec<Vec<String>> = Vec::new();
+        for file in &parsed.files {
+            for hunk in &file.hunks {
+                got.push(
+                    hunk_symbols(
+                        file.path().unwrap_or(""),
+                        hunk,
+                        diff,
+                        &mut ParseBudget::default(),
+                    )
+                    .changed,
+                );
+            }
+        }
+        let expected: Vec<Vec<String>> = expected_changed
+            .iter()
+            .map(|symbols| symbols.iter().map(|s| s.to_string()).collect())
+            .collect();
+        assert_eq!(got, expected, "changed symbols of:\n{diff}");
+    }
+
+    #[test]
+    fn python_hunk_uses_header_function_when_fragment_has_no_definition() {
+        check_hunks(
+            "--- a/msal/application.py\n+++ b/msal/application.py\n@@ -170,3 +170,4 @@ def __init__(\n             exclude_scopes=None,\n+            http_cache=None,\n             ):\n         \"\"\"Create an instance of application.\n",
+            &[&["__init__"]],
+        );
+    }
+
+    #[test]
+    fn python_hunk_method_qualified_by_header_class() {
+        check_hunks(
+            "--- a/src/_pytest/fixtures.py\n+++ b/src/_pytest/fixtures.py\n@@ -634,6 +634,7 @@ class FixtureRequest(FuncargnamesCompatAttr):\n         return node\n \n     def __repr__(self):\n+        return f\"{self.func.__name__} (scope='{self.scope}')\"\n         return \"<FixtureRequest for %r>\" % (self.node)\n \n \n",
+            &[&["FixtureRequest.__repr__"]],
+        );
+    }
+
+    #[test]
+    fn python_hunk_new_function_and_class_body() {
+        check_hunks(
+            "--- a/x.py\n+++ b/x.py\n@@ -1,5 +1,8 @@\n class A:\n-    order = 1\n+    order = 2\n \n     def f(self):\n         pass\n+\n+def helper():\n+    return 1\n",
+            &[&["A", "helper"]],
+        );
+    }
+
+    #[test]
+    fn python_module_constant_is_a_symbol() {
+        check_hunks(
+            "--- a/src/_pytest/logging.py\n+++ b/src/_pytest/logging.py\n@@ -15,3 +15,3 @@ from _pytest.compat import dummy_context_manager\n \n-DEFAULT_LOG_FORMAT = \"%(filename)-25s %(message)s\"\n+DEFAULT_LOG_FORMAT = \"%(levelname)-8s %(message)s\"\n DEFAULT_LOG_DATE_FORMAT = \"%H:%M:%S\"\n",
+            &[&["DEFAULT_LOG_FORMAT"]],
+        );
+    }
+
+    #[test]
+    fn rust_hunk_inside_impl_from_header() {
+        check_hunks(
+            "diff --git a/src/args.rs b/src/args.rs\n--- a/src/args.rs\n+++ b/src/args.rs\n@@ -10,4 +10,7 @@ impl ArgMatches {\n     fn overrides(&self) -> Result<Override> {\n         let mut builder = OverrideBuilder::new(env::current_dir()?);\n+        if self.is_present(\"glob-case-insensitive\") {\n+            builder.case_insensitive(true).unwrap();\n+        }\n         for glob in self.values_of_lossy_vec(\"glob\") {\n",
+            &[&["ArgMatches::overrides"]],
+        );
+    }
+
+    #[test]
+    fn rust_hunk_header_function_only() {
+        check_hunks(
+            "--- a/src/main.rs\n+++ b/src/main.rs\n@@ -3,2 +3,2 @@ fn run(args: Args) -> Result<()> {\n     let x = 1;\n-    old();\n+    new_call();\n",
+            &[&["run"]],
+        );
+    }
+
+    #[test]
+    fn go_and_java_and_js_hunks() {
+        check_hunks(
+            "--- a/clientconn.go\n+++ b/clientconn.go\n@@ -1,3 +1,4 @@\n func (cc *ClientConn) Close() error {\n+\tif cc == nil { return nil }\n \treturn cc.close()\n }\n",
+            &[&["ClientConn.Close"]],
+        );
+        check_hunks(
+            "--- a/src/main/java/com/fasterxml/jackson/core/Version.java\n+++ b/src/main/java/com/fasterxml/jackson/core/Version.java\n@@ -113,4 +113,4 @@ public String toFullString() {\n     }\n \n     @Override public int hashCode() {\n-        return _artifactId.hashCode();\n+        return _artifactId.hashCode() ^ _snapshotInfo.hashCode();\n",
+            &[&["Version.hashCode"]],
+        );
+        check_hunks(
+            "--- a/src/Auth.java\n+++ b/src/Auth.java\n@@ -5,3 +5,3 @@ public class RegistryAuthenticator {\n   static RegistryAuthenticator fromAuthenticationMethod(String h) {\n-    if (h.matches(\"^(?i)(basic) .*\")) {\n+    if (h.matches(\"^(?i)(basic).*\")) {\n       return null;\n",
+            &[&["RegistryAuthenticator.fromAuthenticationMethod"]],
+        );
+        check_hunks(
+            "--- a/src/plugin/utc/index.js\n+++ b/src/plugin/utc/index.js\n@@ -1,3 +1,3 @@ export default (option, Dayjs, dayjs) => {\n   proto.diff = function (input, units, float) {\n-    const localThis = this.local()\n+    const localThis = this.local && this.local()\n     return oldDiff.call(localThis, input, units, float)\n",
+            &[&["diff"]],
+        );
+    }
+
+    #[test]
+    fn cpp_uses_line_patterns() {
+        check_hunks(
+            "--- a/include/fmt/format.h\n+++ b/include/fmt/format.h\n@@ -10,3 +10,3 @@ class basic_writer {\n   void write_pointer(const void* p) {\n-    write(p);\n+    write_ptr(p);\n   }\n",
+            &[&["basic_writer::write_pointer"]],
+        );
+    }
+
+    #[test]
+    fn references_from_added_lines() {
+        let diff = "--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n def f(data):\n+    data = data.dropna()\n     return np.polyfit(data)\n";
+        let parsed = parse_diffs(diff);
+        let hunk = &parsed.files[0].hunks[0];
+        let symbols = hunk_symbols("x.py", hunk, diff, &mut ParseBudget::default());
+        assert_eq!(symbols.referenced, vec!["dropna".to_string()]);
+    }
+
+    #[test]
+    fn code_definitions_by_parser_and_by_line_scan() {
+        let code = "class FixtureDef(object):\n    def __init__(self):\n        pass\n\n    def finish(self, request):\n        pass\n\ndef helper():\n    pass\n";
+        let expected = vec![
+            "FixtureDef",
+            "FixtureDef.__init__",
+            "FixtureDef.finish",
+            "helper",
+        ];
+        assert_eq!(
+            code_definitions(CodeLanguage::Python, code, 10, &mut ParseBudget::default()),
+            expected
+        );
+        assert_eq!(
+            code_definitions(
+                CodeLanguage::Python,
+                code,
+                10,
+                &mut ParseBudget::new(0, Duration::ZERO)
+            ),
+            expected
+        );
+        assert_eq!(
+            code_definitions(
+                CodeLanguage::Python,
+                code,
+                2,
+                &mut ParseBudget::new(0, Duration::ZERO)
+            )
+            .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn cpp_headers_are_told_from_c() {
+        assert!(looks_like_cpp(
+            "@@ -1 +1 @@\n-  FMT_CONSTEXPR void on_zero() {\n+  specs_.fill[0] = Char('0');\n   detail::x();\n"
+        ));
+        assert!(!looks_like_cpp("@@ -1 +1 @@\n-int x = 1;\n+int x = 2;\n"));
+    }
+
+    #[test]
+    fn header_line_patterns() {
+        type Case<'a> = (&'a str, Family, Option<(DefinitionKind, &'a str)>);
+        let cases: &[Case<'_>] = &[
+            (
+                "def __init__(",
+                Family::Python,
+                Some((DefinitionKind::Function, "__init__")),
+            ),
+            (
+                "class Foo(Bar):",
+                Family::Python,
+                Some((DefinitionKind::Type, "Foo")),
+            ),
+            (
+                "impl Bar for Baz {",
+                Family::Rust,
+                Some((DefinitionKind::Type, "Baz")),
+            ),
+            (
+                "pub fn x(",
+                Family::Rust,
+                Some((DefinitionKind::Function, "x")),
+            ),
+            (
+                "func (s *Server) Serve(l net.Listener) error {",
+                Family::Go,
+                Some((DefinitionKind::Function, "Serve")),
+            ),
+            ("if (x) {", Family::C, None),
+            ("from x import y", Family::Python, None),
+        ];
+        for (line, family, expected) in cases {
+            let got = line_definition(line, *family, true);
+            let expected = expected.map(|(kind, name)| (kind, name.to_string()));
+            assert_eq!(got, expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn deeply_nested_definitions_are_qualified_in_one_walk() {
+        let depth = 10_000;
+        let mut source = String::new();
+        for index in 0..depth {
+            source.push_str(&format!("function f{index}(){{"));
+        }
+        source.push_str(&"}".repeat(depth));
+        let tags = extract_tags_within(
+            CodeLanguage::JavaScript,
+            &source,
+            &mut ParseBudget::generous(),
+        )
+        .expect("parses");
+        assert_eq!(tags.definitions.len(), MAX_TAGS_PER_TEXT);
+        let last = MAX_TAGS_PER_TEXT - 1;
+        let innermost = tags
+            .definitions
+            .iter()
+            .find(|definition| definition.name == format!("f{last}"))
+            .expect("innermost kept function");
+        assert_eq!(
+            innermost.qualified_name,
+            format!(
+                "f{}.f{}.f{}.f{}.f{last}",
+                last - 4,
+                last - 3,
+                last - 2,
+                last - 1
+            )
+        );
+        let decorated = extract_tags(
+            CodeLanguage::Python,
+            "class A:\n    @property\n    def x(self):\n        return 1\n",
+        )
+        .expect("parses");
+        let method = decorated
+            .definitions
+            .iter()
+            .find(|definition| definition.name == "x")
+            .expect("method");
+        assert_eq!(
+            (method.qualified_name.as_str(), method.start_row),
+            ("A.x", 1)
+        );
+    }
+
+    #[test]
+    fn garbage_is_not_parsed_and_time_is_bounded() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut printable = String::new();
+        while printable.len() < 150_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            printable.push(char::from(b' ' + (state % 95) as u8));
+            if state.is_multiple_of(40) {
+                printable.push('\n');
+            }
+        }
+        // Printable garbage passes the code-likeness check: the clock stops it.
+        let mut budget = ParseBudget::new(usize::MAX, Duration::from_millis(50));
+        let started = Instant::now();
+        let _ = extract_tags_within(CodeLanguage::Python, &printable, &mut budget);
+        let _ = extract_tags_within(CodeLanguage::Python, &printable, &mut budget);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(!budget.allows(1), "the time budget is spent");
+        // Lossy-decoded binary is refused outright.
+        let binary = String::from_utf8_lossy(&[0xff, 0x00, 0x41, 0xfe].repeat(1000)).into_owned();
+        assert!(!looks_like_code(&binary));
+        assert!(looks_like_code("def f(x):\n    return x  # ok é\n"));
+    }
+
+    #[test]
+    fn deeply_nested_code_is_bounded() {
+        let nested = format!("x = {}1{}\n", "(".repeat(5_000), ")".repeat(5_000));
+        let tags = extract_tags_within(CodeLanguage::Python, &nested, &mut ParseBudget::generous());
+        assert!(tags.is_some());
+        let brackets = format!("fn f() {{ {} }}", "[".repeat(5_000));
+        assert!(
+            extract_tags_within(CodeLanguage::Rust, &brackets, &mut ParseBudget::generous())
+                .is_some()
+        );
+        let too_big = "a".repeat(MAX_PARSE_BYTES + 1);
+        assert_eq!(extract_tags(CodeLanguage::Python, &too_big), None);
+    }
+}

@@ -1,0 +1,579 @@
+//! Session-level tests of [`super::extract_session`]: minimized real sessions
+//! of each agent kind, and robustness on hostile input.
+
+use super::*;
+
+fn session(messages: &[(Role, &str)]) -> (SessionRecord, Vec<Diagnostic>) {
+    let messages: Vec<IngestMessage<'_>> = messages
+        .iter()
+        .enumerate()
+        .map(|(index, (role, content))| IngestMessage {
+            index,
+            role: *role,
+            content,
+        })
+        .collect();
+    let (record, diagnostics) = extract_session(&messages);
+    assert_evidence_is_valid(&record, &messages);
+    (record, diagnostics)
+}
+
+fn assert_evidence_is_valid(record: &SessionRecord, messages: &[IngestMessage<'_>]) {
+    assert!(record.evidence.len() <= MAX_EVIDENCE);
+    for evidence in &record.evidence {
+        let message = messages
+            .get(evidence.message_index)
+            .expect("evidence points at a message");
+        assert!(
+            message
+                .content
+                .get(evidence.byte_start..evidence.byte_end)
+                .is_some(),
+            "invalid range {}..{} in message {}",
+            evidence.byte_start,
+            evidence.byte_end,
+            evidence.message_index
+        );
+    }
+}
+
+fn kinds(record: &SessionRecord) -> Vec<(&str, usize)> {
+    record
+        .evidence
+        .iter()
+        .map(|evidence| (evidence.kind.as_str(), evidence.message_index))
+        .collect()
+}
+
+const RESOLUTION_TASK: &str = "Variable.__setitem__ coercing types on objects with a values property\n#### Minimal example\n```python\nimport xarray as xr\ngood_indexed.loc[{'dim_0': 0}] = set()\n```\nThe use case is `ModelResult` from `lmfit`; see xarray/core/variable.py.\n";
+
+const RESOLUTION_PATCH: &str = "```diff\ndiff --git a/xarray/core/variable.py b/xarray/core/variable.py\nindex 45553eb9..b31fec62 100644\n--- a/xarray/core/variable.py\n+++ b/xarray/core/variable.py\n@@ -218,7 +218,8 @@ def as_compatible_data(data, fastpath=False):\n         data = np.timedelta64(getattr(data, \"value\", data), \"ns\")\n \n     # we don't want nested self-described arrays\n-    data = getattr(data, \"values\", data)\n+    if isinstance(data, (pd.Series, pd.DataFrame)):\n+        data = data.values\n \n     if isinstance(data, np.ma.MaskedArray):\n         mask = np.ma.getmaskarray(data)\n```\n\nTests that now pass: xarray/tests/test_variable.py::TestAsCompatibleData::test_unsupported_type";
+
+#[test]
+fn resolution_session() {
+    let (record, diagnostics) = session(&[
+        (Role::User, RESOLUTION_TASK),
+        (Role::Assistant, RESOLUTION_PATCH),
+    ]);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    assert!(
+        record
+            .task
+            .starts_with("Variable.__setitem__ coercing types")
+    );
+    assert_eq!(record.language.as_deref(), Some("python"));
+    assert_eq!(record.files_changed, vec!["xarray/core/variable.py"]);
+    assert_eq!(record.symbols_changed, vec!["as_compatible_data"]);
+    assert_eq!(
+        record.tests.passing,
+        vec!["xarray/tests/test_variable.py::TestAsCompatibleData::test_unsupported_type"]
+    );
+    assert!(record.tests.failing.is_empty());
+    assert_eq!(
+        record.outcome,
+        Outcome {
+            final_diff: true,
+            tests_passed_at_end: Some(true),
+            status: "resolved".to_string()
+        }
+    );
+    assert!(
+        record
+            .symbols_referenced
+            .contains(&"Variable.__setitem__".to_string())
+    );
+    assert!(
+        record
+            .symbols_referenced
+            .contains(&"ModelResult".to_string())
+    );
+    assert_eq!(kinds(&record), vec![("task", 0), ("fix", 1)]);
+    let fix = &record.evidence[1];
+    assert_eq!(fix.file.as_deref(), Some("xarray/core/variable.py"));
+    assert_eq!(fix.symbols, vec!["as_compatible_data"]);
+    assert!(
+        fix.text
+            .starts_with("--- a/xarray/core/variable.py\n+++ b/xarray/core/variable.py\n@@ -218,7")
+    );
+    assert!(RESOLUTION_PATCH[fix.byte_start..fix.byte_end].starts_with("@@ -218,7 +218,8 @@"));
+}
+
+#[test]
+fn mini_swe_agent_session() {
+    let (record, _) = session(&[
+        (
+            Role::User,
+            "Variable.__setitem__ coercing types on objects with a values property",
+        ),
+        (
+            Role::Assistant,
+            "I'll run the reproduction script.\n\n```bash\npython reproduce_issue.py\n```",
+        ),
+        (
+            Role::User,
+            "<returncode>1</returncode>\n<output>\nTraceback (most recent call last):\n  File \"/testbed/reproduce_issue.py\", line 9, in <module>\n    bad_indexed.loc[{'dim_0': 0}] = HasValues()\n  File \"/testbed/xarray/core/dataarray.py\", line 213, in __setitem__\n    self.data_array[pos_indexers] = value\nValueError: cannot set an array element with a sequence\n</output>",
+        ),
+        (
+            Role::Assistant,
+            "Now the tests.\n\n```bash\npython -m pytest xarray/tests/test_variable.py -q -k setitem\n```",
+        ),
+        (
+            Role::User,
+            "<returncode>0</returncode>\n<output>\n..                                                                       [100%]\n2 passed, 450 deselected in 1.23s\n</output>",
+        ),
+        (
+            Role::Assistant,
+            "```diff\ndiff --git a/xarray/core/variable.py b/xarray/core/variable.py\n--- a/xarray/core/variable.py\n+++ b/xarray/core/variable.py\n@@ -218,2 +218,3 @@ def as_compatible_data(data, fastpath=False):\n-    data = getattr(data, \"values\", data)\n+    if hasattr(data, \"values\") and hasattr(data, \"ndim\"):\n+        data = data.values\n```",
+        ),
+    ]);
+    assert_eq!(
+        record.commands,
+        vec![
+            CommandRecord {
+                command: "python reproduce_issue.py".to_string(),
+                exit_code: Some(1),
+                message_index: 1
+            },
+            CommandRecord {
+                command: "python -m pytest xarray/tests/test_variable.py -q -k setitem".to_string(),
+                exit_code: Some(0),
+                message_index: 3
+            },
+        ]
+    );
+    assert_eq!(record.errors.len(), 1);
+    assert_eq!(record.errors[0].error_type, "ValueError");
+    assert_eq!(record.errors[0].frames.len(), 2);
+    assert_eq!(
+        record.errors[0].frames[1].function.as_deref(),
+        Some("__setitem__")
+    );
+    assert_eq!(record.files_changed, vec!["xarray/core/variable.py"]);
+    assert_eq!(record.symbols_changed, vec!["as_compatible_data"]);
+    assert_eq!(record.outcome.status, "resolved");
+    assert_eq!(record.outcome.tests_passed_at_end, Some(true));
+    assert_eq!(
+        kinds(&record),
+        vec![
+            ("task", 0),
+            ("step", 1),
+            ("error", 2),
+            ("step", 3),
+            ("fix", 5)
+        ]
+    );
+    let step = &record.evidence[1];
+    assert!(
+        step.text
+            .starts_with("$ python reproduce_issue.py\n<returncode>1</returncode>")
+    );
+    assert_eq!(step.file.as_deref(), Some("reproduce_issue.py"));
+    let error = &record.evidence[2];
+    assert_eq!(
+        error.file.as_deref(),
+        Some("/testbed/xarray/core/dataarray.py")
+    );
+    assert_eq!(error.symbols, vec!["__setitem__", "<module>"]);
+}
+
+#[test]
+fn moatless_session_with_json_actions_and_diff_observation() {
+    let observation = r#"{"diff": "--- src/_pytest/junitxml.py\n+++ src/_pytest/junitxml.py\n@@ -486,3 +486,4 @@\n         self.global_properties = []\n+        self.hostname = os.uname()[1]\n \n         # List of reports\n", "updated": true, "error": null, "new_span_ids": []}"#;
+    let (record, diagnostics) = session(&[
+        (
+            Role::User,
+            "Hostname and timestamp properties in generated JUnit XML reports",
+        ),
+        (
+            Role::Assistant,
+            r#"{"state": "SearchLoop_Searching", "name": "search", "query": "LogXML class", "file_pattern": "**/junitxml.py"}"#,
+        ),
+        (
+            Role::User,
+            r#"{"file_context": [{"file_path": "src/_pytest/junitxml.py", "spans": [{"span_id": "LogXML", "tokens": 265}]}]}"#,
+        ),
+        (
+            Role::Assistant,
+            "The LogXML class is responsible.\n\n{\"state\": \"SearchLoop_Searching\", \"name\": \"identify\", \"files_with_spans\": [{\"file_path\": \"src/_pytest/junitxml.py\", \"span_ids\": [\"LogXML\", \"LogXML.pytest_sessionfinish\"]}]}",
+        ),
+        (Role::User, observation),
+        (
+            Role::Assistant,
+            r#"{"state": "CodeLoop_Pending", "name": "finish", "reason": "Added hostname."}"#,
+        ),
+        (Role::User, "null"),
+        (
+            Role::Assistant,
+            "```diff\ndiff --git a/src/_pytest/junitxml.py b/src/_pytest/junitxml.py\nindex 15c630b1d..085c4fa9e 100644\n--- a/src/_pytest/junitxml.py\n+++ b/src/_pytest/junitxml.py\n@@ -486,2 +486,3 @@ class LogXML:\n         self.node_reporters = {}  # nodeid -> _NodeReporter\n+        self.hostname = os.uname()[1]\n         self.global_properties = []\n```",
+        ),
+    ]);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    assert_eq!(record.files_changed, vec!["src/_pytest/junitxml.py"]);
+    assert_eq!(record.symbols_changed, vec!["LogXML"]);
+    let commands: Vec<&str> = record
+        .commands
+        .iter()
+        .map(|command| command.command.as_str())
+        .collect();
+    assert_eq!(
+        commands,
+        vec![
+            "search file_pattern=\"**/junitxml.py\" query=\"LogXML class\"",
+            "identify",
+            "finish reason=\"Added hostname.\""
+        ]
+    );
+    assert!(
+        record
+            .symbols_referenced
+            .contains(&"LogXML.pytest_sessionfinish".to_string())
+    );
+    // The diff inside the JSON observation is a fix whose range points into the raw JSON.
+    let json_fix = record
+        .evidence
+        .iter()
+        .find(|evidence| evidence.kind == "fix" && evidence.message_index == 4)
+        .expect("fix from the JSON observation");
+    assert!(
+        observation[json_fix.byte_start..json_fix.byte_end].starts_with("@@ -486,3 +486,4 @@\\n")
+    );
+    assert!(
+        json_fix
+            .text
+            .contains("\n+        self.hostname = os.uname()[1]\n")
+    );
+    assert_eq!(record.outcome.status, "resolved");
+    assert_eq!(record.outcome.tests_passed_at_end, None);
+}
+
+#[test]
+fn autocoderover_session_with_test_log() {
+    let (record, _) = session(&[
+        (Role::User, "Display fixture scope with `pytest --fixtures`"),
+        (
+            Role::Assistant,
+            "Search:\n```python\nsearch_class(\"FixtureDef\")\nsearch_method_in_class(\"__init__\", \"FixtureDef\")\n```",
+        ),
+        (
+            Role::User,
+            "Search result 1: <file>src/_pytest/fixtures.py</file> <class>FixtureDef</class> <code>class FixtureDef(object):\n    def __init__(self, fixturemanager):\n        self._fixturemanager = fixturemanager\n    def addfinalizer(self, finalizer):\n        pass\n</code>",
+        ),
+        (
+            Role::Assistant,
+            "```diff\ndiff --git a/src/_pytest/fixtures.py b/src/_pytest/fixtures.py\n--- a/src/_pytest/fixtures.py\n+++ b/src/_pytest/fixtures.py\n@@ -634,3 +634,4 @@ class FixtureRequest(FuncargnamesCompatAttr):\n     def __repr__(self):\n+        return f\"{self.func.__name__} (scope='{self.scope}')\"\n         return \"<FixtureRequest for %r>\" % (self.node)\n```",
+        ),
+        (
+            Role::User,
+            "PASSED testing/python/fixtures.py::TestShowFixtures::test_show_fixtures\nFAILED testing/python/fixtures.py::TestShowFixtures::test_show_fixtures_verbose - AssertionError: assert 'scope' in out\n=============== 3 failed, 169 passed, 1 xfailed in 15.18 seconds ===============\n[pytest-dev__pytest__4.4] [pytest-dev__pytest-5221] Return Code: 1 \n\n>>>>> Some Tests Failed\n",
+        ),
+    ]);
+    assert_eq!(record.symbols_changed, vec!["FixtureRequest.__repr__"]);
+    assert!(record.commands.is_empty());
+    assert_eq!(
+        record.tests.failing,
+        vec!["testing/python/fixtures.py::TestShowFixtures::test_show_fixtures_verbose"]
+    );
+    assert_eq!(
+        record.tests.passing,
+        vec!["testing/python/fixtures.py::TestShowFixtures::test_show_fixtures"]
+    );
+    assert_eq!(record.errors.len(), 1);
+    assert_eq!(record.errors[0].error_type, "AssertionError");
+    assert_eq!(
+        record.outcome,
+        Outcome {
+            final_diff: true,
+            tests_passed_at_end: Some(false),
+            status: "failed".to_string()
+        }
+    );
+    for expected in ["FixtureDef", "__init__", "FixtureDef.addfinalizer"] {
+        assert!(
+            record.symbols_referenced.contains(&expected.to_string()),
+            "{expected} in {:?}",
+            record.symbols_referenced
+        );
+    }
+}
+
+#[test]
+fn swe_agent_session_ending_without_diff() {
+    let (record, _) = session(&[
+        (Role::User, "PolyFit is not robust to missing data"),
+        (
+            Role::Assistant,
+            "Let me look.\n```bash\nopen seaborn/_stats/regression.py\n```",
+        ),
+        (
+            Role::User,
+            "[File: /mwaskom__seaborn/seaborn/_stats/regression.py (47 lines total)]\n10:@dataclass\n11:class PolyFit(Stat):\n22:    def _fit_predict(self, data):\n23:        return data\n",
+        ),
+        (Role::Assistant, "Submitting.\n```bash\nsubmit\n```"),
+    ]);
+    assert_eq!(
+        record
+            .commands
+            .iter()
+            .map(|c| c.command.as_str())
+            .collect::<Vec<_>>(),
+        vec!["open seaborn/_stats/regression.py", "submit"]
+    );
+    assert!(
+        record
+            .symbols_referenced
+            .contains(&"PolyFit._fit_predict".to_string())
+    );
+    assert_eq!(record.language.as_deref(), Some("python"));
+    assert_eq!(record.outcome.status, "unknown");
+    assert!(!record.outcome.final_diff);
+}
+
+#[test]
+fn run_ending_in_error_without_diff_failed() {
+    let (record, _) = session(&[
+        (Role::User, "Fix the crash"),
+        (Role::Assistant, "```bash\ncargo run\n```"),
+        (
+            Role::User,
+            "thread 'main' panicked at src/main.rs:3:5:\nindex out of bounds\nExit code: 101",
+        ),
+    ]);
+    assert_eq!(record.commands[0].exit_code, Some(101));
+    assert_eq!(record.errors[0].error_type, "panic");
+    assert_eq!(record.language.as_deref(), Some("rust"));
+    assert_eq!(record.outcome.status, "failed");
+}
+
+#[test]
+fn later_test_outcome_overrides_earlier() {
+    let (record, _) = session(&[
+        (Role::User, "task"),
+        (Role::Assistant, "```bash\npytest\n```"),
+        (
+            Role::User,
+            "FAILED tests/test_a.py::test_x - ValueError: no\n1 failed in 0.1s\n",
+        ),
+        (Role::Assistant, "```bash\npytest\n```"),
+        (
+            Role::User,
+            "PASSED tests/test_a.py::test_x\n1 passed in 0.1s\n",
+        ),
+    ]);
+    assert_eq!(record.tests.passing, vec!["tests/test_a.py::test_x"]);
+    assert!(record.tests.failing.is_empty());
+    assert_eq!(record.outcome.tests_passed_at_end, Some(true));
+}
+
+#[test]
+fn task_is_capped_on_a_char_boundary_and_serializes() {
+    let long_task = "é".repeat(MAX_TASK_CHARS + 10);
+    let (record, _) = session(&[(Role::User, &long_task)]);
+    assert_eq!(record.task.chars().count(), MAX_TASK_CHARS);
+    let json = serde_json::to_value(&record).expect("serializes");
+    for field in [
+        "task",
+        "language",
+        "files_changed",
+        "symbols_changed",
+        "symbols_referenced",
+        "errors",
+        "tests",
+        "commands",
+        "outcome",
+        "evidence",
+    ] {
+        assert!(json.get(field).is_some(), "{field} missing");
+    }
+    let error = ErrorRecord {
+        error_type: "ValueError".to_string(),
+        message: "m".to_string(),
+        frames: vec![],
+    };
+    let value = serde_json::to_value(&error).expect("serializes");
+    assert_eq!(value["type"], "ValueError");
+    let back: SessionRecord = serde_json::from_value(json).expect("deserializes");
+    assert_eq!(back, record);
+}
+
+#[test]
+fn empty_and_agent_only_sessions() {
+    let (record, diagnostics) = session(&[]);
+    assert_eq!(record.task, "");
+    assert_eq!(record.outcome.status, "unknown");
+    assert!(diagnostics.is_empty());
+    let (record, _) = session(&[(Role::Assistant, "{\"broken\": ")]);
+    assert_eq!(record.task, "");
+}
+
+#[test]
+fn malformed_json_is_diagnosed() {
+    let (_, diagnostics) = session(&[
+        (Role::User, "task"),
+        (
+            Role::Assistant,
+            "{\"name\": \"bash\", \"arguments\": {\"command\": \"ls",
+        ),
+    ]);
+    assert_eq!(diagnostics.len(), 1);
+    assert_eq!(diagnostics[0].message_index, 1);
+}
+
+// ---------------------------------------------------------------- robustness
+
+/// A deterministic pseudo-random byte generator (xorshift).
+fn pseudo_random_bytes(length: usize, mut state: u64) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(length);
+    while bytes.len() < length {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        bytes.extend_from_slice(&state.to_le_bytes());
+    }
+    bytes.truncate(length);
+    bytes
+}
+
+#[test]
+fn two_megabytes_of_garbage() {
+    let bytes = pseudo_random_bytes(2 * 1024 * 1024, 0x9e37_79b9_7f4a_7c15);
+    let garbage = String::from_utf8_lossy(&bytes).into_owned();
+    let (record, _) = session(&[
+        (Role::User, &garbage),
+        (Role::Assistant, &garbage),
+        (Role::User, &garbage),
+    ]);
+    assert!(record.evidence.len() <= MAX_EVIDENCE);
+}
+
+#[test]
+fn random_bytes_sprinkled_with_markers() {
+    let markers = [
+        "diff --git a/x b/y\n",
+        "@@ -1,3 +1,2 @@ def f(\n",
+        "--- a/é.py\n+++ b/é.py\n",
+        "Traceback (most recent call last):\n",
+        "  File \"x.py\", line 99999999999999, in \n",
+        "thread 'main' panicked at ",
+        "panic: ",
+        "goroutine 1 [running]:\n",
+        "    at foo (x.js:1:2)\n",
+        "```bash\n",
+        "{\"name\": \"bash\", \"arguments\": \"{\\\"command\\\": \\\"",
+        "<returncode>99999999999</returncode>",
+        "FAILED x.py::t - ",
+        "Tests that now pass: ",
+        "____ t ____\nE   ",
+        "error[E0308]: x\n  --> a.rs:1:1\n",
+        "[File: a.py (3 lines total)]\n1:def f(\n",
+        "<file>a.py</file><code>class",
+        "\u{feff}",
+        "é",
+        "\n",
+    ];
+    for seed in 1..40u64 {
+        let bytes = pseudo_random_bytes(8_000, seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let mut text = String::new();
+        for chunk in bytes.chunks(16) {
+            let pick = chunk[0] as usize % (markers.len() + 4);
+            match markers.get(pick) {
+                Some(marker) => text.push_str(marker),
+                None => text.push_str(&String::from_utf8_lossy(&chunk[1..])),
+            }
+        }
+        let _ = session(&[
+            (Role::User, &text),
+            (Role::Assistant, &text),
+            (Role::User, &text),
+        ]);
+    }
+}
+
+#[test]
+fn printable_garbage_posing_as_code() {
+    // Printable noise passes the code-likeness check; only the parse clock
+    // bounds tree-sitter on it.
+    let bytes = pseudo_random_bytes(2 * 1024 * 1024, 0x1234_5678_9abc_def1);
+    let mut message = String::new();
+    for (index, chunk) in bytes.chunks(100).enumerate() {
+        if index.is_multiple_of(400) {
+            message.push_str(if index.is_multiple_of(800) {
+                "```python\n"
+            } else {
+                "--- a/noise.py\n+++ b/noise.py\n@@ -1,0 +1,399 @@ def noise(\n"
+            });
+        }
+        message.push('+');
+        message.extend(chunk.iter().map(|byte| char::from(b' ' + byte % 95)));
+        message.push('\n');
+    }
+    let (record, _) = session(&[
+        (Role::User, "task"),
+        (Role::User, &message),
+        (Role::Assistant, &message),
+    ]);
+    assert!(record.files_changed.contains(&"noise.py".to_string()));
+}
+
+#[test]
+fn ten_thousand_line_diff() {
+    let mut diff = String::from(
+        "```diff\ndiff --git a/big.py b/big.py\nnew file mode 100644\n--- /dev/null\n+++ b/big.py\n@@ -0,0 +1,10000 @@\n",
+    );
+    for index in 0..10_000usize {
+        if index.is_multiple_of(10) {
+            diff.push_str(&format!("+def function_{index}(x):\n"));
+        } else {
+            diff.push_str(&format!("+    x = x + call_{index}(x)\n"));
+        }
+    }
+    diff.push_str("```\n");
+    let (record, _) = session(&[(Role::User, "task"), (Role::Assistant, &diff)]);
+    assert_eq!(record.files_changed, vec!["big.py"]);
+    assert!(record.symbols_changed.contains(&"function_0".to_string()));
+    assert!(record.symbols_changed.len() <= MAX_SYMBOLS_CHANGED);
+    // Only a new file and no test run: not evidence of a fix.
+    assert_eq!(record.outcome.status, "unknown");
+}
+
+#[test]
+fn traceback_with_a_thousand_frames() {
+    let mut trace = String::from("Traceback (most recent call last):\n");
+    for index in 0..1_000 {
+        trace.push_str(&format!(
+            "  File \"pkg/m{index}.py\", line {index}, in f{index}\n    f()\n"
+        ));
+    }
+    trace.push_str("RecursionError: maximum recursion depth exceeded\n");
+    let (record, _) = session(&[(Role::User, "task"), (Role::User, &trace)]);
+    assert_eq!(record.errors.len(), 1);
+    assert_eq!(record.errors[0].frames.len(), trace::MAX_FRAMES_PER_ERROR);
+    assert_eq!(record.errors[0].error_type, "RecursionError");
+}
+
+#[test]
+fn deeply_nested_code_in_a_diff_and_a_view() {
+    let nested = format!("{}0{}", "(".repeat(5_000), ")".repeat(5_000));
+    let diff =
+        format!("--- a/x.py\n+++ b/x.py\n@@ -1,1 +1,2 @@\n def f():\n+    return {nested}\n");
+    let view = format!("```python\nx = {}\n```\n", "[".repeat(5_000));
+    let (record, _) = session(&[
+        (Role::User, "task"),
+        (Role::Assistant, &diff),
+        (Role::User, &view),
+    ]);
+    assert_eq!(record.symbols_changed, vec!["f"]);
+}
+
+#[test]
+fn huge_single_line_and_many_json_candidates() {
+    let line = "x".repeat(3 * 1024 * 1024);
+    let braces = "{\n".repeat(100_000);
+    let quotes = "\"a\\nb\" ".repeat(50_000);
+    let json_like = format!("{{\"k\": [{quotes}\"\"]}}");
+    let _ = session(&[
+        (Role::User, &line),
+        (Role::Assistant, &braces),
+        (Role::User, &json_like),
+        (Role::Assistant, &json_like),
+    ]);
+}
