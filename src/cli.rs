@@ -10,7 +10,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::api::auth::ApiKeys;
 use crate::api::{self, ApiOptions, DEFAULT_MAX_BODY_BYTES};
-use crate::service::{Service, ServiceOptions};
+use crate::service::{self, Service, ServiceOptions, SessionDetail, SessionSummary};
+use crate::store;
+use crate::time::rfc3339_from_ms;
 
 /// codemem: a memory for coding agents. It remembers agent trajectories
 /// (tasks, commands, tracebacks, diffs) and, given a new task, hands back
@@ -27,6 +29,49 @@ enum Command {
     /// Run the HTTP service (Agent Memory Leaderboard Add/Search contract)
     /// on an embedded store: SQLite and tantivy in one data directory.
     Serve(ServeArgs),
+    /// Show what was extracted from stored sessions: a list of a user's
+    /// sessions, or one session's whole record (files, symbols, errors,
+    /// tests, commands, outcome, evidence with provenance). Reads the data
+    /// directory directly; works while a server holds it.
+    Inspect(InspectArgs),
+    /// Benchmarks that print figures (build with --release to measure).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Extraction of session records alone (no storage, no index) over a
+    /// bench directory's sessions: MB/s over whole sessions, and per Add
+    /// chunk the re-derivation the service does (p50, p99, max).
+    Ingest {
+        /// Bench directory holding sessions.jsonl.gz (or sessions.jsonl).
+        #[arg(long, default_value = "../shared/eval/data/dev")]
+        bench: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Options of `codemem inspect`.
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// The data directory of the service.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// The user whose memory to show.
+    #[arg(long)]
+    user_id: String,
+
+    /// Show this session's whole record instead of the list.
+    #[arg(long)]
+    session: Option<String>,
+
+    /// Print JSON (the same as GET /v1/sessions[/{id}]) instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `codemem serve`.
@@ -67,6 +112,8 @@ pub fn main() -> ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Inspect(args) => inspect(args),
+        Command::Bench(BenchCommand::Ingest { bench, json }) => bench_ingest(&bench, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -156,4 +203,193 @@ async fn shutdown_signal() {
         () = interrupt => tracing::info!("received SIGINT, shutting down"),
         () = terminate => tracing::info!("received SIGTERM, shutting down"),
     }
+}
+
+fn inspect(args: InspectArgs) -> anyhow::Result<()> {
+    let database = args.data_dir.join(store::DATABASE_FILE);
+    if !database.exists() {
+        anyhow::bail!(
+            "no codemem store at {} (expected {})",
+            args.data_dir.display(),
+            database.display()
+        );
+    }
+    let conn = store::open_reader(&args.data_dir)?;
+    let mut out = String::new();
+    match &args.session {
+        None => {
+            let summaries = service::session_summaries(&conn, &args.user_id)?;
+            if args.json {
+                let data: Vec<api::dto::SessionSummaryDto> =
+                    summaries.into_iter().map(Into::into).collect();
+                out = serde_json::to_string_pretty(&serde_json::json!({ "data": data }))?;
+            } else {
+                write_summaries(&mut out, &args.user_id, &summaries);
+            }
+        }
+        Some(session_id) => {
+            let detail =
+                service::session_detail(&conn, &args.user_id, session_id)?.with_context(|| {
+                    format!("user {:?} has no session {session_id:?}", args.user_id)
+                })?;
+            if args.json {
+                out = serde_json::to_string_pretty(&api::dto::session_detail_json(&detail))?;
+            } else {
+                write_detail(&mut out, &detail);
+            }
+        }
+    }
+    println!("{}", out.trim_end());
+    Ok(())
+}
+
+fn write_summaries(out: &mut String, user_id: &str, summaries: &[SessionSummary]) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "{} session(s) of user {user_id:?}", summaries.len());
+    for summary in summaries {
+        let _ = writeln!(
+            out,
+            "\n{}\n  {} | {} | {} file(s), {} symbol(s) changed, {} error(s), {} message(s) | updated {}\n  task: {}",
+            summary.session_id,
+            summary.status,
+            summary.language.as_deref().unwrap_or("language unknown"),
+            summary.num_files_changed,
+            summary.num_symbols_changed,
+            summary.num_errors,
+            summary.num_messages,
+            rfc3339_from_ms(summary.updated_at_ms),
+            summary.task,
+        );
+    }
+}
+
+fn write_detail(out: &mut String, detail: &SessionDetail) {
+    use std::fmt::Write;
+    let record = &detail.record;
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "-".to_string()
+        } else {
+            items.join(", ")
+        }
+    };
+    let _ = writeln!(out, "session {}", detail.session_id);
+    let _ = writeln!(
+        out,
+        "  {} message(s), updated {}",
+        detail.num_messages,
+        rfc3339_from_ms(detail.updated_at_ms)
+    );
+    let task_line = record.task.lines().next().unwrap_or("");
+    let _ = writeln!(out, "task:      {task_line}");
+    let _ = writeln!(
+        out,
+        "language:  {}",
+        record.language.as_deref().unwrap_or("-")
+    );
+    let outcome = &record.outcome;
+    let tests_at_end = match outcome.tests_passed_at_end {
+        Some(true) => "passed",
+        Some(false) => "failed",
+        None => "not seen",
+    };
+    let _ = writeln!(
+        out,
+        "outcome:   {} (final diff: {}, tests at end: {tests_at_end})",
+        outcome.status,
+        if outcome.final_diff { "yes" } else { "no" },
+    );
+    let _ = writeln!(out, "files changed:      {}", list(&record.files_changed));
+    let _ = writeln!(out, "symbols changed:    {}", list(&record.symbols_changed));
+    let _ = writeln!(
+        out,
+        "symbols referenced: {}",
+        list(&record.symbols_referenced)
+    );
+    let _ = writeln!(out, "tests failing:      {}", list(&record.tests.failing));
+    let _ = writeln!(out, "tests passing:      {}", list(&record.tests.passing));
+    let _ = writeln!(out, "errors ({}):", record.errors.len());
+    for error in &record.errors {
+        let _ = writeln!(out, "  {}: {}", error.error_type, error.message);
+        for frame in error.frames.iter().rev().take(3) {
+            let _ = writeln!(
+                out,
+                "      at {}:{} in {}",
+                frame.file,
+                frame.line.map_or("?".to_string(), |line| line.to_string()),
+                frame.function.as_deref().unwrap_or("?"),
+            );
+        }
+    }
+    let _ = writeln!(out, "commands ({}):", record.commands.len());
+    for command in &record.commands {
+        let first_line = command.command.lines().next().unwrap_or("");
+        let exit = command
+            .exit_code
+            .map_or("?".to_string(), |code| code.to_string());
+        let _ = writeln!(
+            out,
+            "  [msg {:>3}] exit {exit:>2}  {first_line}",
+            command.message_index
+        );
+    }
+    let _ = writeln!(out, "evidence ({}):", record.evidence.len());
+    for evidence in &record.evidence {
+        let source = detail
+            .sources
+            .get(evidence.message_index)
+            .map_or("?".to_string(), |(request_id, index)| {
+                format!("{request_id}#{index}")
+            });
+        let first_line = evidence.text.lines().next().unwrap_or("");
+        let _ = writeln!(
+            out,
+            "  {:<5} msg {:>3} ({source}) {}{}\n        {first_line}",
+            evidence.kind,
+            evidence.message_index,
+            evidence.file.as_deref().unwrap_or(""),
+            if evidence.symbols.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", evidence.symbols.join(", "))
+            },
+        );
+    }
+    if !detail.diagnostics.is_empty() {
+        let _ = writeln!(out, "diagnostics ({}):", detail.diagnostics.len());
+        for diagnostic in &detail.diagnostics {
+            let _ = writeln!(
+                out,
+                "  msg {}: {}",
+                diagnostic.message_index, diagnostic.message
+            );
+        }
+    }
+}
+
+fn bench_ingest(bench_dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
+    if cfg!(debug_assertions) {
+        eprintln!("warning: a debug build; measure with cargo run --release");
+    }
+    let report = crate::bench::ingest(bench_dir)?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    println!(
+        "extraction over {} sessions ({:.1} MB, {} Add chunks), one thread",
+        report.num_sessions,
+        report.input_bytes as f64 / 1e6,
+        report.num_chunks
+    );
+    println!(
+        "  whole sessions:  {:.1} MB/s",
+        report.whole_sessions_mb_per_s
+    );
+    println!(
+        "  per Add chunk (session so far): p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms",
+        report.chunk_p50_ms, report.chunk_p99_ms, report.chunk_max_ms
+    );
+    println!("  diagnostics: {}", report.num_diagnostics);
+    Ok(())
 }

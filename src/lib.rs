@@ -6,6 +6,7 @@
 //! `ARCHITECTURE.md` for the map of modules.
 
 pub mod api;
+pub mod bench;
 pub mod cli;
 pub mod domain;
 pub mod index;

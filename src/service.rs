@@ -23,8 +23,9 @@ use sha2::Digest;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
-use crate::index::{self, IndexError, IndexWriterHandle, OpenState, SearchIndex};
-use crate::store::{self, Admission, StoreError};
+use crate::index::{self, IndexError, IndexWriterHandle, OpenState, SearchIndex, SessionDoc};
+use crate::ingest::{self, IngestMessage, SessionRecord};
+use crate::store::{self, Admission, StoreError, StoredSession};
 use crate::time::now_ms;
 
 /// Errors of the service, as its callers need to tell them apart.
@@ -67,6 +68,9 @@ pub enum ServiceError {
     /// The store could not write a group of Adds; none of it was stored.
     #[error("store write failed: {0}")]
     WriteFailed(String),
+    /// A derived record could not be encoded.
+    #[error("cannot encode a session record: {0}")]
+    Encode(String),
     /// A blocking task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     Task(String),
@@ -109,6 +113,110 @@ pub struct Health {
     pub indexed_seq: i64,
     /// Documents visible to searches.
     pub num_docs: u64,
+}
+
+/// One line about a stored session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    /// The session.
+    pub session_id: String,
+    /// The task statement's first line, capped.
+    pub task: String,
+    /// Dominant language.
+    pub language: Option<String>,
+    /// `resolved`, `failed` or `unknown`.
+    pub status: String,
+    /// Files the session changed.
+    pub num_files_changed: usize,
+    /// Symbols the session changed.
+    pub num_symbols_changed: usize,
+    /// Errors met.
+    pub num_errors: usize,
+    /// Messages stored.
+    pub num_messages: i64,
+    /// When the record was last derived, Unix ms.
+    pub updated_at_ms: i64,
+}
+
+impl SessionSummary {
+    fn of(session: &StoredSession) -> Option<SessionSummary> {
+        let record: SessionRecord = serde_json::from_str(&session.record_json).ok()?;
+        let first_line = record.task.lines().next().unwrap_or("").trim();
+        Some(SessionSummary {
+            session_id: session.session_id.clone(),
+            task: first_line.chars().take(200).collect(),
+            language: record.language,
+            status: record.outcome.status,
+            num_files_changed: record.files_changed.len(),
+            num_symbols_changed: record.symbols_changed.len(),
+            num_errors: record.errors.len(),
+            num_messages: session.num_messages,
+            updated_at_ms: session.updated_at_ms,
+        })
+    }
+}
+
+/// A session's whole derived record, with where each message came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDetail {
+    /// The session.
+    pub session_id: String,
+    /// Messages stored.
+    pub num_messages: i64,
+    /// When the record was last derived, Unix ms.
+    pub updated_at_ms: i64,
+    /// The record.
+    pub record: SessionRecord,
+    /// What the extractors could not parse.
+    pub diagnostics: Vec<ingest::Diagnostic>,
+    /// Per message of the session (by session index): the Add's request id
+    /// and the message's index within it.
+    pub sources: Vec<(String, usize)>,
+}
+
+impl SessionDetail {
+    fn of(
+        session: &StoredSession,
+        sources: Vec<(String, usize)>,
+    ) -> Result<SessionDetail, ServiceError> {
+        let corrupt = |error: serde_json::Error| {
+            ServiceError::Store(StoreError::Corrupt(format!("session record: {error}")))
+        };
+        Ok(SessionDetail {
+            session_id: session.session_id.clone(),
+            num_messages: session.num_messages,
+            updated_at_ms: session.updated_at_ms,
+            record: serde_json::from_str(&session.record_json).map_err(corrupt)?,
+            diagnostics: serde_json::from_str(&session.diagnostics_json).map_err(corrupt)?,
+            sources,
+        })
+    }
+}
+
+/// Summaries of every session of a user, most recently updated first, read
+/// with any connection to the store (the service's, or the CLI's own).
+pub fn session_summaries(
+    conn: &Connection,
+    user_id: &str,
+) -> Result<Vec<SessionSummary>, ServiceError> {
+    Ok(store::sessions_of_user(conn, user_id)?
+        .iter()
+        .filter_map(SessionSummary::of)
+        .collect())
+}
+
+/// One session's whole record with provenance; `None` when the user has no
+/// such session.
+pub fn session_detail(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Option<SessionDetail>, ServiceError> {
+    let Some(session) = store::session(conn, user_id, session_id)? else {
+        return Ok(None);
+    };
+    let sources = store::session_message_sources(conn, user_id, session_id)?;
+    SessionDetail::of(&session, sources).map(Some)
 }
 
 /// The running core: store, index and writer thread.
@@ -158,6 +266,18 @@ impl Service {
         let (search_index, mut writer, state) = index::open(&data_dir)?;
         let search_index = Arc::new(search_index);
         let stored_seq = store::last_seq(&conn)?;
+        let missing = store::sessions_missing(&conn)?;
+        if !missing.is_empty() {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            for (user_id, session_id) in &missing {
+                derive_session(&tx, user_id, session_id, now_ms())?;
+            }
+            tx.commit().map_err(StoreError::from)?;
+            tracing::info!(
+                num_sessions = missing.len(),
+                "derived records of earlier sessions"
+            );
+        }
         let replayed = catch_up(&mut conn, &mut writer, &search_index, true)?;
         tracing::info!(
             index = ?state,
@@ -296,6 +416,39 @@ impl Service {
         }
     }
 
+    /// Summaries of every session of a user, most recently updated first.
+    pub async fn list_sessions(
+        self: &Arc<Self>,
+        user_id: String,
+    ) -> Result<Vec<SessionSummary>, ServiceError> {
+        let service = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let conn = service.take_reader()?;
+            let summaries = session_summaries(&conn, &user_id);
+            service.return_reader(conn);
+            summaries
+        })
+        .await
+        .map_err(|error| ServiceError::Task(error.to_string()))?
+    }
+
+    /// The whole derived record of one session of a user, with provenance.
+    pub async fn session_detail(
+        self: &Arc<Self>,
+        user_id: String,
+        session_id: String,
+    ) -> Result<Option<SessionDetail>, ServiceError> {
+        let service = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let conn = service.take_reader()?;
+            let detail = session_detail(&conn, &user_id, &session_id);
+            service.return_reader(conn);
+            detail
+        })
+        .await
+        .map_err(|error| ServiceError::Task(error.to_string()))?
+    }
+
     /// Health: the writer runs and what the index holds.
     pub fn health(&self) -> Health {
         let writer_running = self
@@ -355,8 +508,14 @@ fn catch_up(
         let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
         seqs.dedup();
         num_adds += seqs.len();
+        let sessions: Vec<SessionDoc> =
+            store::sessions_changed_between(conn, writer.committed_seq(), last_seq)?
+                .iter()
+                .filter_map(session_doc)
+                .collect();
         let indexed = writer
             .add_messages(&messages, replace)
+            .and_then(|()| writer.upsert_sessions(&sessions))
             .and_then(|()| writer.commit(last_seq, search_index));
         if let Err(error) = indexed {
             if let Err(rollback_error) = writer.rollback() {
@@ -365,6 +524,95 @@ fn catch_up(
             return Err(error.into());
         }
     }
+}
+
+/// Re-derives the record of one session from all its stored messages and
+/// stores it, inside the caller's transaction.
+fn derive_session(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+    now_ms: i64,
+) -> Result<(), ServiceError> {
+    let messages = store::session_messages(conn, user_id, session_id)?;
+    let inputs: Vec<IngestMessage<'_>> = messages
+        .iter()
+        .enumerate()
+        .map(|(index, message)| IngestMessage {
+            index,
+            role: message.role,
+            content: &message.content,
+        })
+        .collect();
+    let (record, diagnostics) = ingest::extract_session(&inputs);
+    let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
+    store::upsert_session(
+        conn,
+        &StoredSession {
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            record_json: serde_json::to_string(&record).map_err(encode)?,
+            diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
+            num_messages: messages.len() as i64,
+            last_seq: messages
+                .iter()
+                .map(|message| message.seq)
+                .max()
+                .unwrap_or(0),
+            updated_at_ms: now_ms,
+        },
+    )?;
+    Ok(())
+}
+
+/// The index document of a stored session record; `None` (logged) when the
+/// stored record cannot be read.
+fn session_doc(session: &StoredSession) -> Option<SessionDoc> {
+    let record: SessionRecord = match serde_json::from_str(&session.record_json) {
+        Ok(record) => record,
+        Err(error) => {
+            tracing::error!(%error, "stored session record unreadable; not indexed");
+            return None;
+        }
+    };
+    const MAX_TEXT_BYTES: usize = 256 * 1024;
+    let mut text = record.task.clone();
+    for evidence in &record.evidence {
+        if text.len() + evidence.text.len() > MAX_TEXT_BYTES {
+            break;
+        }
+        text.push('\n');
+        text.push_str(&evidence.text);
+    }
+    let symbols = record
+        .symbols_changed
+        .iter()
+        .chain(&record.symbols_referenced)
+        .cloned()
+        .collect();
+    let error_types = record
+        .errors
+        .iter()
+        .map(|error| error.error_type.clone())
+        .collect();
+    let tests = record
+        .tests
+        .failing
+        .iter()
+        .chain(&record.tests.passing)
+        .cloned()
+        .collect();
+    Some(SessionDoc {
+        user_id: session.user_id.clone(),
+        session_id: session.session_id.clone(),
+        last_seq: session.last_seq,
+        text,
+        symbols,
+        paths: record.files_changed,
+        error_types,
+        tests,
+        outcome: record.outcome.status,
+    })
 }
 
 fn writer_loop(
@@ -418,15 +666,26 @@ fn write_batch(
 ) -> bool {
     let stored_at_ms = now_ms();
     let started = std::time::Instant::now();
-    let admitted: Result<Vec<Admission>, StoreError> = (|| {
-        let tx = conn.transaction()?;
+    let admitted: Result<Vec<Admission>, ServiceError> = (|| {
+        let tx = conn.transaction().map_err(StoreError::from)?;
         let mut admissions = Vec::with_capacity(batch.len());
+        let mut touched = std::collections::BTreeSet::new();
         for job in batch.iter() {
             // Hashed here, on the writer thread, not on an async worker.
             let body_sha256 = job.request.body_sha256();
-            admissions.push(store::admit(&tx, &job.request, &body_sha256, stored_at_ms)?);
+            let admission = store::admit(&tx, &job.request, &body_sha256, stored_at_ms)?;
+            if let Admission::Inserted { .. } = admission {
+                touched.insert((
+                    job.request.user_id.as_str(),
+                    job.request.session_id.as_str(),
+                ));
+            }
+            admissions.push(admission);
         }
-        tx.commit()?;
+        for (user_id, session_id) in touched {
+            derive_session(&tx, user_id, session_id, stored_at_ms)?;
+        }
+        tx.commit().map_err(StoreError::from)?;
         Ok(admissions)
     })();
     let admissions = match admitted {

@@ -38,7 +38,7 @@ pub enum StoreError {
 /// The file name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "codemem.sqlite3";
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE requests (
@@ -63,6 +63,21 @@ CREATE TABLE messages (
     UNIQUE (seq, message_index)
 );
 CREATE INDEX messages_by_user_session ON messages (user_id, session_id);
+";
+
+/// Version 2: the session record derived from all messages of a session.
+const SCHEMA_V2: &str = "
+CREATE TABLE sessions (
+    user_id          TEXT NOT NULL,
+    session_id       TEXT NOT NULL,
+    record_json      TEXT NOT NULL,
+    diagnostics_json TEXT NOT NULL,
+    num_messages     INTEGER NOT NULL,
+    last_seq         INTEGER NOT NULL,
+    updated_at_ms    INTEGER NOT NULL,
+    PRIMARY KEY (user_id, session_id)
+);
+CREATE INDEX sessions_by_last_seq ON sessions (last_seq);
 ";
 
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
@@ -93,12 +108,17 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
             supported: SCHEMA_VERSION,
         });
     }
+    let tx = conn.unchecked_transaction()?;
     if version < 1 {
-        let tx = conn.unchecked_transaction()?;
         tx.execute_batch(SCHEMA_V1)?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        tx.commit()?;
     }
+    if version < 2 {
+        // Records of sessions stored before version 2 are derived by the
+        // service at start-up (see `sessions_missing`).
+        tx.execute_batch(SCHEMA_V2)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
     Ok(())
 }
 
@@ -296,4 +316,149 @@ pub fn counts(conn: &Connection) -> Result<StoreCounts, StoreError> {
         num_requests: conn.query_row("SELECT COUNT(*) FROM requests", [], |row| row.get(0))?,
         num_messages: conn.query_row("SELECT COUNT(*) FROM messages", [], |row| row.get(0))?,
     })
+}
+
+/// All messages of one session of one user, in session order (by Add, then
+/// by index within the Add).
+pub fn session_messages(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
+         WHERE m.user_id = ?1 AND m.session_id = ?2
+         ORDER BY m.seq, m.message_index"
+    ))?;
+    let rows = statement.query_map(params![user_id, session_id], message_from_row)?;
+    collect_messages(rows)
+}
+
+/// A derived session record as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    /// Scope.
+    pub user_id: String,
+    /// The session.
+    pub session_id: String,
+    /// The record, serialized by the service.
+    pub record_json: String,
+    /// What the extractors could not parse, serialized by the service.
+    pub diagnostics_json: String,
+    /// Messages the record was derived from.
+    pub num_messages: i64,
+    /// Sequence number of the last Add the record includes.
+    pub last_seq: i64,
+    /// When the record was last derived.
+    pub updated_at_ms: i64,
+}
+
+const SESSION_COLUMNS: &str =
+    "user_id, session_id, record_json, diagnostics_json, num_messages, last_seq, updated_at_ms";
+
+fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> {
+    Ok(StoredSession {
+        user_id: row.get(0)?,
+        session_id: row.get(1)?,
+        record_json: row.get(2)?,
+        diagnostics_json: row.get(3)?,
+        num_messages: row.get(4)?,
+        last_seq: row.get(5)?,
+        updated_at_ms: row.get(6)?,
+    })
+}
+
+/// Inserts or replaces the derived record of a session.
+pub fn upsert_session(conn: &Connection, session: &StoredSession) -> Result<(), StoreError> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (user_id, session_id) DO UPDATE SET
+             record_json = excluded.record_json,
+             diagnostics_json = excluded.diagnostics_json,
+             num_messages = excluded.num_messages,
+             last_seq = excluded.last_seq,
+             updated_at_ms = excluded.updated_at_ms"
+    ))?
+    .execute(params![
+        session.user_id,
+        session.session_id,
+        session.record_json,
+        session.diagnostics_json,
+        session.num_messages,
+        session.last_seq,
+        session.updated_at_ms,
+    ])?;
+    Ok(())
+}
+
+/// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.
+pub fn sessions_changed_between(
+    conn: &Connection,
+    after_seq: i64,
+    up_to_seq: i64,
+) -> Result<Vec<StoredSession>, StoreError> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE last_seq > ?1 AND last_seq <= ?2
+         ORDER BY last_seq"
+    ))?;
+    let rows = statement.query_map(params![after_seq, up_to_seq], session_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Sessions that have messages but no derived record (stored before records
+/// existed), as `(user_id, session_id)`.
+pub fn sessions_missing(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let mut statement = conn.prepare(
+        "SELECT DISTINCT m.user_id, m.session_id FROM messages m
+         LEFT JOIN sessions s ON s.user_id = m.user_id AND s.session_id = m.session_id
+         WHERE s.session_id IS NULL",
+    )?;
+    let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// One session of a user.
+pub fn session(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Option<StoredSession>, StoreError> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = ?1 AND session_id = ?2"
+        ))?
+        .query_row(params![user_id, session_id], session_from_row)
+        .optional()?)
+}
+
+/// Every session of a user, most recently updated first.
+pub fn sessions_of_user(
+    conn: &Connection,
+    user_id: &str,
+) -> Result<Vec<StoredSession>, StoreError> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = ?1
+         ORDER BY last_seq DESC"
+    ))?;
+    let rows = statement.query_map(params![user_id], session_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// For each message of a session, in session order: the request id of the
+/// Add it came with and its index within that Add.
+pub fn session_message_sources(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<(String, usize)>, StoreError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT r.request_id, m.message_index FROM messages m JOIN requests r ON r.seq = m.seq
+         WHERE m.user_id = ?1 AND m.session_id = ?2
+         ORDER BY m.seq, m.message_index",
+    )?;
+    let rows = statement.query_map(params![user_id, session_id], |row| {
+        let index: i64 = row.get(1)?;
+        Ok((row.get(0)?, usize::try_from(index).unwrap_or(0)))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }

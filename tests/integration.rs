@@ -12,3 +12,6 @@ mod durability;
 
 #[path = "integration/extract.rs"]
 mod extract;
+
+#[path = "integration/inspect.rs"]
+mod inspect;

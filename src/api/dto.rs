@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::error::FieldError;
 use crate::domain::{AddRequest, MAX_TOP_K, MemoryItem, Message, Role, SearchRequest};
+use crate::service::{SessionDetail, SessionSummary};
 use crate::time::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, rfc3339_from_ms};
 
 /// The longest id (`request_id`, `user_id`, `session_id`) accepted, in bytes.
@@ -315,6 +316,92 @@ impl From<MemoryItem> for ItemDto {
             },
         }
     }
+}
+
+/// Query string of the inspection routes.
+#[derive(Debug, serde::Deserialize)]
+pub struct UserQuery {
+    /// The scope to inspect.
+    pub user_id: Option<String>,
+}
+
+/// One line of `GET /v1/sessions`.
+#[derive(Debug, Serialize)]
+pub struct SessionSummaryDto {
+    /// The session.
+    pub session_id: String,
+    /// First line of the task statement.
+    pub task: String,
+    /// Dominant language.
+    pub language: Option<String>,
+    /// `resolved`, `failed` or `unknown`.
+    pub status: String,
+    /// Files changed.
+    pub num_files_changed: usize,
+    /// Symbols changed.
+    pub num_symbols_changed: usize,
+    /// Errors met.
+    pub num_errors: usize,
+    /// Messages stored.
+    pub num_messages: i64,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+impl From<SessionSummary> for SessionSummaryDto {
+    fn from(summary: SessionSummary) -> SessionSummaryDto {
+        SessionSummaryDto {
+            session_id: summary.session_id,
+            task: summary.task,
+            language: summary.language,
+            status: summary.status,
+            num_files_changed: summary.num_files_changed,
+            num_symbols_changed: summary.num_symbols_changed,
+            num_errors: summary.num_errors,
+            num_messages: summary.num_messages,
+            updated_at: rfc3339_from_ms(summary.updated_at_ms),
+        }
+    }
+}
+
+/// The body of `GET /v1/sessions/{id}`: the record's own fields, each
+/// evidence item with its `source` (the Add's request id and the message's
+/// index within it), and the extractors' diagnostics.
+pub fn session_detail_json(detail: &SessionDetail) -> Value {
+    let mut body = serde_json::to_value(&detail.record).unwrap_or(Value::Null);
+    if let Some(evidence) = body.get_mut("evidence").and_then(Value::as_array_mut) {
+        for item in evidence.iter_mut() {
+            let index = item
+                .get("message_index")
+                .and_then(Value::as_u64)
+                .and_then(|index| usize::try_from(index).ok());
+            let source = index.and_then(|index| detail.sources.get(index));
+            if let (Some((request_id, message_index)), Some(object)) =
+                (source, item.as_object_mut())
+            {
+                object.insert(
+                    "source".to_string(),
+                    serde_json::json!({"request_id": request_id, "message_index": message_index}),
+                );
+            }
+        }
+    }
+    if let Some(object) = body.as_object_mut() {
+        object.insert(
+            "session_id".to_string(),
+            Value::from(detail.session_id.clone()),
+        );
+        object.insert("num_messages".to_string(), Value::from(detail.num_messages));
+        object.insert(
+            "updated_at".to_string(),
+            Value::from(rfc3339_from_ms(detail.updated_at_ms)),
+        );
+        object.insert(
+            "diagnostics".to_string(),
+            serde_json::to_value(&detail.diagnostics).unwrap_or(Value::Null),
+        );
+    }
+    body
 }
 
 #[cfg(test)]

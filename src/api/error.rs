@@ -88,6 +88,7 @@ impl From<ServiceError> for ApiError {
                 ApiError::unavailable("the add could not be completed now; retry it", 1)
             }
             ServiceError::Store(_)
+            | ServiceError::Encode(_)
             | ServiceError::Index(_)
             | ServiceError::Task(_)
             | ServiceError::Locked(_)

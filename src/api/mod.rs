@@ -15,15 +15,15 @@ pub mod error;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use serde_json::Value;
 
 use self::auth::ApiKeys;
-use self::dto::{AddResponse, SearchResponse};
+use self::dto::{AddResponse, SearchResponse, SessionSummaryDto, UserQuery};
 use self::error::ApiError;
 use crate::service::{Health, Service};
 
@@ -66,6 +66,8 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route("/v1/add", post(add))
         .route("/search", post(search))
         .route("/v1/search", post(search))
+        .route("/v1/sessions", get(list_sessions))
+        .route("/v1/sessions/{*session_id}", get(session_detail))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
         .route("/health", get(health))
         .route("/v1/health", get(health))
@@ -135,6 +137,47 @@ async fn search(
     Ok(Json(SearchResponse {
         data: items.into_iter().map(Into::into).collect(),
     }))
+}
+
+/// The `user_id` of an inspection request: required, non-empty.
+fn inspected_user(query: Result<Query<UserQuery>, QueryRejection>) -> Result<String, ApiError> {
+    let user_id = query.ok().and_then(|Query(query)| query.user_id);
+    match user_id {
+        Some(user_id) if !user_id.is_empty() => Ok(user_id),
+        _ => Err(ApiError::invalid_fields(vec![error::FieldError {
+            field: "user_id".to_string(),
+            message: "query parameter required, non-empty".to_string(),
+        }])),
+    }
+}
+
+async fn list_sessions(
+    State(state): State<AppState>,
+    query: Result<Query<UserQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let user_id = inspected_user(query)?;
+    let sessions = state.service.list_sessions(user_id).await?;
+    let data: Vec<SessionSummaryDto> = sessions.into_iter().map(Into::into).collect();
+    Ok(Json(serde_json::json!({ "data": data })))
+}
+
+async fn session_detail(
+    State(state): State<AppState>,
+    Path(session_id): Path<String>,
+    query: Result<Query<UserQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let user_id = inspected_user(query)?;
+    let detail = state
+        .service
+        .session_detail(user_id, session_id.clone())
+        .await?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no session {session_id:?} for this user_id"),
+            )
+        })?;
+    Ok(Json(dto::session_detail_json(&detail)))
 }
 
 async fn health(State(state): State<AppState>) -> Json<Health> {

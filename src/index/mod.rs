@@ -4,6 +4,9 @@
 //! stored message is one document: its scope (`user_id`, a raw term), its
 //! `message_id` and `seq` (fast and indexed, to trace hits back to the store
 //! and to replay idempotently) and its text under the code-aware tokenizer.
+//! Each session record is one more document (`doc_kind` = `session`) with
+//! its facts in separate fields (symbols, paths, error types, tests,
+//! outcome), replaced whole whenever the record is re-derived.
 //! Every commit carries a payload `{"schema": V, "seq": N}`: everything the
 //! store holds up to `seq` N is in the index. At start-up the index replays
 //! what it lacks; a missing, unreadable or outdated index is rebuilt from the
@@ -58,7 +61,7 @@ pub const INDEX_DIR: &str = "index";
 const CODE_TOKENIZER: &str = "code";
 /// Bumped whenever the schema or the tokenizer changes: an index of another
 /// version is rebuilt from the store.
-const SCHEMA_VERSION: u64 = 1;
+const SCHEMA_VERSION: u64 = 2;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Queries keep at most this many distinct terms (a task statement rarely
@@ -68,25 +71,76 @@ const MAX_QUERY_TERMS: usize = 1024;
 #[derive(Debug, Clone, Copy)]
 struct Fields {
     user_id: Field,
+    /// `message` or `session`.
+    doc_kind: Field,
     message_id: Field,
     seq: Field,
+    /// Set on session documents only: replaced whole when re-derived.
+    session_key: Field,
     text: Field,
+    symbols: Field,
+    paths: Field,
+    error_types: Field,
+    tests: Field,
+    outcome: Field,
 }
+
+/// `doc_kind` of a raw message document.
+const KIND_MESSAGE: &str = "message";
+/// `doc_kind` of a session record document.
+const KIND_SESSION: &str = "session";
 
 fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
-    let text_options = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(CODE_TOKENIZER)
-            .set_index_option(IndexRecordOption::WithFreqs),
-    );
+    let code_text = || {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(CODE_TOKENIZER)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        )
+    };
     let fields = Fields {
         user_id: builder.add_text_field("user_id", STRING),
+        doc_kind: builder.add_text_field("doc_kind", STRING),
         message_id: builder.add_u64_field("message_id", INDEXED | FAST),
         seq: builder.add_u64_field("seq", INDEXED | FAST),
-        text: builder.add_text_field("text", text_options),
+        session_key: builder.add_text_field("session_key", STRING),
+        text: builder.add_text_field("text", code_text()),
+        symbols: builder.add_text_field("symbols", code_text()),
+        paths: builder.add_text_field("paths", code_text()),
+        error_types: builder.add_text_field("error_types", code_text()),
+        tests: builder.add_text_field("tests", code_text()),
+        outcome: builder.add_text_field("outcome", STRING),
     };
     (builder.build(), fields)
+}
+
+/// What the index keeps of a session record, one document per session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionDoc {
+    /// Scope.
+    pub user_id: String,
+    /// The session.
+    pub session_id: String,
+    /// Last Add the record includes.
+    pub last_seq: i64,
+    /// Task statement and evidence text.
+    pub text: String,
+    /// Symbols changed and referenced.
+    pub symbols: Vec<String>,
+    /// Files changed.
+    pub paths: Vec<String>,
+    /// Error types met.
+    pub error_types: Vec<String>,
+    /// Tests seen failing or passing.
+    pub tests: Vec<String>,
+    /// `resolved`, `failed` or `unknown`.
+    pub outcome: String,
+}
+
+fn session_key(user_id: &str, session_id: &str) -> String {
+    // Length-prefixed: no choice of ids can make two pairs collide.
+    format!("{}:{user_id}{session_id}", user_id.len())
 }
 
 /// The tantivy face of [`tokenize::code_tokens`].
@@ -290,10 +344,41 @@ impl IndexWriterHandle {
             }
             self.writer.add_document(doc!(
                 self.fields.user_id => message.user_id.as_str(),
+                self.fields.doc_kind => KIND_MESSAGE,
                 self.fields.message_id => seq_term(message.message_id),
                 self.fields.seq => seq_term(message.seq),
                 self.fields.text => message.content.as_str(),
             ))?;
+        }
+        Ok(())
+    }
+
+    /// Queues session documents, each replacing the one of the same session.
+    pub fn upsert_sessions(&mut self, sessions: &[SessionDoc]) -> Result<(), IndexError> {
+        let fields = self.fields;
+        for session in sessions {
+            let key = session_key(&session.user_id, &session.session_id);
+            self.writer
+                .delete_term(Term::from_field_text(fields.session_key, &key));
+            let mut document = doc!(
+                fields.user_id => session.user_id.as_str(),
+                fields.doc_kind => KIND_SESSION,
+                fields.seq => seq_term(session.last_seq),
+                fields.session_key => key,
+                fields.text => session.text.as_str(),
+                fields.outcome => session.outcome.as_str(),
+            );
+            for (field, values) in [
+                (fields.symbols, &session.symbols),
+                (fields.paths, &session.paths),
+                (fields.error_types, &session.error_types),
+                (fields.tests, &session.tests),
+            ] {
+                for value in values {
+                    document.add_text(field, value);
+                }
+            }
+            self.writer.add_document(document)?;
         }
         Ok(())
     }
@@ -381,8 +466,16 @@ impl SearchIndex {
             )),
             0.0,
         ));
+        let kind: Box<dyn Query> = Box::new(ConstScoreQuery::new(
+            Box::new(TermQuery::new(
+                Term::from_field_text(self.fields.doc_kind, KIND_MESSAGE),
+                IndexRecordOption::Basic,
+            )),
+            0.0,
+        ));
         let query = BooleanQuery::new(vec![
             (Occur::Must, scope),
+            (Occur::Must, kind),
             (Occur::Must, Box::new(BooleanQuery::new(should))),
         ]);
         let searcher = self.reader.searcher();

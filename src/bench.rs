@@ -1,0 +1,180 @@
+//! Benchmarks that print figures: `codemem bench ingest` measures the
+//! extraction of session records alone (no storage, no index) over a bench
+//! directory's sessions, chunked the way the evaluation platform chunks them.
+//!
+//! Figures are wall-clock on one thread of a release build; speed targets
+//! are checked here, never by timed assertions in tests.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use crate::domain::Role;
+use crate::ingest::{self, IngestMessage};
+
+/// The platform's chunking: at most this many messages per Add.
+const CHUNK_MAX_MESSAGES: usize = 20;
+/// ... or this many words, whichever comes first.
+const CHUNK_MAX_WORDS: usize = 2000;
+
+#[derive(Deserialize)]
+struct BenchSession {
+    messages: Vec<BenchMessage>,
+}
+
+#[derive(Deserialize)]
+struct BenchMessage {
+    role: String,
+    content: String,
+}
+
+/// What `bench ingest` measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IngestReport {
+    /// Sessions read.
+    pub num_sessions: usize,
+    /// Add chunks the sessions make.
+    pub num_chunks: usize,
+    /// Bytes of message content.
+    pub input_bytes: usize,
+    /// Extraction of every whole session once: MB/s of content.
+    pub whole_sessions_mb_per_s: f64,
+    /// Per Add chunk, the re-derivation the service does (the session so
+    /// far): median, ms.
+    pub chunk_p50_ms: f64,
+    /// ... 99th percentile, ms.
+    pub chunk_p99_ms: f64,
+    /// ... slowest, ms.
+    pub chunk_max_ms: f64,
+    /// Diagnostics the extractors reported over all whole sessions.
+    pub num_diagnostics: usize,
+}
+
+/// Reads `sessions.jsonl.gz` (or `sessions.jsonl`) of a bench directory.
+fn read_sessions(bench_dir: &Path) -> anyhow::Result<Vec<Vec<(Role, String)>>> {
+    let gz = bench_dir.join("sessions.jsonl.gz");
+    let plain = bench_dir.join("sessions.jsonl");
+    let reader: Box<dyn BufRead> = if gz.exists() {
+        let file = std::fs::File::open(&gz).with_context(|| format!("open {}", gz.display()))?;
+        Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(file)))
+    } else {
+        let file =
+            std::fs::File::open(&plain).with_context(|| format!("open {}", plain.display()))?;
+        Box::new(std::io::BufReader::new(file))
+    };
+    let mut sessions = Vec::new();
+    for (number, line) in reader.lines().enumerate() {
+        let line = line.context("read sessions")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let session: BenchSession =
+            serde_json::from_str(&line).with_context(|| format!("sessions line {}", number + 1))?;
+        let messages = session
+            .messages
+            .into_iter()
+            .filter_map(|message| Some((Role::parse(&message.role)?, message.content)))
+            .collect();
+        sessions.push(messages);
+    }
+    Ok(sessions)
+}
+
+/// Where the platform cuts a session into Adds: the end index of each chunk.
+fn chunk_ends(messages: &[(Role, String)]) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let (mut count, mut words) = (0usize, 0usize);
+    for (index, (_, content)) in messages.iter().enumerate() {
+        let message_words = content.split_whitespace().count();
+        if count > 0 && (count == CHUNK_MAX_MESSAGES || words + message_words > CHUNK_MAX_WORDS) {
+            ends.push(index);
+            count = 0;
+            words = 0;
+        }
+        count += 1;
+        words += message_words;
+    }
+    if count > 0 {
+        ends.push(messages.len());
+    }
+    ends
+}
+
+fn inputs(messages: &[(Role, String)]) -> Vec<IngestMessage<'_>> {
+    messages
+        .iter()
+        .enumerate()
+        .map(|(index, (role, content))| IngestMessage {
+            index,
+            role: *role,
+            content,
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() - 1) as f64 * fraction).round() as usize;
+    sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1e3
+}
+
+/// Runs the extraction benchmark over a bench directory.
+pub fn ingest(bench_dir: &Path) -> anyhow::Result<IngestReport> {
+    let sessions = read_sessions(bench_dir)?;
+    let input_bytes: usize = sessions
+        .iter()
+        .flat_map(|session| session.iter().map(|(_, content)| content.len()))
+        .sum();
+
+    let mut num_diagnostics = 0;
+    let started = Instant::now();
+    for session in &sessions {
+        let (record, diagnostics) = ingest::extract_session(&inputs(session));
+        num_diagnostics += diagnostics.len();
+        std::hint::black_box(record);
+    }
+    let whole = started.elapsed();
+
+    let mut chunk_times = Vec::new();
+    for session in &sessions {
+        let all = inputs(session);
+        for end in chunk_ends(session) {
+            let started = Instant::now();
+            std::hint::black_box(ingest::extract_session(&all[..end]));
+            chunk_times.push(started.elapsed());
+        }
+    }
+    chunk_times.sort();
+    Ok(IngestReport {
+        num_sessions: sessions.len(),
+        num_chunks: chunk_times.len(),
+        input_bytes,
+        whole_sessions_mb_per_s: input_bytes as f64 / 1e6 / whole.as_secs_f64().max(1e-9),
+        chunk_p50_ms: percentile(&chunk_times, 0.5),
+        chunk_p99_ms: percentile(&chunk_times, 0.99),
+        chunk_max_ms: chunk_times
+            .last()
+            .map_or(0.0, |time| time.as_secs_f64() * 1e3),
+        num_diagnostics,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cut_at_twenty_messages_or_two_thousand_words() {
+        let message = |words: usize| (Role::User, "w ".repeat(words));
+        let short: Vec<_> = (0..45).map(|_| message(1)).collect();
+        assert_eq!(chunk_ends(&short), vec![20, 40, 45]);
+        let long = vec![message(1500), message(600), message(10), message(3000)];
+        assert_eq!(chunk_ends(&long), vec![1, 3, 4]);
+        assert!(chunk_ends(&[]).is_empty());
+    }
+}
