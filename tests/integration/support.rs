@@ -160,11 +160,16 @@ impl ServerProcess {
         let sink = Arc::clone(&lines);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on http://").nth(1) {
-                    let address = rest.split_whitespace().next().unwrap_or("").to_string();
+                let address = line
+                    .split("listening on http://")
+                    .nth(1)
+                    .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
+                // Stored before the address is announced: a test that reads
+                // the lines once start() returns must see this one.
+                sink.lock().expect("lines").push(line);
+                if let Some(address) = address {
                     let _ = address_sender.send(address);
                 }
-                sink.lock().expect("lines").push(line);
             }
         });
         let address = match address_receiver.recv_timeout(Duration::from_secs(60)) {
