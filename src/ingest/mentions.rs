@@ -12,7 +12,7 @@
 use std::sync::LazyLock;
 
 use super::symbols::CodeLanguage;
-use super::text::{Pattern, fenced_blocks, is_identifier, lines_with_offsets};
+use super::text::{Pattern, fenced_blocks, floor_char_boundary, is_identifier, lines_with_offsets};
 
 /// Mentions kept per kind per text.
 const MAX_MENTIONS_PER_TEXT: usize = 200;
@@ -37,8 +37,6 @@ static SEARCH_CALL: LazyLock<Pattern> = LazyLock::new(|| {
 });
 static FILE_VIEW_HEADER: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r"^\[File: (\S+) \(\d+ lines total\)\]"));
-static ACR_FILE_AND_CODE: LazyLock<Pattern> =
-    LazyLock::new(|| Pattern::new(r"(?s)<file>([^<\n]{1,300})</file>.{0,400}?<code>"));
 
 static JSON_SYMBOL_FIELD: LazyLock<Pattern> = LazyLock::new(|| {
     Pattern::new(r#""(?:span_id|function_name|class_name)"\s*:\s*"([^"\n]{1,200})""#)
@@ -53,10 +51,7 @@ const DOMAIN_ENDINGS: &[&str] = &[
 /// Source file paths mentioned in `text` (`:line` suffix removed), deduped in order.
 pub fn file_paths(text: &str) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
-    for captures in PATH.captures_all(text) {
-        let Some(found) = captures.get(0) else {
-            continue;
-        };
+    for found in PATH.find_all(text) {
         let preceded_by_colon = found.start() > 0
             && text
                 .get(..found.start())
@@ -86,10 +81,7 @@ pub fn test_ids(text: &str) -> Vec<String> {
     if !text.contains("::") {
         return ids;
     }
-    for captures in TEST_ID.captures_all(text) {
-        let Some(found) = captures.get(0) else {
-            continue;
-        };
+    for found in TEST_ID.find_all(text) {
         let id = found.as_str().trim_end_matches([':', '.']);
         if !ids.iter().any(|known| known == id) {
             ids.push(id.to_string());
@@ -358,18 +350,14 @@ pub fn identifiers(text: &str) -> Vec<String> {
     // Dotted names and `::` paths only in prose: fenced code (repro scripts,
     // logs) is full of local variables.
     let prose = text_outside_fences(text);
-    for captures in DOTTED.captures_all(&prose) {
-        if let Some(whole) = captures.get(0)
-            && is_code_like_dotted(whole.as_str())
-        {
+    for whole in DOTTED.find_all(&prose) {
+        if is_code_like_dotted(whole.as_str()) {
             push(whole.as_str().trim_end_matches('('), &mut found);
         }
     }
     if prose.contains("::") {
-        for captures in RUST_PATH.captures_all(&prose) {
-            if let Some(whole) = captures.get(0) {
-                push(whole.as_str(), &mut found);
-            }
+        for whole in RUST_PATH.find_all(&prose) {
+            push(whole.as_str(), &mut found);
         }
     }
     found
@@ -446,17 +434,13 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
         snippets.extend(file_views(text));
     }
     if text.contains("<code>") {
-        for captures in ACR_FILE_AND_CODE.captures_all(text) {
+        for (path, code_start) in acr_file_and_code(text) {
             if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
                 break;
             }
-            let (Some(path), Some(whole)) = (captures.get(1), captures.get(0)) else {
+            let Some(language) = CodeLanguage::from_path(path) else {
                 continue;
             };
-            let Some(language) = CodeLanguage::from_path(path.as_str()) else {
-                continue;
-            };
-            let code_start = whole.end();
             let Some(rest) = text.get(code_start..) else {
                 continue;
             };
@@ -464,7 +448,7 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
             snippets.push(CodeSnippet {
                 language,
                 code: code.to_string(),
-                path: Some(path.as_str().to_string()),
+                path: Some(path.to_string()),
             });
         }
     }
@@ -472,12 +456,63 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
     snippets
 }
 
+/// AutoCodeRover results `<file>PATH</file> ... <code>`: the path (1 to 300
+/// characters, no `<` or newline) and where the code starts (after the first
+/// `<code>` within 400 characters of `</file>`), in order, not overlapping.
+fn acr_file_and_code(text: &str) -> Vec<(&str, usize)> {
+    const MAX_PATH_CHARS: usize = 300;
+    const MAX_GAP_CHARS: usize = 400;
+    let mut found = Vec::new();
+    let mut position = 0;
+    while let Some(relative) = text.get(position..).and_then(|rest| rest.find("<file>")) {
+        let path_start = position + relative + "<file>".len();
+        // Resume after this `<file>` unless a whole match is found.
+        position = path_start;
+        let Some(rest) = text.get(path_start..) else {
+            break;
+        };
+        let Some(path_length) = rest.find(['<', '\n']) else {
+            continue;
+        };
+        let path = rest.get(..path_length).unwrap_or("");
+        let path_chars = path.chars().count();
+        if path_chars == 0 || path_chars > MAX_PATH_CHARS {
+            continue;
+        }
+        let Some(after_path) = rest.get(path_length..) else {
+            continue;
+        };
+        let Some(after_close) = after_path.strip_prefix("</file>") else {
+            continue;
+        };
+        let gap_start = path_start + path_length + "</file>".len();
+        // A character is at most 4 bytes: look no further than that.
+        let window_end = floor_char_boundary(after_close, MAX_GAP_CHARS * 4 + "<code>".len());
+        let window = after_close.get(..window_end).unwrap_or("");
+        let Some(code_relative) = window.find("<code>") else {
+            continue;
+        };
+        let gap_chars = window
+            .get(..code_relative)
+            .map_or(usize::MAX, |gap| gap.chars().count());
+        if gap_chars > MAX_GAP_CHARS {
+            continue;
+        }
+        let code_start = gap_start + code_relative + "<code>".len();
+        found.push((path, code_start));
+        position = code_start;
+    }
+    found
+}
+
 /// SWE-agent `[File: /repo/x.py (47 lines total)]` views followed by `N:code` lines.
 fn file_views(text: &str) -> Vec<CodeSnippet> {
     let mut snippets = Vec::new();
     let mut current: Option<CodeSnippet> = None;
     for line in lines_with_offsets(text) {
-        if let Some(captures) = FILE_VIEW_HEADER.captures(line.text) {
+        if line.text.starts_with("[File: ")
+            && let Some(captures) = FILE_VIEW_HEADER.captures(line.text)
+        {
             if let Some(snippet) = current.take() {
                 snippets.push(snippet);
             }
@@ -596,6 +631,34 @@ mod tests {
     }
 
     #[test]
+    fn acr_results_are_found_like_the_pattern_they_replace() {
+        let pattern = regex::Regex::new(r"(?s)<file>([^<\n]{1,300})</file>.{0,400}?<code>")
+            .expect("compiles");
+        let far = format!("<file>a.py</file>{}<code>x", "é".repeat(401));
+        let near = format!("<file>a.py</file>{}<code>x", "é".repeat(400));
+        let inputs = [
+            "Search result 1: <file>sympy/a.py</file> <class>A</class> <code>class A:\n</code>",
+            "<file>a.py</file><code>1</code> <file>b.rs</file>\n<func>f</func><code>2<code>",
+            "<file></file><code>x</code><file>a\nb.py</file><code>y</code>",
+            "<file>x<file>c.py</file> <code>z",
+            far.as_str(),
+            near.as_str(),
+        ];
+        for input in inputs {
+            let expected: Vec<(&str, usize)> = pattern
+                .captures_iter(input)
+                .map(|captures| {
+                    (
+                        captures.get(1).unwrap().as_str(),
+                        captures.get(0).unwrap().end(),
+                    )
+                })
+                .collect();
+            assert_eq!(acr_file_and_code(input), expected, "{input}");
+        }
+    }
+
+    #[test]
     fn every_pattern_compiles() {
         for pattern in [
             &*PATH,
@@ -605,7 +668,6 @@ mod tests {
             &*RUST_PATH,
             &*SEARCH_CALL,
             &*FILE_VIEW_HEADER,
-            &*ACR_FILE_AND_CODE,
             &*JSON_SYMBOL_FIELD,
             &*JSON_SPAN_IDS,
         ] {

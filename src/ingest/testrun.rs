@@ -84,6 +84,10 @@ static UNITTEST_RAN: LazyLock<Pattern> =
 pub fn parse_test_observations(text: &str) -> TestObservations {
     let mut observations = TestObservations::default();
     let mut after_unittest_ran = false;
+    // Substring searches once per text, not once per line.
+    let has_double_colon = text.contains("::");
+    let has_maven_summary = text.contains("Tests run: ");
+    let has_unittest_result = text.contains(" ... ");
     for line in lines_with_offsets(text) {
         if observations.results.len() >= MAX_RESULTS_PER_TEXT {
             break;
@@ -142,7 +146,7 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
                 continue;
             }
         }
-        if UNITTEST_RAN.is_match(content) {
+        if content.starts_with("Ran ") && UNITTEST_RAN.is_match(content) {
             after_unittest_ran = true;
             continue;
         }
@@ -158,7 +162,8 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
             });
             continue;
         }
-        if content.contains("::")
+        if has_double_colon
+            && content.contains("::")
             && let Some(captures) = PYTEST_VERBOSE.captures(content)
         {
             let status = match captures.get(2).map_or("", |m| m.as_str()) {
@@ -223,14 +228,19 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
             run(captures.get(1).is_some_and(|m| m.as_str() == "ok"));
             continue;
         }
-        if let Some(captures) = JEST_SUMMARY.captures(trimmed) {
+        if trimmed.starts_with("Tests:")
+            && let Some(captures) = JEST_SUMMARY.captures(trimmed)
+        {
             let counts = captures.get(1).map_or("", |m| m.as_str());
             if let Some(verdict) = verdict_from_counts(counts) {
                 run(verdict);
             }
             continue;
         }
-        if let Some(captures) = MAVEN_SUMMARY.captures(content) {
+        if has_maven_summary
+            && content.contains("Tests run: ")
+            && let Some(captures) = MAVEN_SUMMARY.captures(content)
+        {
             let number = |index: usize| -> u64 {
                 captures
                     .get(index)
@@ -244,7 +254,11 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
             run(mocha);
             continue;
         }
-        if let Some(captures) = UNITTEST_TEST.captures(content) {
+        if has_unittest_result
+            && content.starts_with("test")
+            && content.contains(" ... ")
+            && let Some(captures) = UNITTEST_TEST.captures(content)
+        {
             let name = captures.get(1).map_or("", |m| m.as_str());
             let owner = captures.get(2).map_or("", |m| m.as_str());
             let test_id = if owner.ends_with(&format!(".{name}")) {
@@ -264,7 +278,11 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
             });
             continue;
         }
-        if let Some(captures) = JEST_TEST.captures(content) {
+        if content
+            .trim_start()
+            .starts_with(['✓', '√', '✔', '✕', '×', '✖'])
+            && let Some(captures) = JEST_TEST.captures(content)
+        {
             let passed = matches!(captures.get(1).map_or("", |m| m.as_str()), "✓" | "√" | "✔");
             if let Some(name) = captures.get(2) {
                 observations.results.push(TestResult {

@@ -498,6 +498,15 @@ impl Pattern {
         self.0.as_ref().is_some_and(|regex| regex.is_match(text))
     }
 
+    /// Every non-overlapping match in `text` (cheaper than
+    /// [`Pattern::captures_all`] when only the whole match is needed).
+    pub fn find_all<'r, 't>(&'r self, text: &'t str) -> impl Iterator<Item = regex::Match<'t>> + 'r
+    where
+        't: 'r,
+    {
+        self.0.iter().flat_map(move |regex| regex.find_iter(text))
+    }
+
     /// The captures of every non-overlapping match in `text`.
     pub fn captures_all<'r, 't>(&'r self, text: &'t str) -> impl Iterator<Item = Captures<'t>> + 'r
     where

@@ -82,16 +82,19 @@ static PYTEST_SHORT_FAILURE: LazyLock<Pattern> =
 /// Finds every error trace in `text`.
 pub fn parse_errors(text: &str) -> Vec<ParsedError> {
     let mut errors = Vec::new();
+    // Substring searches once per text, not once per line.
+    let has_traceback = text.contains("Traceback (most recent call last)");
+    let has_panic = text.contains("panicked at");
     let lines: Vec<Line<'_>> = lines_with_offsets(text).collect();
     let mut index = 0;
     while index < lines.len() && errors.len() < MAX_ERRORS_PER_TEXT {
         let line = lines[index].text;
         let trimmed = line.trim_start();
-        let parsed = if line.contains("Traceback (most recent call last)") {
+        let parsed = if has_traceback && line.contains("Traceback (most recent call last)") {
             parse_python_traceback(&lines, index)
         } else if line.starts_with("error") {
             parse_rustc_error(&lines, index)
-        } else if line.contains("panicked at") {
+        } else if has_panic && line.contains("panicked at") {
             parse_rust_panic(&lines, index)
         } else if trimmed.starts_with("panic: ") {
             parse_go_panic(&lines, index)
