@@ -1221,9 +1221,17 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
         if line.kind == HunkLineKind::Context || blank {
             continue;
         }
-        let symbol = per_line[line_index]
-            .clone()
-            .or_else(|| fallback.get(line_index).cloned().flatten());
+        let symbol = per_line[line_index].clone().or_else(|| {
+            let scanned = fallback.get(line_index).cloned().flatten()?;
+            // A Java method known only from the hunk header belongs to the
+            // file's class, as one shown in the fragment would.
+            Some(match &file_type {
+                Some((_, class)) if !scanned.contains('.') && &scanned != class => {
+                    format!("{class}.{scanned}")
+                }
+                _ => scanned,
+            })
+        });
         if let Some(symbol) = symbol {
             push_unique(&mut result.changed, symbol, MAX_SYMBOLS_PER_HUNK);
         }
@@ -1926,6 +1934,10 @@ mod tests {
         check_hunks(
             "--- a/src/main/java/com/fasterxml/jackson/core/Version.java\n+++ b/src/main/java/com/fasterxml/jackson/core/Version.java\n@@ -113,4 +113,4 @@ public String toFullString() {\n     }\n \n     @Override public int hashCode() {\n-        return _artifactId.hashCode();\n+        return _artifactId.hashCode() ^ _snapshotInfo.hashCode();\n",
             &[&["Version.hashCode"]],
+        );
+        check_hunks(
+            "--- a/src/main/java/com/x/ReaderBasedJsonParser.java\n+++ b/src/main/java/com/x/ReaderBasedJsonParser.java\n@@ -884,4 +884,3 @@ public String nextFieldName() throws IOException\n         if (i == INT_RBRACKET) {\n-            _updateLocation();\n-            return null;\n+            return _closeArray();\n         }\n",
+            &[&["ReaderBasedJsonParser.nextFieldName"]],
         );
         check_hunks(
             "--- a/src/Auth.java\n+++ b/src/Auth.java\n@@ -5,3 +5,3 @@ public class RegistryAuthenticator {\n   static RegistryAuthenticator fromAuthenticationMethod(String h) {\n-    if (h.matches(\"^(?i)(basic) .*\")) {\n+    if (h.matches(\"^(?i)(basic).*\")) {\n       return null;\n",
