@@ -104,15 +104,11 @@ fn chunk_ends(messages: &[(Role, String)]) -> Vec<usize> {
 }
 
 fn inputs(messages: &[(Role, String)]) -> Vec<IngestMessage<'_>> {
-    messages
-        .iter()
-        .enumerate()
-        .map(|(index, (role, content))| IngestMessage {
-            index,
-            role: *role,
-            content,
-        })
-        .collect()
+    IngestMessage::in_order(
+        messages
+            .iter()
+            .map(|(role, content)| (*role, content.as_str())),
+    )
 }
 
 fn percentile(sorted: &[Duration], fraction: f64) -> f64 {

@@ -535,15 +535,11 @@ fn derive_session(
     now_ms: i64,
 ) -> Result<(), ServiceError> {
     let messages = store::session_messages(conn, user_id, session_id)?;
-    let inputs: Vec<IngestMessage<'_>> = messages
-        .iter()
-        .enumerate()
-        .map(|(index, message)| IngestMessage {
-            index,
-            role: message.role,
-            content: &message.content,
-        })
-        .collect();
+    let inputs = IngestMessage::in_order(
+        messages
+            .iter()
+            .map(|message| (message.role, message.content.as_str())),
+    );
     let (record, diagnostics) = ingest::extract_session(&inputs);
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
     store::upsert_session(

@@ -89,6 +89,21 @@ pub struct IngestMessage<'a> {
     pub content: &'a str,
 }
 
+impl<'a> IngestMessage<'a> {
+    /// Numbers `(role, content)` pairs in session order.
+    pub fn in_order(messages: impl IntoIterator<Item = (Role, &'a str)>) -> Vec<IngestMessage<'a>> {
+        messages
+            .into_iter()
+            .enumerate()
+            .map(|(index, (role, content))| IngestMessage {
+                index,
+                role,
+                content,
+            })
+            .collect()
+    }
+}
+
 /// One frame of an error trace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {

@@ -4,15 +4,8 @@
 use super::*;
 
 fn session(messages: &[(Role, &str)]) -> (SessionRecord, Vec<Diagnostic>) {
-    let messages: Vec<IngestMessage<'_>> = messages
-        .iter()
-        .enumerate()
-        .map(|(index, (role, content))| IngestMessage {
-            index,
-            role: *role,
-            content,
-        })
-        .collect();
+    let messages =
+        IngestMessage::in_order(messages.iter().map(|(role, content)| (*role, *content)));
     let (record, diagnostics) = extract_session(&messages);
     assert_evidence_is_valid(&record, &messages);
     (record, diagnostics)

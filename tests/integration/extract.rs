@@ -50,15 +50,11 @@ fn fixture_sessions() -> Vec<(String, Vec<(Role, String)>)> {
 }
 
 fn extract(messages: &[(Role, String)]) -> SessionRecord {
-    let inputs: Vec<IngestMessage<'_>> = messages
-        .iter()
-        .enumerate()
-        .map(|(index, (role, content))| IngestMessage {
-            index,
-            role: *role,
-            content,
-        })
-        .collect();
+    let inputs = IngestMessage::in_order(
+        messages
+            .iter()
+            .map(|(role, content)| (*role, content.as_str())),
+    );
     ingest::extract_session(&inputs).0
 }
 
