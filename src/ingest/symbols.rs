@@ -3,13 +3,15 @@
 //! block or file view shows.
 //!
 //! Parsing uses tree-sitter (Python, Rust, JavaScript, TypeScript/TSX, Go,
-//! Java) with the tag queries in `grammars/*-tags.scm` (aider's
+//! Java, C, C++) with the tag queries in `grammars/*-tags.scm` (aider's
 //! `@name.definition.<kind>` / `@name.reference.<kind>` convention), run on
 //! hunk fragments that need not be valid programs: tree-sitter recovers from
 //! errors. A light line-based scan (definition patterns per language family,
 //! scopes by indentation, git's `@@` function context) backs it up, and is all
-//! there is for C and C++. Input size and parser work are bounded; nothing
-//! here allocates per byte beyond the fragment text.
+//! there is for the other C-family files (`.ipp`, `.inl`, Objective-C).
+//! A `.h` header is C++ when its hunk looks like C++ ([`looks_like_cpp`]).
+//! Input size and parser work are bounded; nothing here allocates per byte
+//! beyond the fragment text.
 //!
 //! Speed: the service re-derives a session from all its messages on every
 //! Add, so each thread keeps one parser and a bounded cache of the tags of
@@ -21,6 +23,7 @@
 //! Finding hunks is left to [`super::diff`]; deciding what goes into the
 //! session record is left to the caller.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -70,11 +73,15 @@ pub enum CodeLanguage {
     Go,
     /// Java (`.java`).
     Java,
+    /// C (`.c`; `.h` unless it looks like C++).
+    C,
+    /// C++ (`.cc`, `.cpp`, `.cxx`, `.hpp`, `.hh`, `.hxx`).
+    Cpp,
 }
 
 impl CodeLanguage {
     /// Every supported language.
-    pub const ALL: [CodeLanguage; 7] = [
+    pub const ALL: [CodeLanguage; 9] = [
         CodeLanguage::Python,
         CodeLanguage::Rust,
         CodeLanguage::JavaScript,
@@ -82,9 +89,12 @@ impl CodeLanguage {
         CodeLanguage::Tsx,
         CodeLanguage::Go,
         CodeLanguage::Java,
+        CodeLanguage::C,
+        CodeLanguage::Cpp,
     ];
 
-    /// The language of a file path, from its extension.
+    /// The language of a file path, from its extension (a `.h` header is C;
+    /// see [`CodeLanguage::from_path_and_text`]).
     pub fn from_path(path: &str) -> Option<CodeLanguage> {
         match extension_of(path)?.as_str() {
             "py" | "pyi" | "pyx" => Some(CodeLanguage::Python),
@@ -94,8 +104,25 @@ impl CodeLanguage {
             "tsx" => Some(CodeLanguage::Tsx),
             "go" => Some(CodeLanguage::Go),
             "java" => Some(CodeLanguage::Java),
+            "c" | "h" => Some(CodeLanguage::C),
+            "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => Some(CodeLanguage::Cpp),
             _ => None,
         }
+    }
+
+    /// The language of a file path whose text (a diff hunk, a file view) is
+    /// known: a `.h` header is C++ when the text looks like C++
+    /// ([`looks_like_cpp`], or a line, git's hunk context included, opens a
+    /// `class`), else as [`CodeLanguage::from_path`].
+    pub fn from_path_and_text(path: &str, text: &str) -> Option<CodeLanguage> {
+        let language = CodeLanguage::from_path(path)?;
+        if language == CodeLanguage::C
+            && extension_of(path).as_deref() == Some("h")
+            && (looks_like_cpp(text) || opens_class(text))
+        {
+            return Some(CodeLanguage::Cpp);
+        }
+        Some(language)
     }
 
     /// The language of a fenced code block's info string (`python`, `rs`, ...).
@@ -113,6 +140,8 @@ impl CodeLanguage {
             "tsx" => Some(CodeLanguage::Tsx),
             "go" | "golang" => Some(CodeLanguage::Go),
             "java" => Some(CodeLanguage::Java),
+            "c" | "h" => Some(CodeLanguage::C),
+            "cpp" | "c++" | "cc" | "cxx" | "hpp" => Some(CodeLanguage::Cpp),
             _ => None,
         }
     }
@@ -120,7 +149,7 @@ impl CodeLanguage {
     /// Separator between a container and a member in qualified names.
     pub fn separator(self) -> &'static str {
         match self {
-            CodeLanguage::Rust => "::",
+            CodeLanguage::Rust | CodeLanguage::C | CodeLanguage::Cpp => "::",
             _ => ".",
         }
     }
@@ -134,6 +163,8 @@ impl CodeLanguage {
             CodeLanguage::Tsx => tree_sitter_typescript::LANGUAGE_TSX.into(),
             CodeLanguage::Go => tree_sitter_go::LANGUAGE.into(),
             CodeLanguage::Java => tree_sitter_java::LANGUAGE.into(),
+            CodeLanguage::C => tree_sitter_c::LANGUAGE.into(),
+            CodeLanguage::Cpp => tree_sitter_cpp::LANGUAGE.into(),
         }
     }
 
@@ -144,6 +175,8 @@ impl CodeLanguage {
         const TYPESCRIPT: &str = include_str!("../../grammars/typescript-tags.scm");
         const GO: &str = include_str!("../../grammars/go-tags.scm");
         const JAVA: &str = include_str!("../../grammars/java-tags.scm");
+        const C: &str = include_str!("../../grammars/c-tags.scm");
+        const CPP: &str = include_str!("../../grammars/cpp-tags.scm");
         // Patterns after this line of javascript-tags.scm are not valid for TypeScript.
         const JAVASCRIPT_ONLY_MARKER: &str = "; @javascript-only";
         match self {
@@ -159,6 +192,8 @@ impl CodeLanguage {
             }
             CodeLanguage::Go => GO.to_string(),
             CodeLanguage::Java => JAVA.to_string(),
+            CodeLanguage::C => C.to_string(),
+            CodeLanguage::Cpp => CPP.to_string(),
         }
     }
 
@@ -171,6 +206,8 @@ impl CodeLanguage {
             CodeLanguage::Tsx => 4,
             CodeLanguage::Go => 5,
             CodeLanguage::Java => 6,
+            CodeLanguage::C => 7,
+            CodeLanguage::Cpp => 8,
         }
     }
 
@@ -183,6 +220,7 @@ impl CodeLanguage {
             }
             CodeLanguage::Go => Family::Go,
             CodeLanguage::Java => Family::Java,
+            CodeLanguage::C | CodeLanguage::Cpp => Family::C,
         }
     }
 }
@@ -238,6 +276,20 @@ pub fn looks_like_cpp(text: &str) -> bool {
     MARKERS.iter().any(|marker| sample.contains(marker))
 }
 
+/// Whether a line of `text` (diff markers, indentation and a hunk's `@@ ... @@`
+/// prefix aside) starts with `class ` (C has no such keyword).
+fn opens_class(text: &str) -> bool {
+    let sample = super::text::truncate_to_bytes(text, 64 * 1024);
+    sample.lines().any(|line| {
+        let line = match line.strip_prefix("@@") {
+            Some(rest) => rest.split_once("@@").map_or("", |(_, context)| context),
+            None => line,
+        };
+        line.trim_start_matches(['+', '-', ' ', '\t'])
+            .starts_with("class ")
+    })
+}
+
 /// The kind of tag a capture marks.
 #[derive(Debug, Clone)]
 enum CaptureRole {
@@ -280,7 +332,9 @@ fn build_support(language: CodeLanguage) -> Result<LanguageSupport, String> {
     })
 }
 
-static SUPPORT: [OnceLock<Result<LanguageSupport, String>>; 7] = [
+static SUPPORT: [OnceLock<Result<LanguageSupport, String>>; CodeLanguage::ALL.len()] = [
+    OnceLock::new(),
+    OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
@@ -582,25 +636,25 @@ fn tags_of_tree(
         }
         if let Some((name_node, kind)) = definition_name
             && pending.len() < MAX_TAGS_PER_TEXT
-            && let Some(name) = node_text(source, name_node)
+            && let Some((name, own_name)) = definition_names(language, source, name_node)
         {
             let node = definition_node.unwrap_or(name_node);
-            if seen_definitions.insert((node.start_byte(), node.end_byte(), name.to_string())) {
+            if seen_definitions.insert((node.start_byte(), node.end_byte(), name.clone())) {
                 let own_name = match (language, node.kind()) {
                     (CodeLanguage::Go, "method_declaration") => {
                         match go_receiver_type(source, node) {
                             Some(receiver) => format!("{receiver}.{name}"),
-                            None => name.to_string(),
+                            None => own_name,
                         }
                     }
-                    _ => name.to_string(),
+                    _ => own_name,
                 };
                 pending_by_node
                     .entry(node.id())
                     .or_default()
                     .push(pending.len());
                 pending.push(PendingDefinition {
-                    name: name.to_string(),
+                    name,
                     own_name,
                     kind: kind.to_string(),
                     start_byte: node.start_byte(),
@@ -751,6 +805,55 @@ fn node_text<'s>(source: &'s str, node: Node<'_>) -> Option<&'s str> {
     Some(text)
 }
 
+/// The defined name and the name to qualify (`bar` and `bar`; for a C++
+/// out-of-line member captured as a `qualified_identifier`, `bar` and
+/// `Foo::bar`).
+fn definition_names(
+    language: CodeLanguage,
+    source: &str,
+    name_node: Node<'_>,
+) -> Option<(String, String)> {
+    if language == CodeLanguage::Cpp && name_node.kind() == "qualified_identifier" {
+        return cpp_qualified_name(source, name_node);
+    }
+    let name = node_text(source, name_node)?;
+    Some((name.to_string(), name.to_string()))
+}
+
+/// The member and the qualified name (`bar`, `Foo::bar`) of a C++
+/// `qualified_identifier`, template arguments dropped (`Foo<T>::bar` gives
+/// `Foo::bar`) and a leading global `::` too; `None` when too deep.
+fn cpp_qualified_name(source: &str, node: Node<'_>) -> Option<(String, String)> {
+    const MAX_SEGMENTS: usize = 16;
+    let mut segments: Vec<&str> = Vec::new();
+    let mut current = node;
+    while current.kind() == "qualified_identifier" {
+        if segments.len() >= MAX_SEGMENTS {
+            return None;
+        }
+        if let Some(scope) = current.child_by_field_name("scope")
+            && let Some(segment) = cpp_base_name(source, scope)
+        {
+            segments.push(segment);
+        }
+        current = current.child_by_field_name("name")?;
+    }
+    let member = cpp_base_name(source, current)?;
+    segments.push(member);
+    Some((member.to_string(), segments.join("::")))
+}
+
+/// `Foo` of `Foo`, `Foo<T>` (a template type, function or method name).
+fn cpp_base_name<'s>(source: &'s str, node: Node<'_>) -> Option<&'s str> {
+    match node.kind() {
+        "template_type" | "template_function" | "template_method" => {
+            node_text(source, node.child_by_field_name("name")?)
+        }
+        "decltype" | "dependent_name" => None,
+        _ => node_text(source, node),
+    }
+}
+
 fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Option<String> {
     let kind = node.kind();
     let is_container = match language {
@@ -779,6 +882,11 @@ fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Optio
                 | "record_declaration"
                 | "method_declaration"
         ),
+        CodeLanguage::C => false,
+        CodeLanguage::Cpp => matches!(
+            kind,
+            "class_specifier" | "struct_specifier" | "union_specifier" | "namespace_definition"
+        ),
     };
     if !is_container {
         return None;
@@ -788,6 +896,14 @@ fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Optio
         return base_type_name(source, type_node);
     }
     let name_node = node.child_by_field_name("name")?;
+    if language == CodeLanguage::Cpp {
+        return match name_node.kind() {
+            "qualified_identifier" => {
+                cpp_qualified_name(source, name_node).map(|(_, qualified)| qualified)
+            }
+            _ => cpp_base_name(source, name_node).map(str::to_string),
+        };
+    }
     node_text(source, name_node).map(str::to_string)
 }
 
@@ -1143,7 +1259,8 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
         return result;
     }
     let family = Family::from_path(path);
-    let language = CodeLanguage::from_path(path);
+    let language =
+        CodeLanguage::from_path_and_text(path, text.get(hunk.start..hunk.end).unwrap_or(""));
     let header = family.and_then(|family| line_definition(&hunk.context, family, true));
     // The type an indented member belongs to: the header's, or in Java the
     // file's (the public class is named after its file).
@@ -1176,7 +1293,11 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 // Only definitions matter on the old side, and there are none.
                 continue;
             }
-            let Some(tags) = extract_tags_within(language, &fragment.source, budget) else {
+            let source = match language {
+                CodeLanguage::C | CodeLanguage::Cpp => close_open_braces(&fragment.source),
+                _ => Cow::Borrowed(fragment.source.as_str()),
+            };
+            let Some(tags) = extract_tags_within(language, &source, budget) else {
                 result.skipped_parse = true;
                 continue;
             };
@@ -1237,6 +1358,65 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
         }
     }
     result
+}
+
+/// A C or C++ fragment with the braces it leaves open closed on a last line
+/// of its own: a hunk inside a class or namespace rarely shows the closing
+/// brace, and tree-sitter's error recovery drops an unclosed class (and with
+/// it the qualifier of its methods). Braces in comments and string or
+/// character literals do not count; a stray closing brace (a fragment that
+/// starts inside a body) is ignored.
+fn close_open_braces(source: &str) -> Cow<'_, str> {
+    const MAX_CLOSED: usize = 64;
+    let bytes = source.as_bytes();
+    let mut depth = 0usize;
+    let mut index = 0;
+    while let Some(&byte) = bytes.get(index) {
+        match byte {
+            b'/' if bytes.get(index + 1) == Some(&b'/') => {
+                while bytes.get(index).is_some_and(|byte| *byte != b'\n') {
+                    index += 1;
+                }
+            }
+            b'/' if bytes.get(index + 1) == Some(&b'*') => {
+                index += 2;
+                while let Some(&byte) = bytes.get(index) {
+                    if byte == b'*' && bytes.get(index + 1) == Some(&b'/') {
+                        index += 1;
+                        break;
+                    }
+                    index += 1;
+                }
+            }
+            b'"' | b'\'' => {
+                let quote = byte;
+                index += 1;
+                while let Some(&byte) = bytes.get(index) {
+                    if byte == b'\\' {
+                        index += 1;
+                    } else if byte == quote || byte == b'\n' {
+                        break;
+                    }
+                    index += 1;
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        index += 1;
+    }
+    if depth == 0 {
+        return Cow::Borrowed(source);
+    }
+    let mut closed = String::with_capacity(source.len() + MAX_CLOSED + 2);
+    closed.push_str(source);
+    if !closed.ends_with('\n') {
+        closed.push('\n');
+    }
+    closed.push_str(&"}".repeat(depth.min(MAX_CLOSED)));
+    closed.push('\n');
+    Cow::Owned(closed)
 }
 
 /// Whether tree-sitter could find a Python definition in `source`: a
@@ -1534,6 +1714,11 @@ pub fn code_definitions(
     if language == CodeLanguage::Python {
         return python_scan_definitions(source, cap);
     }
+    // A C snippet (a `.h` view, a `c` fence) may well be C++.
+    let language = match language {
+        CodeLanguage::C if looks_like_cpp(source) || opens_class(source) => CodeLanguage::Cpp,
+        _ => language,
+    };
     let mut names = Vec::new();
     let tags = extract_tags_within(language, source, budget);
     match tags {
@@ -1854,6 +2039,79 @@ mod tests {
         );
     }
 
+    #[test]
+    fn c_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::C,
+            "typedef struct buffer { char *data; } buffer_t;\nenum mode { FAST, SLOW };\n#define MAX(a, b) ((a) > (b) ? (a) : (b))\nint grow(buffer_t *b, size_t n);\nstatic char *buffer_grow(buffer_t *b, size_t n) {\n    return realloc(b->data, n);\n}\n",
+            &["buffer", "buffer_t", "mode", "MAX", "grow", "buffer_grow"],
+            &["realloc", "buffer_t"],
+        );
+    }
+
+    #[test]
+    fn cpp_query_compiles_and_tags() {
+        check_tags(
+            CodeLanguage::Cpp,
+            "namespace fmt {\ntemplate <typename Range> class basic_writer {\n public:\n  void write_pointer(const void* p) {\n    write_ptr(p);\n  }\n  void write(int value);\n  ~basic_writer() {}\n};\nstruct point { int x; };\nenum class color { red };\nusing writer = basic_writer<buffer>;\n}\nvoid Foo::bar() { detail::helper(); }\ntemplate <typename T> T& Box<T>::get() { return item; }\nFoo::~Foo() {}\nint main() { return run(new Widget()); }\n",
+            &[
+                "fmt",
+                "fmt::basic_writer",
+                "fmt::basic_writer::write_pointer",
+                "fmt::basic_writer::write",
+                "fmt::basic_writer::~basic_writer",
+                "fmt::point",
+                "fmt::color",
+                "fmt::writer",
+                "Foo::bar",
+                "Box::get",
+                "Foo::~Foo",
+                "main",
+            ],
+            &["write_ptr", "helper", "run", "Widget", "buffer"],
+        );
+        let tags = extract_tags(CodeLanguage::Cpp, "void Foo::bar() {}\n").expect("parses");
+        let definition = tags.definitions.first().expect("a definition");
+        assert_eq!(
+            (
+                definition.name.as_str(),
+                definition.qualified_name.as_str(),
+                definition.kind.as_str()
+            ),
+            ("bar", "Foo::bar", "method")
+        );
+    }
+
+    #[test]
+    fn c_family_paths_map_to_languages() {
+        let cases = [
+            ("src/a.c", "", Some(CodeLanguage::C)),
+            ("include/a.h", "int x;\n", Some(CodeLanguage::C)),
+            ("include/a.h", "std::string s;\n", Some(CodeLanguage::Cpp)),
+            (
+                "include/a.h",
+                "@@ -1 +1 @@ class A {\n",
+                Some(CodeLanguage::Cpp),
+            ),
+            ("src/a.cc", "", Some(CodeLanguage::Cpp)),
+            ("src/a.cpp", "", Some(CodeLanguage::Cpp)),
+            ("src/a.cxx", "", Some(CodeLanguage::Cpp)),
+            ("src/a.hpp", "", Some(CodeLanguage::Cpp)),
+            ("src/a.hh", "", Some(CodeLanguage::Cpp)),
+            ("src/a.hxx", "", Some(CodeLanguage::Cpp)),
+            ("src/a.ipp", "", None),
+        ];
+        for (path, text, expected) in cases {
+            assert_eq!(
+                CodeLanguage::from_path_and_text(path, text),
+                expected,
+                "{path}"
+            );
+        }
+        assert_eq!(Family::from_path("src/a.cpp"), Some(Family::C));
+        assert_eq!(Family::from_path("src/a.ipp"), Some(Family::C));
+    }
+
     fn check_hunks(diff: &str, expected_changed: &[&[&str]]) {
         let parsed = parse_diffs(diff);
         let mut got: Vec<Vec<String>> = Vec::new();
@@ -1954,6 +2212,49 @@ mod tests {
         check_hunks(
             "--- a/include/fmt/format.h\n+++ b/include/fmt/format.h\n@@ -10,3 +10,3 @@ class basic_writer {\n   void write_pointer(const void* p) {\n-    write(p);\n+    write_ptr(p);\n   }\n",
             &[&["basic_writer::write_pointer"]],
+        );
+    }
+
+    #[test]
+    fn cpp_hunks_are_qualified_by_class_and_scope() {
+        // A hunk inside a class method whose class shows in the fragment.
+        check_hunks(
+            "--- a/include/fmt/format.h\n+++ b/include/fmt/format.h\n@@ -10,6 +10,6 @@ namespace internal {\n template <typename Range> class basic_writer {\n  public:\n   void write_pointer(const void* p) {\n-    write(p);\n+    write_ptr(p);\n   }\n",
+            &[&["basic_writer::write_pointer"]],
+        );
+        // An out-of-line member definition.
+        check_hunks(
+            "--- a/src/os.cc\n+++ b/src/os.cc\n@@ -20,3 +20,4 @@ FMT_BEGIN_NAMESPACE\n void file::close() {\n   if (fd_ == -1) return;\n+  flush();\n   int result = FMT_POSIX_CALL(close(fd_));\n",
+            &[&["file::close"]],
+        );
+        // A member known only from the hunk header's type.
+        check_hunks(
+            "--- a/src/a.cpp\n+++ b/src/a.cpp\n@@ -5,3 +5,3 @@ class parser {\n   int parse(const char* s) {\n-    return 0;\n+    return parse_int(s);\n   }\n",
+            &[&["parser::parse"]],
+        );
+        // A C function.
+        check_hunks(
+            "--- a/src/buf.c\n+++ b/src/buf.c\n@@ -1,3 +1,3 @@\n static int grow(buf *b) {\n-  return 0;\n+  return resize(b);\n }\n",
+            &[&["grow"]],
+        );
+    }
+
+    #[test]
+    fn open_braces_are_closed_outside_comments_and_literals() {
+        assert_eq!(
+            close_open_braces("class A {\n  void f() { g(\"{\", '{'); // {\n"),
+            "class A {\n  void f() { g(\"{\", '{'); // {\n}}\n"
+        );
+        assert_eq!(close_open_braces("  x();\n}\n"), "  x();\n}\n");
+        assert_eq!(
+            close_open_braces("/* { */ \"\\\"{\" {"),
+            "/* { */ \"\\\"{\" {\n}\n"
+        );
+        assert_eq!(
+            close_open_braces("{".repeat(1_000).as_str())
+                .matches('}')
+                .count(),
+            64
         );
     }
 
@@ -2175,6 +2476,21 @@ mod tests {
         assert!(
             extract_tags_within(CodeLanguage::Rust, &brackets, &mut ParseBudget::generous())
                 .is_some()
+        );
+        let namespaces = format!("{}void f() {{}}", "namespace a { ".repeat(3_000));
+        for language in [CodeLanguage::C, CodeLanguage::Cpp] {
+            assert!(
+                extract_tags_within(language, &namespaces, &mut ParseBudget::generous()).is_some()
+            );
+        }
+        // Too many scopes to qualify: the definition is dropped, nothing panics.
+        let scopes = format!("void {}f() {{}}\n", "a::".repeat(100));
+        let tags = extract_tags_within(CodeLanguage::Cpp, &scopes, &mut ParseBudget::generous())
+            .expect("parses");
+        assert!(
+            tags.definitions
+                .iter()
+                .all(|definition| definition.name != "f")
         );
         let too_big = "a".repeat(MAX_PARSE_BYTES + 1);
         assert_eq!(extract_tags(CodeLanguage::Python, &too_big), None);
