@@ -262,6 +262,25 @@ impl Service {
             Err(std::fs::TryLockError::Error(source)) => return Err(io_error(source)),
         }
 
+        // Compiling the tag queries takes a few hundred milliseconds once;
+        // done beside start-up so that neither start-up nor the first Add
+        // waits for all of it (an extraction needing a query still being
+        // compiled waits for that one).
+        let warm_up = std::thread::Builder::new()
+            .name("codemem-warm-up".to_string())
+            .spawn(|| {
+                let started = std::time::Instant::now();
+                for error in ingest::warm_up() {
+                    tracing::error!(%error, "tag query does not compile; that language falls back to line scans");
+                }
+                tracing::debug!(
+                    elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                    "tag queries compiled"
+                );
+            });
+        if let Err(error) = warm_up {
+            tracing::warn!(%error, "cannot start the warm-up thread; queries compile on first use");
+        }
         let mut conn = store::open_writer(&data_dir)?;
         let (search_index, mut writer, state) = index::open(&data_dir)?;
         let search_index = Arc::new(search_index);

@@ -217,6 +217,16 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// Compiles every tag query now, a one-time cost (a few hundred
+/// milliseconds, most of it C++'s), so that the first extraction does not
+/// pay it. Answers the error of each query that does not compile.
+pub fn warm_up() -> Vec<String> {
+    symbols::CodeLanguage::ALL
+        .iter()
+        .filter_map(|language| symbols::check_query(*language).err())
+        .collect()
+}
+
 /// Extracts the session record from every message of a session, in order.
 pub fn extract_session(messages: &[IngestMessage<'_>]) -> (SessionRecord, Vec<Diagnostic>) {
     let mut builder = SessionBuilder {
