@@ -212,15 +212,17 @@ pub enum OpenState {
     Recreated,
 }
 
+/// Maps an IO error on `path` to [`IndexError::Directory`].
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> IndexError {
+    let path = path.to_path_buf();
+    move |source| IndexError::Directory { path, source }
+}
+
 /// Opens the index in `data_dir`, creating or recreating it when needed.
 /// After anything but a clean shutdown, every index file's checksum is
 /// verified first (see [`directory`]).
 pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenState), IndexError> {
     let dir = data_dir.join(INDEX_DIR);
-    let io_error = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| IndexError::Directory { path, source }
-    };
     let marker = data_dir.join(CLEAN_MARKER);
     let was_clean = marker.exists();
     if was_clean {
@@ -400,10 +402,6 @@ impl IndexWriterHandle {
     pub fn close(self, data_dir: &Path) -> Result<(), IndexError> {
         self.writer.wait_merging_threads()?;
         let dir = data_dir.join(INDEX_DIR);
-        let io_error = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| IndexError::Directory { path, source }
-        };
         directory::sync_tree(&dir).map_err(io_error(&dir))?;
         let marker = data_dir.join(CLEAN_MARKER);
         std::fs::File::create(&marker)

@@ -11,6 +11,8 @@
 
 use std::sync::LazyLock;
 
+use regex::Captures;
+
 use super::text::{Pattern, lines_with_offsets};
 
 /// Outcomes kept per text.
@@ -166,18 +168,14 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
             && content.contains("::")
             && let Some(captures) = PYTEST_VERBOSE.captures(content)
         {
-            let status = match captures.get(2).map_or("", |m| m.as_str()) {
+            let status_of = |word: &str| match word {
                 "PASSED" | "XPASS" => Some(TestStatus::Passed),
                 "FAILED" | "ERROR" => Some(TestStatus::Failed),
                 _ => None,
             };
-            if let (Some(status), Some(test_id)) = (status, captures.get(1)) {
-                observations.results.push(TestResult {
-                    test_id: test_id.as_str().to_string(),
-                    status,
-                    offset: line.start,
-                });
-            }
+            observations
+                .results
+                .extend(id_and_status(&captures, status_of, line.start));
             continue;
         }
         if content.starts_with("test ") {
@@ -186,18 +184,14 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
                 continue;
             }
             if let Some(captures) = CARGO_TEST.captures(content) {
-                let status = match captures.get(2).map_or("", |m| m.as_str()) {
+                let status_of = |word: &str| match word {
                     "ok" => Some(TestStatus::Passed),
                     "FAILED" => Some(TestStatus::Failed),
                     _ => None,
                 };
-                if let (Some(status), Some(test_id)) = (status, captures.get(1)) {
-                    observations.results.push(TestResult {
-                        test_id: test_id.as_str().to_string(),
-                        status,
-                        offset: line.start,
-                    });
-                }
+                observations
+                    .results
+                    .extend(id_and_status(&captures, status_of, line.start));
                 continue;
             }
         }
@@ -449,6 +443,21 @@ fn split_test_list(list: &str) -> Vec<String> {
     }
     items.truncate(MAX_RESULTS_PER_TEXT);
     items
+}
+
+/// The result of a line whose pattern captures the test id as group 1 and
+/// a status word as group 2; `None` when `status_of` does not know the word.
+fn id_and_status(
+    captures: &Captures<'_>,
+    status_of: impl Fn(&str) -> Option<TestStatus>,
+    offset: usize,
+) -> Option<TestResult> {
+    let status = status_of(captures.get(2).map_or("", |m| m.as_str()))?;
+    Some(TestResult {
+        test_id: captures.get(1)?.as_str().to_string(),
+        status,
+        offset,
+    })
 }
 
 #[cfg(test)]
