@@ -10,6 +10,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::api::auth::ApiKeys;
 use crate::api::{self, ApiOptions, DEFAULT_MAX_BODY_BYTES};
+use crate::domain::SearchRequest;
+use crate::rank;
+use crate::search::{self, Searcher};
 use crate::service::{self, Service, ServiceOptions, SessionDetail, SessionSummary};
 use crate::store;
 use crate::time::rfc3339_from_ms;
@@ -34,6 +37,11 @@ enum Command {
     /// tests, commands, outcome, evidence with provenance). Reads the data
     /// directory directly; works while a server holds it.
     Inspect(InspectArgs),
+    /// Search a user's memory as the service would answer, or with
+    /// --explain every candidate session with its features, fused score and
+    /// the noise gate's verdict. Reads the data directory directly; works
+    /// while a server holds it.
+    Search(SearchArgs),
     /// Benchmarks that print figures (build with --release to measure).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -74,6 +82,38 @@ struct InspectArgs {
     json: bool,
 }
 
+/// Options of `codemem search`.
+#[derive(Debug, Args)]
+struct SearchArgs {
+    /// The data directory of the service.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// The user whose memory to search.
+    #[arg(long)]
+    user_id: String,
+
+    /// The most items to return.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    top_k: u32,
+
+    /// The most characters of content to return.
+    #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS)]
+    max_chars: usize,
+
+    /// Show every candidate session with its features, score and verdict
+    /// instead of the answer.
+    #[arg(long)]
+    explain: bool,
+
+    /// Print JSON (the same as POST /v1/search or /v1/search/explain).
+    #[arg(long)]
+    json: bool,
+
+    /// The new task's text.
+    query: String,
+}
+
 /// Options of `codemem serve`.
 #[derive(Debug, Args)]
 struct ServeArgs {
@@ -104,6 +144,11 @@ struct ServeArgs {
     /// Most Adds written together in one group commit.
     #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_batch: u32,
+
+    /// Characters of content a Search answer holds at most, unless the
+    /// request's `max_chars` says otherwise (the first item is always given).
+    #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    search_budget: u64,
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.
@@ -113,6 +158,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Inspect(args) => inspect(args),
+        Command::Search(args) => search(args),
         Command::Bench(BenchCommand::Ingest { bench, json }) => bench_ingest(&bench, json),
     };
     match result {
@@ -146,6 +192,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let mut options = ServiceOptions::new(&args.data_dir);
+        options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
         options.max_batch = args.max_batch as usize;
         let service = tokio::task::spawn_blocking(move || Service::open(options))
             .await
@@ -241,6 +288,118 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     }
     println!("{}", out.trim_end());
     Ok(())
+}
+
+fn search(args: SearchArgs) -> anyhow::Result<()> {
+    use std::fmt::Write;
+    if args.query.trim().is_empty() {
+        anyhow::bail!("the query is empty");
+    }
+    let searcher = Searcher::open_read_only(&args.data_dir, args.max_chars)
+        .with_context(|| format!("cannot search {}", args.data_dir.display()))?;
+    let request = SearchRequest {
+        query: args.query.clone(),
+        user_id: args.user_id.clone(),
+        top_k: args.top_k as usize,
+        max_chars: Some(args.max_chars.max(1)),
+    };
+    let mut out = String::new();
+    if args.explain {
+        let explained = searcher.explain(&request)?;
+        if args.json {
+            out = serde_json::to_string_pretty(&explained)?;
+        } else {
+            write_explained(&mut out, &explained);
+        }
+    } else {
+        let items = searcher.search(&request)?;
+        if args.json {
+            let data: Vec<api::dto::ItemDto> = items.into_iter().map(Into::into).collect();
+            out = serde_json::to_string_pretty(&serde_json::json!({ "data": data }))?;
+        } else if items.is_empty() {
+            out.push_str("nothing stored passes the noise gate for this query (try --explain)");
+        } else {
+            for (rank, item) in items.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "#{} {} score {:.3}  session {}  (request {}, message {})",
+                    rank + 1,
+                    item.kind,
+                    item.score,
+                    item.session_id,
+                    item.request_id,
+                    item.message_start
+                );
+                for line in item.content.lines() {
+                    let _ = writeln!(out, "    {line}");
+                }
+                out.push('\n');
+            }
+        }
+    }
+    println!("{}", out.trim_end());
+    Ok(())
+}
+
+fn write_explained(out: &mut String, explained: &search::Explained) {
+    use std::fmt::Write;
+    let query = &explained.query;
+    let _ = writeln!(
+        out,
+        "query: {} terms; names {:?}; paths {:?}; errors {:?}; tests {:?}; language {}",
+        query.terms.len(),
+        query.names,
+        query.paths,
+        query.error_types,
+        query.tests,
+        query.language.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(
+        out,
+        "{} candidate(s) of {} session(s) in scope\n",
+        explained.candidates.len(),
+        explained.num_sessions
+    );
+    let _ = writeln!(
+        out,
+        "{:<4} {:<24} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  session / task",
+        "#", "verdict", "score", "text", "task", "symbol", "path", "stem", "words"
+    );
+    for (rank, scored) in explained.candidates.iter().enumerate() {
+        let verdict = match &scored.dropped {
+            None => "kept".to_string(),
+            Some(rank::DropReason::Duplicate { of }) => format!("duplicate of {of}"),
+            Some(reason) => serde_json::to_value(reason)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{reason:?}")),
+        };
+        let features = &scored.features;
+        let _ = writeln!(
+            out,
+            "{:<4} {:<24} {:>6.3} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2}  {}  {}",
+            rank + 1,
+            truncate(&verdict, 24),
+            scored.score,
+            features.text_rel,
+            features.task_rel,
+            features.symbols_changed + features.symbols_referenced,
+            features.paths,
+            features.stems,
+            features.location_words,
+            scored.session_id,
+            truncate(&scored.task_line, 60)
+        );
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let kept: String = text.chars().take(max.saturating_sub(1)).collect();
+        format!("{kept}…")
+    }
 }
 
 fn write_summaries(out: &mut String, user_id: &str, summaries: &[SessionSummary]) {

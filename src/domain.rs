@@ -93,6 +93,9 @@ pub struct SearchRequest {
     pub user_id: String,
     /// The most items to return, in `1..=MAX_TOP_K`.
     pub top_k: usize,
+    /// The most characters of content to return (an extension of the
+    /// contract); the service's default when absent.
+    pub max_chars: Option<usize>,
 }
 
 /// The largest `top_k` a Search may ask for.

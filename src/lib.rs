@@ -11,6 +11,8 @@ pub mod cli;
 pub mod domain;
 pub mod index;
 pub mod ingest;
+pub mod rank;
+pub mod search;
 pub mod service;
 pub mod store;
 pub mod time;

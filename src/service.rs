@@ -19,12 +19,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
-use sha2::Digest;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
 use crate::index::{self, IndexError, IndexWriterHandle, OpenState, SearchIndex, SessionDoc};
 use crate::ingest::{self, IngestMessage, SessionRecord};
+use crate::rank;
+pub use crate::search::Explained;
+use crate::search::Searcher;
 use crate::store::{self, Admission, StoreError, StoredSession};
 use crate::time::now_ms;
 
@@ -85,6 +87,8 @@ pub struct ServiceOptions {
     pub max_batch: usize,
     /// The most Adds waiting for the writer before senders wait.
     pub queue_capacity: usize,
+    /// Characters a Search answer may hold unless the request says.
+    pub search_budget_chars: usize,
 }
 
 impl ServiceOptions {
@@ -94,6 +98,7 @@ impl ServiceOptions {
             data_dir: data_dir.into(),
             max_batch: 256,
             queue_capacity: 1024,
+            search_budget_chars: rank::assemble::DEFAULT_BUDGET_CHARS,
         }
     }
 }
@@ -221,6 +226,7 @@ pub fn session_detail(
 
 /// The running core: store, index and writer thread.
 pub struct Service {
+    searcher: Arc<Searcher>,
     data_dir: PathBuf,
     search_index: Arc<SearchIndex>,
     /// Guarded by a std mutex: held only to clone or take the sender,
@@ -229,7 +235,6 @@ pub struct Service {
     writer_thread: Mutex<Option<JoinHandle<()>>>,
     committed_seq: Arc<std::sync::atomic::AtomicI64>,
     /// Idle read connections. A std mutex: held only to push or pop.
-    readers: Mutex<Vec<Connection>>,
     /// Held for the life of the service: the directory's exclusive lock.
     _lock: File,
 }
@@ -331,12 +336,16 @@ impl Service {
             .map_err(io_error)?;
 
         Ok(Arc::new(Service {
+            searcher: Arc::new(Searcher::new(
+                Arc::clone(&search_index),
+                data_dir.clone(),
+                options.search_budget_chars,
+            )),
             data_dir,
             search_index,
             sender: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             committed_seq,
-            readers: Mutex::new(Vec::new()),
             _lock: lock,
         }))
     }
@@ -363,76 +372,21 @@ impl Service {
         request: SearchRequest,
     ) -> Result<Vec<MemoryItem>, ServiceError> {
         let service = Arc::clone(self);
-        tokio::task::spawn_blocking(move || service.search_blocking(&request))
+        tokio::task::spawn_blocking(move || service.searcher.search(&request))
             .await
             .map_err(|error| ServiceError::Task(error.to_string()))?
     }
 
-    /// The blocking body of [`Service::search`].
-    pub fn search_blocking(
-        &self,
-        request: &SearchRequest,
-    ) -> Result<Vec<MemoryItem>, ServiceError> {
-        // Identical texts (the same task statement in several trajectories,
-        // the same tool output twice) collapse into the best-ranked one, so
-        // a few extra hits are fetched to make up for those dropped.
-        const DUPLICATE_SLACK: usize = 50;
-        let hits = self.search_index.search(
-            &request.user_id,
-            &request.query,
-            request.top_k + DUPLICATE_SLACK,
-        )?;
-        if hits.is_empty() {
-            return Ok(Vec::new());
-        }
-        let conn = self.take_reader()?;
-        let ids: Vec<i64> = hits.iter().map(|hit| hit.message_id).collect();
-        let loaded = store::messages_by_id(&conn, &request.user_id, &ids);
-        self.return_reader(conn);
-        let mut by_id: std::collections::HashMap<i64, store::StoredMessage> = loaded?
-            .into_iter()
-            .map(|message| (message.message_id, message))
-            .collect();
-        let mut seen_contents = std::collections::HashSet::new();
-        let items = hits
-            .iter()
-            .filter_map(|hit| {
-                let message = by_id.remove(&hit.message_id)?;
-                if !seen_contents.insert(sha2::Sha256::digest(message.content.as_bytes())) {
-                    return None;
-                }
-                Some(MemoryItem {
-                    id: format!("msg_{}", message.message_id),
-                    score: hit.score,
-                    created_at_ms: message.timestamp_ms.unwrap_or(message.stored_at_ms),
-                    kind: "message",
-                    message_start: message.message_index,
-                    message_end: message.message_index,
-                    content: message.content,
-                    session_id: message.session_id,
-                    request_id: message.request_id,
-                })
-            })
-            .take(request.top_k)
-            .collect();
-        Ok(items)
-    }
-
-    fn take_reader(&self) -> Result<Connection, ServiceError> {
-        let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
-        match pooled {
-            Some(conn) => Ok(conn),
-            None => Ok(store::open_reader(&self.data_dir)?),
-        }
-    }
-
-    fn return_reader(&self, conn: Connection) {
-        const MAX_IDLE_READERS: usize = 16;
-        if let Ok(mut pool) = self.readers.lock()
-            && pool.len() < MAX_IDLE_READERS
-        {
-            pool.push(conn);
-        }
+    /// Every candidate session of a Search with its features, score and the
+    /// gate's verdict.
+    pub async fn explain(
+        self: &Arc<Self>,
+        request: SearchRequest,
+    ) -> Result<Explained, ServiceError> {
+        let service = Arc::clone(self);
+        tokio::task::spawn_blocking(move || service.searcher.explain(&request))
+            .await
+            .map_err(|error| ServiceError::Task(error.to_string()))?
     }
 
     /// Summaries of every session of a user, most recently updated first.
@@ -442,9 +396,9 @@ impl Service {
     ) -> Result<Vec<SessionSummary>, ServiceError> {
         let service = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
-            let conn = service.take_reader()?;
+            let conn = service.searcher.take_reader()?;
             let summaries = session_summaries(&conn, &user_id);
-            service.return_reader(conn);
+            service.searcher.return_reader(conn);
             summaries
         })
         .await
@@ -459,9 +413,9 @@ impl Service {
     ) -> Result<Option<SessionDetail>, ServiceError> {
         let service = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
-            let conn = service.take_reader()?;
+            let conn = service.searcher.take_reader()?;
             let detail = session_detail(&conn, &user_id, &session_id);
-            service.return_reader(conn);
+            service.searcher.return_reader(conn);
             detail
         })
         .await
@@ -527,11 +481,11 @@ fn catch_up(
         let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
         seqs.dedup();
         num_adds += seqs.len();
-        let sessions: Vec<SessionDoc> =
-            store::sessions_changed_between(conn, writer.committed_seq(), last_seq)?
-                .iter()
-                .filter_map(session_doc)
-                .collect();
+        let mut sessions: Vec<SessionDoc> = Vec::new();
+        for session in store::sessions_changed_between(conn, writer.committed_seq(), last_seq)? {
+            let messages = store::session_messages(conn, &session.user_id, &session.session_id)?;
+            sessions.extend(session_doc(&session, &messages));
+        }
         let indexed = writer
             .add_messages(&messages, replace)
             .and_then(|()| writer.upsert_sessions(&sessions))
@@ -581,8 +535,11 @@ fn derive_session(
 }
 
 /// The index document of a stored session record; `None` (logged) when the
-/// stored record cannot be read.
-fn session_doc(session: &StoredSession) -> Option<SessionDoc> {
+/// stored record cannot be read. `messages` are the session's messages in
+/// order: those no evidence came from (a plain remark, a question, an
+/// observation that showed nothing wrong) are searchable through the
+/// session too.
+fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Option<SessionDoc> {
     let record: SessionRecord = match serde_json::from_str(&session.record_json) {
         Ok(record) => record,
         Err(error) => {
@@ -591,6 +548,7 @@ fn session_doc(session: &StoredSession) -> Option<SessionDoc> {
         }
     };
     const MAX_TEXT_BYTES: usize = 256 * 1024;
+    const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
     let mut text = record.task.clone();
     for evidence in &record.evidence {
         if text.len() + evidence.text.len() > MAX_TEXT_BYTES {
@@ -599,6 +557,25 @@ fn session_doc(session: &StoredSession) -> Option<SessionDoc> {
         text.push('\n');
         text.push_str(&evidence.text);
     }
+    let with_evidence: std::collections::HashSet<usize> = record
+        .evidence
+        .iter()
+        .map(|evidence| evidence.message_index)
+        .collect();
+    let mut plain_bytes = 0usize;
+    for (index, message) in messages.iter().enumerate() {
+        if with_evidence.contains(&index) {
+            continue;
+        }
+        let content = ingest::text::truncate_to_bytes(&message.content, MAX_PLAIN_MESSAGE_BYTES);
+        if text.len() + content.len() > MAX_TEXT_BYTES {
+            break;
+        }
+        plain_bytes += content.len();
+        text.push('\n');
+        text.push_str(content);
+    }
+    tracing::trace!(plain_bytes, "session text");
     let symbols = record
         .symbols_changed
         .iter()
@@ -617,10 +594,25 @@ fn session_doc(session: &StoredSession) -> Option<SessionDoc> {
         .chain(&record.tests.passing)
         .cloned()
         .collect();
+    let profile = rank::SessionProfile::from_record(
+        &session.session_id,
+        &record,
+        session.last_seq,
+        session.updated_at_ms,
+    );
+    let profile_json = match serde_json::to_string(&profile) {
+        Ok(json) => json,
+        Err(error) => {
+            tracing::error!(%error, "session profile not serializable; not indexed");
+            return None;
+        }
+    };
     Some(SessionDoc {
         user_id: session.user_id.clone(),
         session_id: session.session_id.clone(),
         last_seq: session.last_seq,
+        task: record.task.clone(),
+        profile_json,
         text,
         symbols,
         paths: record.files_changed,

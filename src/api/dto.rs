@@ -200,6 +200,9 @@ fn parse_message(item: &Value, index: usize, errors: &mut Errors) -> Option<Mess
     })
 }
 
+/// The largest `max_chars` a Search may ask for.
+const MAX_CHARS_LIMIT: u64 = 10_000_000;
+
 /// Parses and validates a Search body.
 pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
     let mut errors = Errors::default();
@@ -239,11 +242,26 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
         None | Some(Value::Null) | Some(Value::Array(_)) => {}
         Some(_) => errors.push("options", "must be an array of strings"),
     }
+    // An extension: the most characters of content to return.
+    let max_chars = match object.get("max_chars") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64() {
+            Some(chars) if (1..=MAX_CHARS_LIMIT).contains(&chars) => usize::try_from(chars).ok(),
+            _ => {
+                errors.push(
+                    "max_chars",
+                    format!("must be an integer from 1 to {MAX_CHARS_LIMIT}"),
+                );
+                None
+            }
+        },
+    };
     let request = match (query, user_id, top_k) {
         (Some(query), Some(user_id), Some(top_k)) => Some(SearchRequest {
             query,
             user_id,
             top_k,
+            max_chars,
         }),
         _ => None,
     };

@@ -25,7 +25,7 @@ use serde_json::Value;
 use self::auth::ApiKeys;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto, UserQuery};
 use self::error::ApiError;
-use crate::service::{Health, Service};
+use crate::service::{Explained, Health, Service};
 
 /// Knobs of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -66,6 +66,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route("/v1/add", post(add))
         .route("/search", post(search))
         .route("/v1/search", post(search))
+        .route("/v1/search/explain", post(explain))
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{*session_id}", get(session_detail))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
@@ -137,6 +138,14 @@ async fn search(
     Ok(Json(SearchResponse {
         data: items.into_iter().map(Into::into).collect(),
     }))
+}
+
+async fn explain(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Explained>, ApiError> {
+    let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
+    Ok(Json(state.service.explain(request).await?))
 }
 
 /// The `user_id` of an inspection request: required, non-empty.

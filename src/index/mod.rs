@@ -20,11 +20,12 @@ pub mod directory;
 
 use std::path::{Path, PathBuf};
 
-use tantivy::collector::TopDocs;
+use tantivy::collector::{Count, TopDocs};
 use tantivy::directory::error::OpenDirectoryError;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions, Value,
 };
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 use tantivy::{
@@ -45,6 +46,14 @@ pub enum IndexError {
     /// The index directory could not be opened.
     #[error("index directory: {0}")]
     OpenDirectory(#[from] OpenDirectoryError),
+    /// The index cannot be used as it is.
+    #[error("index {path}: {reason}")]
+    Unusable {
+        /// The index directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The index directory could not be prepared.
     #[error("index directory {path}: {source}")]
     Directory {
@@ -59,14 +68,24 @@ pub enum IndexError {
 pub const INDEX_DIR: &str = "index";
 /// The tokenizer name registered on every opened index.
 const CODE_TOKENIZER: &str = "code";
-/// Bumped whenever the schema or the tokenizer changes: an index of another
+/// Bumped whenever the schema, the tokenizer or the stored ranking profile
+/// (`rank::SessionProfile`) changes: an index of another
 /// version is rebuilt from the store.
-const SCHEMA_VERSION: u64 = 2;
+const SCHEMA_VERSION: u64 = 6;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Queries keep at most this many distinct terms (a task statement rarely
 /// has more; past that the extra terms only cost time).
 const MAX_QUERY_TERMS: usize = 1024;
+
+/// Distinct query terms a session search uses: the first ones of a task
+/// statement (title and opening) carry its subject; a long pasted log adds
+/// time, not precision.
+const MAX_SESSION_QUERY_TERMS: usize = 256;
+
+/// Distinct query terms, the rarest, a search for the best-matching
+/// message of known sessions uses.
+const MAX_MESSAGE_QUERY_TERMS: usize = 32;
 
 #[derive(Debug, Clone, Copy)]
 struct Fields {
@@ -77,6 +96,16 @@ struct Fields {
     seq: Field,
     /// Set on session documents only: replaced whole when re-derived.
     session_key: Field,
+    /// Message documents: the key of their session (apart from
+    /// `session_key`, which replacing a session record deletes by).
+    message_session: Field,
+    /// Session documents: the task statement.
+    task: Field,
+    /// Session documents: the ranking profile (JSON, stored only).
+    profile: Field,
+    /// Session documents: task statement and evidence text (apart from
+    /// `text`, so that session searches walk session postings only).
+    session_text: Field,
     text: Field,
     symbols: Field,
     paths: Field,
@@ -105,6 +134,10 @@ fn schema() -> (Schema, Fields) {
         message_id: builder.add_u64_field("message_id", INDEXED | FAST),
         seq: builder.add_u64_field("seq", INDEXED | FAST),
         session_key: builder.add_text_field("session_key", STRING),
+        message_session: builder.add_text_field("message_session", STRING),
+        task: builder.add_text_field("task", code_text()),
+        profile: builder.add_text_field("profile", STORED),
+        session_text: builder.add_text_field("session_text", code_text()),
         text: builder.add_text_field("text", code_text()),
         symbols: builder.add_text_field("symbols", code_text()),
         paths: builder.add_text_field("paths", code_text()),
@@ -124,6 +157,10 @@ pub struct SessionDoc {
     pub session_id: String,
     /// Last Add the record includes.
     pub last_seq: i64,
+    /// The task statement.
+    pub task: String,
+    /// The ranking profile, JSON.
+    pub profile_json: String,
     /// Task statement and evidence text.
     pub text: String,
     /// Symbols changed and referenced.
@@ -261,6 +298,39 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
     ))
 }
 
+/// Opens the index of `data_dir` for searching only, as it is (no
+/// verification, no rebuild, no writer): for tools that read a data
+/// directory a server may hold.
+pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
+    let dir = data_dir.join(INDEX_DIR);
+    let index = match try_open_existing(&dir, false) {
+        Some(Ok((index, _))) => index,
+        Some(Err(reason)) => {
+            return Err(IndexError::Unusable {
+                path: dir,
+                reason: format!("{reason}; start the server on it once to rebuild"),
+            });
+        }
+        None => {
+            return Err(IndexError::Unusable {
+                path: dir,
+                reason: "no index here; start the server on this data directory first".to_string(),
+            });
+        }
+    };
+    index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer);
+    let (_, fields) = schema();
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    Ok(SearchIndex {
+        index,
+        reader,
+        fields,
+    })
+}
+
 /// `None` when there is no index; `Some(Err)` when there is one that cannot
 /// be used; `Some(Ok)` with the index and its committed sequence number.
 fn try_open_existing(dir: &Path, verify: bool) -> Option<Result<(Index, i64), String>> {
@@ -349,6 +419,7 @@ impl IndexWriterHandle {
                 self.fields.doc_kind => KIND_MESSAGE,
                 self.fields.message_id => seq_term(message.message_id),
                 self.fields.seq => seq_term(message.seq),
+                self.fields.message_session => session_key(&message.user_id, &message.session_id),
                 self.fields.text => message.content.as_str(),
             ))?;
         }
@@ -367,7 +438,9 @@ impl IndexWriterHandle {
                 fields.doc_kind => KIND_SESSION,
                 fields.seq => seq_term(session.last_seq),
                 fields.session_key => key,
-                fields.text => session.text.as_str(),
+                fields.task => session.task.as_str(),
+                fields.profile => session.profile_json.as_str(),
+                fields.session_text => session.text.as_str(),
                 fields.outcome => session.outcome.as_str(),
             );
             for (field, values) in [
@@ -419,6 +492,26 @@ impl IndexWriterHandle {
 
 fn seq_term(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
+}
+
+/// One session document found for a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionHit {
+    /// Its stored ranking profile (JSON).
+    pub profile_json: String,
+    /// BM25 of the query terms over its task statement.
+    pub task_score: f32,
+    /// BM25 of the query terms over its whole text.
+    pub text_score: f32,
+}
+
+/// The session documents of a scope that share terms with a query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionCandidates {
+    /// Best first by task score, then the rest by text score.
+    pub hits: Vec<SessionHit>,
+    /// Session documents in the scope.
+    pub scope_size: u64,
 }
 
 /// One matching message: its store id and BM25 score.
@@ -494,6 +587,167 @@ impl SearchIndex {
                 .total_cmp(&a.score)
                 .then(a.message_id.cmp(&b.message_id))
         });
+        Ok(hits)
+    }
+
+    fn scoped(&self, user_id: &str, kind: &str) -> Vec<(Occur, Box<dyn Query>)> {
+        let constant = |field: Field, value: &str| -> Box<dyn Query> {
+            Box::new(ConstScoreQuery::new(
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, value),
+                    IndexRecordOption::Basic,
+                )),
+                0.0,
+            ))
+        };
+        vec![
+            (Occur::Must, constant(self.fields.user_id, user_id)),
+            (Occur::Must, constant(self.fields.doc_kind, kind)),
+        ]
+    }
+
+    /// The session documents of `user_id` sharing a term with `terms`: the
+    /// best `limit` by BM25 over the task statement and the best `limit` by
+    /// BM25 over the whole text, each with both scores.
+    pub fn search_sessions(
+        &self,
+        user_id: &str,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<SessionCandidates, IndexError> {
+        let searcher = self.reader.searcher();
+        let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
+        let scope_size = searcher.search(&scope, &Count)? as u64;
+        let terms: Vec<&String> = terms.iter().take(MAX_SESSION_QUERY_TERMS).collect();
+        if terms.is_empty() || limit == 0 || scope_size == 0 {
+            return Ok(SessionCandidates {
+                hits: Vec::new(),
+                scope_size,
+            });
+        }
+        let by_field = |field: Field| -> Result<Vec<(f32, tantivy::DocAddress)>, IndexError> {
+            let should: Vec<(Occur, Box<dyn Query>)> = terms
+                .iter()
+                .map(|term| {
+                    let query: Box<dyn Query> = Box::new(TermQuery::new(
+                        Term::from_field_text(field, term),
+                        IndexRecordOption::WithFreqs,
+                    ));
+                    (Occur::Should, query)
+                })
+                .collect();
+            let mut clauses = self.scoped(user_id, KIND_SESSION);
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
+            let query = BooleanQuery::new(clauses);
+            Ok(searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?)
+        };
+        let by_task = by_field(self.fields.task)?;
+        let by_text = by_field(self.fields.session_text)?;
+        let mut order: Vec<tantivy::DocAddress> = Vec::new();
+        let mut scores: std::collections::HashMap<tantivy::DocAddress, (f32, f32)> =
+            std::collections::HashMap::new();
+        for (score, address) in by_task {
+            order.push(address);
+            scores.entry(address).or_default().0 = score;
+        }
+        for (score, address) in by_text {
+            let entry = scores.entry(address).or_insert_with(|| {
+                order.push(address);
+                (0.0, 0.0)
+            });
+            entry.1 = score;
+        }
+        let mut hits = Vec::with_capacity(order.len());
+        for address in order {
+            let document: TantivyDocument = searcher.doc(address)?;
+            let Some(profile_json) = document
+                .get_first(self.fields.profile)
+                .and_then(|value| value.as_str())
+            else {
+                continue;
+            };
+            let (task_score, text_score) = scores.get(&address).copied().unwrap_or_default();
+            hits.push(SessionHit {
+                profile_json: profile_json.to_string(),
+                task_score,
+                text_score,
+            });
+        }
+        Ok(SessionCandidates { hits, scope_size })
+    }
+
+    /// The best `limit` messages of the given sessions of `user_id` for
+    /// `terms`, by BM25, best first.
+    pub fn search_messages_in(
+        &self,
+        user_id: &str,
+        session_ids: &[&str],
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        if session_ids.is_empty() || terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let any_of = |field: Field, values: &mut dyn Iterator<Item = String>, option| {
+            let clauses: Vec<(Occur, Box<dyn Query>)> = values
+                .map(|value| {
+                    let query: Box<dyn Query> =
+                        Box::new(TermQuery::new(Term::from_field_text(field, &value), option));
+                    (Occur::Should, query)
+                })
+                .collect();
+            Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>
+        };
+        let mut clauses = self.scoped(user_id, KIND_MESSAGE);
+        let sessions = any_of(
+            self.fields.message_session,
+            &mut session_ids
+                .iter()
+                .map(|session| session_key(user_id, session)),
+            IndexRecordOption::Basic,
+        );
+        clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(sessions, 0.0))));
+        let searcher = self.reader.searcher();
+        // The rarest terms find the message; the common ones only cost time
+        // (each is a long posting list to walk).
+        let mut by_rarity: Vec<(u64, &String)> = terms
+            .iter()
+            .take(MAX_SESSION_QUERY_TERMS)
+            .map(|term| {
+                let frequency = searcher
+                    .doc_freq(&Term::from_field_text(self.fields.text, term))
+                    .unwrap_or(u64::MAX);
+                (frequency, term)
+            })
+            .filter(|(frequency, _)| *frequency > 0)
+            .collect();
+        by_rarity.sort();
+        clauses.push((
+            Occur::Must,
+            any_of(
+                self.fields.text,
+                &mut by_rarity
+                    .iter()
+                    .take(MAX_MESSAGE_QUERY_TERMS)
+                    .map(|(_, term)| (*term).clone()),
+                IndexRecordOption::WithFreqs,
+            ),
+        ));
+        let top = searcher.search(
+            &BooleanQuery::new(clauses),
+            &TopDocs::with_limit(limit).order_by_score(),
+        )?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let segment = searcher.segment_reader(address.segment_ord);
+            let column = segment.fast_fields().u64("message_id")?;
+            if let Some(message_id) = column.first(address.doc_id) {
+                hits.push(Hit {
+                    message_id: i64::try_from(message_id).unwrap_or(0),
+                    score,
+                });
+            }
+        }
         Ok(hits)
     }
 

@@ -59,9 +59,11 @@ async fn search_right_after_add_finds_it_on_v1_paths() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
+    let first = &body["data"][0];
+    assert_eq!(first["kind"], "experience");
     assert_eq!(
-        body["data"][0]["content"],
-        "the frobnicator cache drops entries"
+        first["content"],
+        "Past task (unknown): the frobnicator cache drops entries"
     );
 }
 
@@ -72,34 +74,50 @@ async fn items_carry_score_time_and_provenance() {
         "r-prov",
         "u",
         "session-a",
-        &["first: the tokenizer panics", "second: tokenizer fixed"],
+        &[
+            "first: the tokenizer panics on empty input",
+            "second: the quokka buffer was never flushed",
+        ],
     );
     body["messages"][1]["timestamp"] = json!(1_704_067_200_000_i64);
     assert_eq!(app.add(&body).await.0, StatusCode::OK);
-    let items = app.search("u", "tokenizer panics", 10).await;
-    assert_eq!(items.len(), 2);
+    let items = app.search("u", "tokenizer panics quokka buffer", 10).await;
+    assert_eq!(items.len(), 2, "{items:?}");
     let scores: Vec<f64> = items
         .iter()
         .map(|item| item["score"].as_f64().expect("score"))
         .collect();
     assert!(scores[0] > scores[1], "scores descend: {scores:?}");
+    // First the session's experience, sourced at its task message.
     let first = &items[0];
-    assert_eq!(first["content"], "first: the tokenizer panics");
+    assert_eq!(first["kind"], "experience");
     assert_eq!(first["session_id"], "session-a");
-    assert_eq!(first["kind"], "message");
+    assert!(
+        first["content"]
+            .as_str()
+            .is_some_and(|text| text.contains("the tokenizer panics on empty input")),
+        "{first}"
+    );
     assert_eq!(
         first["source"],
         json!({"request_id": "r-prov", "message_start": 0, "message_end": 0})
     );
     assert!(first["id"].as_str().is_some_and(|id| !id.is_empty()));
-    // No timestamp given: storage time, which is now-ish and RFC 3339.
+    // No timestamp on the task: storage time, now-ish and RFC 3339.
     let stored = first["created_at"].as_str().expect("created_at");
     assert!(
         stored.starts_with("20") && stored.ends_with('Z'),
         "{stored}"
     );
-    assert_eq!(items[1]["created_at"], "2024-01-01T00:00:00.000Z");
-    assert_eq!(items[1]["source"]["message_start"], 1);
+    // Then the best-matching other message, as it was stored.
+    let second = &items[1];
+    assert_eq!(second["kind"], "message");
+    assert_eq!(
+        second["content"],
+        "second: the quokka buffer was never flushed"
+    );
+    assert_eq!(second["created_at"], "2024-01-01T00:00:00.000Z");
+    assert_eq!(second["source"]["message_start"], 1);
 }
 
 #[tokio::test]
@@ -138,7 +156,10 @@ async fn same_request_id_with_other_body_is_409_and_changes_nothing() {
     assert!(reason(&body).contains("r-conflict"));
     let items = app.search("u", "zebra", 10).await;
     assert_eq!(items.len(), 1);
-    assert_eq!(items[0]["content"], "original zebra text");
+    assert_eq!(
+        items[0]["content"],
+        "Past task (unknown): original zebra text"
+    );
     // The same request_id under another user is another request.
     let (status, _) = app
         .add(&add_body(
@@ -263,11 +284,17 @@ async fn ids_are_stable_and_identical_texts_collapse() {
     let first = app.search("u", "linker fails duplicate symbols", 10).await;
     let second = app.search("u", "linker fails duplicate symbols", 10).await;
     assert_eq!(first, second);
-    let same_text = first
+    // Three trajectories of one task collapse into one experience.
+    let experiences: Vec<&Value> = first
         .iter()
-        .filter(|item| item["content"] == "the linker fails on duplicate symbols")
-        .count();
-    assert_eq!(same_text, 1, "identical texts collapse into one item");
+        .filter(|item| item["kind"] == "experience")
+        .collect();
+    assert_eq!(experiences.len(), 1, "{first:?}");
+    assert!(
+        experiences[0]["content"]
+            .as_str()
+            .is_some_and(|text| text.contains("the linker fails on duplicate symbols"))
+    );
 }
 
 #[tokio::test]

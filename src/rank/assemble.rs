@@ -1,0 +1,459 @@
+//! Result assembly: the kept sessions become the items an agent reads, in
+//! order, within a character budget.
+//!
+//! Per session, best first: one compact *experience* item (the task in a
+//! line or two, the outcome, the files and symbols changed, the key error,
+//! and the fix hunks that touch what the query names), then at most one
+//! supporting *error* item (the matching trace) when the query shares its
+//! error type. Every item keeps its session and its source.
+
+use crate::domain::MemoryItem;
+use crate::ingest::{Evidence, SessionRecord};
+
+use super::Scored;
+use super::query::{QueryFacts, name_key, normalize_path};
+
+/// The default character budget of an answer.
+pub const DEFAULT_BUDGET_CHARS: usize = 12_000;
+/// Characters of the task statement shown in an experience item.
+const TASK_CHARS: usize = 400;
+/// ... at least, however far below the best session it ranks.
+const MIN_TASK_CHARS: usize = 120;
+/// Characters of fix hunks shown in an experience item.
+const FIX_CHARS: usize = 2_500;
+/// Characters of a supporting error item.
+const ERROR_CHARS: usize = 1_500;
+/// Characters of the best-matching message shown as it is (scaled by room).
+const MESSAGE_CHARS: usize = 1_500;
+/// Room from which a session's best-matching message is shown too.
+pub const MESSAGE_ROOM: f32 = 0.5;
+/// An experience item is cut to the budget left only if this much is left.
+const MIN_CUT_ITEM_CHARS: usize = 300;
+/// Files and symbols listed in an experience item.
+const LISTED: usize = 8;
+
+/// A kept session with what assembly needs of it.
+pub struct KeptSession<'a> {
+    /// Its ranking.
+    pub scored: &'a Scored,
+    /// Its whole record, when its room is worth loading it for
+    /// ([`needs_record`]); else the item is built from the ranking alone.
+    pub record: Option<&'a SessionRecord>,
+    /// `(request_id, index within that Add)` of each message, in order.
+    pub sources: &'a [(String, usize)],
+    /// Source or storage time of the session, Unix ms.
+    pub created_at_ms: i64,
+    /// The session's messages that best match the query, best first, if
+    /// looked up.
+    pub matched_messages: Vec<MatchedMessage<'a>>,
+}
+
+/// A stored message shown as it is.
+pub struct MatchedMessage<'a> {
+    /// Its text.
+    pub content: &'a str,
+    /// The Add it came with.
+    pub request_id: &'a str,
+    /// Its index within that Add.
+    pub index_in_add: usize,
+    /// Message time if given, else storage time, Unix ms.
+    pub created_at_ms: i64,
+}
+
+/// Cuts `text` to at most `max` characters, marking the cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(max.saturating_sub(4)).collect();
+    format!("{kept} ...")
+}
+
+fn list(values: &[String]) -> String {
+    let mut shown: Vec<&str> = values.iter().take(LISTED).map(String::as_str).collect();
+    let more = values.len().saturating_sub(LISTED);
+    let suffix = if more > 0 {
+        format!(" (+{more} more)")
+    } else {
+        String::new()
+    };
+    shown.dedup();
+    format!("{}{suffix}", shown.join(", "))
+}
+
+/// Whether a fix evidence touches something the query names.
+fn touches_query(evidence: &Evidence, query: &QueryFacts) -> bool {
+    let by_path = evidence.file.as_deref().is_some_and(|file| {
+        let file = normalize_path(file);
+        query.paths.iter().any(|path| {
+            file.ends_with(path.as_str())
+                || file.contains(&format!("{path}/"))
+                || path.ends_with(file.as_str())
+        })
+    });
+    let by_symbol = evidence
+        .symbols
+        .iter()
+        .any(|symbol| name_key(symbol).is_some_and(|name| query.names.contains(&name)));
+    by_path || by_symbol
+}
+
+/// The fix hunks to show: those of the session's last diff that touch what
+/// the query names, else the last diff's first hunks; test files last.
+fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evidence> {
+    let Some(last) = record
+        .evidence
+        .iter()
+        .filter(|evidence| evidence.kind == "fix")
+        .map(|evidence| evidence.message_index)
+        .max()
+    else {
+        return Vec::new();
+    };
+    let mut hunks: Vec<&Evidence> = record
+        .evidence
+        .iter()
+        .filter(|evidence| evidence.kind == "fix" && evidence.message_index == last)
+        .collect();
+    let is_test = |evidence: &&Evidence| evidence.file.as_deref().is_some_and(super::is_test_path);
+    hunks.sort_by_key(|evidence| (!touches_query(evidence, query), is_test(evidence)));
+    hunks
+}
+
+/// How much room a session gets, from 1.0 (the best session) down towards
+/// 0 as its score falls below the best one's: the context goes where the
+/// ranking is most confident, and a doubtful session costs little.
+pub fn room(best: f32, score: f32) -> f32 {
+    /// Per unit of score below the best, room shrinks by e^-4 (a session a
+    /// quarter of a unit below the best gets ~37% of the room).
+    const DECAY: f32 = 4.0;
+    (-DECAY * (best - score).max(0.0)).exp().clamp(0.0, 1.0)
+}
+
+/// Whether a session given `room` shows more than its ranking profile
+/// holds (fix hunks, the task beyond its first line, its error).
+pub fn needs_record(room: f32) -> bool {
+    room >= 0.1
+}
+
+/// A compact experience item from the ranking alone.
+fn compact_text(scored: &Scored) -> String {
+    let mut text = format!("Past task ({}): {}\n", scored.outcome, scored.task_line);
+    let source_files: Vec<String> = scored
+        .files_changed
+        .iter()
+        .filter(|file| !super::is_test_path(file))
+        .cloned()
+        .collect();
+    if !source_files.is_empty() {
+        text.push_str(&format!("Files changed: {}\n", list(&source_files)));
+    }
+    if !scored.symbols_changed.is_empty() {
+        text.push_str(&format!(
+            "Symbols changed: {}\n",
+            list(&scored.symbols_changed)
+        ));
+    }
+    text.trim_end().to_string()
+}
+
+/// The experience item's text; `room` (0..1) scales how much of the task
+/// and of the fix it shows.
+fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> String {
+    let task_chars = MIN_TASK_CHARS + ((TASK_CHARS - MIN_TASK_CHARS) as f32 * room) as usize;
+    let mut text = format!(
+        "Past task ({}): {}\n",
+        record.outcome.status,
+        clip(record.task.trim(), task_chars)
+    );
+    let source_files: Vec<String> = record
+        .files_changed
+        .iter()
+        .filter(|file| !super::is_test_path(file))
+        .cloned()
+        .collect();
+    if !source_files.is_empty() {
+        text.push_str(&format!("Files changed: {}\n", list(&source_files)));
+    }
+    if !record.symbols_changed.is_empty() {
+        text.push_str(&format!(
+            "Symbols changed: {}\n",
+            list(&record.symbols_changed)
+        ));
+    }
+    if let Some(error) = record.errors.first() {
+        text.push_str(&format!(
+            "Error: {}: {}\n",
+            error.error_type,
+            clip(&error.message, 200)
+        ));
+    }
+    if !record.tests.failing.is_empty() {
+        text.push_str(&format!("Failing tests: {}\n", list(&record.tests.failing)));
+    }
+    let mut fix_chars = 0usize;
+    let fix_room = (FIX_CHARS as f32 * room) as usize;
+    for hunk in fix_hunks(record, query) {
+        let remaining = fix_room.saturating_sub(fix_chars);
+        if remaining < 200 {
+            break;
+        }
+        let shown = clip(hunk.text.trim_end(), remaining);
+        fix_chars += shown.chars().count();
+        if fix_chars == shown.chars().count() {
+            text.push_str("Fix:\n");
+        }
+        text.push_str(&shown);
+        text.push('\n');
+    }
+    text.trim_end().to_string()
+}
+
+/// The trace worth showing beside the experience: one whose error type the
+/// query names.
+fn matching_error<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Option<&'r Evidence> {
+    if query.error_types.is_empty() {
+        return None;
+    }
+    record.evidence.iter().find(|evidence| {
+        evidence.kind == "error"
+            && query
+                .error_types
+                .iter()
+                .any(|name| evidence.text.contains(name.as_str()))
+    })
+}
+
+fn source_of(session: &KeptSession<'_>, message_index: usize) -> (String, usize) {
+    session
+        .sources
+        .get(message_index)
+        .cloned()
+        .or_else(|| session.sources.first().cloned())
+        .unwrap_or_default()
+}
+
+/// One item to be, before the budget decides.
+struct Piece {
+    kind: &'static str,
+    content: String,
+    /// Message of the session it comes from (for its source).
+    message_index: usize,
+    score: f32,
+    /// `(request_id, index in the Add, time)` when known already.
+    source: Option<(String, usize, i64)>,
+}
+
+/// The answer: items of the kept sessions, best first, scores descending,
+/// at most `top_k` items and about `budget_chars` characters (the first
+/// item is always given, cut to the budget if need be).
+pub fn assemble(
+    query: &QueryFacts,
+    sessions: &[KeptSession<'_>],
+    budget_chars: usize,
+    top_k: usize,
+) -> Vec<MemoryItem> {
+    let mut items: Vec<MemoryItem> = Vec::new();
+    let mut used = 0usize;
+    let mut last_score = f32::INFINITY;
+    let best = sessions.first().map_or(0.0, |session| session.scored.score);
+    'sessions: for session in sessions {
+        let room = room(best, session.scored.score);
+        let text = match session.record {
+            Some(record) => experience_text(record, query, room),
+            None => compact_text(session.scored),
+        };
+        let mut pieces: Vec<Piece> = vec![Piece {
+            kind: "experience",
+            content: text,
+            message_index: 0,
+            score: session.scored.score,
+            source: None,
+        }];
+        if room >= 0.5
+            && let Some(record) = session.record
+            && let Some(error) = matching_error(record, query)
+        {
+            pieces.push(Piece {
+                kind: "error",
+                content: clip(&error.text, ERROR_CHARS),
+                message_index: error.message_index,
+                score: session.scored.score * 0.9,
+                source: None,
+            });
+        }
+        // The best-matching message not already shown (the task is).
+        let unseen = session.matched_messages.iter().find(|message| {
+            let head: String = message.content.trim().chars().take(80).collect();
+            !pieces
+                .iter()
+                .any(|piece| piece.content.contains(head.trim()))
+        });
+        if room >= MESSAGE_ROOM
+            && let Some(message) = unseen
+        {
+            pieces.push(Piece {
+                kind: "message",
+                content: clip(
+                    message.content.trim(),
+                    (MESSAGE_CHARS as f32 * room) as usize,
+                ),
+                message_index: 0,
+                score: session.scored.score * 0.8,
+                source: Some((
+                    message.request_id.to_string(),
+                    message.index_in_add,
+                    message.created_at_ms,
+                )),
+            });
+        }
+        for (index, piece) in pieces.into_iter().enumerate() {
+            let Piece {
+                kind,
+                content,
+                message_index,
+                score,
+                source,
+            } = piece;
+            if items.len() >= top_k {
+                break 'sessions;
+            }
+            let length = content.chars().count();
+            let remaining = budget_chars.saturating_sub(used);
+            let content = if length <= remaining {
+                content
+            } else if items.is_empty() {
+                // The first item is always given, cut to the budget.
+                clip(&content, budget_chars.max(16))
+            } else if index == 0 && remaining >= MIN_CUT_ITEM_CHARS {
+                // A session's experience cut to what is left still says
+                // what was done where.
+                clip(&content, remaining)
+            } else if index == 0 {
+                break 'sessions;
+            } else {
+                continue;
+            };
+            used += content.chars().count();
+            let score = score.min(last_score);
+            last_score = score;
+            let (request_id, within, created_at_ms) = match source {
+                Some(source) => source,
+                None => {
+                    let (request_id, within) = source_of(session, message_index);
+                    (request_id, within, session.created_at_ms)
+                }
+            };
+            let id = match kind {
+                "experience" => format!("experience:{}", session.scored.session_id),
+                "error" => format!("error:{}:{message_index}", session.scored.session_id),
+                _ => format!("{kind}:{}:{request_id}:{within}", session.scored.session_id),
+            };
+            items.push(MemoryItem {
+                id,
+                content,
+                score,
+                created_at_ms,
+                session_id: session.scored.session_id.clone(),
+                kind,
+                request_id,
+                message_start: within,
+                message_end: within,
+            });
+        }
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Evidence, Outcome};
+    use crate::rank::Features;
+
+    fn scored(id: &str, score: f32) -> Scored {
+        Scored {
+            session_id: id.to_string(),
+            task_line: format!("task of {id}"),
+            outcome: "resolved".to_string(),
+            language: None,
+            updated_at_ms: 0,
+            files_changed: vec!["src/lib.rs".to_string()],
+            symbols_changed: vec!["parse".to_string()],
+            features: Features::default(),
+            evidence: 0.0,
+            score,
+            dropped: None,
+        }
+    }
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord {
+            task: format!("task of {id}\n{}", "details ".repeat(100)),
+            files_changed: vec!["src/lib.rs".to_string(), "tests/parse.rs".to_string()],
+            symbols_changed: vec!["parse".to_string()],
+            outcome: Outcome {
+                final_diff: true,
+                tests_passed_at_end: Some(true),
+                status: "resolved".to_string(),
+            },
+            evidence: vec![Evidence {
+                kind: "fix".to_string(),
+                text: format!("@@ fn parse @@\n-old\n+new {}", "x".repeat(3000)),
+                message_index: 1,
+                byte_start: 0,
+                byte_end: 10,
+                file: Some("src/lib.rs".to_string()),
+                symbols: vec!["parse".to_string()],
+            }],
+            ..SessionRecord::default()
+        }
+    }
+
+    #[test]
+    fn budget_top_k_and_descending_scores_hold() {
+        let query = crate::rank::query::analyze("`parse` fails");
+        let rankings: Vec<Scored> = (0..6)
+            .map(|i| scored(&format!("s{i}"), 2.0 - 0.1 * i as f32))
+            .collect();
+        let records: Vec<SessionRecord> = (0..6).map(|i| record(&format!("s{i}"))).collect();
+        let sources = vec![("r".to_string(), 0usize), ("r".to_string(), 1)];
+        let sessions: Vec<KeptSession<'_>> = rankings
+            .iter()
+            .zip(&records)
+            .map(|(scored, record)| KeptSession {
+                scored,
+                record: Some(record),
+                sources: &sources,
+                created_at_ms: 0,
+                matched_messages: Vec::new(),
+            })
+            .collect();
+        let items = assemble(&query, &sessions, 5_000, 100);
+        let chars: usize = items.iter().map(|item| item.content.chars().count()).sum();
+        assert!(chars <= 5_000, "{chars}");
+        assert!(items.len() >= 2);
+        assert!(items.windows(2).all(|pair| pair[0].score >= pair[1].score));
+        assert_eq!(items[0].kind, "experience");
+        assert!(items[0].content.contains("Files changed: src/lib.rs"));
+        assert!(
+            !items[0].content.contains("tests/parse.rs"),
+            "test files are not listed"
+        );
+        assert!(items[0].content.contains("Fix:"));
+        assert_eq!(assemble(&query, &sessions, 5_000, 1).len(), 1);
+        // A budget smaller than the first item still gives it, cut.
+        let tiny = assemble(&query, &sessions, 100, 10);
+        assert_eq!(tiny.len(), 1);
+        assert!(tiny[0].content.chars().count() <= 100);
+    }
+
+    #[test]
+    fn room_shrinks_with_distance_from_the_best() {
+        assert_eq!(room(1.0, 1.0), 1.0);
+        assert!(room(1.0, 0.75) < 0.5);
+        assert!(room(1.0, 0.0) < 0.05);
+        assert!(needs_record(room(1.0, 0.5)));
+        assert!(!needs_record(room(1.0, 0.0)));
+    }
+}

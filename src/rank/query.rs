@@ -1,0 +1,330 @@
+//! Query analysis: what a new task's text says about the code it concerns.
+//!
+//! The text goes through the same extractors as an Added message (paths,
+//! identifiers in backticks and dotted prose, code blocks, tracebacks, test
+//! ids), plus the code-like words of plain prose (`snake_case`,
+//! `camelCase`), and dotted module paths become candidate files
+//! (`astropy.modeling.separable` -> `astropy/modeling/separable`).
+
+use std::collections::HashSet;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::ingest::symbols::{self, CodeLanguage, ParseBudget, code_definitions};
+use crate::ingest::{ErrorRecord, mentions, trace};
+use crate::tokenize;
+
+/// Bytes of query code parsed by tree-sitter (beyond, a line scan).
+const QUERY_PARSE_BYTES: usize = 8 * 1024;
+/// Time tree-sitter may spend on query code.
+const QUERY_PARSE_TIME: Duration = Duration::from_millis(5);
+
+/// Distinct items kept per kind: a task statement rarely names more, and a
+/// pasted log would otherwise dominate the query.
+const MAX_ITEMS: usize = 64;
+/// Distinct terms kept for BM25.
+const MAX_TERMS: usize = 512;
+
+/// The facts of a query.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueryFacts {
+    /// Distinct code-aware terms, for BM25.
+    pub terms: Vec<String>,
+    /// Symbol names (the last segment of an identifier, lowercased).
+    pub names: Vec<String>,
+    /// Qualified names: the last two segments joined by `.`, lowercased
+    /// (`Variable.__setitem__`, `tokio::spawn` -> `tokio.spawn`).
+    pub qualified: Vec<String>,
+    /// File paths and module paths (without extension), normalized.
+    pub paths: Vec<String>,
+    /// Exception and error types (the last dotted segment).
+    pub error_types: Vec<String>,
+    /// Test function names.
+    pub tests: Vec<String>,
+    /// The language the query's code is in, when it shows code or paths.
+    pub language: Option<String>,
+    /// Lowercased words of the text (for file-stem matches).
+    #[serde(skip)]
+    pub words: HashSet<String>,
+}
+
+impl QueryFacts {
+    /// Whether the query names any code fact (beyond plain terms).
+    pub fn has_code_facts(&self) -> bool {
+        !(self.names.is_empty() && self.paths.is_empty() && self.error_types.is_empty())
+    }
+}
+
+/// Pushes `value` unless present or the cap is reached.
+fn push(values: &mut Vec<String>, value: String) {
+    if values.len() < MAX_ITEMS && !value.is_empty() && !values.contains(&value) {
+        values.push(value);
+    }
+}
+
+/// The segments of an identifier, a dotted name or a `::` path.
+fn segments(symbol: &str) -> Vec<&str> {
+    symbol
+        .trim_end_matches("()")
+        .split("::")
+        .flat_map(|part| part.split('.'))
+        .map(|part| part.trim_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|part| !part.is_empty())
+        .collect()
+}
+
+/// The name key of a symbol: its last segment, lowercased.
+pub fn name_key(symbol: &str) -> Option<String> {
+    segments(symbol).last().map(|last| last.to_lowercase())
+}
+
+/// The qualified key: the last two segments, lowercased, joined by `.`.
+pub fn qualified_key(symbol: &str) -> Option<String> {
+    let parts = segments(symbol);
+    match parts.as_slice() {
+        [.., owner, name] => Some(format!("{owner}.{name}").to_lowercase()),
+        _ => None,
+    }
+}
+
+/// Normalizes a path for suffix matching: forward slashes, no `./`, no
+/// leading `/`, and nothing before a `site-packages/` or `dist-packages/`
+/// (an installed copy of a package names the same module).
+pub fn normalize_path(path: &str) -> String {
+    let mut path = path.trim().replace('\\', "/");
+    for marker in ["site-packages/", "dist-packages/"] {
+        if let Some(position) = path.rfind(marker) {
+            path = path[position + marker.len()..].to_string();
+        }
+    }
+    let trimmed = path.trim_start_matches("./").trim_start_matches('/');
+    trimmed.to_string()
+}
+
+/// Whether a word of prose looks like code: it has an inner underscore or
+/// an inner capital after a lowercase letter (`parse_args`, `getValue`,
+/// `PolyFit`), and is not a plain word.
+fn is_code_like_word(word: &str) -> bool {
+    if word.len() < 4 || !word.bytes().any(|byte| byte.is_ascii_alphabetic()) {
+        return false;
+    }
+    let inner = word.trim_matches('_');
+    if inner.contains('_') {
+        return true;
+    }
+    let bytes = inner.as_bytes();
+    bytes
+        .windows(2)
+        .any(|pair| pair[0].is_ascii_lowercase() && pair[1].is_ascii_uppercase())
+}
+
+/// The module path of a dotted name: its leading lowercase segments, when
+/// there are at least two (`sklearn.linear_model.LogisticRegression` ->
+/// `sklearn/linear_model`).
+fn module_path(dotted: &str) -> Option<String> {
+    if !dotted.contains('.') || dotted.contains("::") {
+        return None;
+    }
+    // Attribute access on an object, not a module path.
+    if ["self.", "cls.", "this."]
+        .iter()
+        .any(|prefix| dotted.starts_with(prefix))
+    {
+        return None;
+    }
+    let modules: Vec<&str> = dotted
+        .trim_end_matches("()")
+        .split('.')
+        .take_while(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_')
+        })
+        .collect();
+    (modules.len() >= 2).then(|| modules.join("/"))
+}
+
+/// The name a language has in session records (see
+/// [`symbols::language_name_for_path`]).
+fn language_name(language: CodeLanguage) -> &'static str {
+    match language {
+        CodeLanguage::Python => "python",
+        CodeLanguage::Rust => "rust",
+        CodeLanguage::JavaScript => "javascript",
+        CodeLanguage::TypeScript | CodeLanguage::Tsx => "typescript",
+        CodeLanguage::Go => "go",
+        CodeLanguage::Java => "java",
+        CodeLanguage::C => "c",
+        CodeLanguage::Cpp => "cpp",
+    }
+}
+
+/// Analyzes a query text.
+pub fn analyze(text: &str) -> QueryFacts {
+    let mut facts = QueryFacts {
+        terms: tokenize::distinct_terms(text)
+            .into_iter()
+            .take(MAX_TERMS)
+            .collect(),
+        ..QueryFacts::default()
+    };
+    // The same extractors as an Added message, with a tighter tree-sitter
+    // allowance: a Search must answer in milliseconds.
+    let mut budget = ParseBudget::new(QUERY_PARSE_BYTES, QUERY_PARSE_TIME);
+    let mut symbols: Vec<String> = mentions::identifiers(text);
+    let mut language_votes: HashMap<&'static str, usize> = HashMap::new();
+    for snippet in mentions::code_snippets(text) {
+        *language_votes
+            .entry(language_name(snippet.language))
+            .or_default() += 1;
+        symbols.extend(code_definitions(
+            snippet.language,
+            &snippet.code,
+            64,
+            &mut budget,
+        ));
+    }
+    let errors: Vec<ErrorRecord> = trace::parse_errors(text)
+        .into_iter()
+        .map(|parsed| parsed.record)
+        .collect();
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if !word.is_empty() {
+            facts.words.insert(word.to_lowercase());
+        }
+        if is_code_like_word(word) {
+            symbols.push(word.to_string());
+        }
+        if word.len() > 5
+            && (word.ends_with("Error") || word.ends_with("Exception") || word.ends_with("Warning"))
+            && word.starts_with(|c: char| c.is_ascii_uppercase())
+        {
+            push(&mut facts.error_types, word.to_string());
+        }
+        if word.starts_with("test_") {
+            push(&mut facts.tests, word.to_string());
+        }
+    }
+    for error in &errors {
+        if let Some(name) = name_key(&error.error_type) {
+            let original = segments(&error.error_type)
+                .last()
+                .map(|last| last.to_string())
+                .unwrap_or(name);
+            push(&mut facts.error_types, original);
+        }
+        for frame in &error.frames {
+            push(&mut facts.paths, normalize_path(&frame.file));
+            if let Some(function) = &frame.function {
+                symbols.push(function.clone());
+            }
+        }
+    }
+    for path in mentions::file_paths(text) {
+        if let Some(language) = symbols::language_name_for_path(&path) {
+            *language_votes.entry(language).or_default() += 1;
+        }
+        push(&mut facts.paths, normalize_path(&path));
+    }
+    facts.language = language_votes
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(language, _)| language.to_string());
+    for test in mentions::test_ids(text) {
+        if let Some(name) = test.rsplit("::").next() {
+            let name = name.split('[').next().unwrap_or(name);
+            push(&mut facts.tests, name.to_string());
+        }
+    }
+    for symbol in &symbols {
+        if let Some(module) = module_path(symbol) {
+            push(&mut facts.paths, module);
+        }
+        if let Some(name) = name_key(symbol)
+            && name.len() >= 3
+            && !name.bytes().all(|byte| byte.is_ascii_digit())
+        {
+            push(&mut facts.names, name);
+        }
+        if let Some(qualified) = qualified_key(symbol) {
+            push(&mut facts.qualified, qualified);
+        }
+    }
+    facts.paths.retain(|path| {
+        // Frames of the interpreter itself (`<stdin>`, `<string>`) and of
+        // the standard library name no file of the project.
+        !path.starts_with('<') && !path.contains("/lib/python")
+    });
+    facts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_names_paths_and_errors() {
+        let facts = analyze(
+            "`separability_matrix` in astropy.modeling.separable gives wrong results \
+             for nested CompoundModels.\n\n```python\nfrom astropy.modeling import models as m\n\
+             cm = m.Linear1D(10) & m.Linear1D(5)\n```\nIt raises ValueError. See src/walk/dir.rs too.",
+        );
+        assert!(facts.names.contains(&"separability_matrix".to_string()));
+        assert!(facts.names.contains(&"compoundmodels".to_string()));
+        assert!(
+            facts
+                .paths
+                .contains(&"astropy/modeling/separable".to_string())
+        );
+        assert!(facts.paths.contains(&"src/walk/dir.rs".to_string()));
+        assert!(facts.error_types.contains(&"ValueError".to_string()));
+        assert!(facts.has_code_facts());
+    }
+
+    #[test]
+    fn traceback_frames_give_paths_functions_and_type() {
+        let facts = analyze(
+            "Traceback (most recent call last):\n  File \"/testbed/xarray/core/variable.py\", line 10, in __setitem__\n    raise KeyError(key)\nKeyError: 'x'\n",
+        );
+        assert!(
+            facts
+                .paths
+                .contains(&"testbed/xarray/core/variable.py".to_string())
+        );
+        assert!(facts.names.contains(&"__setitem__".to_string()));
+        assert!(facts.error_types.contains(&"KeyError".to_string()));
+    }
+
+    #[test]
+    fn plain_prose_has_no_code_facts() {
+        let facts =
+            analyze("How do I force the option for all my searches even if I specify another?");
+        assert!(!facts.has_code_facts(), "{facts:?}");
+        assert!(!facts.terms.is_empty());
+    }
+
+    #[test]
+    fn keys_and_paths_normalize() {
+        assert_eq!(
+            name_key("Variable.__setitem__()").as_deref(),
+            Some("__setitem__")
+        );
+        assert_eq!(
+            qualified_key("tokio::sync::Mutex").as_deref(),
+            Some("sync.mutex")
+        );
+        assert_eq!(qualified_key("spawn"), None);
+        assert_eq!(
+            normalize_path("/usr/lib/python3/site-packages/numpy/core/a.py"),
+            "numpy/core/a.py"
+        );
+        assert_eq!(normalize_path("./src\\main.rs"), "src/main.rs");
+        assert_eq!(
+            module_path("sklearn.linear_model.LogisticRegression").as_deref(),
+            Some("sklearn/linear_model")
+        );
+        assert_eq!(module_path("self.x"), None);
+    }
+}

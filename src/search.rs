@@ -1,0 +1,249 @@
+//! search: "here is a user and a new task; what of their stored experience
+//! helps, best first?" — over a read-only view of the data directory.
+//!
+//! Query analysis, candidates from the index, ranking and the noise gate
+//! ([`rank`]), then result assembly with the session records and messages
+//! read from the store. The service searches through a [`Searcher`] beside
+//! its writer; `codemem search` opens one on a data directory directly,
+//! which works while a server holds it (SQLite readers and tantivy readers
+//! never block the writer).
+//!
+//! Architecture invariant: nothing here writes.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+
+use crate::domain::{MemoryItem, SearchRequest};
+use crate::index::{self, SearchIndex};
+use crate::ingest::SessionRecord;
+use crate::rank;
+use crate::service::ServiceError;
+use crate::store;
+
+/// What ranking made of a Search (see [`Searcher::explain`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Explained {
+    /// The facts read from the query.
+    pub query: rank::query::QueryFacts,
+    /// Sessions in the user's scope.
+    pub num_sessions: usize,
+    /// Every candidate: kept ones first, best first.
+    pub candidates: Vec<rank::Scored>,
+}
+
+/// Searches over an index and the store's read connections.
+pub struct Searcher {
+    index: Arc<SearchIndex>,
+    data_dir: PathBuf,
+    /// Idle read connections. A std mutex: held only to push or pop.
+    readers: Mutex<Vec<Connection>>,
+    budget_chars: usize,
+}
+
+impl Searcher {
+    /// A searcher over `index` and the store in `data_dir`; answers hold
+    /// about `budget_chars` characters unless a request says otherwise.
+    pub fn new(index: Arc<SearchIndex>, data_dir: PathBuf, budget_chars: usize) -> Searcher {
+        Searcher {
+            index,
+            data_dir,
+            readers: Mutex::new(Vec::new()),
+            budget_chars: budget_chars.max(1),
+        }
+    }
+
+    /// A searcher over a data directory a server built (and may still
+    /// hold); errs when there is no store or no index of this version.
+    pub fn open_read_only(data_dir: &Path, budget_chars: usize) -> Result<Searcher, ServiceError> {
+        let index = index::open_read_only(data_dir)?;
+        // Fails early, with the store's own error, when there is no store.
+        drop(store::open_reader(data_dir)?);
+        Ok(Searcher::new(
+            Arc::new(index),
+            data_dir.to_path_buf(),
+            budget_chars,
+        ))
+    }
+
+    /// Answers a Search: rank the user's sessions,
+    /// keep what passes the noise gate, assemble the answer within the
+    /// character budget.
+    pub fn search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, ServiceError> {
+        let started = std::time::Instant::now();
+        let explained = self.explain(request)?;
+        let ranked_at = started.elapsed();
+        let budget = request.max_chars.unwrap_or(self.budget_chars);
+        // Each session's first item is rarely under ~600 characters: more
+        // sessions than this cannot fit the budget.
+        let max_sessions = (budget / 600).clamp(1, request.top_k);
+        let kept: Vec<&rank::Scored> = explained
+            .candidates
+            .iter()
+            .filter(|scored| scored.dropped.is_none())
+            .take(max_sessions)
+            .collect();
+        if kept.is_empty() {
+            return Ok(Vec::new());
+        }
+        let best = kept.first().map_or(0.0, |scored| scored.score);
+        let conn = self.take_reader()?;
+        let loaded: Result<Vec<_>, ServiceError> = kept
+            .iter()
+            .map(|scored| {
+                let room = rank::assemble::room(best, scored.score);
+                if !rank::assemble::needs_record(room) {
+                    return Ok((None, Vec::new()));
+                }
+                let stored = store::session(&conn, &request.user_id, &scored.session_id)?;
+                let sources =
+                    store::session_message_sources(&conn, &request.user_id, &scored.session_id)?;
+                Ok((stored, sources))
+            })
+            .collect();
+        self.return_reader(conn);
+        // The best-matching message of each confident session, shown as it
+        // is: what the query names may sit in any message, not only in the
+        // task, the fix or an error.
+        let confident: Vec<&str> = kept
+            .iter()
+            .filter(|scored| {
+                rank::assemble::room(best, scored.score) >= rank::assemble::MESSAGE_ROOM
+            })
+            .map(|scored| scored.session_id.as_str())
+            .collect();
+        let hits = self.index.search_messages_in(
+            &request.user_id,
+            &confident,
+            &explained.query.terms,
+            confident.len() * 5,
+        )?;
+        let conn = self.take_reader()?;
+        let ids: Vec<i64> = hits.iter().map(|hit| hit.message_id).collect();
+        let messages = store::messages_by_id(&conn, &request.user_id, &ids);
+        self.return_reader(conn);
+        let mut by_id: std::collections::HashMap<i64, store::StoredMessage> = messages?
+            .into_iter()
+            .map(|message| (message.message_id, message))
+            .collect();
+        let mut best_messages: std::collections::HashMap<String, Vec<store::StoredMessage>> =
+            std::collections::HashMap::new();
+        for hit in &hits {
+            if let Some(message) = by_id.remove(&hit.message_id) {
+                best_messages
+                    .entry(message.session_id.clone())
+                    .or_default()
+                    .push(message);
+            }
+        }
+        let mut loaded_sessions = Vec::with_capacity(kept.len());
+        for (scored, (stored, sources)) in kept.iter().zip(loaded?) {
+            let record = stored.as_ref().and_then(|stored| {
+                serde_json::from_str::<SessionRecord>(&stored.record_json)
+                    .inspect_err(|error| {
+                        tracing::error!(%error, "stored session record unreadable; shown compact");
+                    })
+                    .ok()
+            });
+            let created_at_ms = scored.updated_at_ms;
+            loaded_sessions.push((*scored, record, sources, created_at_ms));
+        }
+        let sessions: Vec<rank::assemble::KeptSession<'_>> = loaded_sessions
+            .iter()
+            .map(
+                |(scored, record, sources, created_at_ms)| rank::assemble::KeptSession {
+                    scored,
+                    record: record.as_ref(),
+                    sources,
+                    created_at_ms: *created_at_ms,
+                    matched_messages: best_messages
+                        .get(&scored.session_id)
+                        .into_iter()
+                        .flatten()
+                        .map(|message| rank::assemble::MatchedMessage {
+                            content: &message.content,
+                            request_id: &message.request_id,
+                            index_in_add: message.message_index,
+                            created_at_ms: message.timestamp_ms.unwrap_or(message.stored_at_ms),
+                        })
+                        .collect(),
+                },
+            )
+            .collect();
+        let loaded_at = started.elapsed();
+        let items = rank::assemble::assemble(&explained.query, &sessions, budget, request.top_k);
+        tracing::debug!(
+            rank_ms = ranked_at.as_secs_f64() * 1e3,
+            load_ms = (loaded_at - ranked_at).as_secs_f64() * 1e3,
+            assemble_ms = (started.elapsed() - loaded_at).as_secs_f64() * 1e3,
+            num_candidates = explained.candidates.len(),
+            num_items = items.len(),
+            "search answered"
+        );
+        Ok(items)
+    }
+
+    /// Every candidate session of a Search with its features, fused score
+    /// and the gate's verdict, kept ones first.
+    pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ServiceError> {
+        // Candidates per BM25 field: past this, sessions share only common
+        // words with the query.
+        const MAX_CANDIDATES_PER_FIELD: usize = 200;
+        let started = std::time::Instant::now();
+        let query = rank::query::analyze(&request.query);
+        let analyzed_at = started.elapsed();
+        let found =
+            self.index
+                .search_sessions(&request.user_id, &query.terms, MAX_CANDIDATES_PER_FIELD)?;
+        let candidates: Vec<rank::Candidate> = found
+            .hits
+            .into_iter()
+            .filter_map(|hit| {
+                let profile = serde_json::from_str(&hit.profile_json)
+                    .inspect_err(|error| {
+                        tracing::error!(%error, "stored session profile unreadable; skipped");
+                    })
+                    .ok()?;
+                Some(rank::Candidate {
+                    profile,
+                    task_bm25: hit.task_score,
+                    text_bm25: hit.text_score,
+                })
+            })
+            .collect();
+        let num_sessions = usize::try_from(found.scope_size).unwrap_or(usize::MAX);
+        let found_at = started.elapsed();
+        let candidates = rank::rank(&query, &candidates, num_sessions);
+        tracing::debug!(
+            analyze_ms = analyzed_at.as_secs_f64() * 1e3,
+            candidates_ms = (found_at - analyzed_at).as_secs_f64() * 1e3,
+            rank_ms = (started.elapsed() - found_at).as_secs_f64() * 1e3,
+            "ranked"
+        );
+        Ok(Explained {
+            query,
+            num_sessions,
+            candidates,
+        })
+    }
+
+    /// A read connection from the pool, or a new one.
+    pub(crate) fn take_reader(&self) -> Result<Connection, ServiceError> {
+        let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
+        match pooled {
+            Some(conn) => Ok(conn),
+            None => Ok(store::open_reader(&self.data_dir)?),
+        }
+    }
+
+    /// Gives a read connection back to the pool.
+    pub(crate) fn return_reader(&self, conn: Connection) {
+        const MAX_IDLE_READERS: usize = 16;
+        if let Ok(mut pool) = self.readers.lock()
+            && pool.len() < MAX_IDLE_READERS
+        {
+            pool.push(conn);
+        }
+    }
+}
