@@ -214,7 +214,7 @@ impl Searcher {
             .collect();
         let num_sessions = usize::try_from(found.scope_size).unwrap_or(usize::MAX);
         let found_at = started.elapsed();
-        let candidates = rank::rank(&query, &candidates, num_sessions);
+        let candidates = rank::rank(&query, &candidates, num_sessions, found.query_weight);
         tracing::debug!(
             analyze_ms = analyzed_at.as_secs_f64() * 1e3,
             candidates_ms = (found_at - analyzed_at).as_secs_f64() * 1e3,

@@ -512,6 +512,12 @@ pub struct SessionCandidates {
     pub hits: Vec<SessionHit>,
     /// Session documents in the scope.
     pub scope_size: u64,
+    /// The sum of the query terms' IDF over session texts: the scale of a
+    /// text score (a session holding every term scores about this much
+    /// times k1 + 1), so that `text_score / query_weight` compares across
+    /// queries. Terms no session holds count at full weight: a query made
+    /// of words the memory never saw matches nothing.
+    pub query_weight: f32,
 }
 
 /// One matching message: its store id and BM25 score.
@@ -623,7 +629,20 @@ impl SearchIndex {
             return Ok(SessionCandidates {
                 hits: Vec::new(),
                 scope_size,
+                query_weight: 0.0,
             });
+        }
+        let num_docs = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| u64::from(segment.num_docs()))
+            .sum::<u64>() as f32;
+        let mut query_weight = 0.0f32;
+        for term in &terms {
+            let df =
+                searcher.doc_freq(&Term::from_field_text(self.fields.session_text, term))? as f32;
+            // tantivy's BM25 IDF.
+            query_weight += (1.0 + (num_docs - df + 0.5) / (df + 0.5)).ln();
         }
         let by_field = |field: Field| -> Result<Vec<(f32, tantivy::DocAddress)>, IndexError> {
             let should: Vec<(Occur, Box<dyn Query>)> = terms
@@ -673,7 +692,11 @@ impl SearchIndex {
                 text_score,
             });
         }
-        Ok(SessionCandidates { hits, scope_size })
+        Ok(SessionCandidates {
+            hits,
+            scope_size,
+            query_weight,
+        })
     }
 
     /// The best `limit` messages of the given sessions of `user_id` for
