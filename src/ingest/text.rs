@@ -47,7 +47,9 @@ impl<'a> Iterator for LineIterator<'a> {
         }
         let rest = self.text.get(self.position..)?;
         let start = self.position;
-        let (content_length, advance) = match rest.find('\n') {
+        // memchr's search is several times faster than `str::find` on the
+        // short lines most messages are made of.
+        let (content_length, advance) = match memchr::memchr(b'\n', rest.as_bytes()) {
             Some(newline) => (newline, newline + 1),
             None => (rest.len(), rest.len()),
         };
