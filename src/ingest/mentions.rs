@@ -12,7 +12,9 @@
 use std::sync::LazyLock;
 
 use super::symbols::CodeLanguage;
-use super::text::{Pattern, fenced_blocks, floor_char_boundary, is_identifier, lines_with_offsets};
+use super::text::{
+    Pattern, contains_str, fenced_blocks, floor_char_boundary, is_identifier, lines_with_offsets,
+};
 
 /// Mentions kept per kind per text.
 const MAX_MENTIONS_PER_TEXT: usize = 200;
@@ -198,7 +200,7 @@ fn path_matches(text: &str) -> Vec<(usize, usize)> {
 /// pytest node ids mentioned in `text`, deduped in order.
 pub fn test_ids(text: &str) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
-    if !text.contains("::") {
+    if !contains_str(text, "::") {
         return ids;
     }
     for found in TEST_ID.find_all(text) {
@@ -454,7 +456,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
             }
         }
     }
-    if text.contains("search_") {
+    if contains_str(text, "search_") {
         for captures in SEARCH_CALL.captures_all(text) {
             if let Some(name) = captures.get(1) {
                 push(name.as_str(), &mut found);
@@ -475,7 +477,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
             push(whole.as_str().trim_end_matches('('), &mut found);
         }
     }
-    if prose.contains("::") {
+    if contains_str(&prose, "::") {
         for whole in RUST_PATH.find_all(&prose) {
             push(whole.as_str(), &mut found);
         }
@@ -487,7 +489,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
 /// `span_ids`, `function_name`, `class_name` fields), deduped in order.
 pub fn json_symbol_fields(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    if !text.contains("span_id") && !text.contains("_name\"") {
+    if !contains_str(text, "span_id") && !contains_str(text, "_name\"") {
         return found;
     }
     let push = |name: &str, found: &mut Vec<String>| {
@@ -550,10 +552,10 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
             });
         }
     }
-    if text.contains("[File: ") {
+    if contains_str(text, "[File: ") {
         snippets.extend(file_views(text));
     }
-    if text.contains("<code>") {
+    if contains_str(text, "<code>") {
         for (path, code_start) in acr_file_and_code(text) {
             if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
                 break;
