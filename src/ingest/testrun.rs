@@ -104,10 +104,10 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
         let content = line.text;
         // Every reading below starts with one of these (or a non-ASCII
         // mark), but the pytest and Maven lines, found by substring.
-        if !line_may_start_with(content.as_bytes(), OBSERVATION_STARTS)
-            && !(has_double_colon && content.contains("::"))
-            && !(has_maven_summary && content.contains("Tests run: "))
-        {
+        let may_observe = line_may_start_with(content.as_bytes(), OBSERVATION_STARTS)
+            || (has_double_colon && content.contains("::"))
+            || (has_maven_summary && content.contains("Tests run: "));
+        if !may_observe {
             continue;
         }
         let trimmed = content.trim();
