@@ -12,7 +12,9 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use super::text::{Pattern, fenced_blocks, json_spans, lines_with_offsets, truncate_to_bytes};
+use super::text::{
+    Pattern, contains_str, fenced_blocks, json_spans, lines_with_offsets, truncate_to_bytes,
+};
 
 /// Bytes kept of a command.
 pub const MAX_COMMAND_BYTES: usize = 2_000;
@@ -129,7 +131,7 @@ pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
 /// `$ cmd` lines of a transcript (`base` = offset of `text` in the message).
 fn prompt_commands(text: &str, base: usize) -> Vec<ParsedCommand> {
     let mut commands = Vec::new();
-    if !text.contains("$ ") {
+    if !contains_str(text, "$ ") {
         return commands;
     }
     for line in lines_with_offsets(text) {

@@ -8,7 +8,7 @@
 //! [`super::symbols`], and mapping offsets back to a raw message is left to the
 //! caller.
 
-use super::text::{Line, lines_with_offsets};
+use super::text::{Line, contains_str, lines_with_offsets};
 
 /// At most this many file diffs per text.
 const MAX_FILE_DIFFS: usize = 2_000;
@@ -122,7 +122,9 @@ pub struct ParsedDiffs {
 
 /// Cheap test: could `text` contain a diff at all?
 pub fn may_contain_diff(text: &str) -> bool {
-    text.contains("@@") || text.contains("diff --git") || text.contains("Binary files")
+    contains_str(text, "@@")
+        || contains_str(text, "diff --git")
+        || contains_str(text, "Binary files")
 }
 
 /// Finds every file diff in `text`.

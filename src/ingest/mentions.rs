@@ -12,18 +12,25 @@
 use std::sync::LazyLock;
 
 use super::symbols::CodeLanguage;
-use super::text::{Pattern, fenced_blocks, floor_char_boundary, is_identifier, lines_with_offsets};
+use super::text::{
+    Pattern, contains_str, fenced_blocks, floor_char_boundary, is_identifier, lines_with_offsets,
+};
 
 /// Mentions kept per kind per text.
 const MAX_MENTIONS_PER_TEXT: usize = 200;
 /// Code snippets kept per text.
 const MAX_SNIPPETS_PER_TEXT: usize = 32;
 
+/// What [`path_matches`] finds, as a pattern: the reference its scan is
+/// tested against (a leading star makes the regex search twice per position).
+#[cfg(test)]
 static PATH: LazyLock<Pattern> = LazyLock::new(|| {
     Pattern::new(
         r"[A-Za-z0-9_.~/\\-]*[A-Za-z0-9_]\.(?:py|pyi|pyx|pxd|rs|js|jsx|mjs|cjs|ts|tsx|go|java|kt|scala|c|h|cc|cpp|hpp|cxx|hh|hxx|rb|php|cs|swift|m|mm)(?-u:\b)(?::\d+)?",
     )
 });
+/// The `:line` suffix of a path (`\d` is any Unicode digit, as in [`PATH`]).
+static LINE_SUFFIX: LazyLock<Pattern> = LazyLock::new(|| Pattern::new(r"^:\d+"));
 static TEST_ID: LazyLock<Pattern> = LazyLock::new(|| Pattern::new(r"[\w./-]+\.py::[\w:.\[\]-]+"));
 static BACKTICKED: LazyLock<Pattern> = LazyLock::new(|| Pattern::new(r"`([^`\n]{2,120})`"));
 static DOTTED: LazyLock<Pattern> =
@@ -51,12 +58,14 @@ const DOMAIN_ENDINGS: &[&str] = &[
 /// Source file paths mentioned in `text` (`:line` suffix removed), deduped in order.
 pub fn file_paths(text: &str) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
-    for found in PATH.find_all(text) {
-        let preceded_by_colon = found.start() > 0
+    for (start, end) in path_matches(text) {
+        let preceded_by_colon = start > 0
             && text
-                .get(..found.start())
+                .get(..start)
                 .is_some_and(|before| before.ends_with(':'));
-        let raw = found.as_str();
+        let Some(raw) = text.get(start..end) else {
+            continue;
+        };
         if (preceded_by_colon && raw.starts_with("//")) || raw.contains("://") {
             continue; // a URL
         }
@@ -75,10 +84,123 @@ pub fn file_paths(text: &str) -> Vec<String> {
     paths
 }
 
+/// A byte of a path: `[A-Za-z0-9_.~/\\-]`.
+fn is_path_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.' | b'~' | b'/' | b'\\' | b'-')
+}
+
+/// An ASCII word byte: `[A-Za-z0-9_]`.
+fn is_word_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_'
+}
+
+/// Whether `extension` is one of the source extensions paths are found by.
+fn is_source_extension(extension: &[u8]) -> bool {
+    matches!(
+        extension,
+        b"py"
+            | b"pyi"
+            | b"pyx"
+            | b"pxd"
+            | b"rs"
+            | b"js"
+            | b"jsx"
+            | b"mjs"
+            | b"cjs"
+            | b"ts"
+            | b"tsx"
+            | b"go"
+            | b"java"
+            | b"kt"
+            | b"scala"
+            | b"c"
+            | b"h"
+            | b"cc"
+            | b"cpp"
+            | b"hpp"
+            | b"cxx"
+            | b"hh"
+            | b"hxx"
+            | b"rb"
+            | b"php"
+            | b"cs"
+            | b"swift"
+            | b"m"
+            | b"mm"
+    )
+}
+
+/// If the `.` at `dot` ends a path (a word byte at or after `floor` before
+/// it, a source extension after it up to a word boundary): where that
+/// extension ends.
+fn extension_end(bytes: &[u8], dot: usize, floor: usize) -> Option<usize> {
+    if dot <= floor || !bytes.get(dot - 1).copied().is_some_and(is_word_byte) {
+        return None;
+    }
+    let start = dot + 1;
+    let length = bytes
+        .get(start..)?
+        .iter()
+        .take_while(|byte| is_word_byte(**byte))
+        .count();
+    is_source_extension(bytes.get(start..start + length)?).then_some(start + length)
+}
+
+/// The byte ranges [`PATH`] matches in `text`, found by hand: the pattern's
+/// leading star makes the regex search forward and back at every position.
+/// A match starts where the run of path bytes does (not before the previous
+/// match's end), ends at the run's last `word.ext` (the star is greedy), and
+/// takes a `:line` suffix right after it.
+fn path_matches(text: &str) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut matches = Vec::new();
+    // Where the last match ended: the next one starts no earlier.
+    let mut floor = 0;
+    let mut position = 0;
+    while let Some(relative) = bytes
+        .get(position..)
+        .and_then(|rest| memchr::memchr(b'.', rest))
+    {
+        let dot = position + relative;
+        let Some(mut end) = extension_end(bytes, dot, floor) else {
+            position = dot + 1;
+            continue;
+        };
+        let mut start = dot;
+        while start > floor && bytes.get(start - 1).copied().is_some_and(is_path_byte) {
+            start -= 1;
+        }
+        // The last `word.ext` of the run wins.
+        let mut index = end;
+        while let Some(&byte) = bytes.get(index) {
+            if !is_path_byte(byte) {
+                break;
+            }
+            if byte == b'.'
+                && let Some(later_end) = extension_end(bytes, index, start)
+            {
+                end = later_end;
+            }
+            index += 1;
+        }
+        if bytes.get(end) == Some(&b':')
+            && let Some(suffix) = text
+                .get(end..)
+                .and_then(|rest| LINE_SUFFIX.find_all(rest).next())
+        {
+            end += suffix.end();
+        }
+        matches.push((start, end));
+        floor = end;
+        position = end;
+    }
+    matches
+}
+
 /// pytest node ids mentioned in `text`, deduped in order.
 pub fn test_ids(text: &str) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
-    if !text.contains("::") {
+    if !contains_str(text, "::") {
         return ids;
     }
     for found in TEST_ID.find_all(text) {
@@ -334,7 +456,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
             }
         }
     }
-    if text.contains("search_") {
+    if contains_str(text, "search_") {
         for captures in SEARCH_CALL.captures_all(text) {
             if let Some(name) = captures.get(1) {
                 push(name.as_str(), &mut found);
@@ -355,7 +477,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
             push(whole.as_str().trim_end_matches('('), &mut found);
         }
     }
-    if prose.contains("::") {
+    if contains_str(&prose, "::") {
         for whole in RUST_PATH.find_all(&prose) {
             push(whole.as_str(), &mut found);
         }
@@ -367,7 +489,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
 /// `span_ids`, `function_name`, `class_name` fields), deduped in order.
 pub fn json_symbol_fields(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    if !text.contains("span_id") && !text.contains("_name\"") {
+    if !contains_str(text, "span_id") && !contains_str(text, "_name\"") {
         return found;
     }
     let push = |name: &str, found: &mut Vec<String>| {
@@ -430,10 +552,10 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
             });
         }
     }
-    if text.contains("[File: ") {
+    if contains_str(text, "[File: ") {
         snippets.extend(file_views(text));
     }
-    if text.contains("<code>") {
+    if contains_str(text, "<code>") {
         for (path, code_start) in acr_file_and_code(text) {
             if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
                 break;
@@ -564,6 +686,85 @@ mod tests {
         );
     }
 
+    /// A small deterministic generator (no dependency for tests).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (self.0 >> 33) as usize
+        }
+    }
+
+    #[test]
+    fn path_scan_matches_like_the_pattern() {
+        let pieces = [
+            "a",
+            "Z",
+            "0",
+            "7",
+            "_",
+            ".",
+            "..",
+            "~",
+            "/",
+            "\\",
+            "-",
+            ":",
+            ":12",
+            "py",
+            "pyi",
+            "pyc",
+            "rs",
+            "c",
+            "cc",
+            "h",
+            "mm",
+            "java",
+            "x.py",
+            "./",
+            "://",
+            " ",
+            "\n",
+            "é",
+            "٣",
+            "a.b",
+            ".py",
+            "setup.py",
+            "lib/x.rs:10",
+            "(",
+            ")",
+            "`",
+            "#",
+            "Ü",
+        ];
+        let fixtures = [
+            "See `xarray/core/variable.py` and lib/x.rs:10, also https://github.com/a/b/blob/main/msal/authority.py#L83 and ./setup.py. Day one.",
+            "a.b.py a.py.bak a.py/b.rs a.py:10/foo.rs a.py:1٣2b.py x.pyi.c .py _.h",
+            "C:\\src\\main.cpp:42: error; ~/x/y.go; --file=a-b.ts, é.py a.é.py",
+        ];
+        let mut random = Lcg(7);
+        let mut inputs: Vec<String> = fixtures.iter().map(|text| text.to_string()).collect();
+        for _ in 0..3_000 {
+            let length = random.next() % 24;
+            inputs.push(
+                (0..length)
+                    .map(|_| pieces[random.next() % pieces.len()])
+                    .collect(),
+            );
+        }
+        for input in &inputs {
+            let expected: Vec<(usize, usize)> = PATH
+                .find_all(input)
+                .map(|found| (found.start(), found.end()))
+                .collect();
+            assert_eq!(path_matches(input), expected, "{input:?}");
+        }
+    }
+
     #[test]
     fn test_ids_in_text() {
         assert_eq!(
@@ -662,6 +863,7 @@ mod tests {
     fn every_pattern_compiles() {
         for pattern in [
             &*PATH,
+            &*LINE_SUFFIX,
             &*TEST_ID,
             &*BACKTICKED,
             &*DOTTED,

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use regex::Captures;
 
-use super::text::{Pattern, lines_with_offsets};
+use super::text::{Pattern, contains_str, line_may_start_with, lines_with_offsets};
 
 /// Outcomes kept per text.
 const MAX_RESULTS_PER_TEXT: usize = 5_000;
@@ -82,19 +82,34 @@ static UNITTEST_TEST: LazyLock<Pattern> = LazyLock::new(|| {
 static UNITTEST_RAN: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r"^Ran \d+ tests? in [\d.]+s"));
 
+/// How the lines that [`parse_test_observations`] reads start, leading
+/// whitespace skipped (a superset).
+const OBSERVATION_STARTS: &[&str] = &[
+    "Tests", ">>>>> ", "OK", "FAIL", "=", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "test",
+    "--- ", "Ran ", "PASS", "XPASS", "ERROR ", "ok",
+];
+
 /// Reads the test outcomes and run verdicts of `text`.
 pub fn parse_test_observations(text: &str) -> TestObservations {
     let mut observations = TestObservations::default();
     let mut after_unittest_ran = false;
     // Substring searches once per text, not once per line.
-    let has_double_colon = text.contains("::");
-    let has_maven_summary = text.contains("Tests run: ");
-    let has_unittest_result = text.contains(" ... ");
+    let has_double_colon = contains_str(text, "::");
+    let has_maven_summary = contains_str(text, "Tests run: ");
+    let has_unittest_result = contains_str(text, " ... ");
     for line in lines_with_offsets(text) {
         if observations.results.len() >= MAX_RESULTS_PER_TEXT {
             break;
         }
         let content = line.text;
+        // Every reading below starts with one of these (or a non-ASCII
+        // mark), but the pytest and Maven lines, found by substring.
+        let may_observe = line_may_start_with(content.as_bytes(), OBSERVATION_STARTS)
+            || (has_double_colon && content.contains("::"))
+            || (has_maven_summary && content.contains("Tests run: "));
+        if !may_observe {
+            continue;
+        }
         let trimmed = content.trim();
         if trimmed.is_empty() {
             continue;

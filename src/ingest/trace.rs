@@ -11,7 +11,9 @@
 
 use std::sync::LazyLock;
 
-use super::text::{Line, Pattern, lines_with_offsets, truncate_to_bytes};
+use super::text::{
+    Line, Pattern, contains_str, lines_with_offsets, some_line_may_start_with, truncate_to_bytes,
+};
 use super::{ErrorRecord, Frame};
 
 /// Frames kept per error (the innermost ones).
@@ -83,8 +85,19 @@ static PYTEST_SHORT_FAILURE: LazyLock<Pattern> =
 pub fn parse_errors(text: &str) -> Vec<ParsedError> {
     let mut errors = Vec::new();
     // Substring searches once per text, not once per line.
-    let has_traceback = text.contains("Traceback (most recent call last)");
-    let has_panic = text.contains("panicked at");
+    let has_traceback = contains_str(text, "Traceback (most recent call last)");
+    let has_panic = contains_str(text, "panicked at");
+    // Most texts have no line any parser below starts at: spare them the
+    // line list.
+    if !has_traceback
+        && !has_panic
+        && !some_line_may_start_with(
+            text,
+            &["error", "panic: ", "at ", "___", "FAILED ", "ERROR "],
+        )
+    {
+        return errors;
+    }
     let lines: Vec<Line<'_>> = lines_with_offsets(text).collect();
     let mut index = 0;
     while index < lines.len() && errors.len() < MAX_ERRORS_PER_TEXT {
