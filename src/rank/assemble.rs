@@ -453,7 +453,7 @@ mod tests {
         assert_eq!(room(1.0, 1.0), 1.0);
         assert!(room(1.0, 0.75) < 0.5);
         assert!(room(1.0, 0.0) < 0.05);
-        assert!(needs_record(room(1.0, 0.5)));
+        assert!(needs_record(room(1.0, 0.75)));
         assert!(!needs_record(room(1.0, 0.0)));
     }
 }
