@@ -15,3 +15,6 @@ mod extract;
 
 #[path = "integration/inspect.rs"]
 mod inspect;
+
+#[path = "integration/ranking.rs"]
+mod ranking;

@@ -194,14 +194,15 @@ pub fn analyze(text: &str) -> QueryFacts {
         if !word.is_empty() {
             facts.words.insert(word.to_lowercase());
         }
-        if is_code_like_word(word) {
-            symbols.push(word.to_string());
-        }
-        if word.len() > 5
-            && (word.ends_with("Error") || word.ends_with("Exception") || word.ends_with("Warning"))
-            && word.starts_with(|c: char| c.is_ascii_uppercase())
-        {
+        let is_error_type = word.len() > 5
+            && (word.ends_with("Error")
+                || word.ends_with("Exception")
+                || word.ends_with("Warning"))
+            && word.starts_with(|c: char| c.is_ascii_uppercase());
+        if is_error_type {
             push(&mut facts.error_types, word.to_string());
+        } else if is_code_like_word(word) {
+            symbols.push(word.to_string());
         }
         if word.starts_with("test_") {
             push(&mut facts.tests, word.to_string());

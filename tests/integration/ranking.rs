@@ -1,0 +1,278 @@
+//! Ranking end to end: real fixture trajectories stored through the API,
+//! searched with new task statements; the answer's order, its noise gate,
+//! its budget, and `POST /v1/search/explain`.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, reason};
+
+fn fixture_messages(name: &str) -> Vec<Value> {
+    let path = format!(
+        "{}/fixtures/sessions/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("JSON");
+    fixture["messages"].as_array().expect("messages").clone()
+}
+
+/// Stores fixture sessions under `user_id`, each as one session of chunks
+/// of 20 messages (the platform's chunking).
+async fn store(app: &TestApp, user_id: &str, names: &[&str]) {
+    for name in names {
+        for (index, messages) in fixture_messages(name).chunks(20).enumerate() {
+            let body = json!({
+                "request_id": format!("{name}:chunk-{index}"),
+                "user_id": user_id,
+                "session_id": name,
+                "messages": messages,
+            });
+            let (status, answer) = app.add(&body).await;
+            assert_eq!(status, StatusCode::OK, "{answer}");
+        }
+    }
+}
+
+const MEMORY: &[&str] = &[
+    "mini-swe-agent-sympy-13480",
+    "resolution-sympy-14976",
+    "mini-swe-agent-scikit-learn-10844",
+    "resolution-rust-ripgrep-954",
+    "resolution-js-dayjs-1201",
+    "resolution-cpp-fmt-3248",
+];
+
+#[tokio::test]
+async fn the_session_that_changed_the_named_code_comes_first() {
+    let app = TestApp::new();
+    store(&app, "team", MEMORY).await;
+    let query = "lambdify with modules='mpmath' loses precision: `_print_Rational` in \
+                 sympy/printing/pycode.py prints 1/3 as a float division";
+    let items = app.search("team", query, 100).await;
+    assert!(!items.is_empty());
+    let first = &items[0];
+    assert_eq!(first["session_id"], "resolution-sympy-14976", "{items:#?}");
+    assert_eq!(first["kind"], "experience");
+    let content = first["content"].as_str().expect("content");
+    assert!(
+        content.contains("Files changed: sympy/printing/pycode.py"),
+        "{content}"
+    );
+    assert!(content.contains("_print_Rational"), "{content}");
+    assert!(content.contains("Fix:"), "{content}");
+    // Other languages' sessions stay out; scores descend; the budget holds.
+    for item in &items {
+        let session = item["session_id"].as_str().expect("session");
+        assert!(
+            ![
+                "resolution-rust-ripgrep-954",
+                "resolution-js-dayjs-1201",
+                "resolution-cpp-fmt-3248"
+            ]
+            .contains(&session),
+            "{session} is another code base"
+        );
+    }
+    let scores: Vec<f64> = items
+        .iter()
+        .map(|item| item["score"].as_f64().expect("score"))
+        .collect();
+    assert!(
+        scores.windows(2).all(|pair| pair[0] >= pair[1]),
+        "{scores:?}"
+    );
+    let chars: usize = items
+        .iter()
+        .map(|item| item["content"].as_str().expect("content").chars().count())
+        .sum();
+    assert!(chars <= 12_000, "{chars}");
+}
+
+#[tokio::test]
+async fn a_task_about_code_the_memory_never_saw_gets_nothing() {
+    let app = TestApp::new();
+    store(&app, "team", MEMORY).await;
+    let items = app
+        .search(
+            "team",
+            "Kubernetes ingress controller rejects wildcard TLS secrets after the helm upgrade",
+            100,
+        )
+        .await;
+    assert_eq!(items, Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn max_chars_bounds_the_answer() {
+    let app = TestApp::new();
+    store(&app, "team", MEMORY).await;
+    let (status, body) = app
+        .post(
+            "/v1/search",
+            &json!({"query": "sympy coth subs log tan errors", "user_id": "team", "top_k": 10, "max_chars": 300}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let items = body["data"].as_array().expect("data");
+    assert_eq!(items.len(), 1, "{body}");
+    assert!(
+        items[0]["content"]
+            .as_str()
+            .expect("content")
+            .chars()
+            .count()
+            <= 300
+    );
+    let (status, body) = app
+        .post(
+            "/v1/search",
+            &json!({"query": "x", "user_id": "team", "top_k": 10, "max_chars": 0}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        reason(&body).contains("max_chars") || body.to_string().contains("max_chars"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn explain_shows_every_candidate_with_features_and_verdict() {
+    let app = TestApp::new();
+    store(&app, "team", MEMORY).await;
+    let query =
+        "fowlkes_mallows_score overflows: RuntimeWarning in sklearn/metrics/cluster/supervised.py";
+    let (status, body) = app
+        .post(
+            "/v1/search/explain",
+            &json!({"query": query, "user_id": "team", "top_k": 10}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["num_sessions"], MEMORY.len());
+    assert!(
+        body["query"]["names"]
+            .as_array()
+            .is_some_and(|names| names.contains(&json!("fowlkes_mallows_score")))
+    );
+    let candidates = body["candidates"].as_array().expect("candidates");
+    let first = &candidates[0];
+    assert_eq!(first["session_id"], "mini-swe-agent-scikit-learn-10844");
+    assert_eq!(first["dropped"], Value::Null);
+    assert!(
+        first["features"]["symbols_changed"]
+            .as_f64()
+            .expect("feature")
+            > 0.0
+    );
+    assert!(first["features"]["paths"].as_f64().expect("feature") > 0.0);
+    for candidate in candidates {
+        assert!(candidate["score"].is_number());
+        assert!(candidate["features"]["text_rel"].is_number());
+    }
+    let dropped: Vec<&Value> = candidates
+        .iter()
+        .filter(|candidate| !candidate["dropped"].is_null())
+        .collect();
+    assert!(
+        dropped
+            .iter()
+            .any(|candidate| candidate["dropped"] == "other_code_base"),
+        "{candidates:#?}"
+    );
+    // The same validation as Search.
+    let (status, body) = app
+        .post(
+            "/v1/search/explain",
+            &json!({"query": "x", "user_id": "team"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}
+
+#[tokio::test]
+async fn one_users_experience_never_ranks_for_another() {
+    let app = TestApp::new();
+    store(&app, "alpha", &["resolution-sympy-14976"]).await;
+    let query = "`_print_Rational` in sympy/printing/pycode.py";
+    assert!(!app.search("alpha", query, 10).await.is_empty());
+    assert_eq!(app.search("beta", query, 10).await, Vec::<Value>::new());
+    let (status, body) = app
+        .post(
+            "/v1/search/explain",
+            &json!({"query": query, "user_id": "beta", "top_k": 10}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["candidates"], json!([]));
+}
+
+#[test]
+fn codemem_search_reads_a_data_directory_a_server_holds() {
+    let (_guard, dir) = crate::support::data_dir();
+    let server = crate::support::ServerProcess::start(&dir, &[]);
+    for name in MEMORY {
+        for (index, messages) in fixture_messages(name).chunks(20).enumerate() {
+            let body = json!({
+                "request_id": format!("{name}:{index}"),
+                "user_id": "team",
+                "session_id": name,
+                "messages": messages,
+            });
+            assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+        }
+    }
+    let run = |extra: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+            .args(["search", "--user-id", "team", "--data-dir"])
+            .arg(&dir)
+            .args(extra)
+            .output()
+            .expect("runs");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+    let query =
+        "coth(log(tan(x))).subs(x, 2) raises NameError in sympy/functions/elementary/hyperbolic.py";
+    let (code, answer, _) = run(&[query]);
+    assert_eq!(code, Some(0));
+    assert!(
+        answer.starts_with("#1 experience") && answer.contains("mini-swe-agent-sympy-13480"),
+        "{answer}"
+    );
+    let (code, explained, _) = run(&["--explain", query]);
+    assert_eq!(code, Some(0));
+    assert!(
+        explained.contains("candidate(s) of 6 session(s)"),
+        "{explained}"
+    );
+    assert!(explained.contains("other_code_base"), "{explained}");
+    let (code, json, _) = run(&["--explain", "--json", query]);
+    assert_eq!(code, Some(0));
+    let json: Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(
+        json["candidates"][0]["session_id"],
+        "mini-swe-agent-sympy-13480"
+    );
+    // Clear errors for a directory without a store, and an empty query.
+    let (code, _, error) = run(&["   "]);
+    assert_eq!(code, Some(1));
+    assert!(error.contains("the query is empty"), "{error}");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+        .args(["search", "--user-id", "team", "--data-dir"])
+        .arg(elsewhere.path())
+        .arg("anything")
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("cannot search"),
+        "{output:?}"
+    );
+    drop(server);
+}
