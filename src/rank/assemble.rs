@@ -7,6 +7,8 @@
 //! supporting *error* item (the matching trace) when the query shares its
 //! error type. Every item keeps its session and its source.
 
+use std::collections::HashSet;
+
 use crate::domain::MemoryItem;
 use crate::ingest::{Evidence, SessionRecord};
 
@@ -233,6 +235,30 @@ fn source_of(session: &KeptSession<'_>, message_index: usize) -> (String, usize)
         .unwrap_or_default()
 }
 
+/// Whether most lines of `text` (those long enough to tell apart) are in
+/// the pieces already chosen, or its opening is.
+fn mostly_shown(text: &str, pieces: &[Piece]) -> bool {
+    let head: String = text.trim().chars().take(80).collect();
+    if pieces
+        .iter()
+        .any(|piece| piece.content.contains(head.trim()))
+    {
+        return true;
+    }
+    let shown: HashSet<&str> = pieces
+        .iter()
+        .flat_map(|piece| piece.content.lines())
+        .map(str::trim)
+        .collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.len() >= 8)
+        .collect();
+    !lines.is_empty()
+        && 2 * lines.iter().filter(|line| shown.contains(*line)).count() >= lines.len()
+}
+
 /// One item to be, before the budget decides.
 struct Piece {
     kind: &'static str,
@@ -282,13 +308,12 @@ pub fn assemble(
                 source: None,
             });
         }
-        // The best-matching message not already shown (the task is).
-        let unseen = session.matched_messages.iter().find(|message| {
-            let head: String = message.content.trim().chars().take(80).collect();
-            !pieces
-                .iter()
-                .any(|piece| piece.content.contains(head.trim()))
-        });
+        // The best-matching message not already shown (the task and the
+        // fix hunks are).
+        let unseen = session
+            .matched_messages
+            .iter()
+            .find(|message| !mostly_shown(message.content, &pieces));
         if room >= MESSAGE_ROOM
             && let Some(message) = unseen
         {
