@@ -31,6 +31,9 @@ pub struct Explained {
     pub num_sessions: usize,
     /// Every candidate: kept ones first, best first.
     pub candidates: Vec<rank::Scored>,
+    /// The query's rarest terms the memory holds (finds messages).
+    #[serde(skip)]
+    pub rarest_terms: Vec<String>,
 }
 
 /// Searches over an index and the store's read connections.
@@ -113,10 +116,11 @@ impl Searcher {
             })
             .map(|scored| scored.session_id.as_str())
             .collect();
+        let records_at = started.elapsed();
         let hits = self.index.search_messages_in(
             &request.user_id,
             &confident,
-            &explained.query.terms,
+            &explained.rarest_terms,
             confident.len() * 5,
         )?;
         let conn = self.take_reader()?;
@@ -175,7 +179,8 @@ impl Searcher {
         let items = rank::assemble::assemble(&explained.query, &sessions, budget, request.top_k);
         tracing::debug!(
             rank_ms = ranked_at.as_secs_f64() * 1e3,
-            load_ms = (loaded_at - ranked_at).as_secs_f64() * 1e3,
+            records_ms = (records_at - ranked_at).as_secs_f64() * 1e3,
+            messages_ms = (loaded_at - records_at).as_secs_f64() * 1e3,
             assemble_ms = (started.elapsed() - loaded_at).as_secs_f64() * 1e3,
             num_candidates = explained.candidates.len(),
             num_items = items.len(),
@@ -189,7 +194,7 @@ impl Searcher {
     pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ServiceError> {
         // Candidates per BM25 field: past this, sessions share only common
         // words with the query.
-        const MAX_CANDIDATES_PER_FIELD: usize = 200;
+        const MAX_CANDIDATES_PER_FIELD: usize = 100;
         let started = std::time::Instant::now();
         let query = rank::query::analyze(&request.query);
         let analyzed_at = started.elapsed();
@@ -225,6 +230,7 @@ impl Searcher {
             query,
             num_sessions,
             candidates,
+            rarest_terms: found.rarest_terms,
         })
     }
 

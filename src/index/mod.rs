@@ -81,11 +81,11 @@ const MAX_QUERY_TERMS: usize = 1024;
 /// Distinct query terms a session search uses: the first ones of a task
 /// statement (title and opening) carry its subject; a long pasted log adds
 /// time, not precision.
-const MAX_SESSION_QUERY_TERMS: usize = 256;
+const MAX_SESSION_QUERY_TERMS: usize = 128;
 
 /// Distinct query terms, the rarest, a search for the best-matching
 /// message of known sessions uses.
-const MAX_MESSAGE_QUERY_TERMS: usize = 32;
+const MAX_MESSAGE_QUERY_TERMS: usize = 16;
 
 #[derive(Debug, Clone, Copy)]
 struct Fields {
@@ -518,6 +518,9 @@ pub struct SessionCandidates {
     /// queries. Terms no session holds count at full weight: a query made
     /// of words the memory never saw matches nothing.
     pub query_weight: f32,
+    /// The query's rarest terms that some session holds, rarest first: what
+    /// finds the best-matching message of a session.
+    pub rarest_terms: Vec<String>,
 }
 
 /// One matching message: its store id and BM25 score.
@@ -630,6 +633,7 @@ impl SearchIndex {
                 hits: Vec::new(),
                 scope_size,
                 query_weight: 0.0,
+                rarest_terms: Vec::new(),
             });
         }
         let num_docs = searcher
@@ -638,12 +642,22 @@ impl SearchIndex {
             .map(|segment| u64::from(segment.num_docs()))
             .sum::<u64>() as f32;
         let mut query_weight = 0.0f32;
+        let mut by_rarity: Vec<(u64, &String)> = Vec::with_capacity(terms.len());
         for term in &terms {
-            let df =
-                searcher.doc_freq(&Term::from_field_text(self.fields.session_text, term))? as f32;
+            let df = searcher.doc_freq(&Term::from_field_text(self.fields.session_text, term))?;
+            if df > 0 {
+                by_rarity.push((df, term));
+            }
+            let df = df as f32;
             // tantivy's BM25 IDF.
             query_weight += (1.0 + (num_docs - df + 0.5) / (df + 0.5)).ln();
         }
+        by_rarity.sort();
+        let rarest_terms: Vec<String> = by_rarity
+            .iter()
+            .take(MAX_MESSAGE_QUERY_TERMS)
+            .map(|(_, term)| (*term).clone())
+            .collect();
         let by_field = |field: Field| -> Result<Vec<(f32, tantivy::DocAddress)>, IndexError> {
             let should: Vec<(Occur, Box<dyn Query>)> = terms
                 .iter()
@@ -696,11 +710,13 @@ impl SearchIndex {
             hits,
             scope_size,
             query_weight,
+            rarest_terms,
         })
     }
 
     /// The best `limit` messages of the given sessions of `user_id` for
-    /// `terms`, by BM25, best first.
+    /// `terms` (the first few are used: pass the rarest, see
+    /// [`SessionCandidates::rarest_terms`]), by BM25, best first.
     pub fn search_messages_in(
         &self,
         user_id: &str,
@@ -730,32 +746,15 @@ impl SearchIndex {
             IndexRecordOption::Basic,
         );
         clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(sessions, 0.0))));
-        let searcher = self.reader.searcher();
-        // The rarest terms find the message; the common ones only cost time
-        // (each is a long posting list to walk).
-        let mut by_rarity: Vec<(u64, &String)> = terms
-            .iter()
-            .take(MAX_SESSION_QUERY_TERMS)
-            .map(|term| {
-                let frequency = searcher
-                    .doc_freq(&Term::from_field_text(self.fields.text, term))
-                    .unwrap_or(u64::MAX);
-                (frequency, term)
-            })
-            .filter(|(frequency, _)| *frequency > 0)
-            .collect();
-        by_rarity.sort();
         clauses.push((
             Occur::Must,
             any_of(
                 self.fields.text,
-                &mut by_rarity
-                    .iter()
-                    .take(MAX_MESSAGE_QUERY_TERMS)
-                    .map(|(_, term)| (*term).clone()),
+                &mut terms.iter().take(MAX_MESSAGE_QUERY_TERMS).cloned(),
                 IndexRecordOption::WithFreqs,
             ),
         ));
+        let searcher = self.reader.searcher();
         let top = searcher.search(
             &BooleanQuery::new(clauses),
             &TopDocs::with_limit(limit).order_by_score(),

@@ -12,17 +12,19 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::ingest::symbols::{self, CodeLanguage, ParseBudget, code_definitions};
-use crate::ingest::{ErrorRecord, mentions, trace};
+use crate::ingest::{self, ErrorRecord, mentions, trace};
 use crate::tokenize;
 
 /// Bytes of query code parsed by tree-sitter (beyond, a line scan).
-const QUERY_PARSE_BYTES: usize = 8 * 1024;
+const QUERY_PARSE_BYTES: usize = 4 * 1024;
 /// Time tree-sitter may spend on query code.
-const QUERY_PARSE_TIME: Duration = Duration::from_millis(5);
+const QUERY_PARSE_TIME: Duration = Duration::from_millis(2);
 
 /// Distinct items kept per kind: a task statement rarely names more, and a
 /// pasted log would otherwise dominate the query.
 const MAX_ITEMS: usize = 64;
+/// Bytes of a query text analyzed.
+const MAX_ANALYZED_BYTES: usize = 16 * 1024;
 /// Distinct terms kept for BM25.
 const MAX_TERMS: usize = 512;
 
@@ -163,6 +165,9 @@ fn language_name(language: CodeLanguage) -> &'static str {
 
 /// Analyzes a query text.
 pub fn analyze(text: &str) -> QueryFacts {
+    // A task statement says what it is about in its first pages; a long
+    // pasted log past them adds time, not precision.
+    let text = ingest::text::truncate_to_bytes(text, MAX_ANALYZED_BYTES);
     let mut facts = QueryFacts {
         terms: tokenize::distinct_terms(text)
             .into_iter()
