@@ -363,7 +363,7 @@ fn write_explained(out: &mut String, explained: &search::Explained) {
     let _ = writeln!(
         out,
         "{:<4} {:<24} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  session / task",
-        "#", "verdict", "score", "text", "task", "symbol", "path", "stem", "words"
+        "#", "verdict", "score", "text", "cover", "symbol", "path", "stem", "words"
     );
     for (rank, scored) in explained.candidates.iter().enumerate() {
         let verdict = match &scored.dropped {
@@ -382,7 +382,7 @@ fn write_explained(out: &mut String, explained: &search::Explained) {
             truncate(&verdict, 24),
             scored.score,
             features.text_rel,
-            features.task_rel,
+            features.text_coverage,
             features.symbols_changed + features.symbols_referenced,
             features.paths,
             features.stems,

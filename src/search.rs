@@ -10,6 +10,7 @@
 //!
 //! Architecture invariant: nothing here writes.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -42,8 +43,15 @@ pub struct Searcher {
     data_dir: PathBuf,
     /// Idle read connections. A std mutex: held only to push or pop.
     readers: Mutex<Vec<Connection>>,
+    /// Parsed ranking profiles by document: a segment never changes, so an
+    /// entry is right for as long as its segment lives. Bounded: cleared
+    /// when full. A std mutex: held only to look up or insert.
+    profiles: Mutex<HashMap<index::DocKey, Arc<rank::SessionProfile>>>,
     budget_chars: usize,
 }
+
+/// Parsed profiles kept at most (a few KB each).
+const MAX_CACHED_PROFILES: usize = 20_000;
 
 impl Searcher {
     /// A searcher over `index` and the store in `data_dir`; answers hold
@@ -53,6 +61,7 @@ impl Searcher {
             index,
             data_dir,
             readers: Mutex::new(Vec::new()),
+            profiles: Mutex::new(HashMap::new()),
             budget_chars: budget_chars.max(1),
         }
     }
@@ -198,21 +207,40 @@ impl Searcher {
         let started = std::time::Instant::now();
         let query = rank::query::analyze(&request.query);
         let analyzed_at = started.elapsed();
-        let found =
-            self.index
-                .search_sessions(&request.user_id, &query.terms, MAX_CANDIDATES_PER_FIELD)?;
+        let known = |key: &index::DocKey| {
+            self.profiles
+                .lock()
+                .is_ok_and(|profiles| profiles.contains_key(key))
+        };
+        let found = self.index.search_sessions(
+            &request.user_id,
+            &query.terms,
+            MAX_CANDIDATES_PER_FIELD,
+            &known,
+        )?;
         let candidates: Vec<rank::Candidate> = found
             .hits
             .into_iter()
             .filter_map(|hit| {
-                let profile = serde_json::from_str(&hit.profile_json)
-                    .inspect_err(|error| {
-                        tracing::error!(%error, "stored session profile unreadable; skipped");
-                    })
-                    .ok()?;
+                let profile = match &hit.profile_json {
+                    Some(json) => {
+                        let parsed: rank::SessionProfile = serde_json::from_str(json)
+                            .inspect_err(|error| {
+                                tracing::error!(%error, "stored session profile unreadable; skipped");
+                            })
+                            .ok()?;
+                        let parsed = Arc::new(parsed);
+                        self.remember_profile(hit.key, Arc::clone(&parsed));
+                        parsed
+                    }
+                    None => self
+                        .profiles
+                        .lock()
+                        .ok()
+                        .and_then(|profiles| profiles.get(&hit.key).cloned())?,
+                };
                 Some(rank::Candidate {
                     profile,
-                    task_bm25: hit.task_score,
                     text_bm25: hit.text_score,
                 })
             })
@@ -232,6 +260,15 @@ impl Searcher {
             candidates,
             rarest_terms: found.rarest_terms,
         })
+    }
+
+    fn remember_profile(&self, key: index::DocKey, profile: Arc<rank::SessionProfile>) {
+        if let Ok(mut profiles) = self.profiles.lock() {
+            if profiles.len() >= MAX_CACHED_PROFILES {
+                profiles.clear();
+            }
+            profiles.insert(key, profile);
+        }
     }
 
     /// A read connection from the pool, or a new one.

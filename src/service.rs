@@ -611,7 +611,6 @@ fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Op
         user_id: session.user_id.clone(),
         session_id: session.session_id.clone(),
         last_seq: session.last_seq,
-        task: record.task.clone(),
         profile_json,
         text,
         symbols,

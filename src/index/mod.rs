@@ -71,7 +71,7 @@ const CODE_TOKENIZER: &str = "code";
 /// Bumped whenever the schema, the tokenizer or the stored ranking profile
 /// (`rank::SessionProfile`) changes: an index of another
 /// version is rebuilt from the store.
-const SCHEMA_VERSION: u64 = 6;
+const SCHEMA_VERSION: u64 = 7;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Queries keep at most this many distinct terms (a task statement rarely
@@ -99,8 +99,6 @@ struct Fields {
     /// Message documents: the key of their session (apart from
     /// `session_key`, which replacing a session record deletes by).
     message_session: Field,
-    /// Session documents: the task statement.
-    task: Field,
     /// Session documents: the ranking profile (JSON, stored only).
     profile: Field,
     /// Session documents: task statement and evidence text (apart from
@@ -135,7 +133,6 @@ fn schema() -> (Schema, Fields) {
         seq: builder.add_u64_field("seq", INDEXED | FAST),
         session_key: builder.add_text_field("session_key", STRING),
         message_session: builder.add_text_field("message_session", STRING),
-        task: builder.add_text_field("task", code_text()),
         profile: builder.add_text_field("profile", STORED),
         session_text: builder.add_text_field("session_text", code_text()),
         text: builder.add_text_field("text", code_text()),
@@ -157,11 +154,9 @@ pub struct SessionDoc {
     pub session_id: String,
     /// Last Add the record includes.
     pub last_seq: i64,
-    /// The task statement.
-    pub task: String,
     /// The ranking profile, JSON.
     pub profile_json: String,
-    /// Task statement and evidence text.
+    /// Task statement, evidence and the messages no evidence came from.
     pub text: String,
     /// Symbols changed and referenced.
     pub symbols: Vec<String>,
@@ -438,7 +433,6 @@ impl IndexWriterHandle {
                 fields.doc_kind => KIND_SESSION,
                 fields.seq => seq_term(session.last_seq),
                 fields.session_key => key,
-                fields.task => session.task.as_str(),
                 fields.profile => session.profile_json.as_str(),
                 fields.session_text => session.text.as_str(),
                 fields.outcome => session.outcome.as_str(),
@@ -497,18 +491,27 @@ fn seq_term(value: i64) -> u64 {
 /// One session document found for a query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionHit {
-    /// Its stored ranking profile (JSON).
-    pub profile_json: String,
-    /// BM25 of the query terms over its task statement.
-    pub task_score: f32,
+    /// Names the document for as long as the index lives (segments never
+    /// change; a merge makes new ones with new keys).
+    pub key: DocKey,
+    /// Its stored ranking profile (JSON); `None` when the caller knew the
+    /// key already (see [`SearchIndex::search_sessions`]).
+    pub profile_json: Option<String>,
     /// BM25 of the query terms over its whole text.
     pub text_score: f32,
+}
+
+/// A document's segment and number within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DocKey {
+    segment: tantivy::index::SegmentId,
+    doc: u32,
 }
 
 /// The session documents of a scope that share terms with a query.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SessionCandidates {
-    /// Best first by task score, then the rest by text score.
+    /// Best first.
     pub hits: Vec<SessionHit>,
     /// Session documents in the scope.
     pub scope_size: u64,
@@ -616,13 +619,15 @@ impl SearchIndex {
     }
 
     /// The session documents of `user_id` sharing a term with `terms`: the
-    /// best `limit` by BM25 over the task statement and the best `limit` by
-    /// BM25 over the whole text, each with both scores.
+    /// best `limit` by BM25 over their whole text.
+    /// Profiles are read only for documents `known` says no to (a caller
+    /// may keep the parsed profiles of keys it saw).
     pub fn search_sessions(
         &self,
         user_id: &str,
         terms: &[String],
         limit: usize,
+        known: &dyn Fn(&DocKey) -> bool,
     ) -> Result<SessionCandidates, IndexError> {
         let searcher = self.reader.searcher();
         let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
@@ -674,35 +679,28 @@ impl SearchIndex {
             let query = BooleanQuery::new(clauses);
             Ok(searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?)
         };
-        let by_task = by_field(self.fields.task)?;
         let by_text = by_field(self.fields.session_text)?;
-        let mut order: Vec<tantivy::DocAddress> = Vec::new();
-        let mut scores: std::collections::HashMap<tantivy::DocAddress, (f32, f32)> =
-            std::collections::HashMap::new();
-        for (score, address) in by_task {
-            order.push(address);
-            scores.entry(address).or_default().0 = score;
-        }
-        for (score, address) in by_text {
-            let entry = scores.entry(address).or_insert_with(|| {
-                order.push(address);
-                (0.0, 0.0)
-            });
-            entry.1 = score;
-        }
-        let mut hits = Vec::with_capacity(order.len());
-        for address in order {
-            let document: TantivyDocument = searcher.doc(address)?;
-            let Some(profile_json) = document
-                .get_first(self.fields.profile)
-                .and_then(|value| value.as_str())
-            else {
-                continue;
+        let mut hits = Vec::with_capacity(by_text.len());
+        for (text_score, address) in by_text {
+            let key = DocKey {
+                segment: searcher.segment_reader(address.segment_ord).segment_id(),
+                doc: address.doc_id,
             };
-            let (task_score, text_score) = scores.get(&address).copied().unwrap_or_default();
+            let profile_json = if known(&key) {
+                None
+            } else {
+                let document: TantivyDocument = searcher.doc(address)?;
+                let Some(json) = document
+                    .get_first(self.fields.profile)
+                    .and_then(|value| value.as_str())
+                else {
+                    continue;
+                };
+                Some(json.to_string())
+            };
             hits.push(SessionHit {
-                profile_json: profile_json.to_string(),
-                task_score,
+                key,
+                profile_json,
                 text_score,
             });
         }

@@ -223,9 +223,7 @@ impl SessionProfile {
 #[derive(Debug, Clone)]
 pub struct Candidate {
     /// Its profile.
-    pub profile: SessionProfile,
-    /// BM25 of the query over its task statement.
-    pub task_bm25: f32,
+    pub profile: std::sync::Arc<SessionProfile>,
     /// BM25 of the query over its whole text (task and evidence).
     pub text_bm25: f32,
 }
@@ -233,10 +231,6 @@ pub struct Candidate {
 /// The features of one candidate for one query.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Features {
-    /// BM25 over the task statement.
-    pub task_bm25: f32,
-    /// ... relative to the best candidate's (0..1).
-    pub task_rel: f32,
     /// BM25 over the whole text.
     pub text_bm25: f32,
     /// ... relative to the best candidate's (0..1).
@@ -582,10 +576,6 @@ pub fn rank(
         num_sessions.max(candidates.len()),
     );
 
-    let best_task = candidates
-        .iter()
-        .map(|candidate| candidate.task_bm25)
-        .fold(0.0f32, f32::max);
     let best_text = candidates
         .iter()
         .map(|candidate| candidate.text_bm25)
@@ -612,12 +602,6 @@ pub fn rank(
         .zip(&keys)
         .map(|(candidate, keys)| {
             let mut features = Features {
-                task_bm25: candidate.task_bm25,
-                task_rel: if best_task > 0.0 {
-                    candidate.task_bm25 / best_task
-                } else {
-                    0.0
-                },
                 text_bm25: candidate.text_bm25,
                 text_rel: text_rel(candidate),
                 text_coverage: if query_weight > 0.0 {
@@ -764,9 +748,6 @@ mod weight {
     /// Relative BM25 over the whole session text (task, fix hunks, errors,
     /// commands): the base signal.
     pub const TEXT: f32 = 1.0;
-    /// Relative BM25 over task statements alone: similar issues tend to
-    /// live in the same code.
-    pub const TASK: f32 = 0.1;
     /// Per IDF unit of a query name the session changed: the strongest sign
     /// that the new fix touches the same code.
     pub const SYMBOL_CHANGED: f32 = 0.12;
@@ -831,7 +812,7 @@ fn score(features: &Features, outcome: &str) -> (f32, f32) {
         + weight::FILE_SUPPORT * features.file_support
         + weight::ERROR * features.errors
         + weight::TEST * features.tests;
-    let mut score = weight::TEXT * features.text_rel + weight::TASK * features.task_rel + evidence;
+    let mut score = weight::TEXT * features.text_rel + evidence;
     if features.no_files {
         score += weight::NO_FILES;
     }
@@ -940,8 +921,7 @@ mod tests {
 
     fn candidate(id: &str, record: &SessionRecord, text_bm25: f32) -> Candidate {
         Candidate {
-            profile: SessionProfile::from_record(id, record, 1, 0),
-            task_bm25: text_bm25,
+            profile: std::sync::Arc::new(SessionProfile::from_record(id, record, 1, 0)),
             text_bm25,
         }
     }
