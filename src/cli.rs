@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::api::auth::ApiKeys;
 use crate::api::{self, ApiOptions, DEFAULT_MAX_BODY_BYTES};
 use crate::domain::SearchRequest;
+use crate::import;
 use crate::rank;
 use crate::search::{self, Searcher};
 use crate::service::{self, Service, ServiceOptions, SessionDetail, SessionSummary};
@@ -42,6 +43,11 @@ enum Command {
     /// the noise gate's verdict. Reads the data directory directly; works
     /// while a server holds it.
     Search(SearchArgs),
+    /// Import a git repository's history: each non-merge commit on the
+    /// first-parent line becomes one session (task: its message; fix: its
+    /// diff). Incremental: commits imported before are skipped. Writes to
+    /// the data directory, or through a running server with --server.
+    Import(ImportArgs),
     /// Benchmarks that print figures (build with --release to measure).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -114,6 +120,56 @@ struct SearchArgs {
     query: String,
 }
 
+/// Options of `codemem import`.
+#[derive(Debug, Args)]
+struct ImportArgs {
+    /// The repository: its work tree or its .git directory.
+    repo_path: PathBuf,
+
+    /// The user whose memory receives the history.
+    #[arg(long)]
+    user_id: String,
+
+    /// The revision whose first-parent history is imported.
+    #[arg(long, default_value = "HEAD")]
+    rev: String,
+
+    /// Stop at this revision (not imported) or at commits older than this
+    /// date (YYYY-MM-DD).
+    #[arg(long)]
+    since: Option<String>,
+
+    /// Import at most this many of the newest commits.
+    #[arg(long)]
+    max_commits: Option<usize>,
+
+    /// A commit whose diff is larger than this many bytes is imported
+    /// without its diff (and counted).
+    #[arg(long, default_value_t = import::DEFAULT_MAX_DIFF_BYTES)]
+    max_diff_bytes: usize,
+
+    /// The data directory to write to when no --server is given.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// Import through a running server's Add endpoint (e.g.
+    /// http://127.0.0.1:8080) instead of writing the data directory.
+    #[arg(long)]
+    server: Option<String>,
+
+    /// The server's API key (sent as a Bearer token).
+    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+
+    /// Adds in flight at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
+    parallelism: u32,
+
+    /// Print the final report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Options of `codemem serve`.
 #[derive(Debug, Args)]
 struct ServeArgs {
@@ -159,6 +215,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve(args),
         Command::Inspect(args) => inspect(args),
         Command::Search(args) => search(args),
+        Command::Import(args) => import_history(args),
         Command::Bench(BenchCommand::Ingest { bench, json }) => bench_ingest(&bench, json),
     };
     match result {
@@ -338,6 +395,144 @@ fn search(args: SearchArgs) -> anyhow::Result<()> {
         }
     }
     println!("{}", out.trim_end());
+    Ok(())
+}
+
+/// Progress of an import: a bar on a terminal, else a line every few
+/// seconds.
+struct ImportProgress {
+    bar: Option<indicatif::ProgressBar>,
+    total: usize,
+    last_line: std::time::Instant,
+}
+
+impl import::Progress for ImportProgress {
+    fn start(&mut self, total: usize) {
+        use std::io::IsTerminal;
+        self.total = total;
+        if std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(total as u64);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} commits  {per_sec}  eta {eta}  {msg}",
+            ) {
+                bar.set_style(style);
+            }
+            self.bar = Some(bar);
+        } else {
+            eprintln!("import: {total} first-parent commit(s) to consider");
+        }
+    }
+
+    fn update(&mut self, done: usize, report: &import::ImportReport) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(done as u64);
+                bar.set_message(format!(
+                    "{} imported, {} already there",
+                    report.imported, report.already_imported
+                ));
+            }
+            None if self.last_line.elapsed() >= std::time::Duration::from_secs(5) => {
+                eprintln!(
+                    "import: {done}/{} commits considered, {} imported ({:.1}/s), {} already there",
+                    self.total,
+                    report.imported,
+                    report.rate(),
+                    report.already_imported
+                );
+                self.last_line = std::time::Instant::now();
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&mut self, _: &import::ImportReport) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn import_history(args: ImportArgs) -> anyhow::Result<()> {
+    let options = import::ImportOptions {
+        repo_path: args.repo_path.clone(),
+        user_id: args.user_id.clone(),
+        rev: args.rev.clone(),
+        since: args.since.clone(),
+        max_commits: args.max_commits,
+        max_diff_bytes: args.max_diff_bytes.max(1),
+        parallelism: args.parallelism as usize,
+    };
+    // Checked before the data directory is opened (or created).
+    import::check_repository(&args.repo_path)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = std::sync::Arc::clone(&stop);
+        runtime.spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("import: interrupted; finishing the commits in flight");
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
+    let mut progress = ImportProgress {
+        bar: None,
+        total: 0,
+        last_line: std::time::Instant::now(),
+    };
+    let (report, service) = match &args.server {
+        Some(url) => {
+            let sink = std::sync::Arc::new(import::ServerSink::new(url, args.api_key.clone()));
+            (import::import(&options, sink, &mut progress, &stop)?, None)
+        }
+        None => {
+            let service = match Service::open(ServiceOptions::new(&args.data_dir)) {
+                Ok(service) => service,
+                Err(service::ServiceError::Locked(path)) => anyhow::bail!(
+                    "{} is held by a running server; import through it instead: \
+                     codemem import {} --user-id {} --server http://<its address> \
+                     (add --api-key if it requires one)",
+                    path.display(),
+                    args.repo_path.display(),
+                    args.user_id
+                ),
+                Err(error) => return Err(error.into()),
+            };
+            let sink = std::sync::Arc::new(import::DirectSink::new(
+                std::sync::Arc::clone(&service),
+                runtime.handle().clone(),
+            )?);
+            let report = import::import(&options, sink, &mut progress, &stop);
+            (report?, Some(service))
+        }
+    };
+    if let Some(service) = service {
+        runtime.block_on(service.shutdown());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "imported {} commit(s) in {:.1} s ({:.1}/s); {} already imported; {} merge(s) skipped; \
+             {} binary file(s) and {} oversized diff(s) left out{}",
+            report.imported,
+            report.seconds,
+            report.rate(),
+            report.already_imported,
+            report.merges_skipped,
+            report.binary_files_skipped,
+            report.oversized_diffs_skipped,
+            if report.interrupted {
+                "; interrupted: run again to resume"
+            } else {
+                ""
+            }
+        );
+    }
     Ok(())
 }
 

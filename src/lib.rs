@@ -9,6 +9,7 @@ pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod domain;
+pub mod import;
 pub mod index;
 pub mod ingest;
 pub mod rank;

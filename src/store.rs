@@ -431,6 +431,17 @@ pub fn session(
         .optional()?)
 }
 
+/// Whether a user has a session of this id.
+pub fn session_exists(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE user_id = ?1 AND session_id = ?2")?
+        .exists(params![user_id, session_id])?)
+}
+
 /// Every session of a user, most recently updated first.
 pub fn sessions_of_user(
     conn: &Connection,

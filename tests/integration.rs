@@ -18,3 +18,6 @@ mod inspect;
 
 #[path = "integration/ranking.rs"]
 mod ranking;
+
+#[path = "integration/import.rs"]
+mod import;
