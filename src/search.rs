@@ -104,13 +104,15 @@ impl Searcher {
         let loaded: Result<Vec<_>, ServiceError> = kept
             .iter()
             .map(|scored| {
-                let room = rank::assemble::room(best, scored.score);
-                if !rank::assemble::needs_record(room) {
-                    return Ok((None, Vec::new()));
-                }
-                let stored = store::session(&conn, &request.user_id, &scored.session_id)?;
+                // Every item names its source; only sessions with room show
+                // more than their profile holds.
                 let sources =
                     store::session_message_sources(&conn, &request.user_id, &scored.session_id)?;
+                let room = rank::assemble::room(best, scored.score);
+                if !rank::assemble::needs_record(room) {
+                    return Ok((None, sources));
+                }
+                let stored = store::session(&conn, &request.user_id, &scored.session_id)?;
                 Ok((stored, sources))
             })
             .collect();

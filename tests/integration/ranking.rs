@@ -63,6 +63,12 @@ async fn the_session_that_changed_the_named_code_comes_first() {
     assert!(content.contains("Fix:"), "{content}");
     // Other languages' sessions stay out; scores descend; the budget holds.
     for item in &items {
+        assert!(
+            item["source"]["request_id"]
+                .as_str()
+                .is_some_and(|id| !id.is_empty()),
+            "every item names its source: {item}"
+        );
         let session = item["session_id"].as_str().expect("session");
         assert!(
             ![
