@@ -343,7 +343,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             }
         }
     }
-    println!("{}", out.trim_end());
+    print_out(out.trim_end());
     Ok(())
 }
 
@@ -394,7 +394,7 @@ fn search(args: SearchArgs) -> anyhow::Result<()> {
             }
         }
     }
-    println!("{}", out.trim_end());
+    print_out(out.trim_end());
     Ok(())
 }
 
@@ -594,6 +594,18 @@ fn truncate(text: &str, max: usize) -> String {
     } else {
         let kept: String = text.chars().take(max.saturating_sub(1)).collect();
         format!("{kept}…")
+    }
+}
+
+/// Prints a command's output; a reader that went away (`| head`) ends the
+/// output quietly instead of a panic.
+fn print_out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = writeln!(stdout, "{text}").and_then(|()| stdout.flush())
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write the output: {error}");
     }
 }
 
