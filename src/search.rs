@@ -105,13 +105,16 @@ impl Searcher {
             .iter()
             .map(|scored| {
                 // Every item names its source; only sessions with room show
-                // more than their profile holds.
-                let sources =
-                    store::session_message_sources(&conn, &request.user_id, &scored.session_id)?;
+                // more than their profile holds (a compact item is sourced
+                // at the task, the session's first message).
                 let room = rank::assemble::room(best, scored.score);
                 if !rank::assemble::needs_record(room) {
-                    return Ok((None, sources));
+                    let first =
+                        store::session_first_source(&conn, &request.user_id, &scored.session_id)?;
+                    return Ok((None, first.into_iter().collect()));
                 }
+                let sources =
+                    store::session_message_sources(&conn, &request.user_id, &scored.session_id)?;
                 let stored = store::session(&conn, &request.user_id, &scored.session_id)?;
                 Ok((stored, sources))
             })

@@ -431,6 +431,25 @@ pub fn session(
         .optional()?)
 }
 
+/// `(request_id, index within that Add)` of a session's first message.
+pub fn session_first_source(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Option<(String, usize)>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT r.request_id, m.message_index FROM messages m JOIN requests r ON r.seq = m.seq
+             WHERE m.user_id = ?1 AND m.session_id = ?2
+             ORDER BY m.seq, m.message_index LIMIT 1",
+        )?
+        .query_row(params![user_id, session_id], |row| {
+            let index: i64 = row.get(1)?;
+            Ok((row.get(0)?, usize::try_from(index).unwrap_or(0)))
+        })
+        .optional()?)
+}
+
 /// Whether a user has a session of this id.
 pub fn session_exists(
     conn: &Connection,
