@@ -288,3 +288,23 @@ pub fn data_dir() -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().join("data");
     (dir, path)
 }
+
+/// POSTs JSON and answers the status, or `None` when the connection fails
+/// or breaks (a server being killed).
+pub fn try_post(address: SocketAddr, path: &str, body: &Value) -> Option<u16> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .ok()?;
+    let payload = body.to_string();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        payload.len()
+    );
+    stream.write_all(head.as_bytes()).ok()?;
+    stream.write_all(payload.as_bytes()).ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    text.split_whitespace().nth(1)?.parse().ok()
+}
