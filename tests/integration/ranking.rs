@@ -282,3 +282,91 @@ fn codemem_search_reads_a_data_directory_a_server_holds() {
     );
     drop(server);
 }
+
+/// Isolation as a property: random users share vocabulary, sessions and
+/// even session ids; for random queries, no search item, explain entry,
+/// count or inspection result of one user ever shows another's data.
+#[tokio::test]
+async fn no_answer_crosses_user_id() {
+    let app = TestApp::new();
+    let words = [
+        "parser", "cache", "token", "divide", "overflow", "index", "merge", "config", "render",
+        "socket", "retry", "vector", "matrix", "lambda", "buffer", "schema",
+    ];
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |bound: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % bound as u64) as usize
+    };
+    let users = ["alice", "bob", "carol", "alice2", "ALICE"];
+    let mut owned: std::collections::HashMap<&str, std::collections::HashSet<String>> =
+        std::collections::HashMap::new();
+    for index in 0..60 {
+        let user = users[next(users.len())];
+        // Session ids repeat across users on purpose.
+        let session = format!("s{}", next(12));
+        let text: Vec<&str> = (0..6).map(|_| words[next(words.len())]).collect();
+        let body = json!({
+            "request_id": format!("r{index}"),
+            "user_id": user,
+            "session_id": session,
+            "messages": [
+                {"role": "user", "content": format!("{} fails in src/{}.py", text.join(" "), text[0])},
+                {"role": "assistant", "content": format!("fixed `{}_{}` for {user}-marker-{index}", text[1], text[2])},
+            ],
+        });
+        let (status, answer) = app.add(&body).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        owned.entry(user).or_default().insert(session);
+    }
+    let mut returned = 0usize;
+    for _ in 0..60 {
+        let user = users[next(users.len())];
+        let query: Vec<&str> = (0..3).map(|_| words[next(words.len())]).collect();
+        let query = query.join(" ");
+        let mine = owned.get(user).cloned().unwrap_or_default();
+        for item in app.search(user, &query, 100).await {
+            returned += 1;
+            let session = item["session_id"].as_str().expect("session");
+            assert!(mine.contains(session), "{user} got {session}: {item}");
+            let content = item["content"].as_str().expect("content");
+            for other in users.iter().filter(|other| **other != user) {
+                assert!(
+                    !content.contains(&format!(" for {other}-marker-")),
+                    "{user} got {other}'s text: {content}"
+                );
+            }
+        }
+        let (status, explained) = app
+            .post(
+                "/v1/search/explain",
+                &json!({"query": query, "user_id": user, "top_k": 100}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(explained["num_sessions"], mine.len(), "{user}");
+        for candidate in explained["candidates"].as_array().expect("candidates") {
+            let session = candidate["session_id"].as_str().expect("session");
+            assert!(mine.contains(session), "{user} explained {session}");
+        }
+        let (status, list) = app
+            .call("GET", &format!("/v1/sessions?user_id={user}"), None, &[])
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let listed: std::collections::HashSet<String> = list["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|summary| summary["session_id"].as_str().expect("id").to_string())
+            .collect();
+        assert_eq!(listed, mine, "{user}'s inspection list");
+    }
+    assert!(returned > 60, "the searches found things: {returned} items");
+    // A session id another user has is not found for this one.
+    let (status, _) = app
+        .call("GET", "/v1/sessions/s0?user_id=nobody", None, &[])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
