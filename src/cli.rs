@@ -201,6 +201,16 @@ struct ServeArgs {
     #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_batch: u32,
 
+    /// Requests handled at once (health aside); past it, 503 with
+    /// Retry-After.
+    #[arg(long, env = "CODEMEM_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_in_flight: u32,
+
+    /// Seconds a request may take before it is answered 503 with
+    /// Retry-After.
+    #[arg(long, env = "CODEMEM_REQUEST_TIMEOUT_SECS", default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    request_timeout_secs: u64,
+
     /// Characters of content a Search answer holds at most, unless the
     /// request's `max_chars` says otherwise (the first item is always given).
     #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -272,6 +282,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ApiOptions {
                 keys,
                 max_body_bytes: args.max_body_bytes,
+                max_in_flight: args.max_in_flight as usize,
+                request_timeout: std::time::Duration::from_secs(args.request_timeout_secs),
             },
         );
         axum::serve(listener, app)

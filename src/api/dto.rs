@@ -12,6 +12,10 @@ use crate::time::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, rfc3339_from_ms};
 
 /// The longest id (`request_id`, `user_id`, `session_id`) accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 4096;
+/// The most messages one Add may carry (the platform sends at most 20).
+pub const MAX_MESSAGES_PER_ADD: usize = 10_000;
+/// The longest message content, in bytes (whole files and logs fit).
+pub const MAX_CONTENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Collects field errors while a body is read.
 #[derive(Default)]
@@ -143,6 +147,13 @@ pub fn parse_add(body: &Value) -> Result<AddRequest, Vec<FieldError>> {
         Some(Value::Array(items)) if items.is_empty() => {
             errors.push("messages", "must not be empty")
         }
+        Some(Value::Array(items)) if items.len() > MAX_MESSAGES_PER_ADD => errors.push(
+            "messages",
+            format!(
+                "{} messages, more than the limit of {MAX_MESSAGES_PER_ADD} per Add",
+                items.len()
+            ),
+        ),
         Some(Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
                 if let Some(message) = parse_message(item, index, &mut errors) {
@@ -187,7 +198,21 @@ fn parse_message(item: &Value, index: usize, errors: &mut Errors) -> Option<Mess
             None
         }
     };
-    let content = text_or_parts(object.get("content"), &format!("{field}.content"), errors);
+    let content = text_or_parts(object.get("content"), &format!("{field}.content"), errors)
+        .and_then(|content| {
+            if content.len() > MAX_CONTENT_BYTES {
+                errors.push(
+                    format!("{field}.content"),
+                    format!(
+                        "{} bytes, more than the limit of {MAX_CONTENT_BYTES}",
+                        content.len()
+                    ),
+                );
+                None
+            } else {
+                Some(content)
+            }
+        });
     let timestamp_ms = optional_timestamp(
         object.get("timestamp"),
         &format!("{field}.timestamp"),

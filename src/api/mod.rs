@@ -34,7 +34,19 @@ pub struct ApiOptions {
     pub keys: ApiKeys,
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Requests handled at once (health aside); past it, 503 with
+    /// `Retry-After` (the platform retries 503).
+    pub max_in_flight: usize,
+    /// A request not answered within this is answered 503 with
+    /// `Retry-After` (an Add retried with its request_id is stored once).
+    pub request_timeout: std::time::Duration,
 }
+
+/// The default number of requests handled at once.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
+/// The default request timeout: ten minutes (an Add of a long trajectory
+/// on a loaded machine takes seconds, never minutes).
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The default body limit: 64 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -44,6 +56,8 @@ impl Default for ApiOptions {
         ApiOptions {
             keys: ApiKeys::none(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }
@@ -61,6 +75,11 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         max_body_bytes: options.max_body_bytes,
     };
     let keys = Arc::new(options.keys);
+    let load = Arc::new(LoadLimit {
+        permits: Arc::new(tokio::sync::Semaphore::new(options.max_in_flight.max(1))),
+        max_in_flight: options.max_in_flight.max(1),
+        timeout: options.request_timeout,
+    });
     Router::new()
         .route("/add", post(add))
         .route("/v1/add", post(add))
@@ -70,12 +89,51 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{*session_id}", get(session_detail))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
+        .route_layer(middleware::from_fn_with_state(load, limit_load))
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
         .with_state(state)
+}
+
+/// The concurrency limit and timeout of the routes that do work.
+struct LoadLimit {
+    permits: Arc<tokio::sync::Semaphore>,
+    max_in_flight: usize,
+    timeout: std::time::Duration,
+}
+
+/// Middleware: 503 with `Retry-After` when `max_in_flight` requests are
+/// being handled already, or when one takes longer than the timeout.
+async fn limit_load(
+    State(limit): State<Arc<LoadLimit>>,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Ok(_permit) = Arc::clone(&limit.permits).try_acquire_owned() else {
+        return ApiError::unavailable(
+            format!(
+                "busy: {} requests in flight, the limit; retry shortly",
+                limit.max_in_flight
+            ),
+            1,
+        )
+        .into_response();
+    };
+    match tokio::time::timeout(limit.timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::unavailable(
+            format!(
+                "not answered within the request timeout of {} s; retry (an Add retried with the same request_id is stored once)",
+                limit.timeout.as_secs_f64()
+            ),
+            1,
+        )
+        .into_response(),
+    }
 }
 
 /// Bodies larger than this are parsed on the blocking pool: parsing a few

@@ -1,10 +1,13 @@
 //! Every rule of the Add / Search / Health contract, in process through
 //! `tower::ServiceExt::oneshot`.
 
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
 use codemem::api::ApiOptions;
 use codemem::api::auth::ApiKeys;
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use tower::ServiceExt;
 
 use crate::support::{TestApp, add_body, reason};
 
@@ -537,4 +540,109 @@ async fn a_real_trajectory_is_found_by_its_traceback() {
         )
         .await;
     assert_eq!(items[0]["session_id"], "resolution-sympy-14976");
+}
+
+/// A request whose body arrives only when the returned sender is dropped:
+/// it stays in flight as long as the test wants.
+fn stalled_add() -> (
+    Request<Body>,
+    tokio::sync::mpsc::Sender<Result<axum::body::Bytes, std::io::Error>>,
+) {
+    let (sender, receiver) = tokio::sync::mpsc::channel(1);
+    let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|chunk| (chunk, receiver))
+    });
+    let request = Request::builder()
+        .method("POST")
+        .uri("/add")
+        .header("content-type", "application/json")
+        .body(Body::from_stream(stream))
+        .expect("request");
+    (request, sender)
+}
+
+#[tokio::test]
+async fn a_saturated_server_answers_503_with_retry_after_and_health_stays_open() {
+    let app = TestApp::with_options(ApiOptions {
+        max_in_flight: 1,
+        ..ApiOptions::default()
+    });
+    let (request, sender) = stalled_add();
+    let router = app.router.clone();
+    let in_flight = tokio::spawn(async move { router.oneshot(request).await });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let response = app
+        .router
+        .clone()
+        .oneshot(
+            Request::builder()
+                .method("POST")
+                .uri("/search")
+                .header("content-type", "application/json")
+                .body(Body::from(r#"{"query": "x", "user_id": "u", "top_k": 1}"#))
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok()),
+        Some("1")
+    );
+    let (status, _) = app.call("GET", "/health", None, &[]).await;
+    assert_eq!(status, StatusCode::OK, "health is not limited");
+    // The stalled request completes once its body ends; then there is room.
+    sender
+        .send(Ok(axum::body::Bytes::from(
+            add_body("r1", "u", "s", &["the busy parser"]).to_string(),
+        )))
+        .await
+        .expect("send");
+    drop(sender);
+    let finished = in_flight.await.expect("task").expect("infallible");
+    assert_eq!(finished.status(), StatusCode::OK);
+    assert_eq!(app.search("u", "busy parser", 5).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_request_past_the_timeout_answers_503() {
+    let app = TestApp::with_options(ApiOptions {
+        request_timeout: std::time::Duration::from_millis(100),
+        ..ApiOptions::default()
+    });
+    let (request, _sender) = stalled_add();
+    let response = app
+        .router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.headers().contains_key("retry-after"));
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let body: Value = serde_json::from_slice(&body).expect("JSON");
+    assert!(reason(&body).contains("request timeout"), "{body}");
+}
+
+#[tokio::test]
+async fn message_count_and_content_size_limits_are_422_naming_the_limit() {
+    let app = TestApp::new();
+    let many: Vec<String> = (0..10_001).map(|index| format!("m{index}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let (status, body) = app.add(&add_body("r-many", "u", "s", &many)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(reason(&body).contains("limit of 10000"), "{body}");
+    let huge = "x".repeat(16 * 1024 * 1024 + 1);
+    let (status, body) = app.add(&add_body("r-huge", "u", "s", &[&huge])).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(reason(&body).contains("limit of 16777216"), "{body}");
+    assert_eq!(app.search("u", "m1 x", 10).await.len(), 0, "nothing stored");
 }
