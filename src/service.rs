@@ -103,10 +103,21 @@ impl ServiceOptions {
     }
 }
 
-/// What the writer thread is asked to do.
-struct WriteJob {
+/// An Add for the writer thread.
+struct AddJob {
     request: AddRequest,
     reply: oneshot::Sender<Result<AddOutcome, ServiceError>>,
+}
+
+/// What the writer thread is asked to do.
+enum WriteJob {
+    /// Store an Add (Adds queued together are written together).
+    Add(AddJob),
+    /// Delete everything of a user.
+    DeleteUser {
+        user_id: String,
+        reply: oneshot::Sender<Result<store::Deleted, ServiceError>>,
+    },
 }
 
 /// What a health check reports.
@@ -303,6 +314,9 @@ impl Service {
             );
         }
         let replayed = catch_up(&mut conn, &mut writer, &search_index, true)?;
+        // Deletions the store finished and the index did not (a crash in
+        // between).
+        forget_deleted_users(&conn, &mut writer, &search_index)?;
         tracing::info!(
             index = ?state,
             stored_seq,
@@ -360,7 +374,24 @@ impl Service {
             .ok_or(ServiceError::ShuttingDown)?;
         let (reply, answer) = oneshot::channel();
         sender
-            .send(WriteJob { request, reply })
+            .send(WriteJob::Add(AddJob { request, reply }))
+            .await
+            .map_err(|_| ServiceError::ShuttingDown)?;
+        answer.await.map_err(|_| ServiceError::ShuttingDown)?
+    }
+
+    /// Deletes everything of a user from store and index; answers what it
+    /// removed.
+    pub async fn delete_user(&self, user_id: String) -> Result<store::Deleted, ServiceError> {
+        let sender = self
+            .sender
+            .lock()
+            .map_err(|_| ServiceError::ShuttingDown)?
+            .clone()
+            .ok_or(ServiceError::ShuttingDown)?;
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send(WriteJob::DeleteUser { user_id, reply })
             .await
             .map_err(|_| ServiceError::ShuttingDown)?;
         answer.await.map_err(|_| ServiceError::ShuttingDown)?
@@ -460,6 +491,50 @@ impl Service {
             }
         }
     }
+}
+
+/// Deletes a user from the store (one transaction, which also records the
+/// deletion as pending for the index), then from the index, then clears
+/// the pending record. A crash in between leaves the pending record, and
+/// start-up finishes the index part (see [`forget_deleted_users`]).
+fn delete_user(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    user_id: &str,
+) -> Result<store::Deleted, ServiceError> {
+    let tx = conn.transaction().map_err(StoreError::from)?;
+    let deleted = store::delete_user(&tx, user_id)?;
+    tx.commit().map_err(StoreError::from)?;
+    forget_deleted_users(conn, writer, search_index)?;
+    tracing::info!(
+        requests = deleted.requests,
+        messages = deleted.messages,
+        sessions = deleted.sessions,
+        "user deleted"
+    );
+    Ok(deleted)
+}
+
+/// Removes from the index every user the store has deleted and clears
+/// their pending records.
+fn forget_deleted_users(
+    conn: &Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+) -> Result<(), ServiceError> {
+    let pending = store::pending_user_deletions(conn)?;
+    if pending.is_empty() {
+        return Ok(());
+    }
+    if let Err(error) = writer.delete_users(&pending, search_index) {
+        if let Err(rollback_error) = writer.rollback() {
+            tracing::error!(error = %rollback_error, "index rollback failed");
+        }
+        return Err(error.into());
+    }
+    store::clear_user_deletions(conn, &pending)?;
+    Ok(())
 }
 
 /// Indexes every Add the store holds past the index's committed sequence
@@ -635,21 +710,33 @@ fn writer_loop(
     // unrecorded commit: the next catch-up replaces instead of appending.
     let mut index_may_hold_unrecorded = false;
     while let Some(first) = receiver.blocking_recv() {
-        batch.push(first);
-        while batch.len() < max_batch {
+        // Adds queued together are written together; a deletion is done
+        // after the Adds queued before it.
+        let mut deletion = None;
+        match first {
+            WriteJob::Add(job) => batch.push(job),
+            WriteJob::DeleteUser { user_id, reply } => deletion = Some((user_id, reply)),
+        }
+        while deletion.is_none() && batch.len() < max_batch {
             match receiver.try_recv() {
-                Ok(job) => batch.push(job),
+                Ok(WriteJob::Add(job)) => batch.push(job),
+                Ok(WriteJob::DeleteUser { user_id, reply }) => deletion = Some((user_id, reply)),
                 Err(_) => break,
             }
         }
-        let indexed = write_batch(
-            &mut conn,
-            &mut writer,
-            search_index,
-            &mut batch,
-            index_may_hold_unrecorded,
-        );
-        index_may_hold_unrecorded = !indexed;
+        if !batch.is_empty() {
+            let indexed = write_batch(
+                &mut conn,
+                &mut writer,
+                search_index,
+                &mut batch,
+                index_may_hold_unrecorded,
+            );
+            index_may_hold_unrecorded = !indexed;
+        }
+        if let Some((user_id, reply)) = deletion {
+            let _ = reply.send(delete_user(&mut conn, &mut writer, search_index, &user_id));
+        }
         committed_seq.store(writer.committed_seq(), std::sync::atomic::Ordering::Release);
     }
     let indexed_seq = writer.committed_seq();
@@ -667,7 +754,7 @@ fn write_batch(
     conn: &mut Connection,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
-    batch: &mut Vec<WriteJob>,
+    batch: &mut Vec<AddJob>,
     replace: bool,
 ) -> bool {
     let stored_at_ms = now_ms();

@@ -38,7 +38,7 @@ pub enum StoreError {
 /// The file name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "codemem.sqlite3";
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE requests (
@@ -80,6 +80,12 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_by_last_seq ON sessions (last_seq);
 ";
 
+const SCHEMA_V3: &str = "
+CREATE TABLE pending_user_deletions (
+    user_id TEXT PRIMARY KEY NOT NULL
+);
+";
+
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
@@ -116,6 +122,11 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         // Records of sessions stored before version 2 are derived by the
         // service at start-up (see `sessions_missing`).
         tx.execute_batch(SCHEMA_V2)?;
+    }
+    if version < 3 {
+        // Users deleted from the store whose index documents may remain
+        // (see `delete_user`).
+        tx.execute_batch(SCHEMA_V3)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -448,6 +459,52 @@ pub fn session_first_source(
             Ok((row.get(0)?, usize::try_from(index).unwrap_or(0)))
         })
         .optional()?)
+}
+
+/// What deleting a user removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Deleted {
+    /// Adds (request log entries).
+    pub requests: usize,
+    /// Messages.
+    pub messages: usize,
+    /// Session records.
+    pub sessions: usize,
+}
+
+/// Deletes everything of a user from the store, inside the caller's
+/// transaction, and records that the index still has to forget them.
+pub fn delete_user(tx: &Transaction<'_>, user_id: &str) -> Result<Deleted, StoreError> {
+    let messages = tx.execute("DELETE FROM messages WHERE user_id = ?1", params![user_id])?;
+    let sessions = tx.execute("DELETE FROM sessions WHERE user_id = ?1", params![user_id])?;
+    let requests = tx.execute("DELETE FROM requests WHERE user_id = ?1", params![user_id])?;
+    tx.execute(
+        "INSERT OR IGNORE INTO pending_user_deletions (user_id) VALUES (?1)",
+        params![user_id],
+    )?;
+    Ok(Deleted {
+        requests,
+        messages,
+        sessions,
+    })
+}
+
+/// Users deleted from the store whose index documents may remain.
+pub fn pending_user_deletions(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    let mut statement = conn.prepare_cached("SELECT user_id FROM pending_user_deletions")?;
+    let rows = statement.query_map([], |row| row.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The index forgot these users.
+pub fn clear_user_deletions(conn: &Connection, user_ids: &[String]) -> Result<(), StoreError> {
+    for user_id in user_ids {
+        conn.execute(
+            "DELETE FROM pending_user_deletions WHERE user_id = ?1",
+            params![user_id],
+        )?;
+    }
+    Ok(())
 }
 
 /// Whether a user has a session of this id.

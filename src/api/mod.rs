@@ -88,6 +88,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route("/v1/search/explain", post(explain))
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{*session_id}", get(session_detail))
+        .route("/v1/users/{*user_id}", axum::routing::delete(delete_user))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
         .route_layer(middleware::from_fn_with_state(load, limit_load))
         .route("/health", get(health))
@@ -245,6 +246,24 @@ async fn session_detail(
             )
         })?;
     Ok(Json(dto::session_detail_json(&detail)))
+}
+
+/// `DELETE /v1/users/{user_id}`: everything of that user, from store and
+/// index; answers what was removed (zeros for an unknown user).
+async fn delete_user(
+    State(state): State<AppState>,
+    Path(user_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if user_id.is_empty() {
+        return Err(ApiError::invalid_fields(vec![error::FieldError {
+            field: "user_id".to_string(),
+            message: "must not be empty".to_string(),
+        }]));
+    }
+    let deleted = state.service.delete_user(user_id.clone()).await?;
+    Ok(Json(
+        serde_json::json!({ "user_id": user_id, "deleted": deleted }),
+    ))
 }
 
 async fn health(State(state): State<AppState>) -> Json<Health> {

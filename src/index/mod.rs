@@ -477,6 +477,20 @@ impl IndexWriterHandle {
         directory::sync_dir(data_dir).map_err(io_error(data_dir))
     }
 
+    /// Queues the deletion of every document of these users, then commits
+    /// (the committed sequence number does not change).
+    pub fn delete_users(
+        &mut self,
+        user_ids: &[String],
+        search_index: &SearchIndex,
+    ) -> Result<(), IndexError> {
+        for user_id in user_ids {
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.user_id, user_id));
+        }
+        self.commit(self.committed_seq, search_index)
+    }
+
     /// Drops everything queued since the last commit.
     pub fn rollback(&mut self) -> Result<(), IndexError> {
         self.writer.rollback()?;

@@ -646,3 +646,68 @@ async fn message_count_and_content_size_limits_are_422_naming_the_limit() {
     assert!(reason(&body).contains("limit of 16777216"), "{body}");
     assert_eq!(app.search("u", "m1 x", 10).await.len(), 0, "nothing stored");
 }
+
+#[tokio::test]
+async fn deleting_a_user_removes_everything_of_theirs_and_nothing_else() {
+    let app = TestApp::new();
+    for (index, user_id) in ["gone", "gone", "kept"].iter().enumerate() {
+        let body = add_body(
+            &format!("r{index}"),
+            user_id,
+            &format!("s{index}"),
+            &["the heron parser drops tokens", "fixed the heron parser"],
+        );
+        assert_eq!(app.add(&body).await.0, StatusCode::OK);
+    }
+    let (status, body) = app.call("DELETE", "/v1/users/gone", None, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"user_id": "gone", "deleted": {"requests": 2, "messages": 4, "sessions": 2}})
+    );
+    assert!(app.search("gone", "heron parser", 10).await.is_empty());
+    let (_, explained) = app
+        .post(
+            "/v1/search/explain",
+            &json!({"query": "heron parser", "user_id": "gone", "top_k": 10}),
+        )
+        .await;
+    assert_eq!(explained["num_sessions"], 0);
+    let (_, list) = app
+        .call("GET", "/v1/sessions?user_id=gone", None, &[])
+        .await;
+    assert_eq!(list["data"], json!([]));
+    let kept = app.search("kept", "heron parser", 10).await;
+    assert!(!kept.is_empty());
+    assert!(kept.iter().all(|item| item["session_id"] == "s2"), "{kept:?}");
+    // The same request_id is a new request now.
+    let again = add_body("r0", "gone", "s0", &["a new heron"]);
+    assert_eq!(app.add(&again).await.0, StatusCode::OK);
+    assert_eq!(app.search("gone", "heron", 10).await.len(), 1);
+    // An unknown user: nothing removed.
+    let (status, body) = app.call("DELETE", "/v1/users/nobody", None, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body["deleted"],
+        json!({"requests": 0, "messages": 0, "sessions": 0})
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_user_needs_the_key() {
+    let app = TestApp::with_options(ApiOptions {
+        keys: ApiKeys::new(["k1"]),
+        ..ApiOptions::default()
+    });
+    let (status, _) = app.call("DELETE", "/v1/users/u", None, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = app
+        .call(
+            "DELETE",
+            "/v1/users/u",
+            None,
+            &[("authorization", "Bearer k1")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}

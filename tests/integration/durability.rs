@@ -427,3 +427,54 @@ fn twenty_kill_cycles_lose_and_duplicate_nothing() {
         acknowledged.len()
     );
 }
+
+/// A deletion the store finished but the index did not (a crash between
+/// the two) is finished at the next start-up: the state is built by hand,
+/// exactly as the store part of a deletion leaves it.
+#[test]
+fn a_user_deletion_interrupted_before_the_index_is_finished_at_start_up() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    for (index, user_id) in ["gone", "gone", "kept"].iter().enumerate() {
+        let body = add_body(
+            &format!("r{index}"),
+            user_id,
+            &format!("s{index}"),
+            &[&format!("pelican {}", marker(index))],
+        );
+        assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+    }
+    let (_, health) = server.request("GET", "/health", None);
+    let docs_before = health["num_docs"].as_u64().expect("num_docs");
+    assert_eq!(server.terminate(), Some(0));
+
+    {
+        let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+        conn.execute_batch(
+            "BEGIN;
+             DELETE FROM messages WHERE user_id = 'gone';
+             DELETE FROM sessions WHERE user_id = 'gone';
+             DELETE FROM requests WHERE user_id = 'gone';
+             INSERT INTO pending_user_deletions (user_id) VALUES ('gone');
+             COMMIT;",
+        )
+        .expect("store part of a deletion");
+    }
+    let server = ServerProcess::start(&dir, &[]);
+    let (_, health) = server.request("GET", "/health", None);
+    assert_eq!(
+        health["num_docs"].as_u64().expect("num_docs"),
+        docs_before - 4,
+        "two messages and two session records of the deleted user are gone"
+    );
+    assert_eq!(count_marker(&server, "gone", &marker(0)), 0);
+    assert_eq!(count_marker(&server, "kept", &marker(2)), 1);
+    assert_eq!(server.terminate(), Some(0));
+    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let pending: i64 = conn
+        .query_row("SELECT COUNT(*) FROM pending_user_deletions", [], |row| {
+            row.get(0)
+        })
+        .expect("query");
+    assert_eq!(pending, 0);
+}
