@@ -201,6 +201,12 @@ struct ServeArgs {
     #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_batch: u32,
 
+    /// Mask common credentials (cloud and API keys, tokens, private keys,
+    /// Authorization headers, passwords in URLs and assignments) in message
+    /// content before it is stored; see the README for the list.
+    #[arg(long, env = "CODEMEM_REDACT_SECRETS")]
+    redact_secrets: bool,
+
     /// Requests handled at once (health aside); past it, 503 with
     /// Retry-After.
     #[arg(long, env = "CODEMEM_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -260,6 +266,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let mut options = ServiceOptions::new(&args.data_dir);
         options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
+        options.redact_secrets = args.redact_secrets;
         options.max_batch = args.max_batch as usize;
         let service = tokio::task::spawn_blocking(move || Service::open(options))
             .await

@@ -13,6 +13,7 @@ pub mod import;
 pub mod index;
 pub mod ingest;
 pub mod rank;
+pub mod redact;
 pub mod search;
 pub mod service;
 pub mod store;

@@ -89,6 +89,8 @@ pub struct ServiceOptions {
     pub queue_capacity: usize,
     /// Characters a Search answer may hold unless the request says.
     pub search_budget_chars: usize,
+    /// Mask common credentials in message content before storage.
+    pub redact_secrets: bool,
 }
 
 impl ServiceOptions {
@@ -99,6 +101,7 @@ impl ServiceOptions {
             max_batch: 256,
             queue_capacity: 1024,
             search_budget_chars: rank::assemble::DEFAULT_BUDGET_CHARS,
+            redact_secrets: false,
         }
     }
 }
@@ -237,6 +240,7 @@ pub fn session_detail(
 
 /// The running core: store, index and writer thread.
 pub struct Service {
+    redact_secrets: bool,
     searcher: Arc<Searcher>,
     data_dir: PathBuf,
     search_index: Arc<SearchIndex>,
@@ -350,6 +354,7 @@ impl Service {
             .map_err(io_error)?;
 
         Ok(Arc::new(Service {
+            redact_secrets: options.redact_secrets,
             searcher: Arc::new(Searcher::new(
                 Arc::clone(&search_index),
                 data_dir.clone(),
@@ -365,7 +370,16 @@ impl Service {
     }
 
     /// Stores an Add and answers once it is durable and searchable.
-    pub async fn add(&self, request: AddRequest) -> Result<AddOutcome, ServiceError> {
+    pub async fn add(&self, mut request: AddRequest) -> Result<AddOutcome, ServiceError> {
+        if self.redact_secrets {
+            // Before anything is stored or hashed: a retry is masked the
+            // same way and stays the same request.
+            for message in &mut request.messages {
+                if let std::borrow::Cow::Owned(masked) = crate::redact::redact(&message.content) {
+                    message.content = masked;
+                }
+            }
+        }
         let sender = self
             .sender
             .lock()

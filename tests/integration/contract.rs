@@ -679,7 +679,10 @@ async fn deleting_a_user_removes_everything_of_theirs_and_nothing_else() {
     assert_eq!(list["data"], json!([]));
     let kept = app.search("kept", "heron parser", 10).await;
     assert!(!kept.is_empty());
-    assert!(kept.iter().all(|item| item["session_id"] == "s2"), "{kept:?}");
+    assert!(
+        kept.iter().all(|item| item["session_id"] == "s2"),
+        "{kept:?}"
+    );
     // The same request_id is a new request now.
     let again = add_body("r0", "gone", "s0", &["a new heron"]);
     assert_eq!(app.add(&again).await.0, StatusCode::OK);
@@ -710,4 +713,49 @@ async fn deleting_a_user_needs_the_key() {
         )
         .await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn redact_secrets_masks_credentials_before_storage() {
+    let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB";
+    let body = add_body(
+        "r-secret",
+        "u",
+        "s",
+        &[
+            &format!("the deploy script leaks {token} when the parser fails"),
+            "export DB_PASSWORD=hunter2hunter2 and retry the parser",
+        ],
+    );
+    let redacting = TestApp::with_service(
+        |options| options.redact_secrets = true,
+        ApiOptions::default(),
+    );
+    assert_eq!(redacting.add(&body).await.0, StatusCode::OK);
+    // A retry is masked the same way: the same request, stored once.
+    assert_eq!(redacting.add(&body).await.0, StatusCode::OK);
+    let items = redacting.search("u", "deploy script parser", 10).await;
+    assert!(!items.is_empty());
+    let (_, record) = redacting
+        .call("GET", "/v1/sessions/s?user_id=u", None, &[])
+        .await;
+    let shown = format!("{items:?} {record}");
+    assert!(
+        !shown.contains(token) && !shown.contains("hunter2hunter2"),
+        "{shown}"
+    );
+    assert!(shown.contains("[REDACTED:github-token]"), "{shown}");
+    for file in ["codemem.sqlite3", "codemem.sqlite3-wal"] {
+        let bytes = std::fs::read(redacting.dir.path().join(file)).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(token),
+            "the token reached {file}"
+        );
+    }
+
+    // Off by default: stored as sent.
+    let plain = TestApp::new();
+    assert_eq!(plain.add(&body).await.0, StatusCode::OK);
+    let items = plain.search("u", "deploy script parser", 10).await;
+    assert!(format!("{items:?}").contains(token));
 }

@@ -32,8 +32,18 @@ impl TestApp {
     }
 
     pub fn with_options(options: ApiOptions) -> TestApp {
+        TestApp::with_service(|_| {}, options)
+    }
+
+    /// A service whose options `configure` adjusts.
+    pub fn with_service(
+        configure: impl FnOnce(&mut ServiceOptions),
+        options: ApiOptions,
+    ) -> TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
-        let service = Service::open(ServiceOptions::new(dir.path())).expect("service opens");
+        let mut service_options = ServiceOptions::new(dir.path());
+        configure(&mut service_options);
+        let service = Service::open(service_options).expect("service opens");
         let router = api::app(service.clone(), options);
         TestApp {
             dir,
