@@ -185,3 +185,159 @@ mod tests {
         assert!(chunk_ends(&[]).is_empty());
     }
 }
+
+/// What `bench load` measured.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LoadReport {
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Seconds the load ran.
+    pub seconds: f64,
+    /// Adds answered 200.
+    pub adds: usize,
+    /// Searches answered 200.
+    pub searches: usize,
+    /// Requests answered otherwise, or not at all.
+    pub errors: usize,
+    /// The first few errors, as text.
+    pub error_examples: Vec<String>,
+    /// Add latency, ms: p50, p99, max.
+    pub add_ms: [f64; 3],
+    /// Search latency, ms: p50, p99, max.
+    pub search_ms: [f64; 3],
+}
+
+/// Words the load's messages and queries are made of.
+const LOAD_WORDS: &[&str] = &[
+    "parser",
+    "cache",
+    "token",
+    "divide",
+    "overflow",
+    "index",
+    "merge",
+    "config",
+    "render",
+    "socket",
+    "retry",
+    "vector",
+    "matrix",
+    "lambda",
+    "buffer",
+    "schema",
+    "Traceback",
+    "ValueError",
+    "src/parse.rs",
+    "lib/cache.py",
+    "fn",
+    "def",
+    "return",
+    "None",
+];
+
+/// Runs `clients` concurrent clients against a live server for
+/// `duration`: each sends an Add (a two-message chunk of its own session,
+/// 4 users) then a Search, and again. Answers counts and latencies.
+pub fn load(
+    base_url: &str,
+    clients: usize,
+    duration: Duration,
+    api_key: Option<&str>,
+) -> LoadReport {
+    let base_url = base_url.trim_end_matches('/').to_string();
+    let started = Instant::now();
+    let results: Vec<(Vec<Duration>, Vec<Duration>, Vec<String>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..clients)
+            .map(|client| {
+                let base_url = base_url.clone();
+                scope.spawn(move || {
+                    let agent = ureq::Agent::config_builder()
+                        .http_status_as_error(false)
+                        .timeout_global(Some(Duration::from_secs(60)))
+                        .build()
+                        .new_agent();
+                    let mut adds = Vec::new();
+                    let mut searches = Vec::new();
+                    let mut errors = Vec::new();
+                    let mut seed = 0x9e37_79b9_u64 ^ (client as u64 + 1).wrapping_mul(0x2545_f491);
+                    let mut word = move || {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        LOAD_WORDS[(seed % LOAD_WORDS.len() as u64) as usize]
+                    };
+                    let mut round = 0usize;
+                    while started.elapsed() < duration {
+                        let user = format!("load-user-{}", client % 4);
+                        let text: Vec<&str> = (0..40).map(|_| word()).collect();
+                        let body = serde_json::json!({
+                            "request_id": format!("load-{client}-{round}"),
+                            "user_id": user,
+                            "session_id": format!("load-{client}-{}", round / 5),
+                            "messages": [
+                                {"role": "user", "content": text[..20].join(" ")},
+                                {"role": "assistant", "content": text[20..].join(" ")},
+                            ],
+                        });
+                        let query = serde_json::json!({
+                            "query": (0..8).map(|_| word()).collect::<Vec<_>>().join(" "),
+                            "user_id": user,
+                            "top_k": 10,
+                        });
+                        for (path, payload, latencies) in [
+                            ("/add", &body, &mut adds),
+                            ("/search", &query, &mut searches),
+                        ] {
+                            let mut request = agent.post(format!("{base_url}{path}"));
+                            if let Some(key) = api_key {
+                                request = request.header("Authorization", format!("Bearer {key}"));
+                            }
+                            let sent = Instant::now();
+                            match request.send_json(payload) {
+                                Ok(response) if response.status().as_u16() == 200 => {
+                                    latencies.push(sent.elapsed());
+                                }
+                                Ok(response) => errors
+                                    .push(format!("{path}: HTTP {}", response.status().as_u16())),
+                                Err(error) => errors.push(format!("{path}: {error}")),
+                            }
+                        }
+                        round += 1;
+                    }
+                    (adds, searches, errors)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .filter_map(|worker| worker.join().ok())
+            .collect()
+    });
+    let mut adds: Vec<Duration> = Vec::new();
+    let mut searches: Vec<Duration> = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    for (client_adds, client_searches, client_errors) in results {
+        adds.extend(client_adds);
+        searches.extend(client_searches);
+        errors.extend(client_errors);
+    }
+    adds.sort();
+    searches.sort();
+    let summary = |values: &[Duration]| {
+        [
+            percentile(values, 0.50),
+            percentile(values, 0.99),
+            values.last().map_or(0.0, |value| value.as_secs_f64() * 1e3),
+        ]
+    };
+    LoadReport {
+        clients,
+        seconds: started.elapsed().as_secs_f64(),
+        adds: adds.len(),
+        searches: searches.len(),
+        errors: errors.len(),
+        error_examples: errors.into_iter().take(5).collect(),
+        add_ms: summary(&adds),
+        search_ms: summary(&searches),
+    }
+}

@@ -66,6 +66,26 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Load on a running server: concurrent clients each sending an Add
+    /// then a Search, and again, for a while; prints counts, errors and
+    /// p50/p99 per endpoint.
+    Load {
+        /// The server (e.g. http://127.0.0.1:8080).
+        #[arg(long)]
+        url: String,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// The server's API key (sent as a Bearer token).
+        #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Options of `codemem inspect`.
@@ -233,6 +253,46 @@ pub fn main() -> ExitCode {
         Command::Search(args) => search(args),
         Command::Import(args) => import_history(args),
         Command::Bench(BenchCommand::Ingest { bench, json }) => bench_ingest(&bench, json),
+        Command::Bench(BenchCommand::Load {
+            url,
+            clients,
+            seconds,
+            api_key,
+            json,
+        }) => {
+            let report = crate::bench::load(
+                &url,
+                clients.max(1),
+                std::time::Duration::from_secs(seconds),
+                api_key.as_deref(),
+            );
+            if json {
+                serde_json::to_string(&report)
+                    .map(|text| print_out(&text))
+                    .map_err(Into::into)
+            } else {
+                print_out(&format!(
+                    "load: {} clients for {:.1} s: {} Adds, {} Searches, {} errors{}\n  add    p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms\n  search p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                    report.clients,
+                    report.seconds,
+                    report.adds,
+                    report.searches,
+                    report.errors,
+                    if report.error_examples.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (e.g. {})", report.error_examples.join("; "))
+                    },
+                    report.add_ms[0],
+                    report.add_ms[1],
+                    report.add_ms[2],
+                    report.search_ms[0],
+                    report.search_ms[1],
+                    report.search_ms[2],
+                ));
+                Ok(())
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

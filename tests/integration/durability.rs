@@ -478,3 +478,35 @@ fn a_user_deletion_interrupted_before_the_index_is_finished_at_start_up() {
         .expect("query");
     assert_eq!(pending, 0);
 }
+
+/// Load: 16 clients mixing Adds and Searches against the real binary for
+/// `CODEMEM_LOAD_SECONDS` (default 5): no error, and the server's resident
+/// memory stays bounded.
+#[test]
+fn sixteen_clients_of_adds_and_searches_get_no_error() {
+    let seconds: u64 = std::env::var("CODEMEM_LOAD_SECONDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(5);
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let report = codemem::bench::load(
+        &format!("http://{}", server.address),
+        16,
+        std::time::Duration::from_secs(seconds),
+        None,
+    );
+    eprintln!("{report:?}");
+    assert_eq!(report.errors, 0, "{:?}", report.error_examples);
+    assert!(report.adds >= 16 && report.searches >= 16, "{report:?}");
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap_or_default();
+    let peak_kb: u64 = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    assert!(peak_kb < 1024 * 1024, "peak resident memory {peak_kb} kB");
+    assert_eq!(server.terminate(), Some(0));
+}

@@ -227,6 +227,11 @@ impl ServerProcess {
     }
 
     /// SIGKILL: no chance to clean up.
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     pub fn kill(mut self) {
         let mut child = self.child.take().expect("running");
         child.kill().expect("SIGKILL");
