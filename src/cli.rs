@@ -221,6 +221,12 @@ struct ServeArgs {
     #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_batch: u32,
 
+    /// Purge sessions not added to for this many days, at start-up and then
+    /// hourly (their messages, Adds, record and index documents). Off
+    /// unless given.
+    #[arg(long, env = "CODEMEM_RETENTION_DAYS", value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    retention_days: Option<u64>,
+
     /// Mask common credentials (cloud and API keys, tokens, private keys,
     /// Authorization headers, passwords in URLs and assignments) in message
     /// content before it is stored; see the README for the list.
@@ -331,6 +337,24 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let service = tokio::task::spawn_blocking(move || Service::open(options))
             .await
             .context("start-up task failed")??;
+        if let Some(days) = args.retention_days {
+            // At start-up, then hourly: sessions idle for longer go.
+            let service = service.clone();
+            let age = std::time::Duration::from_secs(days.saturating_mul(86_400));
+            tokio::spawn(async move {
+                let mut every_hour = tokio::time::interval(std::time::Duration::from_secs(3600));
+                loop {
+                    every_hour.tick().await;
+                    if let Err(error) = service.purge_older_than(age).await {
+                        tracing::warn!(%error, "retention purge failed; retried in an hour");
+                    }
+                }
+            });
+            tracing::info!(
+                days,
+                "retention: sessions idle for longer are purged hourly"
+            );
+        }
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;

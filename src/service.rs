@@ -116,6 +116,11 @@ struct AddJob {
 enum WriteJob {
     /// Store an Add (Adds queued together are written together).
     Add(AddJob),
+    /// Delete every session last changed before a time (retention).
+    Purge {
+        cutoff_ms: i64,
+        reply: oneshot::Sender<Result<store::Deleted, ServiceError>>,
+    },
     /// Delete everything of a user.
     DeleteUser {
         user_id: String,
@@ -411,6 +416,27 @@ impl Service {
         answer.await.map_err(|_| ServiceError::ShuttingDown)?
     }
 
+    /// Deletes every session of every user last changed more than `age`
+    /// ago, from store and index; answers what it removed.
+    pub async fn purge_older_than(
+        &self,
+        age: std::time::Duration,
+    ) -> Result<store::Deleted, ServiceError> {
+        let cutoff_ms = now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+        let sender = self
+            .sender
+            .lock()
+            .map_err(|_| ServiceError::ShuttingDown)?
+            .clone()
+            .ok_or(ServiceError::ShuttingDown)?;
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send(WriteJob::Purge { cutoff_ms, reply })
+            .await
+            .map_err(|_| ServiceError::ShuttingDown)?;
+        answer.await.map_err(|_| ServiceError::ShuttingDown)?
+    }
+
     /// Ranks the stored messages of the request's user for its query.
     pub async fn search(
         self: &Arc<Self>,
@@ -530,24 +556,56 @@ fn delete_user(
     Ok(deleted)
 }
 
-/// Removes from the index every user the store has deleted and clears
-/// their pending records.
+/// Purges the sessions last changed before `cutoff_ms` from the store, then
+/// from the index, crash-safe like [`delete_user`].
+fn purge(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    cutoff_ms: i64,
+) -> Result<store::Deleted, ServiceError> {
+    let tx = conn.transaction().map_err(StoreError::from)?;
+    let deleted = store::purge_sessions_before(&tx, cutoff_ms)?;
+    tx.commit().map_err(StoreError::from)?;
+    forget_deleted_users(conn, writer, search_index)?;
+    if deleted.sessions > 0 {
+        tracing::info!(
+            sessions = deleted.sessions,
+            requests = deleted.requests,
+            messages = deleted.messages,
+            "retention purged old sessions"
+        );
+    }
+    Ok(deleted)
+}
+
+/// Removes from the index every user and session the store has deleted,
+/// and clears their pending records.
 fn forget_deleted_users(
     conn: &Connection,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
 ) -> Result<(), ServiceError> {
     let pending = store::pending_user_deletions(conn)?;
-    if pending.is_empty() {
-        return Ok(());
-    }
-    if let Err(error) = writer.delete_users(&pending, search_index) {
-        if let Err(rollback_error) = writer.rollback() {
-            tracing::error!(error = %rollback_error, "index rollback failed");
+    if !pending.is_empty() {
+        if let Err(error) = writer.delete_users(&pending, search_index) {
+            if let Err(rollback_error) = writer.rollback() {
+                tracing::error!(error = %rollback_error, "index rollback failed");
+            }
+            return Err(error.into());
         }
-        return Err(error.into());
+        store::clear_user_deletions(conn, &pending)?;
     }
-    store::clear_user_deletions(conn, &pending)?;
+    let pending = store::pending_session_deletions(conn)?;
+    if !pending.is_empty() {
+        if let Err(error) = writer.delete_sessions(&pending, search_index) {
+            if let Err(rollback_error) = writer.rollback() {
+                tracing::error!(error = %rollback_error, "index rollback failed");
+            }
+            return Err(error.into());
+        }
+        store::clear_session_deletions(conn, &pending)?;
+    }
     Ok(())
 }
 
@@ -729,12 +787,12 @@ fn writer_loop(
         let mut deletion = None;
         match first {
             WriteJob::Add(job) => batch.push(job),
-            WriteJob::DeleteUser { user_id, reply } => deletion = Some((user_id, reply)),
+            other => deletion = Some(other),
         }
         while deletion.is_none() && batch.len() < max_batch {
             match receiver.try_recv() {
                 Ok(WriteJob::Add(job)) => batch.push(job),
-                Ok(WriteJob::DeleteUser { user_id, reply }) => deletion = Some((user_id, reply)),
+                Ok(other) => deletion = Some(other),
                 Err(_) => break,
             }
         }
@@ -748,8 +806,14 @@ fn writer_loop(
             );
             index_may_hold_unrecorded = !indexed;
         }
-        if let Some((user_id, reply)) = deletion {
-            let _ = reply.send(delete_user(&mut conn, &mut writer, search_index, &user_id));
+        match deletion {
+            Some(WriteJob::DeleteUser { user_id, reply }) => {
+                let _ = reply.send(delete_user(&mut conn, &mut writer, search_index, &user_id));
+            }
+            Some(WriteJob::Purge { cutoff_ms, reply }) => {
+                let _ = reply.send(purge(&mut conn, &mut writer, search_index, cutoff_ms));
+            }
+            Some(WriteJob::Add(_)) | None => {}
         }
         committed_seq.store(writer.committed_seq(), std::sync::atomic::Ordering::Release);
     }

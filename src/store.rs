@@ -38,7 +38,7 @@ pub enum StoreError {
 /// The file name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "codemem.sqlite3";
 
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE requests (
@@ -86,6 +86,15 @@ CREATE TABLE pending_user_deletions (
 );
 ";
 
+const SCHEMA_V4: &str = "
+CREATE TABLE pending_session_deletions (
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    PRIMARY KEY (user_id, session_id)
+);
+CREATE INDEX requests_by_user_session ON requests (user_id, session_id);
+";
+
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
@@ -127,6 +136,11 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         // Users deleted from the store whose index documents may remain
         // (see `delete_user`).
         tx.execute_batch(SCHEMA_V3)?;
+    }
+    if version < 4 {
+        // Sessions purged from the store (retention) whose index documents
+        // may remain (see `purge_sessions_before`).
+        tx.execute_batch(SCHEMA_V4)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -487,6 +501,61 @@ pub fn delete_user(tx: &Transaction<'_>, user_id: &str) -> Result<Deleted, Store
         messages,
         sessions,
     })
+}
+
+/// Deletes every session whose record was last derived before
+/// `cutoff_ms` (its messages, Adds and record), inside the caller's
+/// transaction, and records each as pending for the index. Answers the
+/// totals removed.
+pub fn purge_sessions_before(tx: &Transaction<'_>, cutoff_ms: i64) -> Result<Deleted, StoreError> {
+    let old: Vec<(String, String)> = {
+        let mut statement =
+            tx.prepare_cached("SELECT user_id, session_id FROM sessions WHERE updated_at_ms < ?1")?;
+        let rows = statement.query_map(params![cutoff_ms], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut deleted = Deleted::default();
+    for (user_id, session_id) in &old {
+        deleted.messages += tx.execute(
+            "DELETE FROM messages WHERE user_id = ?1 AND session_id = ?2",
+            params![user_id, session_id],
+        )?;
+        deleted.requests += tx.execute(
+            "DELETE FROM requests WHERE user_id = ?1 AND session_id = ?2",
+            params![user_id, session_id],
+        )?;
+        deleted.sessions += tx.execute(
+            "DELETE FROM sessions WHERE user_id = ?1 AND session_id = ?2",
+            params![user_id, session_id],
+        )?;
+        tx.execute(
+            "INSERT OR IGNORE INTO pending_session_deletions (user_id, session_id) VALUES (?1, ?2)",
+            params![user_id, session_id],
+        )?;
+    }
+    Ok(deleted)
+}
+
+/// Sessions purged from the store whose index documents may remain.
+pub fn pending_session_deletions(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+    let mut statement =
+        conn.prepare_cached("SELECT user_id, session_id FROM pending_session_deletions")?;
+    let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The index forgot these sessions.
+pub fn clear_session_deletions(
+    conn: &Connection,
+    sessions: &[(String, String)],
+) -> Result<(), StoreError> {
+    for (user_id, session_id) in sessions {
+        conn.execute(
+            "DELETE FROM pending_session_deletions WHERE user_id = ?1 AND session_id = ?2",
+            params![user_id, session_id],
+        )?;
+    }
+    Ok(())
 }
 
 /// Users deleted from the store whose index documents may remain.

@@ -491,6 +491,23 @@ impl IndexWriterHandle {
         self.commit(self.committed_seq, search_index)
     }
 
+    /// Queues the deletion of every document of these sessions (their
+    /// record and their messages), then commits.
+    pub fn delete_sessions(
+        &mut self,
+        sessions: &[(String, String)],
+        search_index: &SearchIndex,
+    ) -> Result<(), IndexError> {
+        for (user_id, session_id) in sessions {
+            let key = session_key(user_id, session_id);
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.session_key, &key));
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.message_session, &key));
+        }
+        self.commit(self.committed_seq, search_index)
+    }
+
     /// Drops everything queued since the last commit.
     pub fn rollback(&mut self) -> Result<(), IndexError> {
         self.writer.rollback()?;

@@ -759,3 +759,53 @@ async fn redact_secrets_masks_credentials_before_storage() {
     let items = plain.search("u", "deploy script parser", 10).await;
     assert!(format!("{items:?}").contains(token));
 }
+
+#[tokio::test]
+async fn retention_purges_sessions_idle_for_longer_and_nothing_else() {
+    let app = TestApp::new();
+    for (index, session) in ["old", "new"].iter().enumerate() {
+        let body = add_body(
+            &format!("r{index}"),
+            "u",
+            session,
+            &[&format!("the {session} heron parser drops tokens")],
+        );
+        assert_eq!(app.add(&body).await.0, StatusCode::OK);
+    }
+    {
+        let conn =
+            rusqlite::Connection::open(app.dir.path().join("codemem.sqlite3")).expect("store");
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .expect("busy timeout");
+        let forty_days_ago = codemem::time::now_ms() - 40 * 86_400_000;
+        conn.execute(
+            "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
+            [forty_days_ago],
+        )
+        .expect("age the session");
+    }
+    let deleted = app
+        .service
+        .purge_older_than(std::time::Duration::from_secs(30 * 86_400))
+        .await
+        .expect("purge");
+    assert_eq!(
+        (deleted.sessions, deleted.requests, deleted.messages),
+        (1, 1, 1)
+    );
+    let items = app.search("u", "heron parser", 10).await;
+    assert!(!items.is_empty());
+    assert!(
+        items.iter().all(|item| item["session_id"] == "new"),
+        "{items:?}"
+    );
+    let (_, list) = app.call("GET", "/v1/sessions?user_id=u", None, &[]).await;
+    assert_eq!(list["data"].as_array().map(Vec::len), Some(1));
+    // Nothing is older now.
+    let again = app
+        .service
+        .purge_older_than(std::time::Duration::from_secs(30 * 86_400))
+        .await
+        .expect("purge");
+    assert_eq!(again.sessions, 0);
+}

@@ -510,3 +510,46 @@ fn sixteen_clients_of_adds_and_searches_get_no_error() {
     assert!(peak_kb < 1024 * 1024, "peak resident memory {peak_kb} kB");
     assert_eq!(server.terminate(), Some(0));
 }
+
+/// A retention purge the store finished but the index did not is finished
+/// at the next start-up (the state built by hand, as for user deletion).
+#[test]
+fn a_purge_interrupted_before_the_index_is_finished_at_start_up() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    for (index, session) in ["old", "new"].iter().enumerate() {
+        let body = add_body(
+            &format!("r{index}"),
+            "u",
+            session,
+            &[&format!("egret {}", marker(index))],
+        );
+        assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+    }
+    assert_eq!(server.terminate(), Some(0));
+    {
+        let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+        conn.execute_batch(
+            "BEGIN;
+             DELETE FROM messages WHERE session_id = 'old';
+             DELETE FROM requests WHERE session_id = 'old';
+             DELETE FROM sessions WHERE session_id = 'old';
+             INSERT INTO pending_session_deletions (user_id, session_id) VALUES ('u', 'old');
+             COMMIT;",
+        )
+        .expect("store part of a purge");
+    }
+    let server = ServerProcess::start(&dir, &["--retention-days", "30"]);
+    assert_eq!(count_marker(&server, "u", &marker(0)), 0);
+    assert_eq!(count_marker(&server, "u", &marker(1)), 1);
+    assert_eq!(server.terminate(), Some(0));
+    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let pending: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM pending_session_deletions",
+            [],
+            |row| row.get(0),
+        )
+        .expect("query");
+    assert_eq!(pending, 0);
+}
