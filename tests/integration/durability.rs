@@ -553,3 +553,44 @@ fn a_purge_interrupted_before_the_index_is_finished_at_start_up() {
         .expect("query");
     assert_eq!(pending, 0);
 }
+
+/// The info log of a whole life (start, Adds, Searches, a rejected key, a
+/// deletion, shutdown) carries no message content, no query and no key.
+#[test]
+fn logs_carry_no_content_and_no_key() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--api-key", "s3cret-key-value"]);
+    let content = "contentmarker7731 the parser leaks";
+    let body = add_body("r1", "u", "s", &[content]);
+    let auth = [("authorization", "Bearer s3cret-key-value")];
+    assert_eq!(
+        http_request(server.address, "POST", "/add", Some(&body), &auth).0,
+        200
+    );
+    let query = json!({"query": "querymarker4410 parser", "user_id": "u", "top_k": 5});
+    assert_eq!(
+        http_request(server.address, "POST", "/search", Some(&query), &auth).0,
+        200
+    );
+    let wrong = [("authorization", "Bearer wrong-key-value")];
+    assert_eq!(
+        http_request(server.address, "POST", "/search", Some(&query), &wrong).0,
+        401
+    );
+    assert_eq!(
+        http_request(server.address, "DELETE", "/v1/users/u", None, &auth).0,
+        200
+    );
+    let lines = server.stderr();
+    assert_eq!(server.terminate(), Some(0));
+    let log = lines.join("\n");
+    assert!(!log.is_empty());
+    for secret in [
+        "contentmarker7731",
+        "querymarker4410",
+        "s3cret-key-value",
+        "wrong-key-value",
+    ] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
+}
