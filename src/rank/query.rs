@@ -334,3 +334,58 @@ mod tests {
         assert_eq!(module_path("self.x"), None);
     }
 }
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+
+    /// Random texts built from code-ish pieces, unicode and noise: analysis
+    /// and redaction never panic, and analysis stays bounded.
+    #[test]
+    fn random_queries_never_panic() {
+        let pieces = [
+            "`a.b`",
+            "::",
+            "Traceback (most recent call last):\n",
+            "  File \"x.py\", line 3, in f\n",
+            "ValueError: x\n",
+            "```python\ndef f(:\n",
+            "```\n",
+            "src/a.rs:10:5",
+            "é",
+            "漢字",
+            "\u{0}",
+            "a.b.c.d.e",
+            "__init__",
+            "#",
+            "FAILED tests/t.py::test_x - E\n",
+            "-----BEGIN",
+            "sk-",
+            "http://u:p@h/",
+            "\n",
+            " ",
+            "ghp_",
+            "Authorization: Bearer ",
+            "camelCase",
+            "snake_case",
+        ];
+        let mut seed: u64 = 0x1234_5678_9abc_def1;
+        for _ in 0..2_000 {
+            let mut text = String::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let length = (seed % 60) as usize;
+            for _ in 0..length {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            let facts = analyze(&text);
+            assert!(facts.terms.len() <= MAX_TERMS);
+            assert!(facts.names.len() <= MAX_ITEMS && facts.paths.len() <= MAX_ITEMS);
+            let _ = crate::redact::redact(&text);
+        }
+    }
+}
