@@ -100,26 +100,6 @@ impl Searcher {
             return Ok(Vec::new());
         }
         let best = kept.first().map_or(0.0, |scored| scored.score);
-        let conn = self.take_reader()?;
-        let loaded: Result<Vec<_>, ServiceError> = kept
-            .iter()
-            .map(|scored| {
-                // Every item names its source; only sessions with room show
-                // more than their profile holds (a compact item is sourced
-                // at the task, the session's first message).
-                let room = rank::assemble::room(best, scored.score);
-                if !rank::assemble::needs_record(room) {
-                    let first =
-                        store::session_first_source(&conn, &request.user_id, &scored.session_id)?;
-                    return Ok((None, first.into_iter().collect()));
-                }
-                let sources =
-                    store::session_message_sources(&conn, &request.user_id, &scored.session_id)?;
-                let stored = store::session(&conn, &request.user_id, &scored.session_id)?;
-                Ok((stored, sources))
-            })
-            .collect();
-        self.return_reader(conn);
         // The best-matching message of each confident session, shown as it
         // is: what the query names may sit in any message, not only in the
         // task, the fix or an error.
@@ -130,18 +110,40 @@ impl Searcher {
             })
             .map(|scored| scored.session_id.as_str())
             .collect();
-        let records_at = started.elapsed();
         let hits = self.index.search_messages_in(
             &request.user_id,
             &confident,
             &explained.rarest_terms,
             confident.len() * 5,
         )?;
-        let conn = self.take_reader()?;
-        let ids: Vec<i64> = hits.iter().map(|hit| hit.message_id).collect();
-        let messages = store::messages_by_id(&conn, &request.user_id, &ids);
-        self.return_reader(conn);
-        let mut by_id: std::collections::HashMap<i64, store::StoredMessage> = messages?
+        let searched_at = started.elapsed();
+        let (loaded, messages) = self.with_reader(|conn| {
+            let loaded = kept
+                .iter()
+                .map(|scored| {
+                    // Every item names its source; only sessions with room
+                    // show more than their profile holds (a compact item is
+                    // sourced at the task, the session's first message).
+                    let room = rank::assemble::room(best, scored.score);
+                    if !rank::assemble::needs_record(room) {
+                        let first = store::session_first_source(
+                            conn,
+                            &request.user_id,
+                            &scored.session_id,
+                        )?;
+                        return Ok((None, first.into_iter().collect()));
+                    }
+                    let sources =
+                        store::session_message_sources(conn, &request.user_id, &scored.session_id)?;
+                    let stored = store::session(conn, &request.user_id, &scored.session_id)?;
+                    Ok((stored, sources))
+                })
+                .collect::<Result<Vec<_>, ServiceError>>()?;
+            let ids: Vec<i64> = hits.iter().map(|hit| hit.message_id).collect();
+            let messages = store::messages_by_id(conn, &request.user_id, &ids)?;
+            Ok((loaded, messages))
+        })?;
+        let mut by_id: std::collections::HashMap<i64, store::StoredMessage> = messages
             .into_iter()
             .map(|message| (message.message_id, message))
             .collect();
@@ -156,7 +158,7 @@ impl Searcher {
             }
         }
         let mut loaded_sessions = Vec::with_capacity(kept.len());
-        for (scored, (stored, sources)) in kept.iter().zip(loaded?) {
+        for (scored, (stored, sources)) in kept.iter().zip(loaded) {
             let record = stored.as_ref().and_then(|stored| {
                 serde_json::from_str::<SessionRecord>(&stored.record_json)
                     .inspect_err(|error| {
@@ -193,8 +195,8 @@ impl Searcher {
         let items = rank::assemble::assemble(&explained.query, &sessions, budget, request.top_k);
         tracing::debug!(
             rank_ms = ranked_at.as_secs_f64() * 1e3,
-            records_ms = (records_at - ranked_at).as_secs_f64() * 1e3,
-            messages_ms = (loaded_at - records_at).as_secs_f64() * 1e3,
+            message_search_ms = (searched_at - ranked_at).as_secs_f64() * 1e3,
+            store_ms = (loaded_at - searched_at).as_secs_f64() * 1e3,
             assemble_ms = (started.elapsed() - loaded_at).as_secs_f64() * 1e3,
             num_candidates = explained.candidates.len(),
             num_items = items.len(),
@@ -276,8 +278,19 @@ impl Searcher {
         }
     }
 
+    /// Runs `read` with a pooled read connection.
+    pub(crate) fn with_reader<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, ServiceError>,
+    ) -> Result<T, ServiceError> {
+        let conn = self.take_reader()?;
+        let result = read(&conn);
+        self.return_reader(conn);
+        result
+    }
+
     /// A read connection from the pool, or a new one.
-    pub(crate) fn take_reader(&self) -> Result<Connection, ServiceError> {
+    fn take_reader(&self) -> Result<Connection, ServiceError> {
         let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
         match pooled {
             Some(conn) => Ok(conn),
@@ -286,7 +299,7 @@ impl Searcher {
     }
 
     /// Gives a read connection back to the pool.
-    pub(crate) fn return_reader(&self, conn: Connection) {
+    fn return_reader(&self, conn: Connection) {
         const MAX_IDLE_READERS: usize = 16;
         if let Ok(mut pool) = self.readers.lock()
             && pool.len() < MAX_IDLE_READERS

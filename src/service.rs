@@ -325,7 +325,7 @@ impl Service {
         let replayed = catch_up(&mut conn, &mut writer, &search_index, true)?;
         // Deletions the store finished and the index did not (a crash in
         // between).
-        forget_deleted_users(&conn, &mut writer, &search_index)?;
+        forget_deleted(&conn, &mut writer, &search_index)?;
         tracing::info!(
             index = ?state,
             stored_seq,
@@ -385,6 +385,15 @@ impl Service {
                 }
             }
         }
+        self.ask_writer(|reply| WriteJob::Add(AddJob { request, reply }))
+            .await
+    }
+
+    /// Queues a job for the writer thread and waits for its answer.
+    async fn ask_writer<T>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<T, ServiceError>>) -> WriteJob,
+    ) -> Result<T, ServiceError> {
         let sender = self
             .sender
             .lock()
@@ -393,7 +402,7 @@ impl Service {
             .ok_or(ServiceError::ShuttingDown)?;
         let (reply, answer) = oneshot::channel();
         sender
-            .send(WriteJob::Add(AddJob { request, reply }))
+            .send(job(reply))
             .await
             .map_err(|_| ServiceError::ShuttingDown)?;
         answer.await.map_err(|_| ServiceError::ShuttingDown)?
@@ -402,18 +411,8 @@ impl Service {
     /// Deletes everything of a user from store and index; answers what it
     /// removed.
     pub async fn delete_user(&self, user_id: String) -> Result<store::Deleted, ServiceError> {
-        let sender = self
-            .sender
-            .lock()
-            .map_err(|_| ServiceError::ShuttingDown)?
-            .clone()
-            .ok_or(ServiceError::ShuttingDown)?;
-        let (reply, answer) = oneshot::channel();
-        sender
-            .send(WriteJob::DeleteUser { user_id, reply })
+        self.ask_writer(|reply| WriteJob::DeleteUser { user_id, reply })
             .await
-            .map_err(|_| ServiceError::ShuttingDown)?;
-        answer.await.map_err(|_| ServiceError::ShuttingDown)?
     }
 
     /// Deletes every session of every user last changed more than `age`
@@ -423,29 +422,29 @@ impl Service {
         age: std::time::Duration,
     ) -> Result<store::Deleted, ServiceError> {
         let cutoff_ms = now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
-        let sender = self
-            .sender
-            .lock()
-            .map_err(|_| ServiceError::ShuttingDown)?
-            .clone()
-            .ok_or(ServiceError::ShuttingDown)?;
-        let (reply, answer) = oneshot::channel();
-        sender
-            .send(WriteJob::Purge { cutoff_ms, reply })
+        self.ask_writer(|reply| WriteJob::Purge { cutoff_ms, reply })
             .await
-            .map_err(|_| ServiceError::ShuttingDown)?;
-        answer.await.map_err(|_| ServiceError::ShuttingDown)?
     }
 
-    /// Ranks the stored messages of the request's user for its query.
+    /// Runs `work` on the blocking pool with the searcher (search, explain
+    /// and inspection read SQLite and tantivy synchronously).
+    async fn on_blocking_pool<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Searcher) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let service = Arc::clone(self);
+        tokio::task::spawn_blocking(move || work(&service.searcher))
+            .await
+            .map_err(|error| ServiceError::Task(error.to_string()))?
+    }
+
+    /// Ranks the stored experience of the request's user for its query.
     pub async fn search(
         self: &Arc<Self>,
         request: SearchRequest,
     ) -> Result<Vec<MemoryItem>, ServiceError> {
-        let service = Arc::clone(self);
-        tokio::task::spawn_blocking(move || service.searcher.search(&request))
+        self.on_blocking_pool(move |searcher| searcher.search(&request))
             .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?
     }
 
     /// Every candidate session of a Search with its features, score and the
@@ -454,10 +453,8 @@ impl Service {
         self: &Arc<Self>,
         request: SearchRequest,
     ) -> Result<Explained, ServiceError> {
-        let service = Arc::clone(self);
-        tokio::task::spawn_blocking(move || service.searcher.explain(&request))
+        self.on_blocking_pool(move |searcher| searcher.explain(&request))
             .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?
     }
 
     /// Summaries of every session of a user, most recently updated first.
@@ -465,15 +462,10 @@ impl Service {
         self: &Arc<Self>,
         user_id: String,
     ) -> Result<Vec<SessionSummary>, ServiceError> {
-        let service = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let conn = service.searcher.take_reader()?;
-            let summaries = session_summaries(&conn, &user_id);
-            service.searcher.return_reader(conn);
-            summaries
+        self.on_blocking_pool(move |searcher| {
+            searcher.with_reader(|conn| session_summaries(conn, &user_id))
         })
         .await
-        .map_err(|error| ServiceError::Task(error.to_string()))?
     }
 
     /// The whole derived record of one session of a user, with provenance.
@@ -482,15 +474,10 @@ impl Service {
         user_id: String,
         session_id: String,
     ) -> Result<Option<SessionDetail>, ServiceError> {
-        let service = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let conn = service.searcher.take_reader()?;
-            let detail = session_detail(&conn, &user_id, &session_id);
-            service.searcher.return_reader(conn);
-            detail
+        self.on_blocking_pool(move |searcher| {
+            searcher.with_reader(|conn| session_detail(conn, &user_id, &session_id))
         })
         .await
-        .map_err(|error| ServiceError::Task(error.to_string()))?
     }
 
     /// Health: the writer runs and what the index holds.
@@ -536,7 +523,7 @@ impl Service {
 /// Deletes a user from the store (one transaction, which also records the
 /// deletion as pending for the index), then from the index, then clears
 /// the pending record. A crash in between leaves the pending record, and
-/// start-up finishes the index part (see [`forget_deleted_users`]).
+/// start-up finishes the index part (see [`forget_deleted`]).
 fn delete_user(
     conn: &mut Connection,
     writer: &mut IndexWriterHandle,
@@ -546,7 +533,7 @@ fn delete_user(
     let tx = conn.transaction().map_err(StoreError::from)?;
     let deleted = store::delete_user(&tx, user_id)?;
     tx.commit().map_err(StoreError::from)?;
-    forget_deleted_users(conn, writer, search_index)?;
+    forget_deleted(conn, writer, search_index)?;
     tracing::info!(
         requests = deleted.requests,
         messages = deleted.messages,
@@ -567,7 +554,7 @@ fn purge(
     let tx = conn.transaction().map_err(StoreError::from)?;
     let deleted = store::purge_sessions_before(&tx, cutoff_ms)?;
     tx.commit().map_err(StoreError::from)?;
-    forget_deleted_users(conn, writer, search_index)?;
+    forget_deleted(conn, writer, search_index)?;
     if deleted.sessions > 0 {
         tracing::info!(
             sessions = deleted.sessions,
@@ -581,31 +568,24 @@ fn purge(
 
 /// Removes from the index every user and session the store has deleted,
 /// and clears their pending records.
-fn forget_deleted_users(
+fn forget_deleted(
     conn: &Connection,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
 ) -> Result<(), ServiceError> {
-    let pending = store::pending_user_deletions(conn)?;
-    if !pending.is_empty() {
-        if let Err(error) = writer.delete_users(&pending, search_index) {
-            if let Err(rollback_error) = writer.rollback() {
-                tracing::error!(error = %rollback_error, "index rollback failed");
-            }
-            return Err(error.into());
-        }
-        store::clear_user_deletions(conn, &pending)?;
+    let users = store::pending_user_deletions(conn)?;
+    let sessions = store::pending_session_deletions(conn)?;
+    if users.is_empty() && sessions.is_empty() {
+        return Ok(());
     }
-    let pending = store::pending_session_deletions(conn)?;
-    if !pending.is_empty() {
-        if let Err(error) = writer.delete_sessions(&pending, search_index) {
-            if let Err(rollback_error) = writer.rollback() {
-                tracing::error!(error = %rollback_error, "index rollback failed");
-            }
-            return Err(error.into());
+    if let Err(error) = writer.forget(&users, &sessions, search_index) {
+        if let Err(rollback_error) = writer.rollback() {
+            tracing::error!(error = %rollback_error, "index rollback failed");
         }
-        store::clear_session_deletions(conn, &pending)?;
+        return Err(error.into());
     }
+    store::clear_user_deletions(conn, &users)?;
+    store::clear_session_deletions(conn, &sessions)?;
     Ok(())
 }
 

@@ -1,12 +1,14 @@
-//! index: "here is a user and a question, which stored messages match?"
+//! index: "here is a user and a question, which of their sessions and
+//! messages match?"
 //!
 //! A tantivy index in `<data-dir>/index`, derived from the store. Each
 //! stored message is one document: its scope (`user_id`, a raw term), its
 //! `message_id` and `seq` (fast and indexed, to trace hits back to the store
-//! and to replay idempotently) and its text under the code-aware tokenizer.
-//! Each session record is one more document (`doc_kind` = `session`) with
-//! its facts in separate fields (symbols, paths, error types, tests,
-//! outcome), replaced whole whenever the record is re-derived.
+//! and to replay idempotently), its session and its text under the
+//! code-aware tokenizer. Each session record is one more document
+//! (`doc_kind` = `session`): its whole text, its facts in separate fields
+//! (symbols, paths, error types, tests, outcome) and its stored ranking
+//! profile, replaced whole whenever the record is re-derived.
 //! Every commit carries a payload `{"schema": V, "seq": N}`: everything the
 //! store holds up to `seq` N is in the index. At start-up the index replays
 //! what it lacks; a missing, unreadable or outdated index is rebuilt from the
@@ -74,9 +76,6 @@ const CODE_TOKENIZER: &str = "code";
 const SCHEMA_VERSION: u64 = 7;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
-/// Queries keep at most this many distinct terms (a task statement rarely
-/// has more; past that the extra terms only cost time).
-const MAX_QUERY_TERMS: usize = 1024;
 
 /// Distinct query terms a session search uses: the first ones of a task
 /// statement (title and opening) carry its subject; a long pasted log adds
@@ -477,27 +476,19 @@ impl IndexWriterHandle {
         directory::sync_dir(data_dir).map_err(io_error(data_dir))
     }
 
-    /// Queues the deletion of every document of these users, then commits
-    /// (the committed sequence number does not change).
-    pub fn delete_users(
+    /// Deletes every document of these users and of these `(user_id,
+    /// session_id)` sessions (their records and their messages), then
+    /// commits (the committed sequence number does not change).
+    pub fn forget(
         &mut self,
         user_ids: &[String],
+        sessions: &[(String, String)],
         search_index: &SearchIndex,
     ) -> Result<(), IndexError> {
         for user_id in user_ids {
             self.writer
                 .delete_term(Term::from_field_text(self.fields.user_id, user_id));
         }
-        self.commit(self.committed_seq, search_index)
-    }
-
-    /// Queues the deletion of every document of these sessions (their
-    /// record and their messages), then commits.
-    pub fn delete_sessions(
-        &mut self,
-        sessions: &[(String, String)],
-        search_index: &SearchIndex,
-    ) -> Result<(), IndexError> {
         for (user_id, session_id) in sessions {
             let key = session_key(user_id, session_id);
             self.writer
@@ -567,72 +558,6 @@ pub struct Hit {
 }
 
 impl SearchIndex {
-    /// The best `limit` messages of `user_id` for `query_text`, by BM25,
-    /// best first; ties broken by message id so identical searches give
-    /// identical answers. Only documents of exactly `user_id` can match.
-    pub fn search(
-        &self,
-        user_id: &str,
-        query_text: &str,
-        limit: usize,
-    ) -> Result<Vec<Hit>, IndexError> {
-        let terms: Vec<String> = tokenize::distinct_terms(query_text)
-            .into_iter()
-            .take(MAX_QUERY_TERMS)
-            .collect();
-        if terms.is_empty() || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let should: Vec<(Occur, Box<dyn Query>)> = terms
-            .iter()
-            .map(|term| {
-                let query: Box<dyn Query> = Box::new(TermQuery::new(
-                    Term::from_field_text(self.fields.text, term),
-                    IndexRecordOption::WithFreqs,
-                ));
-                (Occur::Should, query)
-            })
-            .collect();
-        let scope: Box<dyn Query> = Box::new(ConstScoreQuery::new(
-            Box::new(TermQuery::new(
-                Term::from_field_text(self.fields.user_id, user_id),
-                IndexRecordOption::Basic,
-            )),
-            0.0,
-        ));
-        let kind: Box<dyn Query> = Box::new(ConstScoreQuery::new(
-            Box::new(TermQuery::new(
-                Term::from_field_text(self.fields.doc_kind, KIND_MESSAGE),
-                IndexRecordOption::Basic,
-            )),
-            0.0,
-        ));
-        let query = BooleanQuery::new(vec![
-            (Occur::Must, scope),
-            (Occur::Must, kind),
-            (Occur::Must, Box::new(BooleanQuery::new(should))),
-        ]);
-        let searcher = self.reader.searcher();
-        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, address) in top {
-            let segment = searcher.segment_reader(address.segment_ord);
-            let column = segment.fast_fields().u64("message_id")?;
-            if let Some(message_id) = column.first(address.doc_id) {
-                hits.push(Hit {
-                    message_id: i64::try_from(message_id).unwrap_or(0),
-                    score,
-                });
-            }
-        }
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.message_id.cmp(&b.message_id))
-        });
-        Ok(hits)
-    }
-
     fn scoped(&self, user_id: &str, kind: &str) -> Vec<(Occur, Box<dyn Query>)> {
         let constant = |field: Field, value: &str| -> Box<dyn Query> {
             Box::new(ConstScoreQuery::new(
