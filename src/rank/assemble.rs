@@ -138,11 +138,11 @@ pub fn needs_record(room: f32) -> bool {
     room >= 0.1
 }
 
-/// A compact experience item from the ranking alone.
-fn compact_text(scored: &Scored) -> String {
-    let mut text = format!("Past task ({}): {}\n", scored.outcome, scored.task_line);
-    let source_files: Vec<String> = scored
-        .files_changed
+/// The opening lines of an experience item: the task with its outcome,
+/// the source files (tests left out) and the symbols changed.
+fn headline(outcome: &str, task: &str, files: &[String], symbols: &[String]) -> String {
+    let mut text = format!("Past task ({outcome}): {task}\n");
+    let source_files: Vec<String> = files
         .iter()
         .filter(|file| !super::is_test_path(file))
         .cloned()
@@ -150,39 +150,34 @@ fn compact_text(scored: &Scored) -> String {
     if !source_files.is_empty() {
         text.push_str(&format!("Files changed: {}\n", list(&source_files)));
     }
-    if !scored.symbols_changed.is_empty() {
-        text.push_str(&format!(
-            "Symbols changed: {}\n",
-            list(&scored.symbols_changed)
-        ));
+    if !symbols.is_empty() {
+        text.push_str(&format!("Symbols changed: {}\n", list(symbols)));
     }
-    text.trim_end().to_string()
+    text
+}
+
+/// A compact experience item from the ranking alone.
+fn compact_text(scored: &Scored) -> String {
+    headline(
+        &scored.outcome,
+        &scored.task_line,
+        &scored.files_changed,
+        &scored.symbols_changed,
+    )
+    .trim_end()
+    .to_string()
 }
 
 /// The experience item's text; `room` (0..1) scales how much of the task
 /// and of the fix it shows.
 fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> String {
     let task_chars = MIN_TASK_CHARS + ((TASK_CHARS - MIN_TASK_CHARS) as f32 * room) as usize;
-    let mut text = format!(
-        "Past task ({}): {}\n",
-        record.outcome.status,
-        clip(record.task.trim(), task_chars)
+    let mut text = headline(
+        &record.outcome.status,
+        &clip(record.task.trim(), task_chars),
+        &record.files_changed,
+        &record.symbols_changed,
     );
-    let source_files: Vec<String> = record
-        .files_changed
-        .iter()
-        .filter(|file| !super::is_test_path(file))
-        .cloned()
-        .collect();
-    if !source_files.is_empty() {
-        text.push_str(&format!("Files changed: {}\n", list(&source_files)));
-    }
-    if !record.symbols_changed.is_empty() {
-        text.push_str(&format!(
-            "Symbols changed: {}\n",
-            list(&record.symbols_changed)
-        ));
-    }
     if let Some(error) = record.errors.first() {
         text.push_str(&format!(
             "Error: {}: {}\n",
@@ -409,6 +404,7 @@ mod tests {
             evidence: 0.0,
             score,
             dropped: None,
+            candidate: 0,
         }
     }
 

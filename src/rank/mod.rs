@@ -305,6 +305,9 @@ pub struct Scored {
     pub score: f32,
     /// `None` when kept.
     pub dropped: Option<DropReason>,
+    /// Its position among the candidates `rank` was given.
+    #[serde(skip)]
+    candidate: usize,
 }
 
 /// BM25-style inverse document frequency, never negative.
@@ -600,7 +603,8 @@ pub fn rank(
     let mut scored: Vec<Scored> = candidates
         .iter()
         .zip(&keys)
-        .map(|(candidate, keys)| {
+        .enumerate()
+        .map(|(position, (candidate, keys))| {
             let mut features = Features {
                 text_bm25: candidate.text_bm25,
                 text_rel: text_rel(candidate),
@@ -687,22 +691,14 @@ pub fn rank(
                 evidence,
                 score,
                 dropped: None,
+                candidate: position,
             }
-        })
-        .collect();
-    let recency: HashMap<&str, i64> = candidates
-        .iter()
-        .map(|candidate| {
-            (
-                candidate.profile.session_id.as_str(),
-                candidate.profile.last_seq,
-            )
         })
         .collect();
     scored.sort_by(|a, b| {
         b.score.total_cmp(&a.score).then_with(|| {
             // Recency only breaks ties.
-            let newer = |s: &Scored| recency.get(s.session_id.as_str()).copied().unwrap_or(0);
+            let newer = |s: &Scored| candidates[s.candidate].profile.last_seq;
             newer(b)
                 .cmp(&newer(a))
                 .then(a.session_id.cmp(&b.session_id))
@@ -828,22 +824,11 @@ fn score(features: &Features, outcome: &str) -> (f32, f32) {
 
 /// Marks what the gate drops, in place; `scored` is best first.
 fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>) {
-    let digests: HashMap<&str, (&str, Option<&str>)> = candidates
-        .iter()
-        .map(|candidate| {
-            (
-                candidate.profile.session_id.as_str(),
-                (
-                    candidate.profile.task_digest.as_str(),
-                    candidate.profile.fix_digest.as_deref(),
-                ),
-            )
-        })
-        .collect();
     let mut best_kept: Option<f32> = None;
     let mut num_kept = 0usize;
-    let mut seen_tasks: HashMap<String, String> = HashMap::new();
-    let mut seen_fixes: HashMap<String, String> = HashMap::new();
+    // Digest -> the session kept with it.
+    let mut seen_tasks: HashMap<&str, &str> = HashMap::new();
+    let mut seen_fixes: HashMap<&str, &str> = HashMap::new();
     for entry in scored.iter_mut() {
         let other_language = match (language, entry.language.as_deref()) {
             (Some(query), Some(session)) => language_family(session) != language_family(query),
@@ -866,25 +851,23 @@ fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>)
             entry.dropped = Some(DropReason::FarBelowBest);
             continue;
         }
-        let (task, fix) = digests
-            .get(entry.session_id.as_str())
-            .copied()
-            .unwrap_or(("", None));
-        if let Some(of) = seen_tasks.get(task) {
-            entry.dropped = Some(DropReason::Duplicate { of: of.clone() });
-            continue;
-        }
-        if let Some(of) = fix.and_then(|fix| seen_fixes.get(fix)) {
-            entry.dropped = Some(DropReason::Duplicate { of: of.clone() });
+        let profile = &candidates[entry.candidate].profile;
+        let task = profile.task_digest.as_str();
+        let fix = profile.fix_digest.as_deref();
+        if let Some(of) = seen_tasks
+            .get(task)
+            .or_else(|| fix.and_then(|fix| seen_fixes.get(fix)))
+        {
+            entry.dropped = Some(DropReason::Duplicate { of: of.to_string() });
             continue;
         }
         if num_kept >= gate::MAX_KEPT {
             entry.dropped = Some(DropReason::BeyondLimit);
             continue;
         }
-        seen_tasks.insert(task.to_string(), entry.session_id.clone());
+        seen_tasks.insert(task, profile.session_id.as_str());
         if let Some(fix) = fix {
-            seen_fixes.insert(fix.to_string(), entry.session_id.clone());
+            seen_fixes.insert(fix, profile.session_id.as_str());
         }
         best_kept.get_or_insert(entry.score);
         num_kept += 1;
