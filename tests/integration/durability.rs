@@ -507,6 +507,7 @@ fn sixteen_clients_of_adds_and_searches_get_no_error() {
         .and_then(|line| line.split_whitespace().nth(1))
         .and_then(|value| value.parse().ok())
         .unwrap_or(0);
+    assert!(peak_kb > 0, "the server's peak resident memory was read");
     assert!(peak_kb < 1024 * 1024, "peak resident memory {peak_kb} kB");
     assert_eq!(server.terminate(), Some(0));
 }

@@ -6,17 +6,7 @@ use codemem::api::ApiOptions;
 use codemem::api::auth::ApiKeys;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, add_body, reason};
-
-fn fixture_messages(name: &str) -> Vec<Value> {
-    let path = format!(
-        "{}/fixtures/sessions/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let fixture: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("JSON");
-    fixture["messages"].as_array().expect("messages").clone()
-}
+use crate::support::{TestApp, add_body, fixture_messages, reason};
 
 /// Adds a fixture session in chunks of `chunk` messages.
 async fn add_fixture(app: &TestApp, user_id: &str, session_id: &str, name: &str, chunk: usize) {

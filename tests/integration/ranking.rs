@@ -5,17 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, reason};
-
-fn fixture_messages(name: &str) -> Vec<Value> {
-    let path = format!(
-        "{}/fixtures/sessions/{name}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let fixture: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("JSON");
-    fixture["messages"].as_array().expect("messages").clone()
-}
+use crate::support::{TestApp, fixture_messages, reason};
 
 /// Stores fixture sessions under `user_id`, each as one session of chunks
 /// of 20 messages (the platform's chunking).

@@ -323,3 +323,14 @@ pub fn try_post(address: SocketAddr, path: &str, body: &Value) -> Option<u16> {
     let text = String::from_utf8_lossy(&raw);
     text.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// The messages of a fixture session (`fixtures/sessions/<name>.json`).
+pub fn fixture_messages(name: &str) -> Vec<Value> {
+    let path = format!(
+        "{}/fixtures/sessions/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("JSON");
+    fixture["messages"].as_array().expect("messages").clone()
+}
