@@ -160,7 +160,16 @@ pub struct SessionSummary {
     pub num_messages: i64,
     /// When the record was last derived, Unix ms.
     pub updated_at_ms: i64,
+    /// The first files changed (at most [`SUMMARY_LIST_LEN`]).
+    pub files_changed: Vec<String>,
+    /// The first symbols changed (at most [`SUMMARY_LIST_LEN`]).
+    pub symbols_changed: Vec<String>,
+    /// The types of the first errors met (distinct, at most [`SUMMARY_LIST_LEN`]).
+    pub error_types: Vec<String>,
 }
+
+/// How many files, symbols and error types a session summary names.
+pub const SUMMARY_LIST_LEN: usize = 5;
 
 impl SessionSummary {
     fn of(session: &StoredSession) -> Option<SessionSummary> {
@@ -176,6 +185,30 @@ impl SessionSummary {
             num_errors: record.errors.len(),
             num_messages: session.num_messages,
             updated_at_ms: session.updated_at_ms,
+            files_changed: record
+                .files_changed
+                .iter()
+                .take(SUMMARY_LIST_LEN)
+                .cloned()
+                .collect(),
+            symbols_changed: record
+                .symbols_changed
+                .iter()
+                .take(SUMMARY_LIST_LEN)
+                .cloned()
+                .collect(),
+            error_types: {
+                let mut types: Vec<String> = Vec::new();
+                for error in &record.errors {
+                    if types.len() == SUMMARY_LIST_LEN {
+                        break;
+                    }
+                    if !types.contains(&error.error_type) {
+                        types.push(error.error_type.clone());
+                    }
+                }
+                types
+            },
         })
     }
 }
@@ -464,6 +497,14 @@ impl Service {
     ) -> Result<Vec<SessionSummary>, ServiceError> {
         self.on_blocking_pool(move |searcher| {
             searcher.with_reader(|conn| session_summaries(conn, &user_id))
+        })
+        .await
+    }
+
+    /// Every user holding sessions, most recently active first.
+    pub async fn list_users(self: &Arc<Self>) -> Result<Vec<store::StoredUser>, ServiceError> {
+        self.on_blocking_pool(move |searcher| {
+            searcher.with_reader(|conn| Ok(store::users(conn)?))
         })
         .await
     }

@@ -600,6 +600,37 @@ pub fn sessions_of_user(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// One line per user holding sessions: how many, how many messages, and the
+/// last sequence number, most recently active first.
+pub fn users(conn: &Connection) -> Result<Vec<StoredUser>, StoreError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT user_id, COUNT(*), SUM(num_messages), MAX(updated_at_ms) FROM sessions
+         GROUP BY user_id ORDER BY MAX(last_seq) DESC",
+    )?;
+    let rows = statement.query_map([], |row| {
+        Ok(StoredUser {
+            user_id: row.get(0)?,
+            num_sessions: row.get(1)?,
+            num_messages: row.get(2)?,
+            updated_at_ms: row.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// What [`users`] reports of one user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredUser {
+    /// Scope.
+    pub user_id: String,
+    /// Sessions stored.
+    pub num_sessions: i64,
+    /// Messages over those sessions.
+    pub num_messages: i64,
+    /// When a record of the user was last derived.
+    pub updated_at_ms: i64,
+}
+
 /// For each message of a session, in session order: the request id of the
 /// Add it came with and its index within that Add.
 pub fn session_message_sources(

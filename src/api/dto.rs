@@ -389,6 +389,12 @@ pub struct SessionSummaryDto {
     pub num_messages: i64,
     /// RFC 3339.
     pub updated_at: String,
+    /// The first files changed (at most five).
+    pub files_changed: Vec<String>,
+    /// The first symbols changed (at most five).
+    pub symbols_changed: Vec<String>,
+    /// Types of the first errors met (distinct, at most five).
+    pub error_types: Vec<String>,
 }
 
 impl From<SessionSummary> for SessionSummaryDto {
@@ -403,6 +409,33 @@ impl From<SessionSummary> for SessionSummaryDto {
             num_errors: summary.num_errors,
             num_messages: summary.num_messages,
             updated_at: rfc3339_from_ms(summary.updated_at_ms),
+            files_changed: summary.files_changed,
+            symbols_changed: summary.symbols_changed,
+            error_types: summary.error_types,
+        }
+    }
+}
+
+/// One line of `GET /v1/users`.
+#[derive(Debug, Serialize)]
+pub struct UserSummaryDto {
+    /// The scope.
+    pub user_id: String,
+    /// Sessions stored.
+    pub num_sessions: i64,
+    /// Messages over those sessions.
+    pub num_messages: i64,
+    /// RFC 3339: when a record of the user was last derived.
+    pub updated_at: String,
+}
+
+impl From<crate::store::StoredUser> for UserSummaryDto {
+    fn from(user: crate::store::StoredUser) -> UserSummaryDto {
+        UserSummaryDto {
+            user_id: user.user_id,
+            num_sessions: user.num_sessions,
+            num_messages: user.num_messages,
+            updated_at: rfc3339_from_ms(user.updated_at_ms),
         }
     }
 }

@@ -86,6 +86,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route("/search", post(search))
         .route("/v1/search", post(search))
         .route("/v1/search/explain", post(explain))
+        .route("/v1/users", get(list_users))
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{*session_id}", get(session_detail))
         .route("/v1/users/{*user_id}", axum::routing::delete(delete_user))
@@ -93,6 +94,8 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route_layer(middleware::from_fn_with_state(load, limit_load))
         .route("/health", get(health))
         .route("/v1/health", get(health))
+        .route("/ui", get(ui_page))
+        .route("/ui/", get(ui_page))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
@@ -217,6 +220,29 @@ fn inspected_user(query: Result<Query<UserQuery>, QueryRejection>) -> Result<Str
             message: "query parameter required, non-empty".to_string(),
         }])),
     }
+}
+
+async fn list_users(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let users = state.service.list_users().await?;
+    let data: Vec<dto::UserSummaryDto> = users.into_iter().map(Into::into).collect();
+    Ok(Json(serde_json::json!({ "data": data })))
+}
+
+/// The inspection page: one self-contained HTML document (styles and script
+/// inline, nothing fetched from elsewhere) that reads the JSON routes.
+const UI_PAGE: &str = include_str!("ui.html");
+
+async fn ui_page() -> impl axum::response::IntoResponse {
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                axum::http::header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:",
+            ),
+        ],
+        UI_PAGE,
+    )
 }
 
 async fn list_sessions(
