@@ -26,6 +26,21 @@ use crate::time::rfc3339_from_ms;
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+
+    /// How logs are written to stderr: `text` for people, `json` (one
+    /// object per line) for log collectors. The level comes from RUST_LOG
+    /// (or CODEMEM_LOG), `info` by default.
+    #[arg(long, global = true, env = "CODEMEM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// The format of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -48,6 +63,11 @@ enum Command {
     /// diff). Incremental: commits imported before are skipped. Writes to
     /// the data directory, or through a running server with --server.
     Import(ImportArgs),
+    /// Serve the Model Context Protocol on stdin/stdout for a coding agent:
+    /// tools search_memory, record_experience, list_sessions, get_session,
+    /// scoped to one user (by default the enclosing git repository). Uses
+    /// the data directory itself, or a running server with --server.
+    Mcp(McpArgs),
     /// Benchmarks that print figures (build with --release to measure).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -190,6 +210,30 @@ struct ImportArgs {
     json: bool,
 }
 
+/// Options of `codemem mcp`.
+#[derive(Debug, Args)]
+struct McpArgs {
+    /// The user scope of every tool. Default: the git repository enclosing
+    /// the working directory, named by its `origin` remote
+    /// (`github.com/owner/name`) or else by its root path.
+    #[arg(long, env = "CODEMEM_USER_ID")]
+    user_id: Option<String>,
+
+    /// The data directory, when no --server is given (it must not be held
+    /// by a running server: use --server then).
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
+    /// opening the data directory.
+    #[arg(long, env = "CODEMEM_SERVER")]
+    server: Option<String>,
+
+    /// The server's API key (sent as a Bearer token).
+    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+}
+
 /// Options of `codemem serve`.
 #[derive(Debug, Args)]
 struct ServeArgs {
@@ -252,8 +296,9 @@ struct ServeArgs {
 /// Parses the arguments, runs the command, maps errors to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     let result = match cli.command {
+        Command::Mcp(args) => mcp(args),
         Command::Serve(args) => serve(args),
         Command::Inspect(args) => inspect(args),
         Command::Search(args) => search(args),
@@ -309,14 +354,75 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CODEMEM_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+fn mcp(args: McpArgs) -> anyhow::Result<()> {
+    let user_id = match args.user_id {
+        Some(user_id) if !user_id.trim().is_empty() => user_id,
+        Some(_) => anyhow::bail!("--user-id must not be empty"),
+        None => {
+            let directory = std::env::current_dir().context("cannot read the working directory")?;
+            crate::mcp::repository_scope(&directory).with_context(|| {
+                format!(
+                    "{} is not inside a git repository: give the user scope with --user-id",
+                    directory.display()
+                )
+            })?
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("codemem-mcp")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let backend = match &args.server {
+            Some(url) => crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
+                url,
+                args.api_key.clone(),
+            )),
+            None => {
+                let options = ServiceOptions::new(&args.data_dir);
+                let opened = tokio::task::spawn_blocking(move || Service::open(options))
+                    .await
+                    .context("start-up task failed")?;
+                let service = match opened {
+                    Ok(service) => service,
+                    Err(error @ service::ServiceError::Locked(_)) => {
+                        return Err(anyhow::anyhow!(
+                            "{error}: a server holds it; run `codemem mcp --server URL` to go through that server"
+                        ));
+                    }
+                    Err(error) => return Err(error.into()),
+                };
+                crate::mcp::Backend::Local(service)
+            }
+        };
+        tracing::info!(user_id = %user_id, "codemem MCP server on stdio");
+        let local = match &backend {
+            crate::mcp::Backend::Local(service) => Some(service.clone()),
+            crate::mcp::Backend::Remote(_) => None,
+        };
+        let served = crate::mcp::MemoryServer::new(backend, user_id)
+            .serve_stdio()
+            .await;
+        if let Some(service) = local {
+            service.shutdown().await;
+        }
+        served
+    })
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

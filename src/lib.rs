@@ -12,6 +12,7 @@ pub mod domain;
 pub mod import;
 pub mod index;
 pub mod ingest;
+pub mod mcp;
 pub mod rank;
 pub mod redact;
 pub mod search;

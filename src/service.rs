@@ -503,10 +503,8 @@ impl Service {
 
     /// Every user holding sessions, most recently active first.
     pub async fn list_users(self: &Arc<Self>) -> Result<Vec<store::StoredUser>, ServiceError> {
-        self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| Ok(store::users(conn)?))
-        })
-        .await
+        self.on_blocking_pool(move |searcher| searcher.with_reader(|conn| Ok(store::users(conn)?)))
+            .await
     }
 
     /// The whole derived record of one session of a user, with provenance.

@@ -76,6 +76,11 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// The reason given in the body.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
 }
 
 impl From<ServiceError> for ApiError {

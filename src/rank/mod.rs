@@ -798,6 +798,12 @@ mod gate {
     /// Code evidence that keeps a session of another language (a binding,
     /// a generated file): it names what the query names.
     pub const OTHER_LANGUAGE_EVIDENCE: f32 = 0.5;
+    /// Text coverage that keeps a session of another language too: it
+    /// tells the query's own story (the same issue, reported again), and the
+    /// query's language was only guessed from a few names in it. Far above
+    /// what distractors reach (on dev, the best distractor's coverage has a
+    /// median of 0.27 and rarely passes 0.45).
+    pub const OTHER_LANGUAGE_COVERAGE: f32 = 0.6;
     /// Sessions kept at most: nDCG@10-deep, and an agent reads no more.
     pub const MAX_KEPT: usize = 10;
 }
@@ -834,7 +840,10 @@ fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>)
             (Some(query), Some(session)) => language_family(session) != language_family(query),
             _ => false,
         };
-        if other_language && entry.evidence < gate::OTHER_LANGUAGE_EVIDENCE {
+        if other_language
+            && entry.evidence < gate::OTHER_LANGUAGE_EVIDENCE
+            && entry.features.text_coverage < gate::OTHER_LANGUAGE_COVERAGE
+        {
             entry.dropped = Some(DropReason::OtherCodeBase);
             continue;
         }
@@ -966,16 +975,23 @@ mod tests {
             &["parse"],
             "python",
         );
+        let python_same_story = record(
+            "the parser rejects commas",
+            &["lib/parse.py"],
+            &["parse"],
+            "python",
+        );
         let faint = record("unrelated docs", &["docs/intro.rs"], &[], "rust");
         let ranked = rank(
             &query,
             &[
                 candidate("rust", &rust, 10.0),
                 candidate("rust-again", &rust_again, 9.0),
-                candidate("python", &python, 9.5),
+                candidate("python", &python, 4.0),
+                candidate("python-same-story", &python_same_story, 9.5),
                 candidate("faint", &faint, 0.5),
             ],
-            4,
+            5,
             10.0,
         );
         let verdict = |id: &str| {
@@ -992,6 +1008,11 @@ mod tests {
             })
         );
         assert_eq!(verdict("python"), Some(DropReason::OtherCodeBase));
+        assert_eq!(
+            verdict("python-same-story"),
+            None,
+            "another language, but nearly all of the query's text"
+        );
         assert_eq!(verdict("faint"), Some(DropReason::BelowFloor));
         assert_eq!(ranked[0].session_id, "rust", "kept ones first");
     }

@@ -1,0 +1,655 @@
+//! mcp: the Model Context Protocol face of the service, over stdio, for
+//! coding agents (`codemem mcp`).
+//!
+//! Four tools: `search_memory`, `record_experience`, `list_sessions`,
+//! `get_session`. Each builds the body of the matching HTTP route and hands
+//! it to a [`Backend`]: the service opened on a data directory in this
+//! process, or a running server reached over HTTP (`--server`). Either way
+//! the request is validated by the same parser as the HTTP API and the
+//! answer has the same JSON shape, so a tool result reads like the route's.
+//!
+//! The protocol itself (JSON-RPC framing, the handshake and version
+//! negotiation) is left to the official SDK, `rmcp`.
+//!
+//! Architecture invariant: nothing here knows SQL or tantivy; stdout carries
+//! protocol messages only (logs go to stderr).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::api::dto;
+use crate::api::error::FieldError;
+use crate::service::Service;
+
+/// Items `search_memory` returns unless asked otherwise.
+pub const DEFAULT_TOP_K: u64 = 5;
+/// The most items `search_memory` returns.
+pub const MAX_TOP_K: u64 = 50;
+
+/// Where the tools' requests go.
+pub enum Backend {
+    /// The service, opened on a data directory by this process.
+    Local(Arc<Service>),
+    /// A running codemem server.
+    Remote(RemoteServer),
+}
+
+/// A running server reached over HTTP.
+pub struct RemoteServer {
+    agent: ureq::Agent,
+    base_url: String,
+    api_key: Option<String>,
+}
+
+impl RemoteServer {
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`).
+    pub fn new(base_url: &str, api_key: Option<String>) -> RemoteServer {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(600)))
+            .build()
+            .new_agent();
+        RemoteServer {
+            agent,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+        }
+    }
+
+    /// `GET` or `POST` (with `body`) on `path`; the JSON answer, or the
+    /// server's reason when it refused.
+    fn call(&self, path: &str, body: Option<&Value>) -> Result<Value, ToolFailure> {
+        let url = format!("{}{path}", self.base_url);
+        let authorization = self.api_key.as_ref().map(|key| format!("Bearer {key}"));
+        let sent = match body {
+            Some(body) => {
+                let mut request = self.agent.post(&url);
+                if let Some(value) = &authorization {
+                    request = request.header("Authorization", value);
+                }
+                request.send_json(body)
+            }
+            None => {
+                let mut request = self.agent.get(&url);
+                if let Some(value) = &authorization {
+                    request = request.header("Authorization", value);
+                }
+                request.call()
+            }
+        };
+        let mut response = sent.map_err(|error| {
+            ToolFailure::Unavailable(format!("cannot reach {}: {error}", self.base_url))
+        })?;
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status == 200 {
+            return Ok(value);
+        }
+        let reason = value
+            .pointer("/detail/reason")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| text.chars().take(300).collect());
+        let errors = value
+            .pointer("/detail/errors")
+            .cloned()
+            .unwrap_or(Value::Null);
+        Err(ToolFailure::Refused {
+            status,
+            reason,
+            errors,
+        })
+    }
+}
+
+/// Why a tool call failed; shown to the agent as a tool error.
+#[derive(Debug)]
+pub enum ToolFailure {
+    /// The request was refused (bad arguments, unknown session, ...).
+    Refused {
+        /// The HTTP status the same request gets from the API.
+        status: u16,
+        /// The reason, as the API words it.
+        reason: String,
+        /// Field errors, when the arguments were invalid.
+        errors: Value,
+    },
+    /// The memory could not be reached or failed.
+    Unavailable(String),
+}
+
+impl ToolFailure {
+    fn invalid(errors: Vec<FieldError>) -> ToolFailure {
+        let reason = errors
+            .iter()
+            .map(|error| format!("{}: {}", error.field, error.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        ToolFailure::Refused {
+            status: 422,
+            reason: format!("invalid arguments: {reason}"),
+            errors: serde_json::to_value(&errors).unwrap_or(Value::Null),
+        }
+    }
+
+    fn into_result(self) -> CallToolResult {
+        let body = match self {
+            ToolFailure::Refused {
+                status,
+                reason,
+                errors,
+            } => json!({ "status": status, "reason": reason, "errors": errors }),
+            ToolFailure::Unavailable(reason) => json!({ "status": 503, "reason": reason }),
+        };
+        let text = body["reason"].as_str().unwrap_or("failed").to_string();
+        let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(body);
+        result
+    }
+}
+
+impl From<crate::service::ServiceError> for ToolFailure {
+    fn from(error: crate::service::ServiceError) -> ToolFailure {
+        let api_error = crate::api::error::ApiError::from(error);
+        ToolFailure::Refused {
+            status: api_error.status().as_u16(),
+            reason: api_error.reason().to_string(),
+            errors: Value::Null,
+        }
+    }
+}
+
+/// Percent-encodes everything but unreserved characters (for URL paths
+/// and query values).
+fn encode(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            encoded.push(byte as char);
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+impl Backend {
+    async fn add(&self, body: Value) -> Result<Value, ToolFailure> {
+        match self {
+            Backend::Local(service) => {
+                let request = dto::parse_add(&body).map_err(ToolFailure::invalid)?;
+                let response = json!({
+                    "success": true,
+                    "request_id": request.request_id,
+                    "user_id": request.user_id,
+                    "session_id": request.session_id,
+                });
+                service.add(request).await?;
+                Ok(response)
+            }
+            Backend::Remote(server) => remote(server, "/v1/add", Some(body)).await,
+        }
+    }
+
+    async fn search(&self, body: Value) -> Result<Value, ToolFailure> {
+        match self {
+            Backend::Local(service) => {
+                let request = dto::parse_search(&body).map_err(ToolFailure::invalid)?;
+                let items = service.search(request).await?;
+                let data: Vec<dto::ItemDto> = items.into_iter().map(Into::into).collect();
+                Ok(json!({ "data": data }))
+            }
+            Backend::Remote(server) => remote(server, "/v1/search", Some(body)).await,
+        }
+    }
+
+    async fn explain(&self, body: Value) -> Result<Value, ToolFailure> {
+        match self {
+            Backend::Local(service) => {
+                let request = dto::parse_search(&body).map_err(ToolFailure::invalid)?;
+                let explained = service.explain(request).await?;
+                serde_json::to_value(&explained)
+                    .map_err(|error| ToolFailure::Unavailable(error.to_string()))
+            }
+            Backend::Remote(server) => remote(server, "/v1/search/explain", Some(body)).await,
+        }
+    }
+
+    async fn list_sessions(&self, user_id: &str) -> Result<Value, ToolFailure> {
+        match self {
+            Backend::Local(service) => {
+                let sessions = service.list_sessions(user_id.to_string()).await?;
+                let data: Vec<dto::SessionSummaryDto> =
+                    sessions.into_iter().map(Into::into).collect();
+                Ok(json!({ "data": data }))
+            }
+            Backend::Remote(server) => {
+                let path = format!("/v1/sessions?user_id={}", encode(user_id));
+                remote(server, &path, None).await
+            }
+        }
+    }
+
+    async fn session(&self, user_id: &str, session_id: &str) -> Result<Value, ToolFailure> {
+        match self {
+            Backend::Local(service) => {
+                let detail = service
+                    .session_detail(user_id.to_string(), session_id.to_string())
+                    .await?
+                    .ok_or_else(|| ToolFailure::Refused {
+                        status: 404,
+                        reason: format!("no session {session_id:?} for this user_id"),
+                        errors: Value::Null,
+                    })?;
+                Ok(dto::session_detail_json(&detail))
+            }
+            Backend::Remote(server) => {
+                let path = format!(
+                    "/v1/sessions/{}?user_id={}",
+                    encode(session_id),
+                    encode(user_id)
+                );
+                remote(server, &path, None).await
+            }
+        }
+    }
+}
+
+/// A blocking HTTP call, off the async workers.
+async fn remote(
+    server: &RemoteServer,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Value, ToolFailure> {
+    let server = RemoteServer {
+        agent: server.agent.clone(),
+        base_url: server.base_url.clone(),
+        api_key: server.api_key.clone(),
+    };
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || server.call(&path, body.as_ref()))
+        .await
+        .map_err(|error| ToolFailure::Unavailable(error.to_string()))?
+}
+
+/// The MCP server: one user scope over one backend.
+pub struct MemoryServer {
+    backend: Backend,
+    user_id: String,
+}
+
+impl MemoryServer {
+    /// A server answering for `user_id` from `backend`.
+    pub fn new(backend: Backend, user_id: String) -> MemoryServer {
+        MemoryServer { backend, user_id }
+    }
+
+    /// Serves MCP on stdin/stdout until the client closes them.
+    pub async fn serve_stdio(self) -> anyhow::Result<()> {
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|error| anyhow::anyhow!("MCP handshake failed: {error}"))?;
+        running
+            .waiting()
+            .await
+            .map_err(|error| anyhow::anyhow!("MCP service stopped: {error}"))?;
+        Ok(())
+    }
+
+    /// Runs one tool by name with its arguments.
+    pub async fn call(&self, name: &str, arguments: &JsonObject) -> Result<Value, ToolFailure> {
+        match name {
+            "search_memory" => self.search_memory(arguments).await,
+            "record_experience" => self.record_experience(arguments).await,
+            "list_sessions" => self.backend.list_sessions(&self.user_id).await,
+            "get_session" => {
+                let session_id = required_string(arguments, "session_id")?;
+                self.backend.session(&self.user_id, &session_id).await
+            }
+            _ => Err(ToolFailure::Refused {
+                status: 404,
+                reason: format!("no tool {name:?}"),
+                errors: Value::Null,
+            }),
+        }
+    }
+
+    async fn search_memory(&self, arguments: &JsonObject) -> Result<Value, ToolFailure> {
+        let query = required_string(arguments, "query")?;
+        let top_k = match arguments.get("top_k") {
+            None | Some(Value::Null) => DEFAULT_TOP_K,
+            Some(value) => match value.as_u64() {
+                Some(top_k) if (1..=MAX_TOP_K).contains(&top_k) => top_k,
+                _ => {
+                    return Err(ToolFailure::invalid(vec![FieldError {
+                        field: "top_k".to_string(),
+                        message: format!("must be an integer from 1 to {MAX_TOP_K}"),
+                    }]));
+                }
+            },
+        };
+        let explain = match arguments.get("explain") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(explain)) => *explain,
+            Some(_) => {
+                return Err(ToolFailure::invalid(vec![FieldError {
+                    field: "explain".to_string(),
+                    message: "must be a boolean".to_string(),
+                }]));
+            }
+        };
+        let mut body = json!({ "user_id": self.user_id, "query": query, "top_k": top_k });
+        if let Some(max_chars) = arguments.get("max_chars") {
+            body["max_chars"] = max_chars.clone();
+        }
+        if explain {
+            self.backend.explain(body).await
+        } else {
+            self.backend.search(body).await
+        }
+    }
+
+    async fn record_experience(&self, arguments: &JsonObject) -> Result<Value, ToolFailure> {
+        let session_id = required_string(arguments, "session_id")?;
+        let messages = match (arguments.get("messages"), arguments.get("note")) {
+            (Some(messages @ Value::Array(_)), _) => messages.clone(),
+            (None | Some(Value::Null), Some(Value::String(note))) => {
+                json!([{ "role": "assistant", "content": note }])
+            }
+            _ => {
+                return Err(ToolFailure::invalid(vec![FieldError {
+                    field: "messages".to_string(),
+                    message: "give messages (an array of {role, content}) or a note (a string)"
+                        .to_string(),
+                }]));
+            }
+        };
+        // Unique per call: a retried call is a new Add, as the agent meant.
+        let request_id = format!(
+            "mcp-{}-{}",
+            crate::time::now_ms(),
+            NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let body = json!({
+            "user_id": self.user_id,
+            "session_id": session_id,
+            "request_id": request_id,
+            "messages": messages,
+        });
+        self.backend.add(body).await
+    }
+}
+
+static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn required_string(arguments: &JsonObject, field: &str) -> Result<String, ToolFailure> {
+    match arguments.get(field) {
+        Some(Value::String(text)) if !text.trim().is_empty() => Ok(text.clone()),
+        _ => Err(ToolFailure::invalid(vec![FieldError {
+            field: field.to_string(),
+            message: "required, a non-empty string".to_string(),
+        }])),
+    }
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(object) => Arc::new(object),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+/// The tools this server offers, with their input schemas.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "search_memory",
+            "Search the memory of past coding sessions in this repository for experience \
+             that helps with a task: give the task's text (an issue, an error message, a \
+             traceback, file or function names). Returns the most relevant past sessions' \
+             fixes, errors and steps, best first, each with the session it came from. With \
+             explain=true, returns every candidate session with its ranking features and \
+             the noise filter's verdict instead.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": { "type": "string", "description": "The task, error or question, as text." },
+                    "top_k": { "type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K, "description": "The most items to return." },
+                    "explain": { "type": "boolean", "default": false, "description": "Return the ranking breakdown instead of the items." },
+                    "max_chars": { "type": "integer", "minimum": 1, "description": "The most characters of content to return." }
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })),
+        ),
+        Tool::new(
+            "record_experience",
+            "Record experience for later tasks: a trajectory (messages: the task, reasoning, \
+             commands, their output, tracebacks, diffs) or a short note. Messages sent under \
+             the same session_id add to one session. It is stored durably and searchable \
+             when this returns.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "session_id": { "type": "string", "description": "The session (task) this belongs to." },
+                    "messages": {
+                        "type": "array",
+                        "description": "Messages in order; the first user message of a session is its task statement.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "role": { "type": "string", "enum": ["user", "assistant", "system", "tool"] },
+                                "content": { "type": "string" }
+                            },
+                            "required": ["role", "content"]
+                        }
+                    },
+                    "note": { "type": "string", "description": "A note to keep, when there are no messages." }
+                },
+                "required": ["session_id"],
+                "additionalProperties": false
+            })),
+        ),
+        Tool::new(
+            "list_sessions",
+            "List the sessions remembered for this repository, most recent first, each with \
+             its task, outcome and the files, symbols and errors it touched.",
+            schema(json!({ "type": "object", "properties": {}, "additionalProperties": false })),
+        ),
+        Tool::new(
+            "get_session",
+            "Read one remembered session's whole record: task, files and symbols changed, \
+             errors, tests, commands, outcome, and its evidence with where each came from.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "session_id": { "type": "string", "description": "A session id from list_sessions or search_memory." }
+                },
+                "required": ["session_id"],
+                "additionalProperties": false
+            })),
+        ),
+    ]
+}
+
+/// Text for the agent: search items as readable blocks, anything else as
+/// pretty JSON.
+fn render(name: &str, value: &Value) -> String {
+    if name == "search_memory"
+        && let Some(items) = value.get("data").and_then(Value::as_array)
+    {
+        if items.is_empty() {
+            return "No relevant past experience found.".to_string();
+        }
+        let mut text = String::new();
+        for (rank, item) in items.iter().enumerate() {
+            let kind = item.get("kind").and_then(Value::as_str).unwrap_or("memory");
+            let session = item
+                .get("session_id")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            let score = item.get("score").and_then(Value::as_f64).unwrap_or(0.0);
+            let content = item.get("content").and_then(Value::as_str).unwrap_or("");
+            text.push_str(&format!(
+                "[{}] {kind} from session {session} (score {score:.3})\n{content}\n\n",
+                rank + 1
+            ));
+        }
+        return text.trim_end().to_string();
+    }
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+impl ServerHandler for MemoryServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("codemem", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "codemem remembers past coding sessions of user scope {:?}. Before working on \
+                 a task, call search_memory with the task's text; after finishing, call \
+                 record_experience with what was done.",
+                self.user_id
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if !tools().iter().any(|tool| tool.name == request.name) {
+            return Err(McpError::invalid_params(
+                format!("no tool {:?}", request.name),
+                None,
+            ));
+        }
+        let arguments = request.arguments.unwrap_or_default();
+        let result = match self.call(&request.name, &arguments).await {
+            Ok(value) => {
+                let mut result = CallToolResult::success(vec![ContentBlock::text(render(
+                    &request.name,
+                    &value,
+                ))]);
+                result.structured_content = Some(value);
+                result
+            }
+            Err(failure) => failure.into_result(),
+        };
+        Ok(result.into())
+    }
+}
+
+/// The user scope of the git repository enclosing `directory`: its
+/// `origin` remote without scheme, credentials or `.git`
+/// (`github.com/owner/name`), or else the repository's root path.
+pub fn repository_scope(directory: &Path) -> Option<String> {
+    let repository = git2::Repository::discover(directory).ok()?;
+    let remote_url = repository
+        .find_remote("origin")
+        .ok()
+        .and_then(|remote| remote.url().ok().map(str::to_string));
+    if let Some(scope) = remote_url.as_deref().and_then(normalize_remote) {
+        return Some(scope);
+    }
+    let root = repository.workdir().unwrap_or_else(|| repository.path());
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    Some(root.to_string_lossy().trim_end_matches('/').to_string())
+}
+
+/// `https://user:token@github.com/owner/name.git`, `git@github.com:owner/name`
+/// and `ssh://git@github.com/owner/name` all become `github.com/owner/name`.
+fn normalize_remote(url: &str) -> Option<String> {
+    let url = url.trim();
+    let without_scheme = match url.split_once("://") {
+        Some((_, rest)) => rest.to_string(),
+        // scp-like syntax: `user@host:path`.
+        None => match url.split_once(':') {
+            Some((host, path)) if !host.contains('/') => format!("{host}/{path}"),
+            _ => return None,
+        },
+    };
+    let without_credentials = match without_scheme.split_once('/') {
+        Some((authority, path)) => {
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{host}/{path}")
+        }
+        None => return None,
+    };
+    let scope = without_credentials
+        .trim_end_matches('/')
+        .trim_end_matches(".git")
+        .trim_end_matches('/')
+        .to_string();
+    (!scope.is_empty()).then_some(scope)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remotes_become_one_scope_whatever_their_form() {
+        for url in [
+            "https://github.com/owner/name.git",
+            "https://user:token@github.com/owner/name",
+            "git@github.com:owner/name.git",
+            "ssh://git@github.com/owner/name.git",
+            "https://github.com/owner/name/",
+        ] {
+            assert_eq!(
+                normalize_remote(url).as_deref(),
+                Some("github.com/owner/name"),
+                "{url}"
+            );
+        }
+        assert_eq!(normalize_remote("/srv/git/project.git"), None);
+    }
+
+    #[test]
+    fn every_tool_schema_is_an_object_with_its_required_fields_declared() {
+        for tool in tools() {
+            let schema = Value::Object((*tool.input_schema).clone());
+            assert_eq!(schema["type"], "object", "{}", tool.name);
+            for required in schema["required"].as_array().into_iter().flatten() {
+                let field = required.as_str().unwrap_or("");
+                assert!(
+                    schema["properties"].get(field).is_some(),
+                    "{}: {field}",
+                    tool.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn search_items_render_as_numbered_blocks_and_an_empty_answer_says_so() {
+        let value = json!({ "data": [
+            { "kind": "experience", "session_id": "s1", "score": 1.5, "content": "fixed foo" }
+        ]});
+        let text = render("search_memory", &value);
+        assert!(text.starts_with("[1] experience from session s1 (score 1.500)\nfixed foo"));
+        assert_eq!(
+            render("search_memory", &json!({ "data": [] })),
+            "No relevant past experience found."
+        );
+    }
+}
