@@ -13,6 +13,7 @@ pub mod import;
 pub mod index;
 pub mod ingest;
 pub mod mcp;
+pub mod metrics;
 pub mod rank;
 pub mod redact;
 pub mod search;

@@ -449,7 +449,7 @@ pub fn tools() -> Vec<Tool> {
                         "items": {
                             "type": "object",
                             "properties": {
-                                "role": { "type": "string", "enum": ["user", "assistant", "system", "tool"] },
+                                "role": { "type": "string", "enum": ["user", "assistant"] },
                                 "content": { "type": "string" }
                             },
                             "required": ["role", "content"]

@@ -129,7 +129,7 @@ enum WriteJob {
 }
 
 /// What a health check reports.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ok` when the writer is running.
     pub status: &'static str,
@@ -287,9 +287,33 @@ pub struct Service {
     sender: Mutex<Option<mpsc::Sender<WriteJob>>>,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
     committed_seq: Arc<std::sync::atomic::AtomicI64>,
-    /// Idle read connections. A std mutex: held only to push or pop.
+    writer_metrics: Arc<WriterMetrics>,
     /// Held for the life of the service: the directory's exclusive lock.
     _lock: File,
+}
+
+/// What the writer thread counts, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct WriterMetrics {
+    /// Time to store, derive, index and commit one group of Adds.
+    pub commit: crate::metrics::Histogram,
+    /// Adds handed to the writer (stored or found stored before).
+    pub adds_written: std::sync::atomic::AtomicU64,
+}
+
+/// Figures of the running service, read when metrics are scraped.
+#[derive(Debug, Clone)]
+pub struct ServiceFigures {
+    /// Jobs waiting for the writer.
+    pub queue_depth: usize,
+    /// The queue's capacity.
+    pub queue_capacity: usize,
+    /// Documents visible to searches.
+    pub num_docs: u64,
+    /// Bytes of the data directory (store and index files).
+    pub store_bytes: u64,
+    /// Sessions of each user holding any (user ids left out).
+    pub sessions_per_user: Vec<i64>,
 }
 
 /// Lock file that keeps two processes off one data directory.
@@ -374,6 +398,8 @@ impl Service {
         let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
         let thread_index = Arc::clone(&search_index);
         let thread_seq = Arc::clone(&committed_seq);
+        let writer_metrics = Arc::new(WriterMetrics::default());
+        let thread_metrics = Arc::clone(&writer_metrics);
         let thread_data_dir = data_dir.clone();
         let max_batch = options.max_batch.max(1);
         let writer_thread = std::thread::Builder::new()
@@ -385,7 +411,10 @@ impl Service {
                     conn,
                     writer,
                     &thread_index,
-                    &thread_seq,
+                    WriterReports {
+                        committed_seq: &thread_seq,
+                        metrics: &thread_metrics,
+                    },
                     max_batch,
                 )
             })
@@ -403,6 +432,7 @@ impl Service {
             sender: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             committed_seq,
+            writer_metrics,
             _lock: lock,
         }))
     }
@@ -533,6 +563,50 @@ impl Service {
                 .load(std::sync::atomic::Ordering::Acquire),
             num_docs: self.search_index.num_docs(),
         }
+    }
+
+    /// What the writer thread counted.
+    pub fn writer_metrics(&self) -> &WriterMetrics {
+        &self.writer_metrics
+    }
+
+    /// Queue depth, documents, store size and sessions per user, read now.
+    pub async fn figures(self: &Arc<Self>) -> Result<ServiceFigures, ServiceError> {
+        let (queue_depth, queue_capacity) = self
+            .sender
+            .lock()
+            .ok()
+            .and_then(|sender| {
+                sender.as_ref().map(|sender| {
+                    (
+                        sender.max_capacity() - sender.capacity(),
+                        sender.max_capacity(),
+                    )
+                })
+            })
+            .unwrap_or((0, 0));
+        let num_docs = self.search_index.num_docs();
+        let data_dir = self.data_dir.clone();
+        let sessions_per_user = self
+            .on_blocking_pool(move |searcher| {
+                searcher.with_reader(|conn| {
+                    Ok(store::users(conn)?
+                        .iter()
+                        .map(|user| user.num_sessions)
+                        .collect())
+                })
+            })
+            .await?;
+        let store_bytes = tokio::task::spawn_blocking(move || directory_bytes(&data_dir, 3))
+            .await
+            .unwrap_or(0);
+        Ok(ServiceFigures {
+            queue_depth,
+            queue_capacity,
+            num_docs,
+            store_bytes,
+            sessions_per_user,
+        })
     }
 
     /// The data directory this service holds.
@@ -787,15 +861,44 @@ fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Op
     })
 }
 
+/// Bytes of the files under `directory`, `depth` levels down at most.
+fn directory_bytes(directory: &Path, depth: usize) -> u64 {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(metadata) if metadata.is_file() => metadata.len(),
+            Ok(metadata) if metadata.is_dir() && depth > 0 => {
+                directory_bytes(&entry.path(), depth - 1)
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+/// What the writer thread reports to the rest of the service.
+struct WriterReports<'a> {
+    /// Highest sequence number committed to the index.
+    committed_seq: &'a std::sync::atomic::AtomicI64,
+    /// Counts for `/metrics`.
+    metrics: &'a WriterMetrics,
+}
+
 fn writer_loop(
     data_dir: &Path,
     mut receiver: mpsc::Receiver<WriteJob>,
     mut conn: Connection,
     mut writer: IndexWriterHandle,
     search_index: &SearchIndex,
-    committed_seq: &std::sync::atomic::AtomicI64,
+    reports: WriterReports<'_>,
     max_batch: usize,
 ) {
+    let WriterReports {
+        committed_seq,
+        metrics,
+    } = reports;
     let mut batch = Vec::with_capacity(max_batch);
     // After a failed index update the writer may hold documents of an
     // unrecorded commit: the next catch-up replaces instead of appending.
@@ -816,6 +919,10 @@ fn writer_loop(
             }
         }
         if !batch.is_empty() {
+            metrics
+                .adds_written
+                .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let started = std::time::Instant::now();
             let indexed = write_batch(
                 &mut conn,
                 &mut writer,
@@ -823,6 +930,7 @@ fn writer_loop(
                 &mut batch,
                 index_may_hold_unrecorded,
             );
+            metrics.commit.observe(started.elapsed());
             index_may_hold_unrecorded = !indexed;
         }
         match deletion {

@@ -21,3 +21,6 @@ mod ranking;
 
 #[path = "integration/import.rs"]
 mod import;
+
+#[path = "integration/operations.rs"]
+mod operations;

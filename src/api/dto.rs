@@ -94,7 +94,7 @@ fn text_or_parts(value: Option<&Value>, field: &str, errors: &mut Errors) -> Opt
                 }
             }
             let joined = texts.join("\n");
-            if ok && joined.is_empty() {
+            if ok && texts.iter().all(|text| text.is_empty()) {
                 errors.push(field, "has no text: codemem stores text parts only");
             } else if ok {
                 return Some(joined);
@@ -270,7 +270,14 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
     // An extension: the most characters of content to return.
     let max_chars = match object.get("max_chars") {
         None | Some(Value::Null) => None,
-        Some(value) => match value.as_u64() {
+        Some(value) => match value.as_u64().or_else(|| {
+            value
+                .as_f64()
+                .filter(|float| {
+                    float.fract() == 0.0 && (1.0..=MAX_CHARS_LIMIT as f64).contains(float)
+                })
+                .map(|float| float as u64)
+        }) {
             Some(chars) if (1..=MAX_CHARS_LIMIT).contains(&chars) => usize::try_from(chars).ok(),
             _ => {
                 errors.push(
@@ -294,7 +301,7 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
 }
 
 /// The Add answer: the three ids echoed byte for byte.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AddResponse {
     /// Always true on 200.
     pub success: bool,
@@ -307,14 +314,15 @@ pub struct AddResponse {
 }
 
 /// The Search answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SearchResponse {
     /// Items, best first.
     pub data: Vec<ItemDto>,
 }
 
 /// Where an item came from.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Source)]
 pub struct SourceDto {
     /// The Add that brought it.
     pub request_id: String,
@@ -325,7 +333,8 @@ pub struct SourceDto {
 }
 
 /// One returned memory.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Item)]
 pub struct ItemDto {
     /// Stable id.
     pub id: String,
@@ -369,7 +378,8 @@ pub struct UserQuery {
 }
 
 /// One line of `GET /v1/sessions`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = SessionSummary)]
 pub struct SessionSummaryDto {
     /// The session.
     pub session_id: String,
@@ -417,7 +427,8 @@ impl From<SessionSummary> for SessionSummaryDto {
 }
 
 /// One line of `GET /v1/users`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = UserSummary)]
 pub struct UserSummaryDto {
     /// The scope.
     pub user_id: String,

@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod dto;
 pub mod error;
+pub mod openapi;
 
 use std::sync::Arc;
 
@@ -23,6 +24,8 @@ use axum::{Json, Router, middleware};
 use serde_json::Value;
 
 use self::auth::ApiKeys;
+#[allow(unused_imports)] // named by the OpenAPI annotations
+use self::dto::ItemDto;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto, UserQuery};
 use self::error::ApiError;
 use crate::service::{Explained, Health, Service};
@@ -66,13 +69,16 @@ impl Default for ApiOptions {
 struct AppState {
     service: Arc<Service>,
     max_body_bytes: usize,
+    http_metrics: Arc<crate::metrics::HttpMetrics>,
 }
 
 /// The whole HTTP application over a running service.
 pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
+    let http_metrics = Arc::new(crate::metrics::HttpMetrics::default());
     let state = AppState {
         service,
         max_body_bytes: options.max_body_bytes,
+        http_metrics: Arc::clone(&http_metrics),
     };
     let keys = Arc::new(options.keys);
     let load = Arc::new(LoadLimit {
@@ -96,10 +102,36 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route("/v1/health", get(health))
         .route("/ui", get(ui_page))
         .route("/ui/", get(ui_page))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .layer(middleware::from_fn_with_state(http_metrics, record_metrics))
         .with_state(state)
+}
+
+/// Middleware: counts every answer by route template, method and status.
+async fn record_metrics(
+    State(metrics): State<Arc<crate::metrics::HttpMetrics>>,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |path| path.as_str())
+        .to_string();
+    let method = request.method().as_str().to_string();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    metrics.observe(
+        &route,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
 }
 
 /// The concurrency limit and timeout of the routes that do work.
@@ -174,6 +206,11 @@ async fn read_request<T: Send + 'static>(
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))?
 }
 
+/// Add: stores messages of a session; answers once they are durable and
+/// searchable.
+#[utoipa::path(post, path = "/add", tag = "contract", request_body = openapi::AddBody,
+    responses((status = 200, description = "Stored (or stored before under this request_id), durable and searchable", body = AddResponse),
+              (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody)))]
 async fn add(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -191,6 +228,17 @@ async fn add(
     Ok(Json(response))
 }
 
+/// The same as `POST /add`.
+#[utoipa::path(post, path = "/v1/add", tag = "contract", request_body = openapi::AddBody,
+    responses((status = 200, description = "Stored (or stored before under this request_id), durable and searchable", body = AddResponse),
+              (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody)))]
+#[allow(dead_code)]
+fn add_v1() {}
+
+/// Search: the user's past experience that helps with the query, best
+/// first, within the character budget.
+#[utoipa::path(post, path = "/search", tag = "contract", request_body = openapi::SearchBody,
+    responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse)))]
 async fn search(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -202,6 +250,16 @@ async fn search(
     }))
 }
 
+/// The same as `POST /search`.
+#[utoipa::path(post, path = "/v1/search", tag = "contract", request_body = openapi::SearchBody,
+    responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse)))]
+#[allow(dead_code)]
+fn search_v1() {}
+
+/// Every candidate session of a Search with its features, fused score and
+/// the noise gate's verdict.
+#[utoipa::path(post, path = "/v1/search/explain", tag = "inspection", request_body = openapi::SearchBody,
+    responses((status = 200, description = "Candidates, kept ones first", body = openapi::Explanation)))]
 async fn explain(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -222,6 +280,9 @@ fn inspected_user(query: Result<Query<UserQuery>, QueryRejection>) -> Result<Str
     }
 }
 
+/// Users holding sessions, with counts.
+#[utoipa::path(get, path = "/v1/users", tag = "inspection",
+    responses((status = 200, description = "Users, most recently active first", body = openapi::UserList)))]
 async fn list_users(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let users = state.service.list_users().await?;
     let data: Vec<dto::UserSummaryDto> = users.into_iter().map(Into::into).collect();
@@ -232,6 +293,9 @@ async fn list_users(State(state): State<AppState>) -> Result<Json<Value>, ApiErr
 /// inline, nothing fetched from elsewhere) that reads the JSON routes.
 const UI_PAGE: &str = include_str!("ui.html");
 
+/// The inspection page (HTML).
+#[utoipa::path(get, path = "/ui", tag = "operations",
+    responses((status = 200, description = "The page", content_type = "text/html", body = String)))]
 async fn ui_page() -> impl axum::response::IntoResponse {
     (
         [
@@ -245,6 +309,10 @@ async fn ui_page() -> impl axum::response::IntoResponse {
     )
 }
 
+/// A user's sessions with summaries.
+#[utoipa::path(get, path = "/v1/sessions", tag = "inspection",
+    params(("user_id" = String, Query, description = "The user", min_length = 1)),
+    responses((status = 200, description = "Sessions, most recently updated first", body = openapi::SessionList)))]
 async fn list_sessions(
     State(state): State<AppState>,
     query: Result<Query<UserQuery>, QueryRejection>,
@@ -255,6 +323,12 @@ async fn list_sessions(
     Ok(Json(serde_json::json!({ "data": data })))
 }
 
+/// One session's whole record with evidence and provenance.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}", tag = "inspection",
+    params(("session_id" = String, Path, description = "The session"),
+           ("user_id" = String, Query, description = "The user", min_length = 1)),
+    responses((status = 200, description = "The record", body = openapi::SessionDetailBody),
+              (status = 404, description = "The user has no such session", body = openapi::ErrorBody)))]
 async fn session_detail(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
@@ -276,6 +350,9 @@ async fn session_detail(
 
 /// `DELETE /v1/users/{user_id}`: everything of that user, from store and
 /// index; answers what was removed (zeros for an unknown user).
+#[utoipa::path(delete, path = "/v1/users/{user_id}", tag = "inspection",
+    params(("user_id" = String, Path, description = "The user")),
+    responses((status = 200, description = "What was removed (zeros for an unknown user)", body = openapi::UserDeleted)))]
 async fn delete_user(
     State(state): State<AppState>,
     Path(user_id): Path<String>,
@@ -292,9 +369,135 @@ async fn delete_user(
     ))
 }
 
+/// Health: the writer runs, and what the index holds.
+#[utoipa::path(get, path = "/health", tag = "contract",
+    responses((status = 200, description = "Up", body = Health)))]
 async fn health(State(state): State<AppState>) -> Json<Health> {
     Json(state.service.health())
 }
+
+/// The same as `GET /health`.
+#[utoipa::path(get, path = "/v1/health", tag = "contract",
+    responses((status = 200, description = "Up", body = Health)))]
+#[allow(dead_code)]
+fn health_v1() {}
+
+/// Prometheus metrics: requests and latency per route and status, the Add
+/// queue, commit latency, documents, store size, sessions per user.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
+async fn metrics(State(state): State<AppState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut out = String::with_capacity(8 * 1024);
+    state.http_metrics.write(&mut out);
+    let writer = state.service.writer_metrics();
+    out.push_str(
+        "# HELP codemem_index_commit_duration_seconds Time to store, derive, index and commit one group of Adds.\n\
+         # TYPE codemem_index_commit_duration_seconds histogram\n",
+    );
+    writer
+        .commit
+        .write(&mut out, "codemem_index_commit_duration_seconds", "");
+    crate::metrics::write_single(
+        &mut out,
+        "codemem_adds_written_total",
+        "counter",
+        "Adds handed to the writer.",
+        writer
+            .adds_written
+            .load(std::sync::atomic::Ordering::Relaxed) as f64,
+    );
+    match state.service.figures().await {
+        Ok(figures) => write_figures(&mut out, &figures),
+        Err(error) => {
+            tracing::warn!(%error, "metrics: figures not read");
+            return ApiError::unavailable("figures could not be read now", 1).into_response();
+        }
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
+}
+
+/// Bounds of the sessions-per-user histogram.
+const SESSIONS_PER_USER_BUCKETS: [i64; 7] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000];
+
+fn write_figures(out: &mut String, figures: &crate::service::ServiceFigures) {
+    use crate::metrics::write_single;
+    use std::fmt::Write as _;
+    write_single(
+        out,
+        "codemem_add_queue_depth",
+        "gauge",
+        "Jobs waiting for the writer.",
+        figures.queue_depth as f64,
+    );
+    write_single(
+        out,
+        "codemem_add_queue_capacity",
+        "gauge",
+        "Jobs the writer's queue holds.",
+        figures.queue_capacity as f64,
+    );
+    write_single(
+        out,
+        "codemem_index_documents",
+        "gauge",
+        "Documents visible to searches.",
+        figures.num_docs as f64,
+    );
+    write_single(
+        out,
+        "codemem_store_bytes",
+        "gauge",
+        "Bytes of the data directory (store and index).",
+        figures.store_bytes as f64,
+    );
+    write_single(
+        out,
+        "codemem_users",
+        "gauge",
+        "Users holding sessions.",
+        figures.sessions_per_user.len() as f64,
+    );
+    out.push_str(
+        "# HELP codemem_sessions_per_user How many sessions users hold (no user ids).\n\
+         # TYPE codemem_sessions_per_user histogram\n",
+    );
+    for bound in SESSIONS_PER_USER_BUCKETS {
+        let count = figures
+            .sessions_per_user
+            .iter()
+            .filter(|sessions| **sessions <= bound)
+            .count();
+        let _ = writeln!(
+            out,
+            "codemem_sessions_per_user_bucket{{le=\"{bound}\"}} {count}"
+        );
+    }
+    let total: i64 = figures.sessions_per_user.iter().sum();
+    let _ = writeln!(
+        out,
+        "codemem_sessions_per_user_bucket{{le=\"+Inf\"}} {}\ncodemem_sessions_per_user_sum {total}\ncodemem_sessions_per_user_count {}",
+        figures.sessions_per_user.len(),
+        figures.sessions_per_user.len()
+    );
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API", body = Object)))]
+async fn openapi_json() -> Json<Value> {
+    Json(OPENAPI.clone())
+}
+
+/// The document, built once.
+static OPENAPI: std::sync::LazyLock<Value> = std::sync::LazyLock::new(openapi::document);
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {
     ApiError::new(

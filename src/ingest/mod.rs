@@ -105,7 +105,7 @@ impl<'a> IngestMessage<'a> {
 }
 
 /// One frame of an error trace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Frame {
     /// The file as the trace names it.
     pub file: String,
@@ -116,7 +116,7 @@ pub struct Frame {
 }
 
 /// One error: a traceback, compiler error, panic or test failure.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ErrorRecord {
     /// The error type (`ValueError`, `E0308`, `panic`, `java.lang.NullPointerException`).
     #[serde(rename = "type")]
@@ -128,7 +128,7 @@ pub struct ErrorRecord {
 }
 
 /// Final test outcomes seen in the session.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TestsRecord {
     /// Tests whose last seen outcome is a failure.
     pub failing: Vec<String>,
@@ -137,7 +137,7 @@ pub struct TestsRecord {
 }
 
 /// A command the agent ran.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommandRecord {
     /// The command text (capped).
     pub command: String,
@@ -148,7 +148,7 @@ pub struct CommandRecord {
 }
 
 /// How the session ended, from what the trajectory shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Outcome {
     /// The last agent message carries a diff.
     pub final_diff: bool,
@@ -165,7 +165,7 @@ impl Default for Outcome {
 }
 
 /// A span of a message that supports a fact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Evidence {
     /// `task`, `fix`, `error` or `step`.
     pub kind: String,
@@ -184,7 +184,7 @@ pub struct Evidence {
 }
 
 /// Everything extracted from one session.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SessionRecord {
     /// The task statement: the first user message, trimmed and capped.
     pub task: String,
@@ -209,7 +209,7 @@ pub struct SessionRecord {
 }
 
 /// Something in a message that could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Diagnostic {
     /// The message concerned.
     pub message_index: usize,

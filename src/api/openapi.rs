@@ -1,0 +1,433 @@
+//! The OpenAPI 3.1 document of the HTTP API (`GET /openapi.json`),
+//! generated with `utoipa` from the response types and from the request
+//! types below, which mirror what [`super::dto`]'s parsers accept (a test
+//! holds the two together).
+//!
+//! Every operation also lists the error answers any route can give (bad
+//! JSON, a missing key, a body too large, invalid fields, overload), so a
+//! client generated from the document knows every status it can meet.
+
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::OpenApi;
+use utoipa::ToSchema;
+use utoipa::openapi::{RefOr, Response, ResponseBuilder, content::ContentBuilder};
+
+use super::dto::{self, MAX_CONTENT_BYTES, MAX_ID_BYTES, MAX_MESSAGES_PER_ADD};
+use crate::domain::MAX_TOP_K;
+
+/// The body of an Add (`POST /add`, `POST /v1/add`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = AddRequest)]
+#[allow(dead_code)] // read by the document, not by the parser
+pub struct AddBody {
+    /// Unique per Add within a user: an Add retried with the same id and
+    /// body is stored once; a different body under a used id is 409.
+    #[schema(min_length = 1, max_length = 4096)]
+    pub request_id: String,
+    /// The memory scope; searches never cross it.
+    #[schema(min_length = 1, max_length = 4096)]
+    pub user_id: String,
+    /// The trajectory these messages belong to; Adds under one session
+    /// extend it.
+    #[schema(min_length = 1, max_length = 4096)]
+    pub session_id: String,
+    /// Messages in order.
+    #[schema(min_items = 1, max_items = 10000)]
+    pub messages: Vec<MessageBody>,
+}
+
+/// One message of a trajectory.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = Message)]
+#[allow(dead_code)]
+pub struct MessageBody {
+    /// Who wrote it.
+    pub role: RoleName,
+    /// Its text, or parts of which the text parts are kept.
+    pub content: ContentBody,
+    /// Unix milliseconds.
+    #[schema(minimum = -62135596800000_i64, maximum = 253402300799999_i64)]
+    pub timestamp: Option<i64>,
+}
+
+/// A message's author.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = Role)]
+pub enum RoleName {
+    /// The task giver or the environment.
+    User,
+    /// The agent.
+    Assistant,
+}
+
+/// Text, or an array of parts (text and image parts; images are not kept).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = Content)]
+#[allow(dead_code)]
+pub enum ContentBody {
+    /// Plain text.
+    Text(NonEmptyText),
+    /// Parts; at least one text part with text.
+    Parts(Vec<ContentPart>),
+}
+
+/// Non-empty text.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(value_type = String, min_length = 1)]
+#[allow(dead_code)]
+pub struct NonEmptyText(pub String);
+
+/// One part of a message's content.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[schema(as = ContentPart)]
+#[allow(dead_code)]
+pub enum ContentPart {
+    /// A text part.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image part (accepted, not kept).
+    ImageUrl {
+        /// The image reference.
+        image_url: Option<Value>,
+    },
+}
+
+/// The body of a Search (`POST /search`, `POST /v1/search`,
+/// `POST /v1/search/explain`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = SearchRequest)]
+#[allow(dead_code)]
+pub struct SearchBody {
+    /// The new task's text.
+    pub query: ContentBody,
+    /// The memory scope to search.
+    #[schema(min_length = 1, max_length = 4096)]
+    pub user_id: String,
+    /// The most items to return.
+    #[schema(minimum = 1, maximum = 1000)]
+    pub top_k: u32,
+    /// Accepted and ignored (the platform's options).
+    pub options: Option<Vec<Value>>,
+    /// The most characters of content to return (default: the server's
+    /// search budget).
+    #[schema(minimum = 1, maximum = 10000000)]
+    pub max_chars: Option<u64>,
+}
+
+/// An error answer.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub detail: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ErrorDetail {
+    /// In words.
+    pub reason: String,
+    /// Per field, when fields were invalid (422).
+    pub errors: Option<Vec<FieldErrorBody>>,
+}
+
+/// One invalid field.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = FieldError)]
+#[allow(dead_code)]
+pub struct FieldErrorBody {
+    /// The field's path (`messages[2].role`).
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// A list answer.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct UserList {
+    /// Users holding sessions, most recently active first.
+    pub data: Vec<dto::UserSummaryDto>,
+}
+
+/// A list answer.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct SessionList {
+    /// Sessions of the user, most recently updated first.
+    pub data: Vec<dto::SessionSummaryDto>,
+}
+
+/// `GET /v1/sessions/{session_id}`: the record's own fields (each evidence
+/// item also carries `source`: the Add's request id and the message's index
+/// within it), with the session's id, size, time and diagnostics.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct SessionDetailBody {
+    /// The record.
+    #[serde(flatten)]
+    pub record: crate::ingest::SessionRecord,
+    /// The session.
+    pub session_id: String,
+    /// Messages stored.
+    pub num_messages: i64,
+    /// RFC 3339: when the record was last derived.
+    pub updated_at: String,
+    /// What the extractors could not parse.
+    pub diagnostics: Vec<crate::ingest::Diagnostic>,
+}
+
+/// Every candidate of a search with its features and the gate's verdict.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct Explanation {
+    /// The facts read from the query (terms, names, paths, errors, tests,
+    /// language).
+    pub query: Value,
+    /// Sessions in the user's scope.
+    pub num_sessions: u64,
+    /// Kept candidates first, best first; each with `session_id`,
+    /// `features`, `score` and `dropped` (null when kept).
+    pub candidates: Vec<Value>,
+}
+
+/// What a user deletion removed.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct UserDeleted {
+    /// The user.
+    pub user_id: String,
+    /// Counts of what was removed.
+    pub deleted: Value,
+}
+
+/// The API description.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "codemem",
+        description = "A memory for coding agents: Add stores agent trajectories, Search returns the past experience that helps with a new task. Speaks the Agent Memory Leaderboard Add/Search contract.",
+    ),
+    paths(
+        super::add, super::add_v1, super::search, super::search_v1, super::explain,
+        super::list_users, super::list_sessions, super::session_detail, super::delete_user,
+        super::health, super::health_v1, super::metrics, super::ui_page, super::openapi_json,
+    ),
+    components(schemas(AddBody, MessageBody, RoleName, ContentBody, ContentPart, SearchBody, ErrorBody)),
+    modifiers(&SecurityAndErrors),
+    tags((name = "contract", description = "The Add/Search contract"),
+         (name = "inspection", description = "What was stored and derived"),
+         (name = "operations", description = "Health, metrics, the page, this document")),
+)]
+pub struct ApiDoc;
+
+/// Adds the key schemes and the error answers every route shares.
+struct SecurityAndErrors;
+
+/// Error answers any protected route may give.
+const SHARED_ERRORS: [(&str, &str); 5] = [
+    ("400", "The body is not JSON."),
+    (
+        "401",
+        "A key is required and none, or a wrong one, was given.",
+    ),
+    ("413", "The body is larger than the limit."),
+    (
+        "422",
+        "Fields are missing or invalid; `detail.errors` lists them.",
+    ),
+    (
+        "503",
+        "Overloaded, timed out or shutting down; retry after `Retry-After` seconds.",
+    ),
+];
+
+impl utoipa::Modify for SecurityAndErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            utoipa::openapi::security::SecurityScheme::Http(
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build(),
+            ),
+        );
+        components.add_security_scheme(
+            "x_api_key",
+            utoipa::openapi::security::SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new(
+                "X-Api-Key",
+            ))),
+        );
+        let error = |description: &str| -> RefOr<Response> {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                                "ErrorBody",
+                            ))))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let open = matches!(
+                path.as_str(),
+                "/health" | "/v1/health" | "/metrics" | "/ui" | "/openapi.json"
+            );
+            for operation in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.put,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if open {
+                    continue;
+                }
+                for (status, description) in SHARED_ERRORS {
+                    if status == "413" && operation.request_body.is_none() {
+                        continue;
+                    }
+                    operation
+                        .responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| error(description));
+                }
+                operation.security = Some(vec![
+                    utoipa::openapi::security::SecurityRequirement::new(
+                        "bearer",
+                        Vec::<String>::new(),
+                    ),
+                    utoipa::openapi::security::SecurityRequirement::new(
+                        "x_api_key",
+                        Vec::<String>::new(),
+                    ),
+                    // Without a configured key, no authentication.
+                    utoipa::openapi::security::SecurityRequirement::default(),
+                ]);
+            }
+        }
+    }
+}
+
+/// The document as JSON.
+pub fn document() -> Value {
+    let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
+    // What utoipa's types cannot say: an array of parts holds at least one
+    // text part with text (the parsers refuse content without text).
+    if let Some(branches) = document
+        .pointer_mut("/components/schemas/Content/oneOf")
+        .and_then(Value::as_array_mut)
+    {
+        for branch in branches.iter_mut() {
+            if branch.get("type").and_then(Value::as_str) == Some("array")
+                && let Some(branch) = branch.as_object_mut()
+            {
+                branch.insert("minItems".to_string(), Value::from(1));
+                branch.insert(
+                    "contains".to_string(),
+                    serde_json::json!({
+                        "type": "object",
+                        "properties": {
+                            "type": { "const": "text" },
+                            "text": { "type": "string", "minLength": 1 }
+                        },
+                        "required": ["type", "text"]
+                    }),
+                );
+            }
+        }
+    }
+    document
+}
+
+/// Limits the document states, kept equal to the parser's (checked below).
+const _: () = {
+    assert!(MAX_ID_BYTES == 4096);
+    assert!(MAX_MESSAGES_PER_ADD == 10_000);
+    assert!(MAX_TOP_K == 1000);
+    assert!(MAX_CONTENT_BYTES == 16 * 1024 * 1024);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_document_is_openapi_3_1_and_covers_every_route() {
+        let document = document();
+        assert!(
+            document["openapi"]
+                .as_str()
+                .is_some_and(|version| version.starts_with("3.1"))
+        );
+        for path in [
+            "/add",
+            "/v1/add",
+            "/search",
+            "/v1/search",
+            "/v1/search/explain",
+            "/v1/users",
+            "/v1/sessions",
+            "/v1/sessions/{session_id}",
+            "/v1/users/{user_id}",
+            "/health",
+            "/v1/health",
+            "/metrics",
+            "/ui",
+            "/openapi.json",
+        ] {
+            assert!(document["paths"].get(path).is_some(), "{path} missing");
+        }
+        let add = &document["paths"]["/v1/add"]["post"]["responses"];
+        for status in ["200", "400", "401", "413", "422", "503"] {
+            assert!(add.get(status).is_some(), "add lacks {status}");
+        }
+    }
+
+    /// Bodies the document describes are what the parsers accept, and
+    /// bodies the document rules out the parsers refuse.
+    #[test]
+    fn documented_request_types_agree_with_the_parsers() {
+        let accepted = [
+            json!({"request_id": "r", "user_id": "u", "session_id": "s",
+                   "messages": [{"role": "user", "content": "text", "timestamp": 1}]}),
+            json!({"request_id": "r", "user_id": "u", "session_id": "s",
+                   "messages": [{"role": "assistant", "content": [{"type": "text", "text": "t"},
+                                                                  {"type": "image_url", "image_url": {"url": "x"}}]}]}),
+        ];
+        for body in accepted {
+            assert!(serde_json::from_value::<AddBody>(body.clone()).is_ok());
+            assert!(dto::parse_add(&body).is_ok(), "{body}");
+        }
+        let refused = [
+            json!({"request_id": "r", "user_id": "u", "session_id": "s",
+                   "messages": [{"role": "system", "content": "text"}]}),
+            json!({"request_id": "r", "user_id": "u", "session_id": "s", "messages": [{"role": "user"}]}),
+            json!({"user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": "t"}]}),
+        ];
+        for body in refused {
+            assert!(serde_json::from_value::<AddBody>(body.clone()).is_err());
+            assert!(dto::parse_add(&body).is_err(), "{body}");
+        }
+        let search =
+            json!({"query": "q", "user_id": "u", "top_k": 5, "options": ["x"], "max_chars": 100});
+        assert!(serde_json::from_value::<SearchBody>(search.clone()).is_ok());
+        assert!(dto::parse_search(&search).is_ok());
+    }
+}
