@@ -86,6 +86,46 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// codemem at scale beside an SQLite FTS5 memory under the same
+    /// workload: replays a bench directory's sessions (repeated under fresh
+    /// ids up to --sessions) into each over HTTP on loopback, from 1 then 8
+    /// clients, then searches a large scope and small per-task scopes;
+    /// prints latencies, throughput, peak RSS, disk use and start-up time,
+    /// side by side with their ratios.
+    Scale {
+        /// Bench directory holding sessions.jsonl.gz (or sessions.jsonl).
+        #[arg(long, default_value = "../shared/eval/data/dev")]
+        bench: PathBuf,
+        /// Sessions in the corpus (default: the bench's own).
+        #[arg(long)]
+        sessions: Option<usize>,
+        /// Sessions in the large scope (at most half the corpus).
+        #[arg(long, default_value_t = 5000)]
+        scope_sessions: usize,
+        /// Searches per scope kind.
+        #[arg(long, default_value_t = 300)]
+        searches: usize,
+        /// Keep the systems' data here (default: a temporary directory,
+        /// removed at the end).
+        #[arg(long)]
+        work_dir: Option<PathBuf>,
+        /// Measure codemem alone.
+        #[arg(long)]
+        no_reference: bool,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The FTS5 reference memory `bench scale` measures against.
+    #[command(hide = true)]
+    ReferenceServer {
+        /// Its data directory.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
     /// Load on a running server: concurrent clients each sending an Add
     /// then a Search, and again, for a while; prints counts, errors and
     /// p50/p99 per endpoint.
@@ -304,6 +344,36 @@ pub fn main() -> ExitCode {
         Command::Search(args) => search(args),
         Command::Import(args) => import_history(args),
         Command::Bench(BenchCommand::Ingest { bench, json }) => bench_ingest(&bench, json),
+        Command::Bench(BenchCommand::ReferenceServer { data_dir, listen }) => {
+            crate::bench::reference::serve(&data_dir, &listen)
+        }
+        Command::Bench(BenchCommand::Scale {
+            bench,
+            sessions,
+            scope_sessions,
+            searches,
+            work_dir,
+            no_reference,
+            json,
+        }) => {
+            let options = crate::bench::scale::ScaleOptions {
+                bench_dir: bench,
+                sessions,
+                scope_sessions: scope_sessions.max(1),
+                searches: searches.max(1),
+                work_dir,
+                skip_reference: no_reference,
+            };
+            crate::bench::scale::run(&options, &|line| eprintln!("bench scale: {line}")).map(
+                |report| {
+                    if json {
+                        print_out(&report.flat_json().to_string());
+                    } else {
+                        print_out(&crate::bench::scale::render(&report));
+                    }
+                },
+            )
+        }
         Command::Bench(BenchCommand::Load {
             url,
             clients,

@@ -5,6 +5,9 @@
 //! Figures are wall-clock on one thread of a release build; speed targets
 //! are checked here, never by timed assertions in tests.
 
+pub mod reference;
+pub mod scale;
+
 use std::io::BufRead;
 use std::path::Path;
 use std::time::{Duration, Instant};

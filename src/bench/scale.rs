@@ -1,0 +1,639 @@
+//! `codemem bench scale`: codemem at scale, side by side with an SQLite
+//! FTS5 memory ([`super::reference`]) under the same workload.
+//!
+//! The corpus replays a bench directory's sessions, chunked the way the
+//! evaluation platform chunks them, multiplied under fresh ids up to
+//! `--sessions`. The first sessions (up to `--scope-sessions`) go to one
+//! large user scope; the rest to small scopes of [`SMALL_SCOPE_SESSIONS`]
+//! sessions each, like the per-task scopes of the benchmark.
+//!
+//! Each system runs as its own process (the real `codemem serve`, and
+//! `codemem bench reference-server`) on a fresh directory and is driven
+//! over HTTP on loopback by the same client code:
+//! 1. Adds from one client (the first tenth of the sessions, at most
+//!    [`MAX_SINGLE_CLIENT_SESSIONS`]), then from eight clients, each
+//!    client sending whole sessions chunk by chunk in order;
+//! 2. Searches, one at a time: task statements of stored sessions against
+//!    the large scope, then against each one's small scope;
+//! 3. peak RSS of the server process, bytes on disk, and the time a
+//!    restart on the full store takes to answer its health check.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use super::{chunk_ends, percentile, read_sessions};
+use crate::domain::Role;
+
+/// Sessions per small scope.
+pub const SMALL_SCOPE_SESSIONS: usize = 20;
+/// Sessions sent by the single client at most.
+pub const MAX_SINGLE_CLIENT_SESSIONS: usize = 500;
+/// Concurrent clients of the second Add phase.
+pub const CONCURRENT_CLIENTS: usize = 8;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ScaleOptions {
+    /// Bench directory with `sessions.jsonl.gz`.
+    pub bench_dir: PathBuf,
+    /// Sessions in the corpus (the bench's are repeated under fresh ids).
+    pub sessions: Option<usize>,
+    /// Sessions in the large scope.
+    pub scope_sessions: usize,
+    /// Searches per scope kind.
+    pub searches: usize,
+    /// Where the systems keep their data (a temporary directory if none).
+    pub work_dir: Option<PathBuf>,
+    /// Skip the FTS5 reference.
+    pub skip_reference: bool,
+}
+
+/// Figures of one system.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SystemFigures {
+    /// Adds sent.
+    pub adds: usize,
+    /// Adds answered otherwise than 200.
+    pub add_errors: usize,
+    /// Add latency with one client, ms.
+    pub add_p50_ms: f64,
+    /// ...
+    pub add_p99_ms: f64,
+    /// Add latency with eight clients, ms.
+    pub add_p50_ms_8: f64,
+    /// ...
+    pub add_p99_ms_8: f64,
+    /// Adds per second with one client.
+    pub adds_per_s_1: f64,
+    /// Adds per second with eight clients.
+    pub adds_per_s_8: f64,
+    /// Search latency on the large scope, ms.
+    pub search_p50_ms: f64,
+    /// ...
+    pub search_p99_ms: f64,
+    /// Search latency on small scopes, ms.
+    pub small_search_p50_ms: f64,
+    /// ...
+    pub small_search_p99_ms: f64,
+    /// Searches answered otherwise than 200.
+    pub search_errors: usize,
+    /// Searches whose first item is the session whose task was the query.
+    pub self_hit_rate: f64,
+    /// Peak resident memory of the server process, MB.
+    pub rss_peak_mb: f64,
+    /// Bytes on disk per MB of Add content.
+    pub disk_bytes_per_input_mb: f64,
+    /// Time from a restart on the full store to a healthy answer, ms.
+    pub startup_ms: f64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ScaleReport {
+    /// Sessions in the corpus.
+    pub sessions: usize,
+    /// Sessions in the large scope.
+    pub scope_sessions: usize,
+    /// Small scopes.
+    pub small_scopes: usize,
+    /// Add chunks.
+    pub chunks: usize,
+    /// MB of message content sent.
+    pub input_mb: f64,
+    /// Evidence items codemem stored (from its session records).
+    pub evidence_items: i64,
+    /// codemem.
+    pub codemem: SystemFigures,
+    /// The FTS5 reference (absent when skipped).
+    pub fts5: Option<SystemFigures>,
+}
+
+impl ScaleReport {
+    /// The flat JSON object `--json` prints: codemem's figures, then the
+    /// reference's with an `fts5_` prefix, then the corpus.
+    pub fn flat_json(&self) -> Value {
+        let mut object = serde_json::Map::new();
+        if let Ok(Value::Object(codemem)) = serde_json::to_value(&self.codemem) {
+            object.extend(codemem);
+        }
+        if let Some(fts5) = &self.fts5
+            && let Ok(Value::Object(fts5)) = serde_json::to_value(fts5)
+        {
+            for (key, value) in fts5 {
+                object.insert(format!("fts5_{key}"), value);
+            }
+        }
+        for (key, value) in [
+            ("sessions", json!(self.sessions)),
+            ("scope_sessions", json!(self.scope_sessions)),
+            ("small_scopes", json!(self.small_scopes)),
+            ("chunks", json!(self.chunks)),
+            ("input_mb", json!(self.input_mb)),
+            ("evidence_items", json!(self.evidence_items)),
+        ] {
+            object.insert(key.to_string(), value);
+        }
+        Value::Object(object)
+    }
+}
+
+/// One session of the corpus.
+struct CorpusSession {
+    user_id: String,
+    session_id: String,
+    /// Index into the bench sessions.
+    source: usize,
+}
+
+/// One search of the workload.
+struct Query {
+    user_id: String,
+    /// The session whose task statement is the query.
+    session_id: String,
+    text: String,
+}
+
+/// What both systems are sent.
+struct Workload<'a> {
+    corpus: &'a [CorpusSession],
+    bench: &'a [Vec<(Role, String)>],
+    large_queries: &'a [Query],
+    small_queries: &'a [Query],
+    input_mb: f64,
+}
+
+/// A server process under measurement.
+struct Server {
+    child: Child,
+    base_url: String,
+}
+
+impl Server {
+    fn start(mut command: Command, what: &str) -> anyhow::Result<(Server, Duration)> {
+        let started = Instant::now();
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env("CODEMEM_LOG", "warn,codemem=info")
+            .spawn()
+            .with_context(|| format!("cannot start {what}"))?;
+        let stderr = child.stderr.take().context("stderr")?;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let address = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let _ = sender.send(address);
+                }
+            }
+        });
+        let address = receiver
+            .recv_timeout(Duration::from_secs(600))
+            .with_context(|| format!("{what} did not start"))?;
+        let base_url = format!("http://{address}");
+        let agent = agent();
+        loop {
+            if let Ok(response) = agent.get(format!("{base_url}/health")).call()
+                && response.status().as_u16() == 200
+            {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(600) {
+                bail!("{what} never answered its health check");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok((Server { child, base_url }, started.elapsed()))
+    }
+
+    /// Peak resident memory so far, MB (Linux; 0 elsewhere).
+    fn rss_peak_mb(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+
+    /// SIGTERM and wait (a clean stop syncs the index).
+    fn stop(mut self) -> anyhow::Result<()> {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()?;
+        if !status.success() {
+            self.child.kill()?;
+        }
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(600)))
+        .build()
+        .new_agent()
+}
+
+/// Sends the Adds of `sessions` from `clients` threads, each taking whole
+/// sessions in turn; answers the latencies, the errors and the wall time.
+fn send_adds(
+    base_url: &str,
+    corpus: &[CorpusSession],
+    bench: &[Vec<(Role, String)>],
+    clients: usize,
+) -> (Vec<Duration>, usize, Duration) {
+    let next = AtomicUsize::new(0);
+    let started = Instant::now();
+    let results: Vec<(Vec<Duration>, usize)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..clients)
+            .map(|_| {
+                let next = &next;
+                scope.spawn(move || {
+                    let agent = agent();
+                    let mut latencies = Vec::new();
+                    let mut errors = 0;
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(session) = corpus.get(index) else {
+                            break;
+                        };
+                        let messages = &bench[session.source];
+                        let mut start = 0;
+                        for (chunk, end) in chunk_ends(messages).into_iter().enumerate() {
+                            let body = json!({
+                                "request_id": format!("{}-{chunk}", session.session_id),
+                                "user_id": session.user_id,
+                                "session_id": session.session_id,
+                                "messages": messages[start..end].iter().map(|(role, content)| {
+                                    json!({"role": role.as_str(), "content": content})
+                                }).collect::<Vec<_>>(),
+                            });
+                            start = end;
+                            let sent = Instant::now();
+                            match agent.post(format!("{base_url}/add")).send_json(&body) {
+                                Ok(response) if response.status().as_u16() == 200 => {
+                                    latencies.push(sent.elapsed());
+                                }
+                                _ => errors += 1,
+                            }
+                        }
+                    }
+                    (latencies, errors)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .filter_map(|worker| worker.join().ok())
+            .collect()
+    });
+    let wall = started.elapsed();
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    for (client_latencies, client_errors) in results {
+        latencies.extend(client_latencies);
+        errors += client_errors;
+    }
+    latencies.sort();
+    (latencies, errors, wall)
+}
+
+/// Runs `queries` (user, session the query came from, text) one at a time;
+/// answers sorted latencies, errors and how often the first item came from
+/// the query's own session.
+fn send_searches(base_url: &str, queries: &[Query]) -> (Vec<Duration>, usize, f64) {
+    let agent = agent();
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    let mut self_hits = 0;
+    for query in queries {
+        let body = json!({"user_id": query.user_id, "query": query.text, "top_k": 10});
+        let sent = Instant::now();
+        match agent.post(format!("{base_url}/search")).send_json(&body) {
+            Ok(mut response) if response.status().as_u16() == 200 => {
+                latencies.push(sent.elapsed());
+                let answer: Value = response.body_mut().read_json().unwrap_or(Value::Null);
+                if answer["data"][0]["session_id"].as_str() == Some(query.session_id.as_str()) {
+                    self_hits += 1;
+                }
+            }
+            _ => errors += 1,
+        }
+    }
+    latencies.sort();
+    let rate = self_hits as f64 / queries.len().max(1) as f64;
+    (latencies, errors, rate)
+}
+
+/// Bytes of the files under `path`.
+fn disk_bytes(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(metadata) if metadata.is_dir() => disk_bytes(&entry.path()),
+            Ok(metadata) => metadata.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Measures one system: `start` launches its server on `data_dir`.
+fn measure(
+    what: &str,
+    start: &dyn Fn() -> Command,
+    data_dir: &Path,
+    workload: &Workload<'_>,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<SystemFigures> {
+    let Workload {
+        corpus,
+        bench,
+        large_queries,
+        small_queries,
+        input_mb,
+    } = *workload;
+    let (server, _) = Server::start(start(), what)?;
+    let single = (corpus.len() / 10)
+        .clamp(1, MAX_SINGLE_CLIENT_SESSIONS)
+        .min(corpus.len());
+    progress(&format!("{what}: Adds of {single} sessions from 1 client"));
+    let (one, errors_one, wall_one) = send_adds(&server.base_url, &corpus[..single], bench, 1);
+    progress(&format!(
+        "{what}: Adds of {} sessions from {CONCURRENT_CLIENTS} clients",
+        corpus.len() - single
+    ));
+    let (eight, errors_eight, wall_eight) = send_adds(
+        &server.base_url,
+        &corpus[single..],
+        bench,
+        CONCURRENT_CLIENTS,
+    );
+    progress(&format!(
+        "{what}: {} + {} Searches",
+        large_queries.len(),
+        small_queries.len()
+    ));
+    let (large, large_errors, self_hit_rate) = send_searches(&server.base_url, large_queries);
+    let (small, small_errors, _) = send_searches(&server.base_url, small_queries);
+    let rss_peak_mb = server.rss_peak_mb();
+    server.stop()?;
+    let disk = disk_bytes(data_dir);
+    progress(&format!("{what}: restart on the full store"));
+    let (server, startup) = Server::start(start(), what)?;
+    server.stop()?;
+    let per_second = |count: usize, wall: Duration| count as f64 / wall.as_secs_f64().max(1e-9);
+    Ok(SystemFigures {
+        adds: one.len() + eight.len() + errors_one + errors_eight,
+        add_errors: errors_one + errors_eight,
+        add_p50_ms: percentile(&one, 0.5),
+        add_p99_ms: percentile(&one, 0.99),
+        add_p50_ms_8: percentile(&eight, 0.5),
+        add_p99_ms_8: percentile(&eight, 0.99),
+        adds_per_s_1: per_second(one.len(), wall_one),
+        adds_per_s_8: per_second(eight.len(), wall_eight),
+        search_p50_ms: percentile(&large, 0.5),
+        search_p99_ms: percentile(&large, 0.99),
+        small_search_p50_ms: percentile(&small, 0.5),
+        small_search_p99_ms: percentile(&small, 0.99),
+        search_errors: large_errors + small_errors,
+        self_hit_rate,
+        rss_peak_mb,
+        disk_bytes_per_input_mb: disk as f64 / input_mb.max(1e-9),
+        startup_ms: startup.as_secs_f64() * 1e3,
+    })
+}
+
+/// Runs the whole benchmark; `progress` hears what it is doing.
+pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<ScaleReport> {
+    let bench = read_sessions(&options.bench_dir)?;
+    let bench: Vec<Vec<(Role, String)>> = bench
+        .into_iter()
+        .filter(|session| !session.is_empty())
+        .collect();
+    if bench.is_empty() {
+        bail!("{} holds no sessions", options.bench_dir.display());
+    }
+    let total = options.sessions.unwrap_or(bench.len()).max(1);
+    let scope_sessions = options.scope_sessions.min(total.div_ceil(2)).max(1);
+    let corpus: Vec<CorpusSession> = (0..total)
+        .map(|index| CorpusSession {
+            user_id: if index < scope_sessions {
+                "bench-scope-large".to_string()
+            } else {
+                format!(
+                    "bench-scope-{:06}",
+                    (index - scope_sessions) / SMALL_SCOPE_SESSIONS
+                )
+            },
+            session_id: format!("bench-{index:07}"),
+            source: index % bench.len(),
+        })
+        .collect();
+    let chunks: usize = corpus
+        .iter()
+        .map(|session| chunk_ends(&bench[session.source]).len())
+        .sum();
+    let input_bytes: usize = corpus
+        .iter()
+        .flat_map(|session| {
+            bench[session.source]
+                .iter()
+                .map(|(_, content)| content.len())
+        })
+        .sum();
+    let input_mb = input_bytes as f64 / 1e6;
+    // Queries: task statements of stored sessions, spread evenly.
+    let task = |session: &CorpusSession| {
+        bench[session.source]
+            .iter()
+            .find(|(role, _)| *role == Role::User)
+            .map(|(_, content)| content.clone())
+            .unwrap_or_default()
+    };
+    let spread = |sessions: &[CorpusSession]| -> Vec<Query> {
+        let step = (sessions.len() / options.searches.max(1)).max(1);
+        sessions
+            .iter()
+            .step_by(step)
+            .take(options.searches)
+            .map(|session| Query {
+                user_id: session.user_id.clone(),
+                session_id: session.session_id.clone(),
+                text: task(session),
+            })
+            .filter(|query| !query.text.trim().is_empty())
+            .collect()
+    };
+    let large_queries = spread(&corpus[..scope_sessions]);
+    let small_queries = spread(&corpus[scope_sessions..]);
+
+    let scratch;
+    let work_dir = match &options.work_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            scratch = tempfile_dir()?;
+            scratch.clone()
+        }
+    };
+    let binary = std::env::current_exe().context("cannot find the codemem binary")?;
+    let codemem_dir = work_dir.join("codemem");
+    let fts5_dir = work_dir.join("fts5");
+    for dir in [&codemem_dir, &fts5_dir] {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)
+                .with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
+    }
+    progress(&format!(
+        "corpus: {total} sessions ({scope_sessions} in the large scope), {chunks} Adds, {input_mb:.1} MB; data under {}",
+        work_dir.display()
+    ));
+    let start_codemem = || {
+        let mut command = Command::new(&binary);
+        command
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(&codemem_dir);
+        command
+    };
+    let workload = Workload {
+        corpus: &corpus,
+        bench: &bench,
+        large_queries: &large_queries,
+        small_queries: &small_queries,
+        input_mb,
+    };
+    let codemem = measure("codemem", &start_codemem, &codemem_dir, &workload, progress)?;
+    let evidence_items = count_evidence(&codemem_dir).unwrap_or(0);
+    let fts5 = if options.skip_reference {
+        None
+    } else {
+        let start_reference = || {
+            let mut command = Command::new(&binary);
+            command
+                .arg("bench")
+                .arg("reference-server")
+                .arg("--listen")
+                .arg("127.0.0.1:0")
+                .arg("--data-dir")
+                .arg(&fts5_dir);
+            command
+        };
+        Some(measure(
+            "fts5",
+            &start_reference,
+            &fts5_dir,
+            &workload,
+            progress,
+        )?)
+    };
+    if options.work_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    }
+    Ok(ScaleReport {
+        sessions: total,
+        scope_sessions,
+        small_scopes: (total - scope_sessions).div_ceil(SMALL_SCOPE_SESSIONS),
+        chunks,
+        input_mb,
+        evidence_items,
+        codemem,
+        fts5,
+    })
+}
+
+/// A fresh directory under the system's temporary directory.
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "codemem-bench-scale-{}-{}",
+        std::process::id(),
+        crate::time::now_ms()
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Evidence items of every stored session record.
+fn count_evidence(data_dir: &Path) -> anyhow::Result<i64> {
+    let conn = crate::store::open_reader(data_dir)?;
+    Ok(conn.query_row(
+        "SELECT COALESCE(SUM(json_array_length(record_json, '$.evidence')), 0) FROM sessions",
+        [],
+        |row| row.get(0),
+    )?)
+}
+
+/// A line of the table: its label and the figure it shows.
+type Row = (&'static str, fn(&SystemFigures) -> f64);
+
+/// The report as a table: codemem, the reference, and their ratio.
+pub fn render(report: &ScaleReport) -> String {
+    let mut out = format!(
+        "corpus: {} sessions ({} in the large scope, {} small scopes of {}), {} Adds, {:.1} MB of content; codemem holds {} evidence items\n\n",
+        report.sessions,
+        report.scope_sessions,
+        report.small_scopes,
+        SMALL_SCOPE_SESSIONS,
+        report.chunks,
+        report.input_mb,
+        report.evidence_items
+    );
+    out.push_str(&format!(
+        "{:<34} {:>12} {:>12} {:>10}\n",
+        "", "codemem", "fts5", "fts5/codemem"
+    ));
+    let fts5 = report.fts5.clone();
+    let rows: [Row; 16] = [
+        ("Add p50, 1 client (ms)", |f| f.add_p50_ms),
+        ("Add p99, 1 client (ms)", |f| f.add_p99_ms),
+        ("Add p50, 8 clients (ms)", |f| f.add_p50_ms_8),
+        ("Add p99, 8 clients (ms)", |f| f.add_p99_ms_8),
+        ("Adds/s, 1 client", |f| f.adds_per_s_1),
+        ("Adds/s, 8 clients", |f| f.adds_per_s_8),
+        ("Search p50, large scope (ms)", |f| f.search_p50_ms),
+        ("Search p99, large scope (ms)", |f| f.search_p99_ms),
+        ("Search p50, small scopes (ms)", |f| f.small_search_p50_ms),
+        ("Search p99, small scopes (ms)", |f| f.small_search_p99_ms),
+        ("own session ranked first", |f| f.self_hit_rate),
+        ("peak RSS (MB)", |f| f.rss_peak_mb),
+        ("disk bytes per input MB", |f| f.disk_bytes_per_input_mb),
+        ("start-up on the full store (ms)", |f| f.startup_ms),
+        ("Add errors", |f| f.add_errors as f64),
+        ("Search errors", |f| f.search_errors as f64),
+    ];
+    for (label, value) in rows {
+        let ours = value(&report.codemem);
+        match &fts5 {
+            Some(reference) => {
+                let theirs = value(reference);
+                let ratio = if ours > 0.0 {
+                    format!("{:.2}x", theirs / ours)
+                } else {
+                    "-".to_string()
+                };
+                out.push_str(&format!(
+                    "{label:<34} {ours:>12.2} {theirs:>12.2} {ratio:>10}\n"
+                ));
+            }
+            None => out.push_str(&format!("{label:<34} {ours:>12.2}\n")),
+        }
+    }
+    out
+}
