@@ -155,8 +155,7 @@ struct CorpusSession {
 /// One search of the workload.
 struct Query {
     user_id: String,
-    /// The session whose task statement is the query.
-    session_id: String,
+    /// A stored session's task statement.
     text: String,
 }
 
@@ -496,7 +495,6 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
             .take(options.searches)
             .map(|session| Query {
                 user_id: session.user_id.clone(),
-                session_id: session.session_id.clone(),
                 text: task(session),
             })
             .filter(|query| !query.text.trim().is_empty())
