@@ -816,24 +816,6 @@ fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Op
         text.push_str(content);
     }
     tracing::trace!(plain_bytes, "session text");
-    let symbols = record
-        .symbols_changed
-        .iter()
-        .chain(&record.symbols_referenced)
-        .cloned()
-        .collect();
-    let error_types = record
-        .errors
-        .iter()
-        .map(|error| error.error_type.clone())
-        .collect();
-    let tests = record
-        .tests
-        .failing
-        .iter()
-        .chain(&record.tests.passing)
-        .cloned()
-        .collect();
     let profile = rank::SessionProfile::from_record(
         &session.session_id,
         &record,
@@ -853,11 +835,6 @@ fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Op
         last_seq: session.last_seq,
         profile_json,
         text,
-        symbols,
-        paths: record.files_changed,
-        error_types,
-        tests,
-        outcome: record.outcome.status,
     })
 }
 

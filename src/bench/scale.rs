@@ -511,6 +511,8 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
             scratch.clone()
         }
     };
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("cannot create {}", work_dir.display()))?;
     let binary = std::env::current_exe().context("cannot find the codemem binary")?;
     let codemem_dir = work_dir.join("codemem");
     let fts5_dir = work_dir.join("fts5");

@@ -6,9 +6,12 @@
 //! `message_id` and `seq` (fast and indexed, to trace hits back to the store
 //! and to replay idempotently), its session and its text under the
 //! code-aware tokenizer. Each session record is one more document
-//! (`doc_kind` = `session`): its whole text, its facts in separate fields
-//! (symbols, paths, error types, tests, outcome) and its stored ranking
-//! profile, replaced whole whenever the record is re-derived.
+//! (`doc_kind` = `session`): its whole text and its stored ranking profile
+//! (the record's symbols, paths, error types, tests and outcome as match
+//! keys, which ranking weighs), replaced whole whenever the record is
+//! re-derived. The facts are not indexed as fields of their own: ranking
+//! reads them from the profile of each candidate, and every indexed field
+//! costs a term dictionary per segment, which every Add's commit builds.
 //! Every commit carries a payload `{"schema": V, "seq": N}`: everything the
 //! store holds up to `seq` N is in the index. At start-up the index replays
 //! what it lacks; a missing, unreadable or outdated index is rebuilt from the
@@ -73,9 +76,32 @@ const CODE_TOKENIZER: &str = "code";
 /// Bumped whenever the schema, the tokenizer or the stored ranking profile
 /// (`rank::SessionProfile`) changes: an index of another
 /// version is rebuilt from the store.
-const SCHEMA_VERSION: u64 = 7;
+const SCHEMA_VERSION: u64 = 8;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+
+/// How segments are merged. Every Add commits, so segments start at a few
+/// documents. tantivy's default puts every segment under 10,000 documents
+/// in one level and merges all of them whenever eight are there, so the
+/// largest of them is rewritten again and again: on a growing store, most
+/// of the writer's time went to merges (FST building in profiles). Here
+/// levels start at [`MERGE_MIN_LAYER_DOCS`] and each spans a factor of
+/// about 2.8 in size, so a document is rewritten a few times over its life
+/// and a reader sees a few dozen segments at most.
+fn merge_policy() -> tantivy::indexer::LogMergePolicy {
+    let mut policy = tantivy::indexer::LogMergePolicy::default();
+    policy.set_min_layer_size(MERGE_MIN_LAYER_DOCS);
+    policy.set_level_log_size(MERGE_LEVEL_LOG_SIZE);
+    policy.set_min_num_segments(MERGE_MIN_SEGMENTS);
+    policy
+}
+
+/// Segments smaller than this many documents count as this size.
+const MERGE_MIN_LAYER_DOCS: u32 = 100;
+/// log2 of the size ratio a merge level spans.
+const MERGE_LEVEL_LOG_SIZE: f64 = 1.5;
+/// Segments of one level merged together.
+const MERGE_MIN_SEGMENTS: usize = 5;
 
 /// Distinct query terms a session search uses: the first ones of a task
 /// statement (title and opening) carry its subject; a long pasted log adds
@@ -104,11 +130,6 @@ struct Fields {
     /// `text`, so that session searches walk session postings only).
     session_text: Field,
     text: Field,
-    symbols: Field,
-    paths: Field,
-    error_types: Field,
-    tests: Field,
-    outcome: Field,
 }
 
 /// `doc_kind` of a raw message document.
@@ -135,11 +156,6 @@ fn schema() -> (Schema, Fields) {
         profile: builder.add_text_field("profile", STORED),
         session_text: builder.add_text_field("session_text", code_text()),
         text: builder.add_text_field("text", code_text()),
-        symbols: builder.add_text_field("symbols", code_text()),
-        paths: builder.add_text_field("paths", code_text()),
-        error_types: builder.add_text_field("error_types", code_text()),
-        tests: builder.add_text_field("tests", code_text()),
-        outcome: builder.add_text_field("outcome", STRING),
     };
     (builder.build(), fields)
 }
@@ -157,16 +173,6 @@ pub struct SessionDoc {
     pub profile_json: String,
     /// Task statement, evidence and the messages no evidence came from.
     pub text: String,
-    /// Symbols changed and referenced.
-    pub symbols: Vec<String>,
-    /// Files changed.
-    pub paths: Vec<String>,
-    /// Error types met.
-    pub error_types: Vec<String>,
-    /// Tests seen failing or passing.
-    pub tests: Vec<String>,
-    /// `resolved`, `failed` or `unknown`.
-    pub outcome: String,
 }
 
 fn session_key(user_id: &str, session_id: &str) -> String {
@@ -273,6 +279,7 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
     index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer);
     let (_, fields) = schema();
     let writer = index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)?;
+    writer.set_merge_policy(Box::new(merge_policy()));
     let reader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
@@ -427,26 +434,14 @@ impl IndexWriterHandle {
             let key = session_key(&session.user_id, &session.session_id);
             self.writer
                 .delete_term(Term::from_field_text(fields.session_key, &key));
-            let mut document = doc!(
+            self.writer.add_document(doc!(
                 fields.user_id => session.user_id.as_str(),
                 fields.doc_kind => KIND_SESSION,
                 fields.seq => seq_term(session.last_seq),
                 fields.session_key => key,
                 fields.profile => session.profile_json.as_str(),
                 fields.session_text => session.text.as_str(),
-                fields.outcome => session.outcome.as_str(),
-            );
-            for (field, values) in [
-                (fields.symbols, &session.symbols),
-                (fields.paths, &session.paths),
-                (fields.error_types, &session.error_types),
-                (fields.tests, &session.tests),
-            ] {
-                for value in values {
-                    document.add_text(field, value);
-                }
-            }
-            self.writer.add_document(document)?;
+            ))?;
         }
         Ok(())
     }
