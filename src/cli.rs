@@ -115,6 +115,9 @@ enum BenchCommand {
         /// Print one JSON object instead of the table.
         #[arg(long)]
         json: bool,
+        /// Also write the JSON object to this file.
+        #[arg(long)]
+        json_out: Option<PathBuf>,
     },
     /// The FTS5 reference memory `bench scale` measures against.
     #[command(hide = true)]
@@ -355,6 +358,7 @@ pub fn main() -> ExitCode {
             work_dir,
             no_reference,
             json,
+            json_out,
         }) => {
             let options = crate::bench::scale::ScaleOptions {
                 bench_dir: bench,
@@ -364,13 +368,19 @@ pub fn main() -> ExitCode {
                 work_dir,
                 skip_reference: no_reference,
             };
-            crate::bench::scale::run(&options, &|line| eprintln!("bench scale: {line}")).map(
+            crate::bench::scale::run(&options, &|line| eprintln!("bench scale: {line}")).and_then(
                 |report| {
+                    let flat = report.flat_json().to_string();
+                    if let Some(path) = &json_out {
+                        std::fs::write(path, &flat)
+                            .with_context(|| format!("cannot write {}", path.display()))?;
+                    }
                     if json {
-                        print_out(&report.flat_json().to_string());
+                        print_out(&flat);
                     } else {
                         print_out(&crate::bench::scale::render(&report));
                     }
+                    Ok(())
                 },
             )
         }

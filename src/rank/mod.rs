@@ -104,6 +104,15 @@ fn digest(parts: &[&str]) -> String {
     format!("{:016x}", hasher.finish())
 }
 
+/// The digest of a task statement as a session record keeps it (trimmed,
+/// its first [`ingest::MAX_TASK_CHARS`] characters) with whitespace
+/// collapsed: equal for a query that is the same statement again.
+pub fn task_digest(text: &str) -> String {
+    let kept = crate::ingest::text::truncate_to_chars(text.trim(), crate::ingest::MAX_TASK_CHARS);
+    let normalized = kept.split_whitespace().collect::<Vec<_>>().join(" ");
+    digest(&[&normalized])
+}
+
 fn capped(values: &[String]) -> Vec<String> {
     values.iter().take(MAX_PROFILE_ENTRIES).cloned().collect()
 }
@@ -125,7 +134,6 @@ impl SessionProfile {
             .chars()
             .take(MAX_TASK_LINE_CHARS)
             .collect();
-        let normalized_task: String = record.task.split_whitespace().collect::<Vec<_>>().join(" ");
         let last_fix_message = record
             .evidence
             .iter()
@@ -213,7 +221,7 @@ impl SessionProfile {
             outcome: record.outcome.status.clone(),
             last_seq,
             updated_at_ms,
-            task_digest: digest(&[&normalized_task]),
+            task_digest: task_digest(&record.task),
             fix_digest,
         }
     }
@@ -257,6 +265,8 @@ pub struct Features {
     pub file_support: f32,
     /// It changed no file.
     pub no_files: bool,
+    /// Its task statement is the query itself: the same issue again.
+    pub same_task: bool,
     /// What matched, for explain and for choosing the fix hunks to show.
     pub matched: Vec<String>,
 }
@@ -666,6 +676,10 @@ pub fn rank(
                 }
             }
             features.no_files = !candidate.profile.has_files;
+            features.same_task = query
+                .task_digest
+                .as_deref()
+                .is_some_and(|digest| digest == candidate.profile.task_digest);
             let (evidence, score) = score(&features, &candidate.profile.outcome);
             Scored {
                 session_id: candidate.profile.session_id.clone(),
@@ -772,6 +786,11 @@ mod weight {
     pub const FAILED: f32 = -0.15;
     /// Code evidence above which a failed attempt is not demoted.
     pub const STRONG_EVIDENCE: f32 = 0.5;
+    /// The session's task statement is the query: the issue met again is
+    /// the strongest sign there is, above any mix of text and code evidence
+    /// (those reach 2 to 3 when a session names the query's code many
+    /// times over).
+    pub const SAME_TASK: f32 = 3.0;
 }
 
 /// Gate thresholds.
@@ -819,6 +838,9 @@ fn score(features: &Features, outcome: &str) -> (f32, f32) {
         + weight::ERROR * features.errors
         + weight::TEST * features.tests;
     let mut score = weight::TEXT * features.text_rel + evidence;
+    if features.same_task {
+        score += weight::SAME_TASK;
+    }
     if features.no_files {
         score += weight::NO_FILES;
     }
@@ -841,6 +863,7 @@ fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>)
             _ => false,
         };
         if other_language
+            && !entry.features.same_task
             && entry.evidence < gate::OTHER_LANGUAGE_EVIDENCE
             && entry.features.text_coverage < gate::OTHER_LANGUAGE_COVERAGE
         {
@@ -848,6 +871,7 @@ fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>)
             continue;
         }
         if entry.evidence < gate::MIN_EVIDENCE
+            && !entry.features.same_task
             && (entry.features.text_rel < gate::MIN_TEXT_REL_WITHOUT_EVIDENCE
                 || entry.features.text_coverage < gate::MIN_TEXT_COVERAGE_WITHOUT_EVIDENCE)
         {
@@ -1015,6 +1039,40 @@ mod tests {
         );
         assert_eq!(verdict("faint"), Some(DropReason::BelowFloor));
         assert_eq!(ranked[0].session_id, "rust", "kept ones first");
+    }
+
+    #[test]
+    fn the_same_task_again_ranks_first_and_passes_the_gate() {
+        let statement = "Add pie chart style to the\n  language card";
+        let query = query::analyze("  Add pie chart style to the language card\n");
+        let same = record(statement, &["src/app.js"], &[], "javascript");
+        let rich = record(
+            "language card layout",
+            &["src/cards/language-card.js", "src/pie_chart.js"],
+            &["renderLanguageCard", "pie_chart"],
+            "javascript",
+        );
+        let ranked = rank(
+            &query,
+            &[
+                candidate("same", &same, 2.0),
+                candidate("rich", &rich, 10.0),
+            ],
+            2,
+            40.0,
+        );
+        let same_entry = ranked
+            .iter()
+            .find(|entry| entry.session_id == "same")
+            .expect("scored");
+        assert!(same_entry.features.same_task);
+        assert_eq!(same_entry.dropped, None, "kept though its text is weaker");
+        assert_eq!(ranked[0].session_id, "same");
+        assert_eq!(
+            task_digest(statement),
+            task_digest("Add pie chart style to the language card")
+        );
+        assert_ne!(task_digest(statement), task_digest("Add pie chart style"));
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct QueryFacts {
     /// Lowercased words of the text (for file-stem matches).
     #[serde(skip)]
     pub words: HashSet<String>,
+    /// The digest of the query as a task statement (see
+    /// [`super::task_digest`]), to know a session of the same task.
+    #[serde(skip)]
+    pub task_digest: Option<String>,
 }
 
 impl QueryFacts {
@@ -165,10 +169,12 @@ fn language_name(language: CodeLanguage) -> &'static str {
 
 /// Analyzes a query text.
 pub fn analyze(text: &str) -> QueryFacts {
+    let task_digest = (!text.trim().is_empty()).then(|| super::task_digest(text));
     // A task statement says what it is about in its first pages; a long
     // pasted log past them adds time, not precision.
     let text = ingest::text::truncate_to_bytes(text, MAX_ANALYZED_BYTES);
     let mut facts = QueryFacts {
+        task_digest,
         terms: tokenize::distinct_terms(text)
             .into_iter()
             .take(MAX_TERMS)
