@@ -31,10 +31,12 @@ pub struct CodeToken {
 
 /// Splits `text` into code-aware terms, in text order.
 pub fn code_tokens(text: &str) -> Vec<CodeToken> {
-    let mut tokens = Vec::new();
+    let mut tokens = Vec::with_capacity(text.len() / 5);
     let mut position = 0usize;
-    for compound in compounds(text) {
-        let segments = &compound.segments;
+    let (compounds, segments) = compounds(text);
+    let mut parts = Vec::new();
+    for compound in compounds {
+        let segments = &segments[compound.segments.clone()];
         if segments.len() > 1 {
             push_term(
                 &mut tokens,
@@ -46,9 +48,9 @@ pub fn code_tokens(text: &str) -> Vec<CodeToken> {
         for &(start, end) in segments {
             let word = &text[start..end];
             push_term(&mut tokens, word, start, position);
-            let parts = identifier_parts(word);
+            identifier_parts(word, &mut parts);
             if parts.len() > 1 {
-                for (part_start, part_end) in parts {
+                for &(part_start, part_end) in &parts {
                     push_term(
                         &mut tokens,
                         &word[part_start..part_end],
@@ -76,8 +78,13 @@ fn push_term(tokens: &mut Vec<CodeToken>, raw: &str, offset_from: usize, positio
     if raw.is_empty() || raw.len() > MAX_TERM_BYTES {
         return;
     }
+    let text = if raw.is_ascii() {
+        raw.to_ascii_lowercase()
+    } else {
+        raw.to_lowercase()
+    };
     tokens.push(CodeToken {
-        text: raw.to_lowercase(),
+        text,
         offset_from,
         offset_to: offset_from + raw.len(),
         position,
@@ -93,19 +100,23 @@ fn is_word_char(c: char) -> bool {
 struct Compound {
     start: usize,
     end: usize,
-    segments: Vec<(usize, usize)>,
+    /// Its identifiers: a range of the segment list [`compounds`] answers.
+    segments: std::ops::Range<usize>,
 }
 
-fn compounds(text: &str) -> Vec<Compound> {
+/// The compounds of `text`, and the byte ranges of all their identifiers
+/// (one list for all, not one allocation per word).
+fn compounds(text: &str) -> (Vec<Compound>, Vec<(usize, usize)>) {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
+    let mut all_segments = Vec::new();
     let mut chars = text.char_indices().peekable();
     while let Some(&(start, c)) = chars.peek() {
         if !is_word_char(c) {
             chars.next();
             continue;
         }
-        let mut segments = Vec::new();
+        let first_segment = all_segments.len();
         let mut segment_start = start;
         let mut end;
         loop {
@@ -118,7 +129,7 @@ fn compounds(text: &str) -> Vec<Compound> {
                 end = i + c.len_utf8();
                 chars.next();
             }
-            segments.push((segment_start, end));
+            all_segments.push((segment_start, end));
             // A connector continues the compound only when an identifier
             // follows it directly.
             let connector_len = match bytes.get(end) {
@@ -142,18 +153,27 @@ fn compounds(text: &str) -> Vec<Compound> {
         out.push(Compound {
             start,
             end,
-            segments,
+            segments: first_segment..all_segments.len(),
         });
     }
-    out
+    (out, all_segments)
 }
 
 /// Byte ranges of the parts of one identifier: split at `_`, at a
 /// lower-to-upper case change (`parseArgs`), and before the last capital of
 /// an acronym followed by lowercase (`HTTPServer` -> `HTTP`, `Server`).
-fn identifier_parts(word: &str) -> Vec<(usize, usize)> {
+/// Written into `parts` (cleared first); a word of lowercase ASCII letters
+/// and digits, most words, is one part without further work.
+fn identifier_parts(word: &str, parts: &mut Vec<(usize, usize)>) {
+    parts.clear();
+    if word
+        .bytes()
+        .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit())
+    {
+        parts.push((0, word.len()));
+        return;
+    }
     let chars: Vec<(usize, char)> = word.char_indices().collect();
-    let mut parts = Vec::new();
     let mut part_start: Option<usize> = None;
     for (k, &(i, c)) in chars.iter().enumerate() {
         if c == '_' {
@@ -181,7 +201,6 @@ fn identifier_parts(word: &str) -> Vec<(usize, usize)> {
     if let Some(s) = part_start {
         parts.push((s, word.len()));
     }
-    parts
 }
 
 #[cfg(test)]
