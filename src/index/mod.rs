@@ -223,6 +223,31 @@ impl TokenStream for CodeTokenStream {
     }
 }
 
+/// BM25 statistics with the document frequencies a search already read:
+/// tantivy would otherwise look each query term up in every segment again
+/// when it builds the query's weights (a sixth of a large scope's search).
+struct KnownFrequencies<'a> {
+    searcher: &'a tantivy::Searcher,
+    doc_freqs: std::collections::HashMap<Term, u64>,
+}
+
+impl tantivy::query::Bm25StatisticsProvider for KnownFrequencies<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        self.searcher.total_num_tokens(field)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        self.searcher.total_num_docs()
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        match self.doc_freqs.get(term) {
+            Some(df) => Ok(*df),
+            None => self.searcher.doc_freq(term),
+        }
+    }
+}
+
 /// The searchable side of the index, shared by all searches.
 pub struct SearchIndex {
     index: Index,
@@ -599,8 +624,14 @@ impl SearchIndex {
             .sum::<u64>() as f32;
         let mut query_weight = 0.0f32;
         let mut by_rarity: Vec<(u64, &String)> = Vec::with_capacity(terms.len());
+        let mut statistics = KnownFrequencies {
+            searcher: &searcher,
+            doc_freqs: std::collections::HashMap::with_capacity(terms.len()),
+        };
         for term in &terms {
-            let df = searcher.doc_freq(&Term::from_field_text(self.fields.session_text, term))?;
+            let key = Term::from_field_text(self.fields.session_text, term);
+            let df = searcher.doc_freq(&key)?;
+            statistics.doc_freqs.insert(key, df);
             if df > 0 {
                 by_rarity.push((df, term));
             }
@@ -628,7 +659,11 @@ impl SearchIndex {
             let mut clauses = self.scoped(user_id, KIND_SESSION);
             clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
             let query = BooleanQuery::new(clauses);
-            Ok(searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?)
+            Ok(searcher.search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(limit).order_by_score(),
+                &statistics,
+            )?)
         };
         let by_text = by_field(self.fields.session_text)?;
         let mut hits = Vec::with_capacity(by_text.len());
