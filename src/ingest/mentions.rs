@@ -9,6 +9,7 @@
 //! Everything is bounded per text. Ranking what is mentioned is left to the
 //! caller.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use super::symbols::CodeLanguage;
@@ -439,12 +440,13 @@ fn is_code_like_dotted(candidate: &str) -> bool {
 /// (see [`is_code_like_dotted`]), `a::b` paths, and AutoCodeRover search-call arguments.
 pub fn identifiers(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    let push = |candidate: &str, found: &mut Vec<String>| {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut push = |candidate: &str, found: &mut Vec<String>| {
         if found.len() >= MAX_MENTIONS_PER_TEXT {
             return;
         }
         if let Some(symbol) = normalize_symbol(candidate)
-            && !found.contains(&symbol)
+            && seen.insert(symbol.clone())
         {
             found.push(symbol);
         }
@@ -472,9 +474,11 @@ pub fn identifiers(text: &str) -> Vec<String> {
     // Dotted names and `::` paths only in prose: fenced code (repro scripts,
     // logs) is full of local variables.
     let prose = text_outside_fences(text);
-    for whole in DOTTED.find_all(&prose) {
-        if is_code_like_dotted(whole.as_str()) {
-            push(whole.as_str().trim_end_matches('('), &mut found);
+    for line in lines_with_dotted_names(&prose) {
+        for whole in DOTTED.find_all(line) {
+            if is_code_like_dotted(whole.as_str()) {
+                push(whole.as_str().trim_end_matches('('), &mut found);
+            }
         }
     }
     if contains_str(&prose, "::") {
@@ -483,6 +487,32 @@ pub fn identifiers(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// The lines of `text` where [`DOTTED`] can match: those with a dot
+/// between a word character (or any non-ASCII byte, which may end a Unicode
+/// word character) and an ASCII letter or `_`. A match never spans lines, so
+/// matching line by line finds what matching the whole text finds, and
+/// sentence ends (`word. Next`) no longer cost a regex scan.
+fn lines_with_dotted_names(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut next_line_start = 0usize;
+    memchr::memchr_iter(b'.', bytes).filter_map(move |dot| {
+        if dot < next_line_start || dot == 0 {
+            return None;
+        }
+        let before = bytes[dot - 1];
+        let after = bytes.get(dot + 1).copied().unwrap_or(b' ');
+        let word_before = before.is_ascii_alphanumeric() || before == b'_' || before >= 0x80;
+        let word_after = after.is_ascii_alphabetic() || after == b'_';
+        if !(word_before && word_after) {
+            return None;
+        }
+        let start = memchr::memrchr(b'\n', &bytes[..dot]).map_or(0, |newline| newline + 1);
+        let end = memchr::memchr(b'\n', &bytes[dot..]).map_or(bytes.len(), |newline| dot + newline);
+        next_line_start = end + 1;
+        text.get(start..end)
+    })
 }
 
 /// Symbol names in structured agent actions (moatless `span_id`,
@@ -676,6 +706,49 @@ fn file_views(text: &str) -> Vec<CodeSnippet> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Matching [`DOTTED`] line by line on the lines the prefilter keeps
+    /// finds exactly what matching the whole text finds.
+    #[test]
+    fn dotted_names_are_found_line_by_line_as_in_the_whole_text() {
+        let pieces = [
+            "a.b",
+            " ",
+            "\n",
+            ".",
+            "x",
+            "é",
+            "_",
+            "(",
+            "1",
+            "Foo.bar(",
+            "ü.v",
+            "end.",
+            "\r\n",
+            "os.path.join",
+            "..",
+            "a",
+            "Z",
+            "::",
+            "`",
+            "ß",
+        ];
+        let mut seed = 0x2545_f491_u64;
+        for case in 0..3000 {
+            let mut text = String::new();
+            for _ in 0..(case % 40) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            let whole: Vec<&str> = DOTTED.find_all(&text).map(|found| found.as_str()).collect();
+            let by_line: Vec<&str> = lines_with_dotted_names(&text)
+                .flat_map(|line| DOTTED.find_all(line).map(|found| found.as_str()))
+                .collect();
+            assert_eq!(whole, by_line, "{text:?}");
+        }
+    }
 
     #[test]
     fn paths_in_prose_and_locations() {

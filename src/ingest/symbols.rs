@@ -1301,10 +1301,7 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 result.skipped_parse = true;
                 continue;
             }
-            if changed_kind == HunkLineKind::Removed
-                && language == CodeLanguage::Python
-                && !python_may_define(&fragment.source)
-            {
+            if changed_kind == HunkLineKind::Removed && !may_define(language, &fragment.source) {
                 // Only definitions matter on the old side, and there are none.
                 continue;
             }
@@ -1432,6 +1429,45 @@ fn close_open_braces(source: &str) -> Cow<'_, str> {
     closed.push_str(&"}".repeat(depth.min(MAX_CLOSED)));
     closed.push('\n');
     Cow::Owned(closed)
+}
+
+/// Whether tree-sitter could find a definition in `source`: for Python see
+/// [`python_may_define`]; Rust and Go define only after a keyword, so
+/// without one there is nothing to find. Other languages define without a
+/// keyword (methods, C functions) and are always parsed.
+fn may_define(language: CodeLanguage, source: &str) -> bool {
+    const RUST: [&str; 11] = [
+        "fn",
+        "struct",
+        "enum",
+        "trait",
+        "impl",
+        "mod",
+        "const",
+        "static",
+        "type",
+        "union",
+        "macro_rules",
+    ];
+    const GO: [&str; 3] = ["func", "type", "const"];
+    match language {
+        CodeLanguage::Python => python_may_define(source),
+        CodeLanguage::Rust => RUST.iter().any(|keyword| has_word(source, keyword)),
+        CodeLanguage::Go => GO.iter().any(|keyword| has_word(source, keyword)),
+        _ => true,
+    }
+}
+
+/// Whether `word` occurs in `source` as a whole word.
+fn has_word(source: &str, word: &str) -> bool {
+    let is_word_byte = |byte: u8| byte.is_ascii_alphanumeric() || byte == b'_' || byte >= 0x80;
+    let bytes = source.as_bytes();
+    memchr::memmem::find_iter(bytes, word.as_bytes()).any(|position| {
+        let before = position.checked_sub(1).and_then(|index| bytes.get(index));
+        let after = bytes.get(position + word.len());
+        !before.is_some_and(|byte| is_word_byte(*byte))
+            && !after.is_some_and(|byte| is_word_byte(*byte))
+    })
 }
 
 /// Whether tree-sitter could find a Python definition in `source`: a
@@ -2335,6 +2371,15 @@ mod tests {
             "    x = self.default\n    undefined(classes)\n"
         ));
         assert!(python_may_define("    def f(self):\n"));
+        assert!(may_define(CodeLanguage::Rust, "impl<T> Foo for T {"));
+        assert!(may_define(CodeLanguage::Rust, "macro_rules! m {"));
+        assert!(!may_define(
+            CodeLanguage::Rust,
+            "    let fnord = constant + 1;\n"
+        ));
+        assert!(may_define(CodeLanguage::Go, "func (s *S) Run() {"));
+        assert!(!may_define(CodeLanguage::Go, "\treturn typed(funcs)\n"));
+        assert!(may_define(CodeLanguage::Cpp, "x = 1;"));
         assert!(python_may_define("CONSTANT = 1\n"));
     }
 
