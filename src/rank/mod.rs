@@ -86,6 +86,30 @@ pub struct ProfileKeys {
     pub tests: Vec<String>,
 }
 
+impl ProfileKeys {
+    /// Sorts and deduplicates the keys ranking looks up by membership, so
+    /// that a lookup is a binary search instead of a set built per query.
+    pub fn sort_lookups(&mut self) {
+        for values in [
+            &mut self.changed,
+            &mut self.referenced,
+            &mut self.qualified_changed,
+            &mut self.error_types,
+            &mut self.tests,
+        ] {
+            values.sort_unstable();
+            values.dedup();
+        }
+    }
+}
+
+/// Whether sorted `values` hold `key`.
+fn has(values: &[String], key: &str) -> bool {
+    values
+        .binary_search_by(|value| value.as_str().cmp(key))
+        .is_ok()
+}
+
 /// Deduplicates in order.
 fn unique(values: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut seen = HashSet::new();
@@ -207,6 +231,8 @@ impl SessionProfile {
                 ),
                 changed,
             };
+        let mut keys = keys;
+        keys.sort_lookups();
         SessionProfile {
             session_id: session_id.to_string(),
             task_line,
@@ -462,34 +488,32 @@ fn language_family(language: &str) -> &str {
 }
 
 /// Per-candidate sets used to match the query, borrowed from its profile.
+/// A candidate's keys as ranking reads them; the membership lists are
+/// sorted ([`ProfileKeys::sort_lookups`]).
 struct CandidateKeys<'p> {
-    changed: HashSet<&'p str>,
-    referenced: HashSet<&'p str>,
-    qualified_changed: HashSet<&'p str>,
+    changed: &'p [String],
+    referenced: &'p [String],
+    qualified_changed: &'p [String],
     stems: &'p [String],
     location_words: &'p [String],
     files: &'p [String],
     source_files: &'p [String],
-    error_types: HashSet<&'p str>,
-    tests: HashSet<&'p str>,
-}
-
-fn set(values: &[String]) -> HashSet<&str> {
-    values.iter().map(String::as_str).collect()
+    error_types: &'p [String],
+    tests: &'p [String],
 }
 
 fn candidate_keys(profile: &SessionProfile) -> CandidateKeys<'_> {
     let keys = &profile.keys;
     CandidateKeys {
-        changed: keys.changed.iter().map(String::as_str).collect(),
-        referenced: set(&keys.referenced),
-        qualified_changed: set(&keys.qualified_changed),
+        changed: &keys.changed,
+        referenced: &keys.referenced,
+        qualified_changed: &keys.qualified_changed,
         stems: &keys.stems,
         location_words: &keys.location_words,
         files: &keys.files,
         source_files: &keys.source_files,
-        error_types: set(&keys.error_types),
-        tests: set(&keys.tests),
+        error_types: &keys.error_types,
+        tests: &keys.tests,
     }
 }
 
@@ -525,7 +549,7 @@ fn frequencies<'q>(
     let mut location_words: HashMap<String, usize> = HashMap::new();
     for keys in keys {
         for name in &query.names {
-            if keys.changed.contains(name.as_str()) || keys.referenced.contains(name.as_str()) {
+            if has(keys.changed, name) || has(keys.referenced, name) {
                 *names.entry(name.as_str()).or_default() += 1;
             }
         }
@@ -535,7 +559,7 @@ fn frequencies<'q>(
             }
         }
         for name in query_errors {
-            if keys.error_types.contains(name.as_str()) {
+            if has(keys.error_types, name) {
                 *errors.entry(name.clone()).or_default() += 1;
             }
         }
@@ -627,15 +651,15 @@ pub fn rank(
             };
             for name in &query.names {
                 let weight = frequencies.idf(frequencies.names.get(name.as_str()));
-                if keys.changed.contains(name.as_str()) {
+                if has(keys.changed, name) {
                     features.symbols_changed += weight;
                     features.matched.push(name.clone());
-                } else if keys.referenced.contains(name.as_str()) {
+                } else if has(keys.referenced, name) {
                     features.symbols_referenced += weight;
                 }
             }
             for qualified in &query.qualified {
-                if keys.qualified_changed.contains(qualified.as_str()) {
+                if has(keys.qualified_changed, qualified) {
                     // A qualified match (`Class.method`) is worth more than
                     // the bare name: half again.
                     let name = qualified.rsplit('.').next().unwrap_or(qualified);
@@ -666,12 +690,12 @@ pub fn rank(
                 .map(|file| file_support.get(file.as_str()).copied().unwrap_or(0.0) - own)
                 .fold(0.0f32, f32::max);
             for name in &query_errors {
-                if keys.error_types.contains(name.as_str()) {
+                if has(keys.error_types, name) {
                     features.errors += frequencies.idf(frequencies.errors.get(name));
                 }
             }
             for name in &query_tests {
-                if keys.tests.contains(name.as_str()) {
+                if has(keys.tests, name) {
                     features.tests += 1.0;
                 }
             }
