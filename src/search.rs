@@ -231,13 +231,11 @@ impl Searcher {
             .filter_map(|hit| {
                 let profile = match &hit.profile_json {
                     Some(json) => {
-                        let mut parsed: rank::SessionProfile = serde_json::from_str(json)
+                        let parsed: rank::SessionProfile = serde_json::from_str(json)
                             .inspect_err(|error| {
                                 tracing::error!(%error, "stored session profile unreadable; skipped");
                             })
                             .ok()?;
-                        // Profiles stored by earlier builds may be unsorted.
-                        parsed.keys.sort_lookups();
                         let parsed = Arc::new(parsed);
                         self.remember_profile(hit.key, Arc::clone(&parsed));
                         parsed

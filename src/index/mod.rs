@@ -76,7 +76,7 @@ const CODE_TOKENIZER: &str = "code";
 /// Bumped whenever the schema, the tokenizer or the stored ranking profile
 /// (`rank::SessionProfile`) changes: an index of another
 /// version is rebuilt from the store.
-const SCHEMA_VERSION: u64 = 9;
+const SCHEMA_VERSION: u64 = 10;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 

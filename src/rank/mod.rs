@@ -89,7 +89,8 @@ pub struct ProfileKeys {
 impl ProfileKeys {
     /// Sorts and deduplicates the keys ranking looks up by membership, so
     /// that a lookup is a binary search instead of a set built per query.
-    pub fn sort_lookups(&mut self) {
+    /// Profiles are stored sorted (index schema 10 on).
+    fn sort_lookups(&mut self) {
         for values in [
             &mut self.changed,
             &mut self.referenced,
@@ -185,7 +186,7 @@ impl SessionProfile {
                 .filter_map(|symbol| name_key(symbol))
                 .filter(|name| !changed_set.contains(name)),
         );
-        let keys =
+        let mut keys =
             ProfileKeys {
                 qualified_changed: unique(
                     symbols_changed
@@ -231,7 +232,6 @@ impl SessionProfile {
                 ),
                 changed,
             };
-        let mut keys = keys;
         keys.sort_lookups();
         SessionProfile {
             session_id: session_id.to_string(),
