@@ -487,27 +487,10 @@ pub struct ServerSink {
     api_key: Option<String>,
 }
 
-/// Percent-encodes everything but unreserved characters.
-fn encode(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            encoded.push(byte as char);
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
-}
-
 impl ServerSink {
     /// A sink posting to `base_url` (e.g. `http://127.0.0.1:8080`).
     pub fn new(base_url: &str, api_key: Option<String>) -> ServerSink {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(600)))
-            .build()
-            .new_agent();
+        let agent = crate::client::agent(Duration::from_secs(600));
         ServerSink {
             agent,
             base_url: base_url.trim_end_matches('/').to_string(),
@@ -525,8 +508,8 @@ impl Sink for ServerSink {
         let url = format!(
             "{}/v1/sessions/{}?user_id={}",
             self.base_url,
-            encode(session_id),
-            encode(user_id)
+            crate::client::encode(session_id),
+            crate::client::encode(user_id)
         );
         let mut request = self.agent.get(&url);
         if let Some(value) = self.authorization() {

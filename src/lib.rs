@@ -8,6 +8,7 @@
 pub mod api;
 pub mod bench;
 pub mod cli;
+pub mod client;
 pub mod domain;
 pub mod import;
 pub mod index;

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::api::dto;
 use crate::api::error::FieldError;
+use crate::client::encode;
 use crate::service::Service;
 
 /// Items `search_memory` returns unless asked otherwise.
@@ -44,6 +45,7 @@ pub enum Backend {
 }
 
 /// A running server reached over HTTP.
+#[derive(Clone)]
 pub struct RemoteServer {
     agent: ureq::Agent,
     base_url: String,
@@ -53,11 +55,7 @@ pub struct RemoteServer {
 impl RemoteServer {
     /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`).
     pub fn new(base_url: &str, api_key: Option<String>) -> RemoteServer {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(600)))
-            .build()
-            .new_agent();
+        let agent = crate::client::agent(Duration::from_secs(600));
         RemoteServer {
             agent,
             base_url: base_url.trim_end_matches('/').to_string(),
@@ -169,20 +167,6 @@ impl From<crate::service::ServiceError> for ToolFailure {
     }
 }
 
-/// Percent-encodes everything but unreserved characters (for URL paths
-/// and query values).
-fn encode(text: &str) -> String {
-    let mut encoded = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            encoded.push(byte as char);
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
-}
-
 impl Backend {
     async fn add(&self, body: Value) -> Result<Value, ToolFailure> {
         match self {
@@ -271,11 +255,7 @@ async fn remote(
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, ToolFailure> {
-    let server = RemoteServer {
-        agent: server.agent.clone(),
-        base_url: server.base_url.clone(),
-        api_key: server.api_key.clone(),
-    };
+    let server = server.clone();
     let path = path.to_string();
     tokio::task::spawn_blocking(move || server.call(&path, body.as_ref()))
         .await

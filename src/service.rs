@@ -643,10 +643,9 @@ fn delete_user(
     search_index: &SearchIndex,
     user_id: &str,
 ) -> Result<store::Deleted, ServiceError> {
-    let tx = conn.transaction().map_err(StoreError::from)?;
-    let deleted = store::delete_user(&tx, user_id)?;
-    tx.commit().map_err(StoreError::from)?;
-    forget_deleted(conn, writer, search_index)?;
+    let deleted = delete_then_forget(conn, writer, search_index, |tx| {
+        store::delete_user(tx, user_id)
+    })?;
     tracing::info!(
         requests = deleted.requests,
         messages = deleted.messages,
@@ -664,10 +663,9 @@ fn purge(
     search_index: &SearchIndex,
     cutoff_ms: i64,
 ) -> Result<store::Deleted, ServiceError> {
-    let tx = conn.transaction().map_err(StoreError::from)?;
-    let deleted = store::purge_sessions_before(&tx, cutoff_ms)?;
-    tx.commit().map_err(StoreError::from)?;
-    forget_deleted(conn, writer, search_index)?;
+    let deleted = delete_then_forget(conn, writer, search_index, |tx| {
+        store::purge_sessions_before(tx, cutoff_ms)
+    })?;
     if deleted.sessions > 0 {
         tracing::info!(
             sessions = deleted.sessions,
@@ -676,6 +674,21 @@ fn purge(
             "retention purged old sessions"
         );
     }
+    Ok(deleted)
+}
+
+/// Runs a store deletion in one transaction (which also records it as
+/// pending), then makes the index forget what it deleted.
+fn delete_then_forget(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    delete: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<store::Deleted, StoreError>,
+) -> Result<store::Deleted, ServiceError> {
+    let tx = conn.transaction().map_err(StoreError::from)?;
+    let deleted = delete(&tx)?;
+    tx.commit().map_err(StoreError::from)?;
+    forget_deleted(conn, writer, search_index)?;
     Ok(deleted)
 }
 
@@ -838,8 +851,9 @@ fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Op
     })
 }
 
-/// Bytes of the files under `directory`, `depth` levels down at most.
-fn directory_bytes(directory: &Path, depth: usize) -> u64 {
+/// Bytes of the files under `directory`, `depth` levels down at most
+/// (symbolic links are not followed).
+pub fn directory_bytes(directory: &Path, depth: usize) -> u64 {
     let Ok(entries) = std::fs::read_dir(directory) else {
         return 0;
     };

@@ -254,11 +254,7 @@ pub fn load(
             .map(|client| {
                 let base_url = base_url.clone();
                 scope.spawn(move || {
-                    let agent = ureq::Agent::config_builder()
-                        .http_status_as_error(false)
-                        .timeout_global(Some(Duration::from_secs(60)))
-                        .build()
-                        .new_agent();
+                    let agent = crate::client::agent(Duration::from_secs(60));
                     let mut adds = Vec::new();
                     let mut searches = Vec::new();
                     let mut errors = Vec::new();

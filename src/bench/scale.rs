@@ -251,11 +251,7 @@ impl Server {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(600)))
-        .build()
-        .new_agent()
+    crate::client::agent(Duration::from_secs(600))
 }
 
 /// Sends the Adds of `sessions` from `clients` threads, each taking whole
@@ -356,21 +352,6 @@ fn send_searches(
     (latencies, errors, rate)
 }
 
-/// Bytes of the files under `path`.
-fn disk_bytes(path: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(metadata) if metadata.is_dir() => disk_bytes(&entry.path()),
-            Ok(metadata) => metadata.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// Measures one system: `start` launches its server on `data_dir`.
 fn measure(
     what: &str,
@@ -414,7 +395,7 @@ fn measure(
     let (small, small_errors, _) = send_searches(&server.base_url, small_queries, same_task);
     let rss_peak_mb = server.rss_peak_mb();
     server.stop()?;
-    let disk = disk_bytes(data_dir);
+    let disk = crate::service::directory_bytes(data_dir, 8);
     progress(&format!("{what}: restart on the full store"));
     let (server, startup) = Server::start(start(), what, &log)?;
     server.stop()?;
