@@ -283,6 +283,14 @@ static EXIT_CODE_TEXT: LazyLock<Pattern> = LazyLock::new(|| {
     )
 });
 
+/// Compiles this module's patterns now rather than at first use (see
+/// [`super::warm_up`]); answers whether every one compiled.
+pub(super) fn warm_up() -> bool {
+    [&*RETURNCODE_TAG, &*EXIT_CODE_TEXT]
+        .iter()
+        .all(|pattern| pattern.is_valid())
+}
+
 /// The exit code an observation reports, looked for near its start and end.
 pub fn parse_exit_code(observation: &str) -> Option<i32> {
     const WINDOW: usize = 4_096;

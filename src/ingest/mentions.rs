@@ -52,6 +52,24 @@ static JSON_SYMBOL_FIELD: LazyLock<Pattern> = LazyLock::new(|| {
 static JSON_SPAN_IDS: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r#""span_ids"\s*:\s*\[([^\]]{0,4000})\]"#));
 
+/// Compiles this module's patterns now rather than at first use (see
+/// [`super::warm_up`]); answers whether every one compiled.
+pub(super) fn warm_up() -> bool {
+    [
+        &*LINE_SUFFIX,
+        &*TEST_ID,
+        &*BACKTICKED,
+        &*DOTTED,
+        &*RUST_PATH,
+        &*SEARCH_CALL,
+        &*FILE_VIEW_HEADER,
+        &*JSON_SYMBOL_FIELD,
+        &*JSON_SPAN_IDS,
+    ]
+    .iter()
+    .all(|pattern| pattern.is_valid())
+}
+
 const DOMAIN_ENDINGS: &[&str] = &[
     ".com", ".org", ".io", ".net", ".dev", ".html", ".htm", ".edu", ".gov",
 ];

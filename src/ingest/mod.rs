@@ -217,14 +217,27 @@ pub struct Diagnostic {
     pub message: String,
 }
 
-/// Compiles every tag query now, a one-time cost (a few hundred
-/// milliseconds, most of it C++'s), so that the first extraction does not
-/// pay it. Answers the error of each query that does not compile.
+/// Compiles every tag query and every extraction pattern now, a one-time
+/// cost (a few hundred milliseconds, most of it C++'s query), so that the
+/// first extraction does not pay it. Answers the error of each query or
+/// pattern set that does not compile.
 pub fn warm_up() -> Vec<String> {
-    symbols::CodeLanguage::ALL
+    let mut errors: Vec<String> = symbols::CodeLanguage::ALL
         .iter()
         .filter_map(|language| symbols::check_query(*language).err())
-        .collect()
+        .collect();
+    symbols::warm_up_line_patterns();
+    for (module, compiled) in [
+        ("command", command::warm_up()),
+        ("mentions", mentions::warm_up()),
+        ("testrun", testrun::warm_up()),
+        ("trace", trace::warm_up()),
+    ] {
+        if !compiled {
+            errors.push(format!("a pattern of ingest::{module} does not compile"));
+        }
+    }
+    errors
 }
 
 /// Extracts the session record from every message of a session, in order.

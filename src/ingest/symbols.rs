@@ -1046,6 +1046,12 @@ const KEYWORDS: &[&str] = &[
     "alignof",
 ];
 
+/// Compiles the line patterns now rather than at first use (see
+/// [`super::warm_up`]).
+pub(super) fn warm_up_line_patterns() {
+    LazyLock::force(&LINE_PATTERNS);
+}
+
 fn compile(pattern: &str) -> Option<Regex> {
     Regex::new(pattern).ok()
 }
@@ -1287,9 +1293,6 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
         .as_ref()
         .filter(|(kind, _)| *kind == DefinitionKind::Type)
         .or(file_type.as_ref());
-    let fallback = family
-        .map(|family| scope_symbols(hunk, text, family, header.as_ref()))
-        .unwrap_or_default();
     let mut per_line: Vec<Option<String>> = vec![None; hunk.lines.len()];
     if let Some(language) = language {
         for changed_kind in [HunkLineKind::Added, HunkLineKind::Removed] {
@@ -1347,6 +1350,8 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
             }
         }
     }
+    // The line scan, run only when some changed line has no symbol from the parse.
+    let mut fallback: Option<Vec<Option<String>>> = None;
     for (line_index, line) in hunk.lines.iter().enumerate() {
         let blank = text
             .get(line.start..line.end)
@@ -1354,7 +1359,12 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
         if line.kind == HunkLineKind::Context || blank {
             continue;
         }
-        let symbol = per_line[line_index].clone().or_else(|| {
+        let symbol = per_line[line_index].take().or_else(|| {
+            let fallback = fallback.get_or_insert_with(|| {
+                family
+                    .map(|family| scope_symbols(hunk, text, family, header.as_ref()))
+                    .unwrap_or_default()
+            });
             let scanned = fallback.get(line_index).cloned().flatten()?;
             // A Java method known only from the hunk header belongs to the
             // file's class, as one shown in the fragment would.

@@ -82,6 +82,26 @@ static UNITTEST_TEST: LazyLock<Pattern> = LazyLock::new(|| {
 static UNITTEST_RAN: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r"^Ran \d+ tests? in [\d.]+s"));
 
+/// Compiles this module's patterns now rather than at first use (see
+/// [`super::warm_up`]); answers whether every one compiled.
+pub(super) fn warm_up() -> bool {
+    [
+        &*PYTEST_VERBOSE,
+        &*SUMMARY_COUNT,
+        &*CARGO_TEST,
+        &*CARGO_RESULT,
+        &*GO_TEST,
+        &*GO_PACKAGE,
+        &*JEST_TEST,
+        &*JEST_SUMMARY,
+        &*MAVEN_SUMMARY,
+        &*UNITTEST_TEST,
+        &*UNITTEST_RAN,
+    ]
+    .iter()
+    .all(|pattern| pattern.is_valid())
+}
+
 /// How the lines that [`parse_test_observations`] reads start, leading
 /// whitespace skipped (a superset).
 const OBSERVATION_STARTS: &[&str] = &[
