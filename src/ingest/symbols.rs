@@ -495,34 +495,37 @@ const MAX_TAG_CACHE_ENTRIES: usize = 16_384;
 /// A parsed text and its tags.
 type CachedTags = (Box<str>, Tags);
 
-/// Tags of texts parsed before on this thread, by language and exact text.
+/// The rows a caller needs tags for, when not all: see [`extract_tags_in_rows`].
+type RowRange = Option<(usize, usize)>;
+
+/// Tags of texts parsed before on this thread, by language, rows asked for and exact text.
 /// The service re-derives a session from all its messages on every Add, and
 /// agents show the same code again and again, so most parses repeat; the
 /// cache is cleared when full, so its size stays bounded.
 #[derive(Default)]
 struct TagCache {
-    entries: HashMap<(CodeLanguage, u64), Vec<CachedTags>>,
+    entries: HashMap<(CodeLanguage, RowRange, u64), Vec<CachedTags>>,
     source_bytes: usize,
     entry_count: usize,
 }
 
 impl TagCache {
-    fn key(language: CodeLanguage, source: &str) -> (CodeLanguage, u64) {
+    fn key(language: CodeLanguage, rows: RowRange, source: &str) -> (CodeLanguage, RowRange, u64) {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         source.hash(&mut hasher);
-        (language, hasher.finish())
+        (language, rows, hasher.finish())
     }
 
-    fn get(&self, language: CodeLanguage, source: &str) -> Option<Tags> {
+    fn get(&self, language: CodeLanguage, rows: RowRange, source: &str) -> Option<Tags> {
         self.entries
-            .get(&Self::key(language, source))?
+            .get(&Self::key(language, rows, source))?
             .iter()
             .find(|(cached, _)| cached.as_ref() == source)
             .map(|(_, tags)| tags.clone())
     }
 
-    fn insert(&mut self, language: CodeLanguage, source: &str, tags: &Tags) {
+    fn insert(&mut self, language: CodeLanguage, rows: RowRange, source: &str, tags: &Tags) {
         if source.len() > MAX_TAG_CACHE_BYTES / 4 {
             return;
         }
@@ -536,7 +539,7 @@ impl TagCache {
         self.source_bytes += source.len();
         self.entry_count += 1;
         self.entries
-            .entry(Self::key(language, source))
+            .entry(Self::key(language, rows, source))
             .or_default()
             .push((source.into(), tags.clone()));
     }
@@ -591,13 +594,37 @@ pub fn extract_tags_within(
     source: &str,
     budget: &mut ParseBudget,
 ) -> Option<Tags> {
+    extract_tags_for(language, source, None, budget)
+}
+
+/// Like [`extract_tags_within`], but only the tags of matches that touch rows
+/// `first_row..=last_row`: every definition enclosing one of those rows and
+/// every reference in them are there, as with [`extract_tags_within`]
+/// (others may be missing). The query then skips the rest of the tree.
+pub fn extract_tags_in_rows(
+    language: CodeLanguage,
+    source: &str,
+    first_row: usize,
+    last_row: usize,
+    budget: &mut ParseBudget,
+) -> Option<Tags> {
+    extract_tags_for(language, source, Some((first_row, last_row)), budget)
+}
+
+fn extract_tags_for(
+    language: CodeLanguage,
+    source: &str,
+    rows: RowRange,
+    budget: &mut ParseBudget,
+) -> Option<Tags> {
     if source.len() > language.max_parse_bytes()
         || !budget.allows(source.len())
         || !looks_like_code(source)
     {
         return None;
     }
-    if let Some(tags) = TAG_CACHE.with(|cache| cache.try_borrow().ok()?.get(language, source)) {
+    if let Some(tags) = TAG_CACHE.with(|cache| cache.try_borrow().ok()?.get(language, rows, source))
+    {
         budget.spend(source.len(), Duration::ZERO);
         return Some(tags);
     }
@@ -606,21 +633,23 @@ pub fn extract_tags_within(
     let parsed = parse_bounded(support, source, budget.time_limit(source.len()));
     budget.spend(source.len(), started.elapsed());
     let tree = parsed?;
-    let tags = tags_of_tree(language, support, source, &tree);
+    let tags = tags_of_tree(language, support, source, &tree, rows);
     TAG_CACHE.with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
-            cache.insert(language, source, &tags);
+            cache.insert(language, rows, source, &tags);
         }
     });
     Some(tags)
 }
 
-/// Runs the tag query over a parsed tree and qualifies the definitions.
+/// Runs the tag query over a parsed tree, or over the matches touching
+/// `rows` (first and last, inclusive), and qualifies the definitions.
 fn tags_of_tree(
     language: CodeLanguage,
     support: &LanguageSupport,
     source: &str,
     tree: &Tree,
+    rows: RowRange,
 ) -> Tags {
     let mut tags = Tags::default();
     // Definitions as matched, qualified afterwards in one walk of the tree.
@@ -629,6 +658,19 @@ fn tags_of_tree(
     let mut seen_definitions: HashSet<(usize, usize, String)> = HashSet::new();
     let mut cursor = QueryCursor::new();
     cursor.set_match_limit(256);
+    if let Some((first_row, last_row)) = rows {
+        // Matches intersecting the range are returned whole, captures outside
+        // it included (a definition's name above its changed body). A Python
+        // definition counts from its decorators, which its node does not
+        // cover: a changed decorator row belongs to a definition below it.
+        let end_row = match language {
+            CodeLanguage::Python => u32::MAX as usize,
+            _ => last_row + 1,
+        };
+        cursor.set_point_range(
+            tree_sitter::Point::new(first_row, 0)..tree_sitter::Point::new(end_row, 0),
+        );
+    }
     let mut matches = cursor.matches(&support.query, tree.root_node(), source.as_bytes());
     while let Some(found) = matches.next() {
         if pending.len() >= MAX_TAGS_PER_TEXT && tags.references.len() >= MAX_TAGS_PER_TEXT {
@@ -1312,7 +1354,17 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 CodeLanguage::C | CodeLanguage::Cpp => close_open_braces(&fragment.source),
                 _ => Cow::Borrowed(fragment.source.as_str()),
             };
-            let Some(tags) = extract_tags_within(language, &source, budget) else {
+            // Only definitions enclosing changed rows and references in them are used.
+            let mut changed_rows = fragment
+                .rows
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, changed))| *changed)
+                .map(|(row, _)| row);
+            let first_row = changed_rows.next().unwrap_or(0);
+            let last_row = changed_rows.last().unwrap_or(first_row);
+            let Some(tags) = extract_tags_in_rows(language, &source, first_row, last_row, budget)
+            else {
                 result.skipped_parse = true;
                 continue;
             };
@@ -2028,6 +2080,57 @@ mod tests {
     }
 
     #[test]
+    fn tags_in_rows_keep_what_hunks_use() {
+        // For every row: the innermost definition covering it and the
+        // references on it are the same whether the query ran over the whole
+        // tree or over that row only.
+        let sources = [
+            (
+                CodeLanguage::Python,
+                "import os\nLIMIT = 3\n\nclass A(Base):\n    @property\n    @cached(\n        1)\n    def size(self):\n        return len(self.items)\n\n    def grow(self, n):\n        def inner():\n            return helper(n)\n        return inner()\n\n@decorate\ndef top(x):\n    return os.path.join(x)\n",
+            ),
+            (
+                CodeLanguage::Rust,
+                "mod printer {\n    #[derive(Debug)]\n    pub struct Standard<W> { w: W }\n    impl<W: Write> Sink for Standard<W> {\n        fn matched(&mut self) -> bool {\n            self.write_line();\n            helper(1)\n        }\n    }\n}\nfn main() {\n    run();\n}\n",
+            ),
+            (
+                CodeLanguage::Cpp,
+                "namespace ns {\nclass Foo {\n public:\n  int bar(int x) {\n    return baz(x);\n  }\n};\n}\nvoid Foo::qux() {\n  call();\n}\n",
+            ),
+            (
+                CodeLanguage::Go,
+                "package p\n\ntype S struct{}\n\nfunc (s *S) Run() {\n\ts.step()\n}\n\nfunc main() {\n\tRun()\n}\n",
+            ),
+            (
+                CodeLanguage::JavaScript,
+                "class A {\n  m() {\n    return f(1);\n  }\n}\nfunction g() {\n  h();\n}\n",
+            ),
+        ];
+        for (language, source) in sources {
+            let full = extract_tags_within(language, source, &mut ParseBudget::generous())
+                .expect("parses");
+            for row in 0..source.lines().count() {
+                let restricted =
+                    extract_tags_in_rows(language, source, row, row, &mut ParseBudget::generous())
+                        .expect("parses");
+                let name = |tags: &Tags| {
+                    innermost_definition(&tags.definitions, row)
+                        .map(|definition| definition.qualified_name.clone())
+                };
+                let on_row = |tags: &Tags| -> Vec<String> {
+                    tags.references
+                        .iter()
+                        .filter(|reference| reference.row == row)
+                        .map(|reference| reference.name.clone())
+                        .collect()
+                };
+                assert_eq!(name(&restricted), name(&full), "{language:?} row {row}");
+                assert_eq!(on_row(&restricted), on_row(&full), "{language:?} row {row}");
+            }
+        }
+    }
+
+    #[test]
     fn python_query_compiles_and_tags() {
         check_tags(
             CodeLanguage::Python,
@@ -2408,13 +2511,33 @@ mod tests {
             ),
             None
         );
+        // Tags of some rows are kept apart from tags of the whole text.
+        let rows = extract_tags_in_rows(
+            CodeLanguage::Python,
+            source,
+            2,
+            2,
+            &mut ParseBudget::generous(),
+        )
+        .expect("parses");
         let mut cache = TagCache::default();
+        cache.insert(CodeLanguage::Python, Some((2, 2)), source, &rows);
+        assert_eq!(cache.get(CodeLanguage::Python, None, source), None);
+        assert_eq!(
+            cache.get(CodeLanguage::Python, Some((2, 2)), source),
+            Some(rows)
+        );
         for index in 0..MAX_TAG_CACHE_ENTRIES + 10 {
-            cache.insert(CodeLanguage::Python, &format!("x{index} = 1\n"), &first);
+            cache.insert(
+                CodeLanguage::Python,
+                None,
+                &format!("x{index} = 1\n"),
+                &first,
+            );
         }
         assert!(cache.entry_count <= MAX_TAG_CACHE_ENTRIES);
-        assert!(cache.get(CodeLanguage::Python, "x0 = 1\n").is_none());
-        assert!(cache.get(CodeLanguage::Rust, "x9 = 1\n").is_none());
+        assert!(cache.get(CodeLanguage::Python, None, "x0 = 1\n").is_none());
+        assert!(cache.get(CodeLanguage::Rust, None, "x9 = 1\n").is_none());
     }
 
     #[test]
