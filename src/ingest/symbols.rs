@@ -1362,7 +1362,7 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 .filter(|(_, (_, changed))| *changed)
                 .map(|(row, _)| row);
             let first_row = changed_rows.next().unwrap_or(0);
-            let last_row = changed_rows.last().unwrap_or(first_row);
+            let last_row = changed_rows.next_back().unwrap_or(first_row);
             let Some(tags) = extract_tags_in_rows(language, &source, first_row, last_row, budget)
             else {
                 result.skipped_parse = true;
