@@ -1350,9 +1350,11 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 // Only definitions matter on the old side, and there are none.
                 continue;
             }
-            let source = match language {
-                CodeLanguage::C | CodeLanguage::Cpp => close_open_braces(&fragment.source),
-                _ => Cow::Borrowed(fragment.source.as_str()),
+            // Rows of the parsed text are the fragment's plus `offset`.
+            let (source, offset) = match language {
+                CodeLanguage::C | CodeLanguage::Cpp => (close_open_braces(&fragment.source), 0),
+                CodeLanguage::Python => open_python_blocks(&fragment.source),
+                _ => (Cow::Borrowed(fragment.source.as_str()), 0),
             };
             // Only definitions enclosing changed rows and references in them are used.
             let mut changed_rows = fragment
@@ -1363,8 +1365,13 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 .map(|(row, _)| row);
             let first_row = changed_rows.next().unwrap_or(0);
             let last_row = changed_rows.next_back().unwrap_or(first_row);
-            let Some(tags) = extract_tags_in_rows(language, &source, first_row, last_row, budget)
-            else {
+            let Some(tags) = extract_tags_in_rows(
+                language,
+                &source,
+                first_row + offset,
+                last_row + offset,
+                budget,
+            ) else {
                 result.skipped_parse = true;
                 continue;
             };
@@ -1372,7 +1379,7 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 if !*changed {
                     continue;
                 }
-                if let Some(definition) = innermost_definition(&tags.definitions, row) {
+                if let Some(definition) = innermost_definition(&tags.definitions, row + offset) {
                     per_line[*line_index] = Some(qualify_with_header(
                         definition,
                         type_context,
@@ -1386,7 +1393,7 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                     .iter()
                     .enumerate()
                     .filter(|(_, (_, changed))| *changed)
-                    .map(|(row, _)| row)
+                    .map(|(row, _)| row + offset)
                     .collect();
                 for reference in &tags.references {
                     if added_rows.contains(&reference.row)
@@ -1491,6 +1498,46 @@ fn close_open_braces(source: &str) -> Cow<'_, str> {
     closed.push_str(&"}".repeat(depth.min(MAX_CLOSED)));
     closed.push('\n');
     Cow::Owned(closed)
+}
+
+/// A Python fragment that starts indented (inside a body, as most hunks do),
+/// behind one `if 1:` line per indentation level it dedents to, so that it
+/// parses as the blocks it shows rather than as an error (error recovery
+/// also costs the parser several times more). The added lines define and
+/// reference nothing; answers the text and how many lines were added.
+fn open_python_blocks(source: &str) -> (Cow<'_, str>, usize) {
+    const MAX_LEVELS: usize = 32;
+    let indentation = |line: &str| -> Option<usize> {
+        let body = line.trim_start_matches([' ', '\t']);
+        (!body.trim().is_empty() && !body.starts_with('#')).then(|| line.len() - body.len())
+    };
+    let mut lines = source
+        .lines()
+        .filter_map(|line| Some((line, indentation(line)?)));
+    let Some((_, first)) = lines.next() else {
+        return (Cow::Borrowed(source), 0);
+    };
+    if first == 0 {
+        return (Cow::Borrowed(source), 0);
+    }
+    // Each level below the first line's, shallowest first, as written.
+    let mut levels: Vec<&str> = vec![""];
+    for (line, width) in lines {
+        if width < first && !levels.iter().any(|level| level.len() == width) {
+            levels.push(line.get(..width).unwrap_or(""));
+        }
+    }
+    if levels.len() > MAX_LEVELS {
+        return (Cow::Borrowed(source), 0);
+    }
+    levels.sort_by_key(|level| level.len());
+    let mut opened = String::with_capacity(source.len() + levels.len() * 16);
+    for level in &levels {
+        opened.push_str(level);
+        opened.push_str("if 1:\n");
+    }
+    opened.push_str(source);
+    (Cow::Owned(opened), levels.len())
 }
 
 /// Whether tree-sitter could find a definition in `source`: for Python see
@@ -2321,6 +2368,27 @@ mod tests {
             "--- a/x.py\n+++ b/x.py\n@@ -1,5 +1,8 @@\n class A:\n-    order = 1\n+    order = 2\n \n     def f(self):\n         pass\n+\n+def helper():\n+    return 1\n",
             &[&["A", "helper"]],
         );
+    }
+
+    #[test]
+    fn python_hunk_starting_in_a_body_parses_the_blocks_after_it() {
+        // The fragment starts inside a list in a class body; the class added
+        // after it owns its methods (error recovery from the indented start
+        // gave them to the header's class).
+        check_hunks(
+            "--- a/bench.py\n+++ b/bench.py\n@@ -106,5 +106,11 @@ class Neighbors(Benchmark):\n         [0.2, 0.5],\n     ]\n \n     def setup(self, n):\n         self.n = n\n+\n+class CNeighbors(Benchmark):\n+    def setup(self, m):\n+        self.m = m\n+\n+    def time_deep(self, m):\n+        self.run(m)\n",
+            &[&["CNeighbors", "CNeighbors.setup", "CNeighbors.time_deep"]],
+        );
+        assert_eq!(
+            open_python_blocks("        a = 1\n    def f(self):\n  b\n# c\n"),
+            (
+                Cow::Owned::<str>(
+                    "if 1:\n  if 1:\n    if 1:\n        a = 1\n    def f(self):\n  b\n# c\n".into()
+                ),
+                3
+            )
+        );
+        assert_eq!(open_python_blocks("x = 1\n    y\n").1, 0);
     }
 
     #[test]
