@@ -27,6 +27,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
+use std::rc::Rc;
 use std::sync::{LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -493,7 +494,7 @@ const MAX_TAG_CACHE_BYTES: usize = 8 * 1024 * 1024;
 const MAX_TAG_CACHE_ENTRIES: usize = 16_384;
 
 /// A parsed text and its tags.
-type CachedTags = (Box<str>, Tags);
+type CachedTags = (Box<str>, Rc<Tags>);
 
 /// The rows a caller needs tags for, when not all: see [`extract_tags_in_rows`].
 type RowRange = Option<(usize, usize)>;
@@ -517,7 +518,7 @@ impl TagCache {
         (language, rows, hasher.finish())
     }
 
-    fn get(&self, language: CodeLanguage, rows: RowRange, source: &str) -> Option<Tags> {
+    fn get(&self, language: CodeLanguage, rows: RowRange, source: &str) -> Option<Rc<Tags>> {
         self.entries
             .get(&Self::key(language, rows, source))?
             .iter()
@@ -525,7 +526,7 @@ impl TagCache {
             .map(|(_, tags)| tags.clone())
     }
 
-    fn insert(&mut self, language: CodeLanguage, rows: RowRange, source: &str, tags: &Tags) {
+    fn insert(&mut self, language: CodeLanguage, rows: RowRange, source: &str, tags: &Rc<Tags>) {
         if source.len() > MAX_TAG_CACHE_BYTES / 4 {
             return;
         }
@@ -582,7 +583,7 @@ fn parse_bounded_with(
 
 /// Definitions and references of `source` with a fresh default budget; see
 /// [`extract_tags_within`].
-pub fn extract_tags(language: CodeLanguage, source: &str) -> Option<Tags> {
+pub fn extract_tags(language: CodeLanguage, source: &str) -> Option<Rc<Tags>> {
     extract_tags_within(language, source, &mut ParseBudget::default())
 }
 
@@ -593,7 +594,7 @@ pub fn extract_tags_within(
     language: CodeLanguage,
     source: &str,
     budget: &mut ParseBudget,
-) -> Option<Tags> {
+) -> Option<Rc<Tags>> {
     extract_tags_for(language, source, None, budget)
 }
 
@@ -607,7 +608,7 @@ pub fn extract_tags_in_rows(
     first_row: usize,
     last_row: usize,
     budget: &mut ParseBudget,
-) -> Option<Tags> {
+) -> Option<Rc<Tags>> {
     extract_tags_for(language, source, Some((first_row, last_row)), budget)
 }
 
@@ -616,7 +617,7 @@ fn extract_tags_for(
     source: &str,
     rows: RowRange,
     budget: &mut ParseBudget,
-) -> Option<Tags> {
+) -> Option<Rc<Tags>> {
     if source.len() > language.max_parse_bytes()
         || !budget.allows(source.len())
         || !looks_like_code(source)
@@ -633,7 +634,7 @@ fn extract_tags_for(
     let parsed = parse_bounded(support, source, budget.time_limit(source.len()));
     budget.spend(source.len(), started.elapsed());
     let tree = parsed?;
-    let tags = tags_of_tree(language, support, source, &tree, rows);
+    let tags = Rc::new(tags_of_tree(language, support, source, &tree, rows));
     TAG_CACHE.with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
             cache.insert(language, rows, source, &tags);
@@ -1643,7 +1644,7 @@ fn has_keyword(source: &str, keyword: &str) -> bool {
 /// The new side of a hunk as parsed: its tags, and the row of each context
 /// or added line in the parsed text.
 struct NewSide {
-    tags: Tags,
+    tags: Rc<Tags>,
     row_of_line: Vec<Option<usize>>,
 }
 
@@ -2146,9 +2147,9 @@ pub fn code_definitions(
     let tags = extract_tags_within(language, source, budget);
     match tags {
         Some(tags) => {
-            for definition in tags.definitions {
+            for definition in &tags.definitions {
                 if definition.kind != "constant" {
-                    push_unique(&mut names, definition.qualified_name, cap);
+                    push_unique(&mut names, definition.qualified_name.clone(), cap);
                 }
             }
         }
@@ -2704,7 +2705,7 @@ mod tests {
                 true,
             ),
         ];
-        let parse = |language: CodeLanguage, source: &str| -> (Tags, usize) {
+        let parse = |language: CodeLanguage, source: &str| -> (Rc<Tags>, usize) {
             let (source, offset) = match language {
                 CodeLanguage::Python => open_python_blocks(source),
                 _ => (Cow::Borrowed(source), 0),
