@@ -131,7 +131,7 @@ pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
 /// `$ cmd` lines of a transcript (`base` = offset of `text` in the message).
 fn prompt_commands(text: &str, base: usize) -> Vec<ParsedCommand> {
     let mut commands = Vec::new();
-    if !contains_str(text, "$ ") {
+    if !contains_str!(text, "$ ") {
         return commands;
     }
     for line in lines_with_offsets(text) {

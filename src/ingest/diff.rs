@@ -122,9 +122,9 @@ pub struct ParsedDiffs {
 
 /// Cheap test: could `text` contain a diff at all?
 pub fn may_contain_diff(text: &str) -> bool {
-    contains_str(text, "@@")
-        || contains_str(text, "diff --git")
-        || contains_str(text, "Binary files")
+    contains_str!(text, "@@")
+        || contains_str!(text, "diff --git")
+        || contains_str!(text, "Binary files")
 }
 
 /// Finds every file diff in `text`.

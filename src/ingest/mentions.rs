@@ -219,7 +219,7 @@ fn path_matches(text: &str) -> Vec<(usize, usize)> {
 /// pytest node ids mentioned in `text`, deduped in order.
 pub fn test_ids(text: &str) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
-    if !contains_str(text, "::") {
+    if !contains_str!(text, "::") {
         return ids;
     }
     for found in TEST_ID.find_all(text) {
@@ -476,7 +476,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
             }
         }
     }
-    if contains_str(text, "search_") {
+    if contains_str!(text, "search_") {
         for captures in SEARCH_CALL.captures_all(text) {
             if let Some(name) = captures.get(1) {
                 push(name.as_str(), &mut found);
@@ -499,7 +499,7 @@ pub fn identifiers(text: &str) -> Vec<String> {
             }
         }
     }
-    if contains_str(&prose, "::") {
+    if contains_str!(&prose, "::") {
         for whole in RUST_PATH.find_all(&prose) {
             push(whole.as_str(), &mut found);
         }
@@ -537,7 +537,7 @@ fn lines_with_dotted_names(text: &str) -> impl Iterator<Item = &str> {
 /// `span_ids`, `function_name`, `class_name` fields), deduped in order.
 pub fn json_symbol_fields(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    if !contains_str(text, "span_id") && !contains_str(text, "_name\"") {
+    if !contains_str!(text, "span_id") && !contains_str!(text, "_name\"") {
         return found;
     }
     let push = |name: &str, found: &mut Vec<String>| {
@@ -600,10 +600,10 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
             });
         }
     }
-    if contains_str(text, "[File: ") {
+    if contains_str!(text, "[File: ") {
         snippets.extend(file_views(text));
     }
-    if contains_str(text, "<code>") {
+    if contains_str!(text, "<code>") {
         for (path, code_start) in acr_file_and_code(text) {
             if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
                 break;

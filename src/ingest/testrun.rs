@@ -114,9 +114,9 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
     let mut observations = TestObservations::default();
     let mut after_unittest_ran = false;
     // Substring searches once per text, not once per line.
-    let has_double_colon = contains_str(text, "::");
-    let has_maven_summary = contains_str(text, "Tests run: ");
-    let has_unittest_result = contains_str(text, " ... ");
+    let has_double_colon = contains_str!(text, "::");
+    let has_maven_summary = contains_str!(text, "Tests run: ");
+    let has_unittest_result = contains_str!(text, " ... ");
     for line in lines_with_offsets(text) {
         if observations.results.len() >= MAX_RESULTS_PER_TEXT {
             break;

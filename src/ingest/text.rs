@@ -72,10 +72,17 @@ pub fn lines_with_offsets(text: &str) -> LineIterator<'_> {
 }
 
 /// Whether `haystack` contains `needle`: memchr's SIMD substring search, much
-/// faster over whole messages than `str::contains`.
-pub fn contains_str(haystack: &str, needle: &str) -> bool {
-    memchr::memmem::find(haystack.as_bytes(), needle.as_bytes()).is_some()
+/// faster over whole messages than `str::contains`. The searcher is built
+/// once per call site (building one costs about as much as scanning a short
+/// message).
+macro_rules! contains_str {
+    ($haystack:expr, $needle:literal) => {{
+        static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new($needle));
+        FINDER.find(str::as_bytes($haystack)).is_some()
+    }};
 }
+pub(crate) use contains_str;
 
 /// Whether `line`, leading whitespace skipped, starts with one of
 /// `prefixes` or with a non-ASCII character (maybe whitespace `trim` would
@@ -181,7 +188,7 @@ pub struct FencedBlock {
 /// All fenced code blocks of `text` (backtick or tilde fences, possibly indented).
 pub fn fenced_blocks(text: &str) -> Vec<FencedBlock> {
     let mut blocks = Vec::new();
-    if !contains_str(text, "```") && !contains_str(text, "~~~") {
+    if !contains_str!(text, "```") && !contains_str!(text, "~~~") {
         return blocks;
     }
     let mut open: Option<(String, usize, usize, char, usize)> = None;

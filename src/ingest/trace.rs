@@ -112,8 +112,8 @@ pub(super) fn warm_up() -> bool {
 pub fn parse_errors(text: &str) -> Vec<ParsedError> {
     let mut errors = Vec::new();
     // Substring searches once per text, not once per line.
-    let has_traceback = contains_str(text, "Traceback (most recent call last)");
-    let has_panic = contains_str(text, "panicked at");
+    let has_traceback = contains_str!(text, "Traceback (most recent call last)");
+    let has_panic = contains_str!(text, "panicked at");
     // Most texts have no line any parser below starts at: spare them the
     // line list.
     if !has_traceback
