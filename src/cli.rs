@@ -1047,7 +1047,7 @@ fn bench_ingest(bench_dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
     );
     println!("  diagnostics: {}", report.num_diagnostics);
     println!(
-        "  tag queries compiled once before timing: {:.0} ms",
+        "  tag queries and patterns compiled once before timing: {:.0} ms",
         report.warm_up_ms
     );
     Ok(())

@@ -54,8 +54,8 @@ pub struct IngestReport {
     pub chunk_max_ms: f64,
     /// Diagnostics the extractors reported over all whole sessions.
     pub num_diagnostics: usize,
-    /// One-time compilation of the tag queries before the timed passes (the
-    /// service does it at start-up), ms.
+    /// One-time compilation of the tag queries and extraction patterns
+    /// before the timed passes (the service does it at start-up), ms.
     pub warm_up_ms: f64,
 }
 
