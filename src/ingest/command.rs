@@ -283,12 +283,15 @@ static EXIT_CODE_TEXT: LazyLock<Pattern> = LazyLock::new(|| {
     )
 });
 
+/// This module's patterns, each compiled at first use or by [`warm_up`].
+fn patterns() -> [&'static Pattern; 2] {
+    [&*RETURNCODE_TAG, &*EXIT_CODE_TEXT]
+}
+
 /// Compiles this module's patterns now rather than at first use (see
 /// [`super::warm_up`]); answers whether every one compiled.
 pub(super) fn warm_up() -> bool {
-    [&*RETURNCODE_TAG, &*EXIT_CODE_TEXT]
-        .iter()
-        .all(|pattern| pattern.is_valid())
+    patterns().iter().all(|pattern| pattern.is_valid())
 }
 
 /// The exit code an observation reports, looked for near its start and end.

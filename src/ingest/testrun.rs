@@ -82,9 +82,8 @@ static UNITTEST_TEST: LazyLock<Pattern> = LazyLock::new(|| {
 static UNITTEST_RAN: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r"^Ran \d+ tests? in [\d.]+s"));
 
-/// Compiles this module's patterns now rather than at first use (see
-/// [`super::warm_up`]); answers whether every one compiled.
-pub(super) fn warm_up() -> bool {
+/// This module's patterns, each compiled at first use or by [`warm_up`].
+fn patterns() -> [&'static Pattern; 11] {
     [
         &*PYTEST_VERBOSE,
         &*SUMMARY_COUNT,
@@ -98,8 +97,12 @@ pub(super) fn warm_up() -> bool {
         &*UNITTEST_TEST,
         &*UNITTEST_RAN,
     ]
-    .iter()
-    .all(|pattern| pattern.is_valid())
+}
+
+/// Compiles this module's patterns now rather than at first use (see
+/// [`super::warm_up`]); answers whether every one compiled.
+pub(super) fn warm_up() -> bool {
+    patterns().iter().all(|pattern| pattern.is_valid())
 }
 
 /// How the lines that [`parse_test_observations`] reads start, leading
@@ -633,19 +636,7 @@ mod tests {
 
     #[test]
     fn every_pattern_compiles() {
-        for pattern in [
-            &*PYTEST_VERBOSE,
-            &*SUMMARY_COUNT,
-            &*CARGO_TEST,
-            &*CARGO_RESULT,
-            &*GO_TEST,
-            &*GO_PACKAGE,
-            &*JEST_TEST,
-            &*JEST_SUMMARY,
-            &*MAVEN_SUMMARY,
-            &*UNITTEST_TEST,
-            &*UNITTEST_RAN,
-        ] {
+        for pattern in patterns() {
             assert!(pattern.is_valid(), "{pattern:?}");
         }
     }

@@ -81,9 +81,8 @@ static PYTEST_LOCATION: LazyLock<Pattern> =
 static PYTEST_SHORT_FAILURE: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r"^(FAILED|ERROR) (\S+?\.py(?:::\S+?)?)(?: - (.*))?\s*$"));
 
-/// Compiles this module's patterns now rather than at first use (see
-/// [`super::warm_up`]); answers whether every one compiled.
-pub(super) fn warm_up() -> bool {
+/// This module's patterns, each compiled at first use or by [`warm_up`].
+fn patterns() -> [&'static Pattern; 18] {
     [
         &*PYTHON_FRAME,
         &*IPYTHON_FRAME,
@@ -104,8 +103,12 @@ pub(super) fn warm_up() -> bool {
         &*PYTEST_LOCATION,
         &*PYTEST_SHORT_FAILURE,
     ]
-    .iter()
-    .all(|pattern| pattern.is_valid())
+}
+
+/// Compiles this module's patterns now rather than at first use (see
+/// [`super::warm_up`]); answers whether every one compiled.
+pub(super) fn warm_up() -> bool {
+    patterns().iter().all(|pattern| pattern.is_valid())
 }
 
 /// Finds every error trace in `text`.
@@ -1032,26 +1035,7 @@ mod tests {
 
     #[test]
     fn every_pattern_compiles() {
-        for pattern in [
-            &*PYTHON_FRAME,
-            &*IPYTHON_FRAME,
-            &*IPYTHON_OLD_FRAME,
-            &*PYTHON_EXCEPTION,
-            &*RUSTC_ERROR,
-            &*RUSTC_LOCATION,
-            &*RUST_PANIC_NEW,
-            &*RUST_PANIC_OLD,
-            &*RUST_BACKTRACE_SYMBOL,
-            &*RUST_BACKTRACE_LOCATION,
-            &*GO_LOCATION,
-            &*STACK_FRAME_PARENTHESIZED,
-            &*STACK_FRAME_JAVA,
-            &*STACK_FRAME_BARE,
-            &*STACK_HEADER,
-            &*PYTEST_SECTION,
-            &*PYTEST_LOCATION,
-            &*PYTEST_SHORT_FAILURE,
-        ] {
+        for pattern in patterns() {
             assert!(pattern.is_valid(), "{pattern:?}");
         }
     }
