@@ -1291,11 +1291,14 @@ struct Fragment {
     source: String,
     /// For each row of `source`: (index into hunk.lines, is a changed line).
     rows: Vec<(usize, bool)>,
+    /// For each hunk line, its row in `source` if it is on this side.
+    row_of_line: Vec<Option<usize>>,
 }
 
 fn build_fragment(hunk: &Hunk, text: &str, changed_kind: HunkLineKind) -> Fragment {
     let mut source = String::new();
     let mut rows = Vec::new();
+    let mut row_of_line = vec![None; hunk.lines.len()];
     for (line_index, line) in hunk.lines.iter().enumerate() {
         if line.kind != HunkLineKind::Context && line.kind != changed_kind {
             continue;
@@ -1303,9 +1306,14 @@ fn build_fragment(hunk: &Hunk, text: &str, changed_kind: HunkLineKind) -> Fragme
         let content = text.get(line.start..line.end).unwrap_or("");
         source.push_str(content);
         source.push('\n');
+        row_of_line[line_index] = Some(rows.len());
         rows.push((line_index, line.kind == changed_kind));
     }
-    Fragment { source, rows }
+    Fragment {
+        source,
+        rows,
+        row_of_line,
+    }
 }
 
 /// Pushes `value` into `values` unless present or the cap is reached.
@@ -1415,17 +1423,13 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                 }
             }
             if changed_kind == HunkLineKind::Added {
-                let added_rows: HashSet<usize> = fragment
-                    .rows
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (_, changed))| *changed)
-                    .map(|(row, _)| row + offset)
-                    .collect();
                 for reference in &tags.references {
-                    if added_rows.contains(&reference.row)
-                        && is_interesting_reference(&reference.name)
-                    {
+                    let on_added_row = reference
+                        .row
+                        .checked_sub(offset)
+                        .and_then(|row| fragment.rows.get(row))
+                        .is_some_and(|(_, changed)| *changed);
+                    if on_added_row && is_interesting_reference(&reference.name) {
                         push_unique(
                             &mut result.referenced,
                             reference.name.clone(),
@@ -1433,13 +1437,12 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
                         );
                     }
                 }
-                let mut row_of_line = vec![None; hunk.lines.len()];
-                for (row, (line_index, _)) in fragment.rows.iter().enumerate() {
-                    if let Some(slot) = row_of_line.get_mut(*line_index) {
-                        *slot = Some(row + offset);
-                    }
-                }
-                new_side = Some(NewSide { tags, row_of_line });
+                drop(source);
+                new_side = Some(NewSide {
+                    tags,
+                    offset,
+                    fragment,
+                });
             }
         }
     }
@@ -1641,11 +1644,27 @@ fn has_keyword(source: &str, keyword: &str) -> bool {
     })
 }
 
-/// The new side of a hunk as parsed: its tags, and the row of each context
-/// or added line in the parsed text.
+/// The new side of a hunk as parsed: its fragment, and its tags, whose rows
+/// are the fragment's plus `offset`.
 struct NewSide {
     tags: Rc<Tags>,
-    row_of_line: Vec<Option<usize>>,
+    offset: usize,
+    fragment: Fragment,
+}
+
+impl NewSide {
+    /// The parsed row of hunk line `line`, if it is on the new side.
+    fn row(&self, line: Option<usize>) -> Option<usize> {
+        let row = self.fragment.row_of_line.get(line?).copied().flatten()?;
+        Some(row + self.offset)
+    }
+
+    /// Whether parsed row `row` holds a context line.
+    fn is_context_row(&self, row: usize) -> bool {
+        row.checked_sub(self.offset)
+            .and_then(|row| self.fragment.rows.get(row))
+            .is_some_and(|(_, changed)| !changed)
+    }
 }
 
 /// For each hunk line, the nearest context line before and after it.
@@ -1678,13 +1697,7 @@ impl ContextNeighbours {
 
     /// Rows of the new-side `fragment` holding the context lines around removed lines.
     fn rows_around_removed(&self, hunk: &Hunk, fragment: &Fragment) -> Vec<usize> {
-        let mut row_of_line = vec![None; hunk.lines.len()];
-        for (row, (line_index, _)) in fragment.rows.iter().enumerate() {
-            if let Some(slot) = row_of_line.get_mut(*line_index) {
-                *slot = Some(row);
-            }
-        }
-        let row = |line: Option<usize>| row_of_line.get(line?).copied().flatten();
+        let row = |line: Option<usize>| fragment.row_of_line.get(line?).copied().flatten();
         hunk.lines
             .iter()
             .enumerate()
@@ -1729,20 +1742,6 @@ fn removed_from_new_side<'n>(
     ) {
         return None;
     }
-    let is_context_row = |row: usize| {
-        new_side
-            .row_of_line
-            .iter()
-            .enumerate()
-            .any(|(index, line_row)| {
-                *line_row == Some(row)
-                    && hunk
-                        .lines
-                        .get(index)
-                        .is_some_and(|line| line.kind == HunkLineKind::Context)
-            })
-    };
-    let row = |line: Option<usize>| new_side.row_of_line.get(line?).copied().flatten();
     let innermost = |definitions: &mut dyn Iterator<Item = &'n Definition>| {
         definitions.min_by_key(|definition| {
             (
@@ -1753,14 +1752,14 @@ fn removed_from_new_side<'n>(
     };
     let mut placed = Vec::with_capacity(removed.len());
     for (index, content) in removed {
-        let before = row(neighbours.before[index])?;
+        let before = new_side.row(neighbours.before[index])?;
         let mut around = new_side
             .tags
             .definitions
             .iter()
             .filter(|definition| definition.start_row <= before && before <= definition.end_row)
             .filter(|definition| definition.kind != "constant" || definition.start_column == 0)
-            .filter(|definition| is_context_row(definition.start_row))
+            .filter(|definition| new_side.is_context_row(definition.start_row))
             .peekable();
         if around.peek().is_none() {
             placed.push((index, None));
@@ -1770,7 +1769,7 @@ fn removed_from_new_side<'n>(
             let indentation = content.len() - content.trim_start_matches([' ', '\t']).len();
             innermost(&mut around.filter(|definition| definition.start_column < indentation))
         } else {
-            let after = row(neighbours.after[index])?;
+            let after = new_side.row(neighbours.after[index])?;
             Some(innermost(
                 &mut around.filter(|definition| after <= definition.end_row),
             )?)
@@ -2721,11 +2720,11 @@ mod tests {
             let language = CodeLanguage::from_path(path).expect("a language");
             let new_fragment = build_fragment(hunk, diff, HunkLineKind::Added);
             let (tags, offset) = parse(language, &new_fragment.source);
-            let mut row_of_line = vec![None; hunk.lines.len()];
-            for (row, (line_index, _)) in new_fragment.rows.iter().enumerate() {
-                row_of_line[*line_index] = Some(row + offset);
-            }
-            let new_side = NewSide { tags, row_of_line };
+            let new_side = NewSide {
+                tags,
+                offset,
+                fragment: new_fragment,
+            };
             let placed = removed_from_new_side(
                 hunk,
                 diff,
