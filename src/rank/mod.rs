@@ -882,25 +882,26 @@ fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>)
     let mut seen_tasks: HashMap<&str, &str> = HashMap::new();
     let mut seen_fixes: HashMap<&str, &str> = HashMap::new();
     for entry in scored.iter_mut() {
-        let other_language = match (language, entry.language.as_deref()) {
-            (Some(query), Some(session)) => language_family(session) != language_family(query),
-            _ => false,
-        };
-        if other_language
-            && !entry.features.same_task
-            && entry.evidence < gate::OTHER_LANGUAGE_EVIDENCE
-            && entry.features.text_coverage < gate::OTHER_LANGUAGE_COVERAGE
-        {
-            entry.dropped = Some(DropReason::OtherCodeBase);
-            continue;
-        }
-        if entry.evidence < gate::MIN_EVIDENCE
-            && !entry.features.same_task
-            && (entry.features.text_rel < gate::MIN_TEXT_REL_WITHOUT_EVIDENCE
-                || entry.features.text_coverage < gate::MIN_TEXT_COVERAGE_WITHOUT_EVIDENCE)
-        {
-            entry.dropped = Some(DropReason::BelowFloor);
-            continue;
+        // The same task again is relevant whatever its language or evidence.
+        if !entry.features.same_task {
+            let other_language = match (language, entry.language.as_deref()) {
+                (Some(query), Some(session)) => language_family(session) != language_family(query),
+                _ => false,
+            };
+            if other_language
+                && entry.evidence < gate::OTHER_LANGUAGE_EVIDENCE
+                && entry.features.text_coverage < gate::OTHER_LANGUAGE_COVERAGE
+            {
+                entry.dropped = Some(DropReason::OtherCodeBase);
+                continue;
+            }
+            if entry.evidence < gate::MIN_EVIDENCE
+                && (entry.features.text_rel < gate::MIN_TEXT_REL_WITHOUT_EVIDENCE
+                    || entry.features.text_coverage < gate::MIN_TEXT_COVERAGE_WITHOUT_EVIDENCE)
+            {
+                entry.dropped = Some(DropReason::BelowFloor);
+                continue;
+            }
         }
         if let Some(best) = best_kept
             && entry.score < best - gate::MAX_BELOW_BEST
