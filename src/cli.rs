@@ -85,6 +85,11 @@ enum BenchCommand {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Also write each session's derived record, diagnostics and ranking
+        /// profile here, one JSON line per session in bench order: two
+        /// builds' files compare byte for byte (`scripts/compare-records`).
+        #[arg(long)]
+        records_out: Option<PathBuf>,
     },
     /// codemem at scale beside an SQLite FTS5 memory under the same
     /// workload: replays a bench directory's sessions (repeated under fresh
@@ -346,7 +351,11 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => inspect(args),
         Command::Search(args) => search(args),
         Command::Import(args) => import_history(args),
-        Command::Bench(BenchCommand::Ingest { bench, json }) => bench_ingest(&bench, json),
+        Command::Bench(BenchCommand::Ingest {
+            bench,
+            json,
+            records_out,
+        }) => bench_ingest(&bench, json, records_out.as_deref()),
         Command::Bench(BenchCommand::ReferenceServer { data_dir, listen }) => {
             crate::bench::reference::serve(&data_dir, &listen)
         }
@@ -1022,9 +1031,20 @@ fn write_detail(out: &mut String, detail: &SessionDetail) {
     }
 }
 
-fn bench_ingest(bench_dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
+fn bench_ingest(
+    bench_dir: &std::path::Path,
+    json: bool,
+    records_out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; measure with cargo run --release");
+    }
+    if let Some(path) = records_out {
+        let count = crate::bench::write_records(bench_dir, path)?;
+        eprintln!(
+            "bench ingest: {count} session records written to {}",
+            path.display()
+        );
     }
     let report = crate::bench::ingest(bench_dir)?;
     if json {

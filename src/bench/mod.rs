@@ -125,6 +125,30 @@ fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
+/// Writes, for every session of a bench directory in order, one JSON line
+/// with its derived record, its diagnostics and its ranking profile, so that
+/// two builds' outputs compare byte for byte. Answers the number of sessions.
+pub fn write_records(bench_dir: &Path, out: &Path) -> anyhow::Result<usize> {
+    use std::io::Write;
+    let sessions = read_sessions(bench_dir)?;
+    let file = std::fs::File::create(out).with_context(|| format!("create {}", out.display()))?;
+    let mut writer = std::io::BufWriter::new(file);
+    for (number, session) in sessions.iter().enumerate() {
+        let (record, diagnostics) = ingest::extract_session(&inputs(session));
+        let profile =
+            crate::rank::SessionProfile::from_record(&format!("s{number}"), &record, 0, 0);
+        let line = serde_json::json!({
+            "record": record,
+            "diagnostics": diagnostics,
+            "profile": profile,
+        });
+        serde_json::to_writer(&mut writer, &line)?;
+        writer.write_all(b"\n")?;
+    }
+    writer.flush()?;
+    Ok(sessions.len())
+}
+
 /// Runs the extraction benchmark over a bench directory.
 pub fn ingest(bench_dir: &Path) -> anyhow::Result<IngestReport> {
     let sessions = read_sessions(bench_dir)?;
