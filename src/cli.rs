@@ -13,8 +13,9 @@ use crate::api::{self, ApiOptions, DEFAULT_MAX_BODY_BYTES};
 use crate::domain::SearchRequest;
 use crate::import;
 use crate::rank;
-use crate::search::{self, Searcher};
-use crate::service::{self, Service, ServiceOptions, SessionDetail, SessionSummary};
+use crate::read::inspect::{self, SessionDetail, SessionSummary};
+use crate::read::search::{Explained, Searcher};
+use crate::service::{self, Service, ServiceOptions};
 use crate::store;
 use crate::time::rfc3339_from_ms;
 
@@ -620,7 +621,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let mut out = String::new();
     match &args.session {
         None => {
-            let summaries = service::session_summaries(&conn, &args.user_id)?;
+            let summaries = inspect::session_summaries(&conn, &args.user_id)?;
             if args.json {
                 let data: Vec<api::dto::SessionSummaryDto> =
                     summaries.into_iter().map(Into::into).collect();
@@ -631,7 +632,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         }
         Some(session_id) => {
             let detail =
-                service::session_detail(&conn, &args.user_id, session_id)?.with_context(|| {
+                inspect::session_detail(&conn, &args.user_id, session_id)?.with_context(|| {
                     format!("user {:?} has no session {session_id:?}", args.user_id)
                 })?;
             if args.json {
@@ -834,7 +835,7 @@ fn import_history(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_explained(out: &mut String, explained: &search::Explained) {
+fn write_explained(out: &mut String, explained: &Explained) {
     use std::fmt::Write;
     let query = &explained.query;
     let _ = writeln!(

@@ -25,8 +25,9 @@ use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
 use crate::index::{self, IndexError, IndexWriterHandle, OpenState, SearchIndex, SessionDoc};
 use crate::ingest::{self, IngestMessage, SessionRecord};
 use crate::rank;
-pub use crate::search::Explained;
-use crate::search::Searcher;
+use crate::read::ReadError;
+use crate::read::inspect::{self, SessionDetail, SessionSummary};
+use crate::read::search::{Explained, Searcher};
 use crate::store::{self, Admission, StoreError, StoredSession};
 use crate::time::now_ms;
 
@@ -76,6 +77,15 @@ pub enum ServiceError {
     /// A blocking task panicked or was cancelled.
     #[error("internal task failed: {0}")]
     Task(String),
+}
+
+impl From<ReadError> for ServiceError {
+    fn from(error: ReadError) -> ServiceError {
+        match error {
+            ReadError::Store(error) => ServiceError::Store(error),
+            ReadError::Index(error) => ServiceError::Index(error),
+        }
+    }
 }
 
 /// Knobs of the service.
@@ -137,143 +147,6 @@ pub struct Health {
     pub indexed_seq: i64,
     /// Documents visible to searches.
     pub num_docs: u64,
-}
-
-/// One line about a stored session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionSummary {
-    /// The session.
-    pub session_id: String,
-    /// The task statement's first line, capped.
-    pub task: String,
-    /// Dominant language.
-    pub language: Option<String>,
-    /// `resolved`, `failed` or `unknown`.
-    pub status: String,
-    /// Files the session changed.
-    pub num_files_changed: usize,
-    /// Symbols the session changed.
-    pub num_symbols_changed: usize,
-    /// Errors met.
-    pub num_errors: usize,
-    /// Messages stored.
-    pub num_messages: i64,
-    /// When the record was last derived, Unix ms.
-    pub updated_at_ms: i64,
-    /// The first files changed (at most [`SUMMARY_LIST_LEN`]).
-    pub files_changed: Vec<String>,
-    /// The first symbols changed (at most [`SUMMARY_LIST_LEN`]).
-    pub symbols_changed: Vec<String>,
-    /// The types of the first errors met (distinct, at most [`SUMMARY_LIST_LEN`]).
-    pub error_types: Vec<String>,
-}
-
-/// How many files, symbols and error types a session summary names.
-pub const SUMMARY_LIST_LEN: usize = 5;
-
-impl SessionSummary {
-    fn of(session: &StoredSession) -> Option<SessionSummary> {
-        let record: SessionRecord = serde_json::from_str(&session.record_json).ok()?;
-        let first_line = record.task.lines().next().unwrap_or("").trim();
-        Some(SessionSummary {
-            session_id: session.session_id.clone(),
-            task: first_line.chars().take(200).collect(),
-            language: record.language,
-            status: record.outcome.status,
-            num_files_changed: record.files_changed.len(),
-            num_symbols_changed: record.symbols_changed.len(),
-            num_errors: record.errors.len(),
-            num_messages: session.num_messages,
-            updated_at_ms: session.updated_at_ms,
-            files_changed: record
-                .files_changed
-                .iter()
-                .take(SUMMARY_LIST_LEN)
-                .cloned()
-                .collect(),
-            symbols_changed: record
-                .symbols_changed
-                .iter()
-                .take(SUMMARY_LIST_LEN)
-                .cloned()
-                .collect(),
-            error_types: {
-                let mut types: Vec<String> = Vec::new();
-                for error in &record.errors {
-                    if types.len() == SUMMARY_LIST_LEN {
-                        break;
-                    }
-                    if !types.contains(&error.error_type) {
-                        types.push(error.error_type.clone());
-                    }
-                }
-                types
-            },
-        })
-    }
-}
-
-/// A session's whole derived record, with where each message came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionDetail {
-    /// The session.
-    pub session_id: String,
-    /// Messages stored.
-    pub num_messages: i64,
-    /// When the record was last derived, Unix ms.
-    pub updated_at_ms: i64,
-    /// The record.
-    pub record: SessionRecord,
-    /// What the extractors could not parse.
-    pub diagnostics: Vec<ingest::Diagnostic>,
-    /// Per message of the session (by session index): the Add's request id
-    /// and the message's index within it.
-    pub sources: Vec<(String, usize)>,
-}
-
-impl SessionDetail {
-    fn of(
-        session: &StoredSession,
-        sources: Vec<(String, usize)>,
-    ) -> Result<SessionDetail, ServiceError> {
-        let corrupt = |error: serde_json::Error| {
-            ServiceError::Store(StoreError::Corrupt(format!("session record: {error}")))
-        };
-        Ok(SessionDetail {
-            session_id: session.session_id.clone(),
-            num_messages: session.num_messages,
-            updated_at_ms: session.updated_at_ms,
-            record: serde_json::from_str(&session.record_json).map_err(corrupt)?,
-            diagnostics: serde_json::from_str(&session.diagnostics_json).map_err(corrupt)?,
-            sources,
-        })
-    }
-}
-
-/// Summaries of every session of a user, most recently updated first, read
-/// with any connection to the store (the service's, or the CLI's own).
-pub fn session_summaries(
-    conn: &Connection,
-    user_id: &str,
-) -> Result<Vec<SessionSummary>, ServiceError> {
-    Ok(store::sessions_of_user(conn, user_id)?
-        .iter()
-        .filter_map(SessionSummary::of)
-        .collect())
-}
-
-/// One session's whole record with provenance; `None` when the user has no
-/// such session.
-pub fn session_detail(
-    conn: &Connection,
-    user_id: &str,
-    session_id: &str,
-) -> Result<Option<SessionDetail>, ServiceError> {
-    let Some(session) = store::session(conn, user_id, session_id)? else {
-        return Ok(None);
-    };
-    let sources = store::session_message_sources(conn, user_id, session_id)?;
-    SessionDetail::of(&session, sources).map(Some)
 }
 
 /// The running core: store, index and writer thread.
@@ -493,12 +366,13 @@ impl Service {
     /// and inspection read SQLite and tantivy synchronously).
     async fn on_blocking_pool<T: Send + 'static>(
         self: &Arc<Self>,
-        work: impl FnOnce(&Searcher) -> Result<T, ServiceError> + Send + 'static,
+        work: impl FnOnce(&Searcher) -> Result<T, ReadError> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let service = Arc::clone(self);
-        tokio::task::spawn_blocking(move || work(&service.searcher))
+        let read = tokio::task::spawn_blocking(move || work(&service.searcher))
             .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?
+            .map_err(|error| ServiceError::Task(error.to_string()))?;
+        Ok(read?)
     }
 
     /// Ranks the stored experience of the request's user for its query.
@@ -526,7 +400,7 @@ impl Service {
         user_id: String,
     ) -> Result<Vec<SessionSummary>, ServiceError> {
         self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| session_summaries(conn, &user_id))
+            searcher.with_reader(|conn| inspect::session_summaries(conn, &user_id))
         })
         .await
     }
@@ -544,7 +418,7 @@ impl Service {
         session_id: String,
     ) -> Result<Option<SessionDetail>, ServiceError> {
         self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| session_detail(conn, &user_id, &session_id))
+            searcher.with_reader(|conn| inspect::session_detail(conn, &user_id, &session_id))
         })
         .await
     }
