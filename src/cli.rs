@@ -530,27 +530,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
         options.redact_secrets = args.redact_secrets;
         options.max_batch = args.max_batch as usize;
+        options.retention = args
+            .retention_days
+            .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));
         let service = tokio::task::spawn_blocking(move || Service::open(options))
             .await
             .context("start-up task failed")??;
-        if let Some(days) = args.retention_days {
-            // At start-up, then hourly: sessions idle for longer go.
-            let service = service.clone();
-            let age = std::time::Duration::from_secs(days.saturating_mul(86_400));
-            tokio::spawn(async move {
-                let mut every_hour = tokio::time::interval(std::time::Duration::from_secs(3600));
-                loop {
-                    every_hour.tick().await;
-                    if let Err(error) = service.purge_older_than(age).await {
-                        tracing::warn!(%error, "retention purge failed; retried in an hour");
-                    }
-                }
-            });
-            tracing::info!(
-                days,
-                "retention: sessions idle for longer are purged hourly"
-            );
-        }
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -13,22 +13,29 @@
 //! Architecture invariant: nothing here knows HTTP; no blocking work runs on
 //! an async worker thread.
 
+mod derive;
+mod retention;
+mod writer;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use self::derive::{catch_up, derive_session};
+use self::retention::Retention;
+use self::writer::{AddJob, WriteJob, WriterReports, forget_deleted, writer_loop};
 use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
-use crate::index::{self, IndexError, IndexWriterHandle, OpenState, SearchIndex, SessionDoc};
-use crate::ingest::{self, IngestMessage, SessionRecord};
+use crate::index::{self, IndexError, OpenState, SearchIndex};
+use crate::ingest;
 use crate::rank;
 use crate::read::ReadError;
 use crate::read::inspect::{self, SessionDetail, SessionSummary};
 use crate::read::search::{Explained, Searcher};
-use crate::store::{self, Admission, StoreError, StoredSession};
+use crate::store::{self, StoreError};
 use crate::time::now_ms;
 
 /// Errors of the service, as its callers need to tell them apart.
@@ -101,6 +108,10 @@ pub struct ServiceOptions {
     pub search_budget_chars: usize,
     /// Mask common credentials in message content before storage.
     pub redact_secrets: bool,
+    /// Purge sessions not added to for longer than this, at start-up and
+    /// then hourly (their messages, Adds, record and index documents). Off
+    /// when `None`.
+    pub retention: Option<Duration>,
 }
 
 impl ServiceOptions {
@@ -112,30 +123,9 @@ impl ServiceOptions {
             queue_capacity: 1024,
             search_budget_chars: rank::assemble::DEFAULT_BUDGET_CHARS,
             redact_secrets: false,
+            retention: None,
         }
     }
-}
-
-/// An Add for the writer thread.
-struct AddJob {
-    request: AddRequest,
-    reply: oneshot::Sender<Result<AddOutcome, ServiceError>>,
-}
-
-/// What the writer thread is asked to do.
-enum WriteJob {
-    /// Store an Add (Adds queued together are written together).
-    Add(AddJob),
-    /// Delete every session last changed before a time (retention).
-    Purge {
-        cutoff_ms: i64,
-        reply: oneshot::Sender<Result<store::Deleted, ServiceError>>,
-    },
-    /// Delete everything of a user.
-    DeleteUser {
-        user_id: String,
-        reply: oneshot::Sender<Result<store::Deleted, ServiceError>>,
-    },
 }
 
 /// What a health check reports.
@@ -159,6 +149,9 @@ pub struct Service {
     /// never across an await.
     sender: Mutex<Option<mpsc::Sender<WriteJob>>>,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The retention thread, when the service purges idle sessions; stopped
+    /// before the writer at shutdown (it holds a sender to the writer).
+    retention: Mutex<Option<Retention>>,
     committed_seq: Arc<std::sync::atomic::AtomicI64>,
     writer_metrics: Arc<WriterMetrics>,
     /// Held for the life of the service: the directory's exclusive lock.
@@ -292,6 +285,13 @@ impl Service {
                 )
             })
             .map_err(io_error)?;
+        // Policy of this service: whoever opens it with a retention age
+        // gets the purges.
+        let retention = options
+            .retention
+            .map(|age| Retention::start(age, sender.clone()))
+            .transpose()
+            .map_err(io_error)?;
 
         Ok(Arc::new(Service {
             redact_secrets: options.redact_secrets,
@@ -304,6 +304,7 @@ impl Service {
             search_index,
             sender: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
+            retention: Mutex::new(retention),
             committed_seq,
             writer_metrics,
             _lock: lock,
@@ -353,11 +354,8 @@ impl Service {
 
     /// Deletes every session of every user last changed more than `age`
     /// ago, from store and index; answers what it removed.
-    pub async fn purge_older_than(
-        &self,
-        age: std::time::Duration,
-    ) -> Result<store::Deleted, ServiceError> {
-        let cutoff_ms = now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+    pub async fn purge_older_than(&self, age: Duration) -> Result<store::Deleted, ServiceError> {
+        let cutoff_ms = retention::cutoff_ms(age);
         self.ask_writer(|reply| WriteJob::Purge { cutoff_ms, reply })
             .await
     }
@@ -491,6 +489,18 @@ impl Service {
     /// Stops taking Adds, lets the writer finish every queued one, and
     /// waits for it. Idempotent.
     pub async fn shutdown(&self) {
+        let retention = self
+            .retention
+            .lock()
+            .ok()
+            .and_then(|mut retention| retention.take());
+        if let Some(retention) = retention {
+            let thread = retention.stop();
+            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::error!("retention thread ended abnormally");
+            }
+        }
         let sender = self.sender.lock().ok().and_then(|mut sender| sender.take());
         drop(sender);
         let thread = self
@@ -505,224 +515,6 @@ impl Service {
             }
         }
     }
-}
-
-/// Deletes a user from the store (one transaction, which also records the
-/// deletion as pending for the index), then from the index, then clears
-/// the pending record. A crash in between leaves the pending record, and
-/// start-up finishes the index part (see [`forget_deleted`]).
-fn delete_user(
-    conn: &mut Connection,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-    user_id: &str,
-) -> Result<store::Deleted, ServiceError> {
-    let deleted = delete_then_forget(conn, writer, search_index, |tx| {
-        store::delete_user(tx, user_id)
-    })?;
-    tracing::info!(
-        requests = deleted.requests,
-        messages = deleted.messages,
-        sessions = deleted.sessions,
-        "user deleted"
-    );
-    Ok(deleted)
-}
-
-/// Purges the sessions last changed before `cutoff_ms` from the store, then
-/// from the index, crash-safe like [`delete_user`].
-fn purge(
-    conn: &mut Connection,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-    cutoff_ms: i64,
-) -> Result<store::Deleted, ServiceError> {
-    let deleted = delete_then_forget(conn, writer, search_index, |tx| {
-        store::purge_sessions_before(tx, cutoff_ms)
-    })?;
-    if deleted.sessions > 0 {
-        tracing::info!(
-            sessions = deleted.sessions,
-            requests = deleted.requests,
-            messages = deleted.messages,
-            "retention purged old sessions"
-        );
-    }
-    Ok(deleted)
-}
-
-/// Runs a store deletion in one transaction (which also records it as
-/// pending), then makes the index forget what it deleted.
-fn delete_then_forget(
-    conn: &mut Connection,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-    delete: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<store::Deleted, StoreError>,
-) -> Result<store::Deleted, ServiceError> {
-    let tx = conn.transaction().map_err(StoreError::from)?;
-    let deleted = delete(&tx)?;
-    tx.commit().map_err(StoreError::from)?;
-    forget_deleted(conn, writer, search_index)?;
-    Ok(deleted)
-}
-
-/// Removes from the index every user and session the store has deleted,
-/// and clears their pending records.
-fn forget_deleted(
-    conn: &Connection,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-) -> Result<(), ServiceError> {
-    let users = store::pending_user_deletions(conn)?;
-    let sessions = store::pending_session_deletions(conn)?;
-    if users.is_empty() && sessions.is_empty() {
-        return Ok(());
-    }
-    if let Err(error) = writer.forget(&users, &sessions, search_index) {
-        if let Err(rollback_error) = writer.rollback() {
-            tracing::error!(error = %rollback_error, "index rollback failed");
-        }
-        return Err(error.into());
-    }
-    store::clear_user_deletions(conn, &users)?;
-    store::clear_session_deletions(conn, &sessions)?;
-    Ok(())
-}
-
-/// Indexes every Add the store holds past the index's committed sequence
-/// number, in groups, committing each. Returns how many Adds it indexed.
-fn catch_up(
-    conn: &mut Connection,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-    replace: bool,
-) -> Result<usize, ServiceError> {
-    const ADDS_PER_COMMIT: usize = 512;
-    let mut num_adds = 0;
-    loop {
-        let messages = store::messages_after(conn, writer.committed_seq(), ADDS_PER_COMMIT)?;
-        let Some(last) = messages.last() else {
-            return Ok(num_adds);
-        };
-        let last_seq = last.seq;
-        let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
-        seqs.dedup();
-        num_adds += seqs.len();
-        let mut sessions: Vec<SessionDoc> = Vec::new();
-        for session in store::sessions_changed_between(conn, writer.committed_seq(), last_seq)? {
-            let messages = store::session_messages(conn, &session.user_id, &session.session_id)?;
-            sessions.extend(session_doc(&session, &messages));
-        }
-        let indexed = writer
-            .add_messages(&messages, replace)
-            .and_then(|()| writer.upsert_sessions(&sessions))
-            .and_then(|()| writer.commit(last_seq, search_index));
-        if let Err(error) = indexed {
-            if let Err(rollback_error) = writer.rollback() {
-                tracing::error!(error = %rollback_error, "index rollback failed");
-            }
-            return Err(error.into());
-        }
-    }
-}
-
-/// Re-derives the record of one session from all its stored messages and
-/// stores it, inside the caller's transaction.
-fn derive_session(
-    conn: &Connection,
-    user_id: &str,
-    session_id: &str,
-    now_ms: i64,
-) -> Result<(), ServiceError> {
-    let messages = store::session_messages(conn, user_id, session_id)?;
-    let inputs = IngestMessage::in_order(
-        messages
-            .iter()
-            .map(|message| (message.role, message.content.as_str())),
-    );
-    let (record, diagnostics) = ingest::extract_session(&inputs);
-    let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
-    store::upsert_session(
-        conn,
-        &StoredSession {
-            user_id: user_id.to_string(),
-            session_id: session_id.to_string(),
-            record_json: serde_json::to_string(&record).map_err(encode)?,
-            diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
-            num_messages: messages.len() as i64,
-            last_seq: messages
-                .iter()
-                .map(|message| message.seq)
-                .max()
-                .unwrap_or(0),
-            updated_at_ms: now_ms,
-        },
-    )?;
-    Ok(())
-}
-
-/// The index document of a stored session record; `None` (logged) when the
-/// stored record cannot be read. `messages` are the session's messages in
-/// order: those no evidence came from (a plain remark, a question, an
-/// observation that showed nothing wrong) are searchable through the
-/// session too.
-fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Option<SessionDoc> {
-    let record: SessionRecord = match serde_json::from_str(&session.record_json) {
-        Ok(record) => record,
-        Err(error) => {
-            tracing::error!(%error, "stored session record unreadable; not indexed");
-            return None;
-        }
-    };
-    const MAX_TEXT_BYTES: usize = 256 * 1024;
-    const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
-    let mut text = record.task.clone();
-    for evidence in &record.evidence {
-        if text.len() + evidence.text.len() > MAX_TEXT_BYTES {
-            break;
-        }
-        text.push('\n');
-        text.push_str(&evidence.text);
-    }
-    let with_evidence: std::collections::HashSet<usize> = record
-        .evidence
-        .iter()
-        .map(|evidence| evidence.message_index)
-        .collect();
-    let mut plain_bytes = 0usize;
-    for (index, message) in messages.iter().enumerate() {
-        if with_evidence.contains(&index) {
-            continue;
-        }
-        let content = ingest::text::truncate_to_bytes(&message.content, MAX_PLAIN_MESSAGE_BYTES);
-        if text.len() + content.len() > MAX_TEXT_BYTES {
-            break;
-        }
-        plain_bytes += content.len();
-        text.push('\n');
-        text.push_str(content);
-    }
-    tracing::trace!(plain_bytes, "session text");
-    let profile = rank::SessionProfile::from_record(
-        &session.session_id,
-        &record,
-        session.last_seq,
-        session.updated_at_ms,
-    );
-    let profile_json = match serde_json::to_string(&profile) {
-        Ok(json) => json,
-        Err(error) => {
-            tracing::error!(%error, "session profile not serializable; not indexed");
-            return None;
-        }
-    };
-    Some(SessionDoc {
-        user_id: session.user_id.clone(),
-        session_id: session.session_id.clone(),
-        last_seq: session.last_seq,
-        profile_json,
-        text,
-    })
 }
 
 /// Bytes of the files under `directory`, `depth` levels down at most
@@ -741,153 +533,4 @@ pub fn directory_bytes(directory: &Path, depth: usize) -> u64 {
             _ => 0,
         })
         .sum()
-}
-
-/// What the writer thread reports to the rest of the service.
-struct WriterReports<'a> {
-    /// Highest sequence number committed to the index.
-    committed_seq: &'a std::sync::atomic::AtomicI64,
-    /// Counts for `/metrics`.
-    metrics: &'a WriterMetrics,
-}
-
-fn writer_loop(
-    data_dir: &Path,
-    mut receiver: mpsc::Receiver<WriteJob>,
-    mut conn: Connection,
-    mut writer: IndexWriterHandle,
-    search_index: &SearchIndex,
-    reports: WriterReports<'_>,
-    max_batch: usize,
-) {
-    let WriterReports {
-        committed_seq,
-        metrics,
-    } = reports;
-    let mut batch = Vec::with_capacity(max_batch);
-    // After a failed index update the writer may hold documents of an
-    // unrecorded commit: the next catch-up replaces instead of appending.
-    let mut index_may_hold_unrecorded = false;
-    while let Some(first) = receiver.blocking_recv() {
-        // Adds queued together are written together; a deletion is done
-        // after the Adds queued before it.
-        let mut deletion = None;
-        match first {
-            WriteJob::Add(job) => batch.push(job),
-            other => deletion = Some(other),
-        }
-        while deletion.is_none() && batch.len() < max_batch {
-            match receiver.try_recv() {
-                Ok(WriteJob::Add(job)) => batch.push(job),
-                Ok(other) => deletion = Some(other),
-                Err(_) => break,
-            }
-        }
-        if !batch.is_empty() {
-            metrics
-                .adds_written
-                .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            let started = std::time::Instant::now();
-            let indexed = write_batch(
-                &mut conn,
-                &mut writer,
-                search_index,
-                &mut batch,
-                index_may_hold_unrecorded,
-            );
-            metrics.commit.observe(started.elapsed());
-            index_may_hold_unrecorded = !indexed;
-        }
-        match deletion {
-            Some(WriteJob::DeleteUser { user_id, reply }) => {
-                let _ = reply.send(delete_user(&mut conn, &mut writer, search_index, &user_id));
-            }
-            Some(WriteJob::Purge { cutoff_ms, reply }) => {
-                let _ = reply.send(purge(&mut conn, &mut writer, search_index, cutoff_ms));
-            }
-            Some(WriteJob::Add(_)) | None => {}
-        }
-        committed_seq.store(writer.committed_seq(), std::sync::atomic::Ordering::Release);
-    }
-    let indexed_seq = writer.committed_seq();
-    match writer.close(data_dir) {
-        Ok(()) => tracing::info!(indexed_seq, "writer stopped, index synced"),
-        Err(error) => {
-            tracing::error!(%error, indexed_seq, "index not synced at shutdown; the next start-up verifies it")
-        }
-    }
-}
-
-/// Stores a group of Adds in one transaction, indexes them, then replies to
-/// each. Drains `batch`. Returns whether the index is up to date.
-fn write_batch(
-    conn: &mut Connection,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-    batch: &mut Vec<AddJob>,
-    replace: bool,
-) -> bool {
-    let stored_at_ms = now_ms();
-    let started = std::time::Instant::now();
-    let admitted: Result<Vec<Admission>, ServiceError> = (|| {
-        let tx = conn.transaction().map_err(StoreError::from)?;
-        let mut admissions = Vec::with_capacity(batch.len());
-        let mut touched = std::collections::BTreeSet::new();
-        for job in batch.iter() {
-            // Hashed here, on the writer thread, not on an async worker.
-            let body_sha256 = job.request.body_sha256();
-            let admission = store::admit(&tx, &job.request, &body_sha256, stored_at_ms)?;
-            if let Admission::Inserted { .. } = admission {
-                touched.insert((
-                    job.request.user_id.as_str(),
-                    job.request.session_id.as_str(),
-                ));
-            }
-            admissions.push(admission);
-        }
-        for (user_id, session_id) in touched {
-            derive_session(&tx, user_id, session_id, stored_at_ms)?;
-        }
-        tx.commit().map_err(StoreError::from)?;
-        Ok(admissions)
-    })();
-    let admissions = match admitted {
-        Ok(admissions) => admissions,
-        Err(error) => {
-            tracing::error!(%error, num_adds = batch.len(), "store write failed, nothing stored");
-            let reason = error.to_string();
-            for job in batch.drain(..) {
-                let _ = job
-                    .reply
-                    .send(Err(ServiceError::WriteFailed(reason.clone())));
-            }
-            return !replace;
-        }
-    };
-    // Replace is off on the normal path: the index is exactly at the
-    // store's previous head, so these sequence numbers are new to it.
-    let stored = started.elapsed();
-    let indexed = catch_up(conn, writer, search_index, replace);
-    tracing::debug!(
-        num_adds = batch.len(),
-        store_ms = stored.as_secs_f64() * 1e3,
-        index_ms = (started.elapsed() - stored).as_secs_f64() * 1e3,
-        "batch written"
-    );
-    if let Err(error) = &indexed {
-        tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
-    }
-    for (job, admission) in batch.drain(..).zip(admissions) {
-        let answer = match (admission, &indexed) {
-            (Admission::Conflict, _) => Err(ServiceError::Conflict {
-                request_id: job.request.request_id.clone(),
-                user_id: job.request.user_id.clone(),
-            }),
-            (_, Err(error)) => Err(ServiceError::NotYetSearchable(error.to_string())),
-            (Admission::Inserted { .. }, Ok(_)) => Ok(AddOutcome::Stored),
-            (Admission::Duplicate { .. }, Ok(_)) => Ok(AddOutcome::AlreadyStored),
-        };
-        let _ = job.reply.send(answer);
-    }
-    indexed.is_ok()
 }
