@@ -16,6 +16,7 @@ use crate::domain::{AddOutcome, AddRequest};
 use crate::index::{IndexWriterHandle, SearchIndex};
 use crate::store::{self, Admission, StoreError};
 use crate::time::now_ms;
+
 /// An Add for the writer thread.
 pub(super) struct AddJob {
     pub(super) request: AddRequest,
@@ -46,6 +47,8 @@ pub(super) struct WriterReports<'a> {
     pub(super) metrics: &'a WriterMetrics,
 }
 
+/// The writer thread's loop: takes jobs until every sender is gone, then
+/// closes the index (synced, marked clean).
 pub(super) fn writer_loop(
     data_dir: &Path,
     mut receiver: mpsc::Receiver<WriteJob>,
