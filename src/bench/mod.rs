@@ -62,7 +62,7 @@ pub struct IngestReport {
 }
 
 /// The report of `bench ingest` as text, one line per figure.
-pub fn render_ingest(report: &IngestReport) -> String {
+pub(crate) fn render_ingest(report: &IngestReport) -> String {
     [
         format!(
             "extraction over {} sessions ({:.1} MB, {} Add chunks), one thread",
@@ -263,7 +263,7 @@ pub struct LoadReport {
 }
 
 /// The report of `bench load` as text: counts, then latencies per endpoint.
-pub fn render_load(report: &LoadReport) -> String {
+pub(crate) fn render_load(report: &LoadReport) -> String {
     format!(
         "load: {} clients for {:.1} s: {} Adds, {} Searches, {} errors{}\n  add    p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms\n  search p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         report.clients,
