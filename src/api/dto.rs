@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::error::FieldError;
 use crate::domain::{AddRequest, MAX_TOP_K, MemoryItem, Message, Role, SearchRequest};
-use crate::service::{SessionDetail, SessionSummary};
+use crate::read::inspect::{SessionDetail, SessionSummary};
 use crate::time::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, rfc3339_from_ms};
 
 /// The longest id (`request_id`, `user_id`, `session_id`) accepted, in bytes.

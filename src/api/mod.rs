@@ -28,7 +28,8 @@ use self::auth::ApiKeys;
 use self::dto::ItemDto;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto, UserQuery};
 use self::error::ApiError;
-use crate::service::{Explained, Health, Service};
+use crate::read::search::Explained;
+use crate::service::{Health, Service};
 
 /// Knobs of the HTTP layer.
 #[derive(Debug, Clone)]

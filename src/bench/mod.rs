@@ -1,6 +1,8 @@
 //! Benchmarks that print figures: `codemem bench ingest` measures the
 //! extraction of session records alone (no storage, no index) over a bench
-//! directory's sessions, chunked the way the evaluation platform chunks them.
+//! directory's sessions, chunked the way the evaluation platform chunks them;
+//! `bench load` drives a running server. Each report renders its own text
+//! (`render_ingest`, `render_load`, `scale::render`).
 //!
 //! Figures are wall-clock on one thread of a release build; speed targets
 //! are checked here, never by timed assertions in tests.
@@ -57,6 +59,32 @@ pub struct IngestReport {
     /// One-time compilation of the tag queries and extraction patterns
     /// before the timed passes (the service does it at start-up), ms.
     pub warm_up_ms: f64,
+}
+
+/// The report of `bench ingest` as text, one line per figure.
+pub(crate) fn render_ingest(report: &IngestReport) -> String {
+    [
+        format!(
+            "extraction over {} sessions ({:.1} MB, {} Add chunks), one thread",
+            report.num_sessions,
+            report.input_bytes as f64 / 1e6,
+            report.num_chunks
+        ),
+        format!(
+            "  whole sessions:  {:.1} MB/s",
+            report.whole_sessions_mb_per_s
+        ),
+        format!(
+            "  per Add chunk (session so far): p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms",
+            report.chunk_p50_ms, report.chunk_p99_ms, report.chunk_max_ms
+        ),
+        format!("  diagnostics: {}", report.num_diagnostics),
+        format!(
+            "  tag queries and patterns compiled once before timing: {:.0} ms",
+            report.warm_up_ms
+        ),
+    ]
+    .join("\n")
 }
 
 /// Reads `sessions.jsonl.gz` (or `sessions.jsonl`) of a bench directory.
@@ -232,6 +260,29 @@ pub struct LoadReport {
     pub add_ms: [f64; 3],
     /// Search latency, ms: p50, p99, max.
     pub search_ms: [f64; 3],
+}
+
+/// The report of `bench load` as text: counts, then latencies per endpoint.
+pub(crate) fn render_load(report: &LoadReport) -> String {
+    format!(
+        "load: {} clients for {:.1} s: {} Adds, {} Searches, {} errors{}\n  add    p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms\n  search p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        report.clients,
+        report.seconds,
+        report.adds,
+        report.searches,
+        report.errors,
+        if report.error_examples.is_empty() {
+            String::new()
+        } else {
+            format!(" (e.g. {})", report.error_examples.join("; "))
+        },
+        report.add_ms[0],
+        report.add_ms[1],
+        report.add_ms[2],
+        report.search_ms[0],
+        report.search_ms[1],
+        report.search_ms[2],
+    )
 }
 
 /// Words the load's messages and queries are made of.

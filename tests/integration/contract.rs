@@ -810,3 +810,56 @@ async fn retention_purges_sessions_idle_for_longer_and_nothing_else() {
         .expect("purge");
     assert_eq!(again.sessions, 0);
 }
+
+/// Retention is the service's policy: a service opened with a retention
+/// age purges the sessions idle for longer at start-up, whoever opens it.
+#[tokio::test]
+async fn a_service_opened_with_retention_purges_idle_sessions_at_start_up() {
+    let app = TestApp::new();
+    for (index, session) in ["old", "new"].iter().enumerate() {
+        let body = add_body(
+            &format!("r{index}"),
+            "u",
+            session,
+            &[&format!("the {session} ibis parser drops tokens")],
+        );
+        assert_eq!(app.add(&body).await.0, StatusCode::OK);
+    }
+    app.service.shutdown().await;
+    let TestApp {
+        dir,
+        service,
+        router,
+    } = app;
+    drop(router);
+    drop(service);
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("codemem.sqlite3")).expect("store");
+        let forty_days_ago = codemem::time::now_ms() - 40 * 86_400_000;
+        conn.execute(
+            "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
+            [forty_days_ago],
+        )
+        .expect("age the session");
+    }
+    let mut options = codemem::service::ServiceOptions::new(dir.path());
+    options.retention = Some(std::time::Duration::from_secs(30 * 86_400));
+    let service = codemem::service::Service::open(options).expect("service reopens");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let sessions = service
+            .list_sessions("u".to_string())
+            .await
+            .expect("sessions");
+        if sessions.len() == 1 {
+            assert_eq!(sessions[0].session_id, "new");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "idle session not purged: {sessions:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    service.shutdown().await;
+}

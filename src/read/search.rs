@@ -16,11 +16,11 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
+use super::ReadError;
 use crate::domain::{MemoryItem, SearchRequest};
 use crate::index::{self, SearchIndex};
 use crate::ingest::SessionRecord;
 use crate::rank;
-use crate::service::ServiceError;
 use crate::store;
 
 /// What ranking made of a Search (see [`Searcher::explain`]).
@@ -53,6 +53,22 @@ pub struct Searcher {
 /// Parsed profiles kept at most (a few KB each).
 const MAX_CACHED_PROFILES: usize = 20_000;
 
+/// Characters a session's first item rarely holds fewer of: an answer of
+/// `budget` characters shows at most `budget / MIN_ITEM_CHARS` sessions
+/// (at least one, at most `top_k`).
+const MIN_ITEM_CHARS: usize = 600;
+
+/// Best-matching messages fetched per confident session (the best of all
+/// of them by BM25, so one session may bring more than this, another none).
+const MESSAGES_PER_CONFIDENT_SESSION: usize = 5;
+
+/// Session candidates taken per BM25 field: past this, sessions share only
+/// common words with the query.
+const MAX_CANDIDATES_PER_FIELD: usize = 100;
+
+/// Idle read connections the pool keeps.
+const MAX_IDLE_READERS: usize = 16;
+
 impl Searcher {
     /// A searcher over `index` and the store in `data_dir`; answers hold
     /// about `budget_chars` characters unless a request says otherwise.
@@ -68,7 +84,7 @@ impl Searcher {
 
     /// A searcher over a data directory a server built (and may still
     /// hold); errs when there is no store or no index of this version.
-    pub fn open_read_only(data_dir: &Path, budget_chars: usize) -> Result<Searcher, ServiceError> {
+    pub fn open_read_only(data_dir: &Path, budget_chars: usize) -> Result<Searcher, ReadError> {
         let index = index::open_read_only(data_dir)?;
         // Fails early, with the store's own error, when there is no store.
         drop(store::open_reader(data_dir)?);
@@ -82,14 +98,13 @@ impl Searcher {
     /// Answers a Search: rank the user's sessions,
     /// keep what passes the noise gate, assemble the answer within the
     /// character budget.
-    pub fn search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, ServiceError> {
+    pub fn search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, ReadError> {
         let started = std::time::Instant::now();
         let explained = self.explain(request)?;
         let ranked_at = started.elapsed();
         let budget = request.max_chars.unwrap_or(self.budget_chars);
-        // Each session's first item is rarely under ~600 characters: more
-        // sessions than this cannot fit the budget.
-        let max_sessions = (budget / 600).clamp(1, request.top_k);
+        // More sessions than this cannot fit the budget.
+        let max_sessions = (budget / MIN_ITEM_CHARS).clamp(1, request.top_k);
         let kept: Vec<&rank::Scored> = explained
             .candidates
             .iter()
@@ -114,7 +129,7 @@ impl Searcher {
             &request.user_id,
             &confident,
             &explained.rarest_terms,
-            confident.len() * 5,
+            confident.len() * MESSAGES_PER_CONFIDENT_SESSION,
         )?;
         let searched_at = started.elapsed();
         let (loaded, messages) = self.with_reader(|conn| {
@@ -138,7 +153,7 @@ impl Searcher {
                     let stored = store::session(conn, &request.user_id, &scored.session_id)?;
                     Ok((stored, sources))
                 })
-                .collect::<Result<Vec<_>, ServiceError>>()?;
+                .collect::<Result<Vec<_>, ReadError>>()?;
             let ids: Vec<i64> = hits.iter().map(|hit| hit.message_id).collect();
             let messages = store::messages_by_id(conn, &request.user_id, &ids)?;
             Ok((loaded, messages))
@@ -207,10 +222,7 @@ impl Searcher {
 
     /// Every candidate session of a Search with its features, fused score
     /// and the gate's verdict, kept ones first.
-    pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ServiceError> {
-        // Candidates per BM25 field: past this, sessions share only common
-        // words with the query.
-        const MAX_CANDIDATES_PER_FIELD: usize = 100;
+    pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
         let started = std::time::Instant::now();
         let query = rank::query::analyze(&request.query);
         let analyzed_at = started.elapsed();
@@ -281,8 +293,8 @@ impl Searcher {
     /// Runs `read` with a pooled read connection.
     pub(crate) fn with_reader<T>(
         &self,
-        read: impl FnOnce(&Connection) -> Result<T, ServiceError>,
-    ) -> Result<T, ServiceError> {
+        read: impl FnOnce(&Connection) -> Result<T, ReadError>,
+    ) -> Result<T, ReadError> {
         let conn = self.take_reader()?;
         let result = read(&conn);
         self.return_reader(conn);
@@ -290,7 +302,7 @@ impl Searcher {
     }
 
     /// A read connection from the pool, or a new one.
-    fn take_reader(&self) -> Result<Connection, ServiceError> {
+    fn take_reader(&self) -> Result<Connection, ReadError> {
         let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
         match pooled {
             Some(conn) => Ok(conn),
@@ -300,7 +312,6 @@ impl Searcher {
 
     /// Gives a read connection back to the pool.
     fn return_reader(&self, conn: Connection) {
-        const MAX_IDLE_READERS: usize = 16;
         if let Ok(mut pool) = self.readers.lock()
             && pool.len() < MAX_IDLE_READERS
         {

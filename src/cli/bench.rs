@@ -1,0 +1,184 @@
+//! `codemem bench`: its subcommands, run and printed (the reports and
+//! their text are `crate::bench`'s).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Subcommand;
+
+use super::print_out;
+
+#[derive(Debug, Subcommand)]
+pub(super) enum BenchCommand {
+    /// Extraction of session records alone (no storage, no index) over a
+    /// bench directory's sessions: MB/s over whole sessions, and per Add
+    /// chunk the re-derivation the service does (p50, p99, max).
+    Ingest {
+        /// Bench directory holding sessions.jsonl.gz (or sessions.jsonl).
+        #[arg(long, default_value = "../shared/eval/data/dev")]
+        bench: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also write each session's derived record, diagnostics and ranking
+        /// profile here, one JSON line per session in bench order: two
+        /// builds' files compare byte for byte (`scripts/compare-records`).
+        #[arg(long)]
+        records_out: Option<PathBuf>,
+    },
+    /// codemem at scale beside an SQLite FTS5 memory under the same
+    /// workload: replays a bench directory's sessions (repeated under fresh
+    /// ids up to --sessions) into each over HTTP on loopback, from 1 then 8
+    /// clients, then searches a large scope and small per-task scopes;
+    /// prints latencies, throughput, peak RSS, disk use and start-up time,
+    /// side by side with their ratios.
+    Scale {
+        /// Bench directory holding sessions.jsonl.gz (or sessions.jsonl).
+        #[arg(long, default_value = "../shared/eval/data/dev")]
+        bench: PathBuf,
+        /// Sessions in the corpus (default: the bench's own).
+        #[arg(long)]
+        sessions: Option<usize>,
+        /// Sessions in the large scope (at most half the corpus).
+        #[arg(long, default_value_t = 5000)]
+        scope_sessions: usize,
+        /// Searches per scope kind.
+        #[arg(long, default_value_t = 300)]
+        searches: usize,
+        /// Keep the systems' data here (default: a temporary directory,
+        /// removed at the end).
+        #[arg(long)]
+        work_dir: Option<PathBuf>,
+        /// Measure codemem alone.
+        #[arg(long)]
+        no_reference: bool,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also write the JSON object to this file.
+        #[arg(long)]
+        json_out: Option<PathBuf>,
+    },
+    /// The FTS5 reference memory `bench scale` measures against.
+    #[command(hide = true)]
+    ReferenceServer {
+        /// Its data directory.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
+    /// Load on a running server: concurrent clients each sending an Add
+    /// then a Search, and again, for a while; prints counts, errors and
+    /// p50/p99 per endpoint.
+    Load {
+        /// The server (e.g. http://127.0.0.1:8080).
+        #[arg(long)]
+        url: String,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// The server's API key (sent as a Bearer token).
+        #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a benchmark and prints its report.
+pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Ingest {
+            bench,
+            json,
+            records_out,
+        } => ingest(&bench, json, records_out.as_deref()),
+        BenchCommand::ReferenceServer { data_dir, listen } => {
+            crate::bench::reference::serve(&data_dir, &listen)
+        }
+        BenchCommand::Scale {
+            bench,
+            sessions,
+            scope_sessions,
+            searches,
+            work_dir,
+            no_reference,
+            json,
+            json_out,
+        } => {
+            let options = crate::bench::scale::ScaleOptions {
+                bench_dir: bench,
+                sessions,
+                scope_sessions: scope_sessions.max(1),
+                searches: searches.max(1),
+                work_dir,
+                skip_reference: no_reference,
+            };
+            crate::bench::scale::run(&options, &|line| eprintln!("bench scale: {line}")).and_then(
+                |report| {
+                    let flat = report.flat_json().to_string();
+                    if let Some(path) = &json_out {
+                        std::fs::write(path, &flat)
+                            .with_context(|| format!("cannot write {}", path.display()))?;
+                    }
+                    if json {
+                        print_out(&flat);
+                    } else {
+                        print_out(&crate::bench::scale::render(&report));
+                    }
+                    Ok(())
+                },
+            )
+        }
+        BenchCommand::Load {
+            url,
+            clients,
+            seconds,
+            api_key,
+            json,
+        } => {
+            let report = crate::bench::load(
+                &url,
+                clients.max(1),
+                std::time::Duration::from_secs(seconds),
+                api_key.as_deref(),
+            );
+            if json {
+                serde_json::to_string(&report)
+                    .map(|text| print_out(&text))
+                    .map_err(Into::into)
+            } else {
+                print_out(&crate::bench::render_load(&report));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// `bench ingest`: optionally writes every session's record first, then
+/// measures and prints.
+fn ingest(bench_dir: &Path, json: bool, records_out: Option<&Path>) -> anyhow::Result<()> {
+    if cfg!(debug_assertions) {
+        eprintln!("warning: a debug build; measure with cargo run --release");
+    }
+    if let Some(path) = records_out {
+        let count = crate::bench::write_records(bench_dir, path)?;
+        eprintln!(
+            "bench ingest: {count} session records written to {}",
+            path.display()
+        );
+    }
+    let report = crate::bench::ingest(bench_dir)?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    println!("{}", crate::bench::render_ingest(&report));
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! The command line: arguments are parsed and checked here, once, and errors
+//! become exit codes here only. `main.rs` only calls [`main`].
+//!
+//! The commands: `serve` and `mcp` run a service (`serve`), `inspect` and
+//! `search` read a data directory directly (`query`, printed with `render`),
+//! `import` fills one from a git history (`history`), `bench` measures
+//! (`bench`).
+
+mod bench;
+mod history;
+mod query;
+mod render;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use self::bench::BenchCommand;
+use crate::api::{self, DEFAULT_MAX_BODY_BYTES};
+use crate::import;
+use crate::rank;
+
+/// codemem: a memory for coding agents. It remembers agent trajectories
+/// (tasks, commands, tracebacks, diffs) and, given a new task, hands back
+/// the past experience that helps.
+#[derive(Debug, Parser)]
+#[command(name = "codemem", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+
+    /// How logs are written to stderr: `text` for people, `json` (one
+    /// object per line) for log collectors. The level comes from RUST_LOG
+    /// (or CODEMEM_LOG), `info` by default.
+    #[arg(long, global = true, env = "CODEMEM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// The format of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP service (Agent Memory Leaderboard Add/Search contract)
+    /// on an embedded store: SQLite and tantivy in one data directory.
+    Serve(ServeArgs),
+    /// Show what was extracted from stored sessions: a list of a user's
+    /// sessions, or one session's whole record (files, symbols, errors,
+    /// tests, commands, outcome, evidence with provenance). Reads the data
+    /// directory directly; works while a server holds it.
+    Inspect(InspectArgs),
+    /// Search a user's memory as the service would answer, or with
+    /// --explain every candidate session with its features, fused score and
+    /// the noise gate's verdict. Reads the data directory directly; works
+    /// while a server holds it.
+    Search(SearchArgs),
+    /// Import a git repository's history: each non-merge commit on the
+    /// first-parent line becomes one session (task: its message; fix: its
+    /// diff). Incremental: commits imported before are skipped. Writes to
+    /// the data directory, or through a running server with --server.
+    Import(ImportArgs),
+    /// Serve the Model Context Protocol on stdin/stdout for a coding agent:
+    /// tools search_memory, record_experience, list_sessions, get_session,
+    /// scoped to one user (by default the enclosing git repository). Uses
+    /// the data directory itself, or a running server with --server.
+    Mcp(McpArgs),
+    /// Benchmarks that print figures (build with --release to measure).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// Options of `codemem inspect`.
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// The data directory of the service.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// The user whose memory to show.
+    #[arg(long)]
+    user_id: String,
+
+    /// Show this session's whole record instead of the list.
+    #[arg(long)]
+    session: Option<String>,
+
+    /// Print JSON (the same as GET /v1/sessions[/{id}]) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `codemem search`.
+#[derive(Debug, Args)]
+struct SearchArgs {
+    /// The data directory of the service.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// The user whose memory to search.
+    #[arg(long)]
+    user_id: String,
+
+    /// The most items to return.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    top_k: u32,
+
+    /// The most characters of content to return.
+    #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS)]
+    max_chars: usize,
+
+    /// Show every candidate session with its features, score and verdict
+    /// instead of the answer.
+    #[arg(long)]
+    explain: bool,
+
+    /// Print JSON (the same as POST /v1/search or /v1/search/explain).
+    #[arg(long)]
+    json: bool,
+
+    /// The new task's text.
+    query: String,
+}
+
+/// Options of `codemem import`.
+#[derive(Debug, Args)]
+struct ImportArgs {
+    /// The repository: its work tree or its .git directory.
+    repo_path: PathBuf,
+
+    /// The user whose memory receives the history.
+    #[arg(long)]
+    user_id: String,
+
+    /// The revision whose first-parent history is imported.
+    #[arg(long, default_value = "HEAD")]
+    rev: String,
+
+    /// Stop at this revision (not imported) or at commits older than this
+    /// date (YYYY-MM-DD).
+    #[arg(long)]
+    since: Option<String>,
+
+    /// Import at most this many of the newest commits.
+    #[arg(long)]
+    max_commits: Option<usize>,
+
+    /// A commit whose diff is larger than this many bytes is imported
+    /// without its diff (and counted).
+    #[arg(long, default_value_t = import::DEFAULT_MAX_DIFF_BYTES)]
+    max_diff_bytes: usize,
+
+    /// The data directory to write to when no --server is given.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// Import through a running server's Add endpoint (e.g.
+    /// http://127.0.0.1:8080) instead of writing the data directory.
+    #[arg(long)]
+    server: Option<String>,
+
+    /// The server's API key (sent as a Bearer token).
+    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+
+    /// Adds in flight at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
+    parallelism: u32,
+
+    /// Print the final report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `codemem mcp`.
+#[derive(Debug, Args)]
+struct McpArgs {
+    /// The user scope of every tool. Default: the git repository enclosing
+    /// the working directory, named by its `origin` remote
+    /// (`github.com/owner/name`) or else by its root path.
+    #[arg(long, env = "CODEMEM_USER_ID")]
+    user_id: Option<String>,
+
+    /// The data directory, when no --server is given (it must not be held
+    /// by a running server: use --server then).
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
+    /// opening the data directory.
+    #[arg(long, env = "CODEMEM_SERVER")]
+    server: Option<String>,
+
+    /// The server's API key (sent as a Bearer token).
+    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+}
+
+/// Options of `codemem serve`.
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address to listen on (host:port; port 0 picks a free port).
+    #[arg(long, env = "CODEMEM_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: String,
+
+    /// Directory holding the store (codemem.sqlite3) and the index; created
+    /// if missing. One process at a time may hold it.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    data_dir: PathBuf,
+
+    /// API key that Add and Search require (Authorization: Bearer <key>,
+    /// Authorization: Token <key> or X-Api-Key: <key>). Without any key the
+    /// service runs without authentication. Health is never authenticated.
+    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+
+    /// File of accepted API keys, one a line (blank lines and # comments
+    /// skipped); combines with --api-key, so keys can be rotated.
+    #[arg(long, env = "CODEMEM_API_KEY_FILE")]
+    api_key_file: Option<PathBuf>,
+
+    /// Largest request body accepted, in bytes; larger ones get 413.
+    #[arg(long, env = "CODEMEM_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+
+    /// Most Adds written together in one group commit.
+    #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_batch: u32,
+
+    /// Purge sessions not added to for this many days, at start-up and then
+    /// hourly (their messages, Adds, record and index documents). Off
+    /// unless given.
+    #[arg(long, env = "CODEMEM_RETENTION_DAYS", value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    retention_days: Option<u64>,
+
+    /// Mask common credentials (cloud and API keys, tokens, private keys,
+    /// Authorization headers, passwords in URLs and assignments) in message
+    /// content before it is stored; see the README for the list.
+    #[arg(long, env = "CODEMEM_REDACT_SECRETS")]
+    redact_secrets: bool,
+
+    /// Requests handled at once (health aside); past it, 503 with
+    /// Retry-After.
+    #[arg(long, env = "CODEMEM_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_in_flight: u32,
+
+    /// Seconds a request may take before it is answered 503 with
+    /// Retry-After.
+    #[arg(long, env = "CODEMEM_REQUEST_TIMEOUT_SECS", default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    request_timeout_secs: u64,
+
+    /// Characters of content a Search answer holds at most, unless the
+    /// request's `max_chars` says otherwise (the first item is always given).
+    #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    search_budget: u64,
+}
+
+/// Parses the arguments, runs the command, maps errors to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let result = match cli.command {
+        Command::Mcp(args) => serve::mcp(args),
+        Command::Serve(args) => serve::serve(args),
+        Command::Inspect(args) => query::inspect(args),
+        Command::Search(args) => query::search(args),
+        Command::Import(args) => history::import_history(args),
+        Command::Bench(command) => bench::run(command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CODEMEM_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+/// Prints a command's output; a reader that went away (`| head`) ends the
+/// output quietly instead of a panic.
+pub(super) fn print_out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = writeln!(stdout, "{text}").and_then(|()| stdout.flush())
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write the output: {error}");
+    }
+}

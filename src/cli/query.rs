@@ -1,0 +1,84 @@
+//! The commands that read a data directory directly, without a service
+//! (which works while a server holds it): `inspect` and `search`.
+
+use anyhow::Context;
+
+use super::{InspectArgs, SearchArgs, print_out, render};
+use crate::api;
+use crate::domain::SearchRequest;
+use crate::read::inspect;
+use crate::read::search::Searcher;
+use crate::store;
+
+pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
+    let database = args.data_dir.join(store::DATABASE_FILE);
+    if !database.exists() {
+        anyhow::bail!(
+            "no codemem store at {} (expected {})",
+            args.data_dir.display(),
+            database.display()
+        );
+    }
+    let conn = store::open_reader(&args.data_dir)?;
+    let mut out = String::new();
+    match &args.session {
+        None => {
+            let summaries = inspect::session_summaries(&conn, &args.user_id)?;
+            if args.json {
+                let data: Vec<api::dto::SessionSummaryDto> =
+                    summaries.into_iter().map(Into::into).collect();
+                out = serde_json::to_string_pretty(&serde_json::json!({ "data": data }))?;
+            } else {
+                render::write_summaries(&mut out, &args.user_id, &summaries);
+            }
+        }
+        Some(session_id) => {
+            let detail =
+                inspect::session_detail(&conn, &args.user_id, session_id)?.with_context(|| {
+                    format!("user {:?} has no session {session_id:?}", args.user_id)
+                })?;
+            if args.json {
+                out = serde_json::to_string_pretty(&api::dto::session_detail_json(&detail))?;
+            } else {
+                render::write_detail(&mut out, &detail);
+            }
+        }
+    }
+    print_out(out.trim_end());
+    Ok(())
+}
+
+pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
+    if args.query.trim().is_empty() {
+        anyhow::bail!("the query is empty");
+    }
+    let searcher = Searcher::open_read_only(&args.data_dir, args.max_chars)
+        .with_context(|| format!("cannot search {}", args.data_dir.display()))?;
+    let request = SearchRequest {
+        query: args.query.clone(),
+        user_id: args.user_id.clone(),
+        top_k: args.top_k as usize,
+        max_chars: Some(args.max_chars.max(1)),
+    };
+    let mut out = String::new();
+    if args.explain {
+        let explained = searcher.explain(&request)?;
+        if args.json {
+            out = serde_json::to_string_pretty(&explained)?;
+        } else {
+            render::write_explained(&mut out, &explained);
+        }
+    } else {
+        let items = searcher.search(&request)?;
+        if args.json {
+            let data: Vec<api::dto::ItemDto> = items.into_iter().map(Into::into).collect();
+            out = serde_json::to_string_pretty(&serde_json::json!({ "data": data }))?;
+        } else if items.is_empty() {
+            out.push_str("nothing stored passes the noise gate for this query (try --explain)");
+        } else {
+            render::write_items(&mut out, &items);
+        }
+    }
+    print_out(out.trim_end());
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! The text renderers of `codemem inspect` and `codemem search` (the JSON
+//! forms are the API's).
+
+use crate::domain::MemoryItem;
+use crate::rank;
+use crate::read::inspect::{SessionDetail, SessionSummary};
+use crate::read::search::Explained;
+use crate::time::rfc3339_from_ms;
+
+/// The items of a Search answer: a header line each, then the content
+/// indented.
+pub(super) fn write_items(out: &mut String, items: &[MemoryItem]) {
+    use std::fmt::Write;
+    for (rank, item) in items.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "#{} {} score {:.3}  session {}  (request {}, message {})",
+            rank + 1,
+            item.kind,
+            item.score,
+            item.session_id,
+            item.request_id,
+            item.message_start
+        );
+        for line in item.content.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+        out.push('\n');
+    }
+}
+
+pub(super) fn write_explained(out: &mut String, explained: &Explained) {
+    use std::fmt::Write;
+    let query = &explained.query;
+    let _ = writeln!(
+        out,
+        "query: {} terms; names {:?}; paths {:?}; errors {:?}; tests {:?}; language {}",
+        query.terms.len(),
+        query.names,
+        query.paths,
+        query.error_types,
+        query.tests,
+        query.language.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(
+        out,
+        "{} candidate(s) of {} session(s) in scope\n",
+        explained.candidates.len(),
+        explained.num_sessions
+    );
+    let _ = writeln!(
+        out,
+        "{:<4} {:<24} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  session / task",
+        "#", "verdict", "score", "text", "cover", "symbol", "path", "stem", "words"
+    );
+    for (rank, scored) in explained.candidates.iter().enumerate() {
+        let verdict = match &scored.dropped {
+            None => "kept".to_string(),
+            Some(rank::DropReason::Duplicate { of }) => format!("duplicate of {of}"),
+            Some(reason) => serde_json::to_value(reason)
+                .ok()
+                .and_then(|value| value.as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("{reason:?}")),
+        };
+        let features = &scored.features;
+        let _ = writeln!(
+            out,
+            "{:<4} {:<24} {:>6.3} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2}  {}  {}",
+            rank + 1,
+            truncate(&verdict, 24),
+            scored.score,
+            features.text_rel,
+            features.text_coverage,
+            features.symbols_changed + features.symbols_referenced,
+            features.paths,
+            features.stems,
+            features.location_words,
+            scored.session_id,
+            truncate(&scored.task_line, 60)
+        );
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let kept: String = text.chars().take(max.saturating_sub(1)).collect();
+        format!("{kept}…")
+    }
+}
+
+pub(super) fn write_summaries(out: &mut String, user_id: &str, summaries: &[SessionSummary]) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "{} session(s) of user {user_id:?}", summaries.len());
+    for summary in summaries {
+        let _ = writeln!(
+            out,
+            "\n{}\n  {} | {} | {} file(s), {} symbol(s) changed, {} error(s), {} message(s) | updated {}\n  task: {}",
+            summary.session_id,
+            summary.status,
+            summary.language.as_deref().unwrap_or("language unknown"),
+            summary.num_files_changed,
+            summary.num_symbols_changed,
+            summary.num_errors,
+            summary.num_messages,
+            rfc3339_from_ms(summary.updated_at_ms),
+            summary.task,
+        );
+    }
+}
+
+pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
+    use std::fmt::Write;
+    let record = &detail.record;
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "-".to_string()
+        } else {
+            items.join(", ")
+        }
+    };
+    let _ = writeln!(out, "session {}", detail.session_id);
+    let _ = writeln!(
+        out,
+        "  {} message(s), updated {}",
+        detail.num_messages,
+        rfc3339_from_ms(detail.updated_at_ms)
+    );
+    let task_line = record.task.lines().next().unwrap_or("");
+    let _ = writeln!(out, "task:      {task_line}");
+    let _ = writeln!(
+        out,
+        "language:  {}",
+        record.language.as_deref().unwrap_or("-")
+    );
+    let outcome = &record.outcome;
+    let tests_at_end = match outcome.tests_passed_at_end {
+        Some(true) => "passed",
+        Some(false) => "failed",
+        None => "not seen",
+    };
+    let _ = writeln!(
+        out,
+        "outcome:   {} (final diff: {}, tests at end: {tests_at_end})",
+        outcome.status,
+        if outcome.final_diff { "yes" } else { "no" },
+    );
+    let _ = writeln!(out, "files changed:      {}", list(&record.files_changed));
+    let _ = writeln!(out, "symbols changed:    {}", list(&record.symbols_changed));
+    let _ = writeln!(
+        out,
+        "symbols referenced: {}",
+        list(&record.symbols_referenced)
+    );
+    let _ = writeln!(out, "tests failing:      {}", list(&record.tests.failing));
+    let _ = writeln!(out, "tests passing:      {}", list(&record.tests.passing));
+    let _ = writeln!(out, "errors ({}):", record.errors.len());
+    for error in &record.errors {
+        let _ = writeln!(out, "  {}: {}", error.error_type, error.message);
+        for frame in error.frames.iter().rev().take(3) {
+            let _ = writeln!(
+                out,
+                "      at {}:{} in {}",
+                frame.file,
+                frame.line.map_or("?".to_string(), |line| line.to_string()),
+                frame.function.as_deref().unwrap_or("?"),
+            );
+        }
+    }
+    let _ = writeln!(out, "commands ({}):", record.commands.len());
+    for command in &record.commands {
+        let first_line = command.command.lines().next().unwrap_or("");
+        let exit = command
+            .exit_code
+            .map_or("?".to_string(), |code| code.to_string());
+        let _ = writeln!(
+            out,
+            "  [msg {:>3}] exit {exit:>2}  {first_line}",
+            command.message_index
+        );
+    }
+    let _ = writeln!(out, "evidence ({}):", record.evidence.len());
+    for evidence in &record.evidence {
+        let source = detail
+            .sources
+            .get(evidence.message_index)
+            .map_or("?".to_string(), |(request_id, index)| {
+                format!("{request_id}#{index}")
+            });
+        let first_line = evidence.text.lines().next().unwrap_or("");
+        let _ = writeln!(
+            out,
+            "  {:<5} msg {:>3} ({source}) {}{}\n        {first_line}",
+            evidence.kind,
+            evidence.message_index,
+            evidence.file.as_deref().unwrap_or(""),
+            if evidence.symbols.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", evidence.symbols.join(", "))
+            },
+        );
+    }
+    if !detail.diagnostics.is_empty() {
+        let _ = writeln!(out, "diagnostics ({}):", detail.diagnostics.len());
+        for diagnostic in &detail.diagnostics {
+            let _ = writeln!(
+                out,
+                "  msg {}: {}",
+                diagnostic.message_index, diagnostic.message
+            );
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The commands that run a service: `serve` (HTTP until SIGINT/SIGTERM) and
+//! `mcp` (the Model Context Protocol on stdio).
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+
+use super::{McpArgs, ServeArgs};
+use crate::api::auth::ApiKeys;
+use crate::api::{self, ApiOptions};
+use crate::service::{self, Service, ServiceOptions};
+
+pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
+    let user_id = match args.user_id {
+        Some(user_id) if !user_id.trim().is_empty() => user_id,
+        Some(_) => anyhow::bail!("--user-id must not be empty"),
+        None => {
+            let directory = std::env::current_dir().context("cannot read the working directory")?;
+            crate::mcp::repository_scope(&directory).with_context(|| {
+                format!(
+                    "{} is not inside a git repository: give the user scope with --user-id",
+                    directory.display()
+                )
+            })?
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("codemem-mcp")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let backend = match &args.server {
+            Some(url) => crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
+                url,
+                args.api_key.clone(),
+            )),
+            None => {
+                let options = ServiceOptions::new(&args.data_dir);
+                let opened = tokio::task::spawn_blocking(move || Service::open(options))
+                    .await
+                    .context("start-up task failed")?;
+                let service = match opened {
+                    Ok(service) => service,
+                    Err(error @ service::ServiceError::Locked(_)) => {
+                        return Err(anyhow::anyhow!(
+                            "{error}: a server holds it; run `codemem mcp --server URL` to go through that server"
+                        ));
+                    }
+                    Err(error) => return Err(error.into()),
+                };
+                crate::mcp::Backend::Local(service)
+            }
+        };
+        tracing::info!(user_id = %user_id, "codemem MCP server on stdio");
+        let local = match &backend {
+            crate::mcp::Backend::Local(service) => Some(service.clone()),
+            crate::mcp::Backend::Remote(_) => None,
+        };
+        let served = crate::mcp::MemoryServer::new(backend, user_id)
+            .serve_stdio()
+            .await;
+        if let Some(service) = local {
+            service.shutdown().await;
+        }
+        served
+    })
+}
+
+pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut keys = ApiKeys::new(args.api_key.iter());
+    if let Some(path) = &args.api_key_file {
+        keys.add_file(path)?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("codemem-worker")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let mut options = ServiceOptions::new(&args.data_dir);
+        options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
+        options.redact_secrets = args.redact_secrets;
+        options.max_batch = args.max_batch as usize;
+        options.retention = args
+            .retention_days
+            .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));
+        let service = tokio::task::spawn_blocking(move || Service::open(options))
+            .await
+            .context("start-up task failed")??;
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let address: SocketAddr = listener.local_addr()?;
+        let auth = if keys.is_enabled() {
+            format!("auth enabled ({} key(s))", keys.num_keys())
+        } else {
+            "auth disabled: no API key configured".to_string()
+        };
+        tracing::info!(
+            data_dir = %args.data_dir.display(),
+            "codemem listening on http://{address} ({auth})"
+        );
+        let app = api::app(
+            service.clone(),
+            ApiOptions {
+                keys,
+                max_body_bytes: args.max_body_bytes,
+                max_in_flight: args.max_in_flight as usize,
+                request_timeout: std::time::Duration::from_secs(args.request_timeout_secs),
+            },
+        );
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("server failed")?;
+        tracing::info!("no longer accepting requests; finishing queued adds");
+        service.shutdown().await;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("received SIGINT, shutting down"),
+        () = terminate => tracing::info!("received SIGTERM, shutting down"),
+    }
+}

@@ -1,0 +1,152 @@
+//! inspect: "what was extracted from this user's sessions?" Derived session
+//! records read back for people: a line per session, or one session's whole
+//! record with where each message came from. Read with any connection to
+//! the store (the service's pooled ones, or `codemem inspect`'s own).
+//!
+//! Architecture invariant: nothing here writes.
+
+use rusqlite::Connection;
+
+use super::ReadError;
+use crate::ingest::{self, SessionRecord};
+use crate::store::{self, StoreError, StoredSession};
+
+/// How many files, symbols and error types a session summary names.
+pub const SUMMARY_LIST_LEN: usize = 5;
+
+/// Characters of the task statement's first line a summary keeps.
+const SUMMARY_TASK_CHARS: usize = 200;
+
+/// One line about a stored session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    /// The session.
+    pub session_id: String,
+    /// The task statement's first line, capped.
+    pub task: String,
+    /// Dominant language.
+    pub language: Option<String>,
+    /// `resolved`, `failed` or `unknown`.
+    pub status: String,
+    /// Files the session changed.
+    pub num_files_changed: usize,
+    /// Symbols the session changed.
+    pub num_symbols_changed: usize,
+    /// Errors met.
+    pub num_errors: usize,
+    /// Messages stored.
+    pub num_messages: i64,
+    /// When the record was last derived, Unix ms.
+    pub updated_at_ms: i64,
+    /// The first files changed (at most [`SUMMARY_LIST_LEN`]).
+    pub files_changed: Vec<String>,
+    /// The first symbols changed (at most [`SUMMARY_LIST_LEN`]).
+    pub symbols_changed: Vec<String>,
+    /// The types of the first errors met (distinct, at most [`SUMMARY_LIST_LEN`]).
+    pub error_types: Vec<String>,
+}
+
+impl SessionSummary {
+    fn of(session: &StoredSession) -> Option<SessionSummary> {
+        let record: SessionRecord = serde_json::from_str(&session.record_json).ok()?;
+        let first_line = record.task.lines().next().unwrap_or("").trim();
+        Some(SessionSummary {
+            session_id: session.session_id.clone(),
+            task: first_line.chars().take(SUMMARY_TASK_CHARS).collect(),
+            language: record.language,
+            status: record.outcome.status,
+            num_files_changed: record.files_changed.len(),
+            num_symbols_changed: record.symbols_changed.len(),
+            num_errors: record.errors.len(),
+            num_messages: session.num_messages,
+            updated_at_ms: session.updated_at_ms,
+            files_changed: record
+                .files_changed
+                .iter()
+                .take(SUMMARY_LIST_LEN)
+                .cloned()
+                .collect(),
+            symbols_changed: record
+                .symbols_changed
+                .iter()
+                .take(SUMMARY_LIST_LEN)
+                .cloned()
+                .collect(),
+            error_types: {
+                let mut types: Vec<String> = Vec::new();
+                for error in &record.errors {
+                    if types.len() == SUMMARY_LIST_LEN {
+                        break;
+                    }
+                    if !types.contains(&error.error_type) {
+                        types.push(error.error_type.clone());
+                    }
+                }
+                types
+            },
+        })
+    }
+}
+
+/// A session's whole derived record, with where each message came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDetail {
+    /// The session.
+    pub session_id: String,
+    /// Messages stored.
+    pub num_messages: i64,
+    /// When the record was last derived, Unix ms.
+    pub updated_at_ms: i64,
+    /// The record.
+    pub record: SessionRecord,
+    /// What the extractors could not parse.
+    pub diagnostics: Vec<ingest::Diagnostic>,
+    /// Per message of the session (by session index): the Add's request id
+    /// and the message's index within it.
+    pub sources: Vec<(String, usize)>,
+}
+
+impl SessionDetail {
+    fn of(
+        session: &StoredSession,
+        sources: Vec<(String, usize)>,
+    ) -> Result<SessionDetail, ReadError> {
+        let corrupt = |error: serde_json::Error| {
+            ReadError::Store(StoreError::Corrupt(format!("session record: {error}")))
+        };
+        Ok(SessionDetail {
+            session_id: session.session_id.clone(),
+            num_messages: session.num_messages,
+            updated_at_ms: session.updated_at_ms,
+            record: serde_json::from_str(&session.record_json).map_err(corrupt)?,
+            diagnostics: serde_json::from_str(&session.diagnostics_json).map_err(corrupt)?,
+            sources,
+        })
+    }
+}
+
+/// Summaries of every session of a user, most recently updated first, read
+/// with any connection to the store (the service's, or the CLI's own).
+pub fn session_summaries(
+    conn: &Connection,
+    user_id: &str,
+) -> Result<Vec<SessionSummary>, ReadError> {
+    Ok(store::sessions_of_user(conn, user_id)?
+        .iter()
+        .filter_map(SessionSummary::of)
+        .collect())
+}
+
+/// One session's whole record with provenance; `None` when the user has no
+/// such session.
+pub fn session_detail(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Option<SessionDetail>, ReadError> {
+    let Some(session) = store::session(conn, user_id, session_id)? else {
+        return Ok(None);
+    };
+    let sources = store::session_message_sources(conn, user_id, session_id)?;
+    SessionDetail::of(&session, sources).map(Some)
+}

@@ -1,0 +1,536 @@
+//! service: the core that HTTP, the CLI and tests call. "Keep this Add,
+//! durably and searchably, then tell me; answer this Search."
+//!
+//! One writer thread owns the SQLite write connection and the tantivy
+//! writer. Adds queue to it over a bounded channel with a reply slot; it
+//! drains up to `max_batch` of them, stores them in one SQLite transaction
+//! (`synchronous=FULL`), indexes every Add the index lacks, commits the index
+//! with the last sequence number as payload, reloads the reader, and only
+//! then replies. The same catch-up runs at start-up, so a crash between the
+//! two commits loses nothing. Searches run on tokio's blocking pool with a
+//! pooled read connection.
+//!
+//! Architecture invariant: nothing here knows HTTP; no blocking work runs on
+//! an async worker thread.
+
+mod derive;
+mod retention;
+mod writer;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use self::derive::{catch_up, derive_session};
+use self::retention::Retention;
+use self::writer::{AddJob, WriteJob, WriterReports, forget_deleted, writer_loop};
+use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
+use crate::index::{self, IndexError, OpenState, SearchIndex};
+use crate::ingest;
+use crate::rank;
+use crate::read::ReadError;
+use crate::read::inspect::{self, SessionDetail, SessionSummary};
+use crate::read::search::{Explained, Searcher};
+use crate::store::{self, StoreError};
+use crate::time::now_ms;
+
+/// Errors of the service, as its callers need to tell them apart.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request id was used before with a different body.
+    #[error(
+        "request_id {request_id:?} was already used for user_id {user_id:?} with a different body"
+    )]
+    Conflict {
+        /// The request id.
+        request_id: String,
+        /// The scope.
+        user_id: String,
+    },
+    /// The service is stopping or the writer is gone: try again later.
+    #[error("the service is shutting down")]
+    ShuttingDown,
+    /// Stored durably, but the index could not be updated yet; a retry
+    /// answers once it is searchable.
+    #[error("stored, but not yet searchable: {0}")]
+    NotYetSearchable(String),
+    /// The data directory is held by another process.
+    #[error("data directory {0} is in use by another codemem process")]
+    Locked(PathBuf),
+    /// Data directory problems at start-up.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The index failed.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// The store could not write a group of Adds; none of it was stored.
+    #[error("store write failed: {0}")]
+    WriteFailed(String),
+    /// A derived record could not be encoded.
+    #[error("cannot encode a session record: {0}")]
+    Encode(String),
+    /// A blocking task panicked or was cancelled.
+    #[error("internal task failed: {0}")]
+    Task(String),
+}
+
+impl From<ReadError> for ServiceError {
+    fn from(error: ReadError) -> ServiceError {
+        match error {
+            ReadError::Store(error) => ServiceError::Store(error),
+            ReadError::Index(error) => ServiceError::Index(error),
+        }
+    }
+}
+
+/// Knobs of the service.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// Where the store and the index live.
+    pub data_dir: PathBuf,
+    /// The most Adds written in one group commit.
+    pub max_batch: usize,
+    /// The most Adds waiting for the writer before senders wait.
+    pub queue_capacity: usize,
+    /// Characters a Search answer may hold unless the request says.
+    pub search_budget_chars: usize,
+    /// Mask common credentials in message content before storage.
+    pub redact_secrets: bool,
+    /// Purge sessions not added to for longer than this, at start-up and
+    /// then hourly (their messages, Adds, record and index documents). Off
+    /// when `None`.
+    pub retention: Option<Duration>,
+}
+
+impl ServiceOptions {
+    /// Defaults for a data directory.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServiceOptions {
+        ServiceOptions {
+            data_dir: data_dir.into(),
+            max_batch: 256,
+            queue_capacity: 1024,
+            search_budget_chars: rank::assemble::DEFAULT_BUDGET_CHARS,
+            redact_secrets: false,
+            retention: None,
+        }
+    }
+}
+
+/// What a health check reports.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` when the writer is running.
+    pub status: &'static str,
+    /// Highest sequence number committed to the index.
+    pub indexed_seq: i64,
+    /// Documents visible to searches.
+    pub num_docs: u64,
+}
+
+/// The running core: store, index and writer thread.
+pub struct Service {
+    redact_secrets: bool,
+    searcher: Arc<Searcher>,
+    data_dir: PathBuf,
+    search_index: Arc<SearchIndex>,
+    /// Guarded by a std mutex: held only to clone or take the sender,
+    /// never across an await.
+    sender: Mutex<Option<mpsc::Sender<WriteJob>>>,
+    writer_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The retention thread, when the service purges idle sessions; stopped
+    /// before the writer at shutdown (it holds a sender to the writer).
+    retention: Mutex<Option<Retention>>,
+    committed_seq: Arc<std::sync::atomic::AtomicI64>,
+    writer_metrics: Arc<WriterMetrics>,
+    /// Held for the life of the service: the directory's exclusive lock.
+    _lock: File,
+}
+
+/// What the writer thread counts, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct WriterMetrics {
+    /// Time to store, derive, index and commit one group of Adds.
+    pub commit: crate::metrics::Histogram,
+    /// Adds handed to the writer (stored or found stored before).
+    pub adds_written: std::sync::atomic::AtomicU64,
+}
+
+/// Figures of the running service, read when metrics are scraped.
+#[derive(Debug, Clone)]
+pub struct ServiceFigures {
+    /// Jobs waiting for the writer.
+    pub queue_depth: usize,
+    /// The queue's capacity.
+    pub queue_capacity: usize,
+    /// Documents visible to searches.
+    pub num_docs: u64,
+    /// Bytes of the data directory (store and index files).
+    pub store_bytes: u64,
+    /// Sessions of each user holding any (user ids left out).
+    pub sessions_per_user: Vec<i64>,
+}
+
+/// Lock file that keeps two processes off one data directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+impl Service {
+    /// Opens (or creates) the data directory, brings the index up to date
+    /// with the store, and starts the writer thread. Blocking: call it from
+    /// a blocking context.
+    pub fn open(options: ServiceOptions) -> Result<Arc<Service>, ServiceError> {
+        let data_dir = options.data_dir.clone();
+        let io_error = |source| ServiceError::DataDir {
+            path: data_dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&data_dir).map_err(io_error)?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(data_dir.join(LOCK_FILE))
+            .map_err(io_error)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(ServiceError::Locked(data_dir));
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(io_error(source)),
+        }
+
+        // Compiling the tag queries takes a few hundred milliseconds once;
+        // done beside start-up so that neither start-up nor the first Add
+        // waits for all of it (an extraction needing a query still being
+        // compiled waits for that one).
+        let warm_up = std::thread::Builder::new()
+            .name("codemem-warm-up".to_string())
+            .spawn(|| {
+                let started = std::time::Instant::now();
+                for error in ingest::warm_up() {
+                    tracing::error!(%error, "tag query does not compile; that language falls back to line scans");
+                }
+                tracing::debug!(
+                    elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                    "tag queries compiled"
+                );
+            });
+        if let Err(error) = warm_up {
+            tracing::warn!(%error, "cannot start the warm-up thread; queries compile on first use");
+        }
+        let mut conn = store::open_writer(&data_dir)?;
+        let (search_index, mut writer, state) = index::open(&data_dir)?;
+        let search_index = Arc::new(search_index);
+        let stored_seq = store::last_seq(&conn)?;
+        let missing = store::sessions_missing(&conn)?;
+        if !missing.is_empty() {
+            let tx = conn.transaction().map_err(StoreError::from)?;
+            for (user_id, session_id) in &missing {
+                derive_session(&tx, user_id, session_id, now_ms())?;
+            }
+            tx.commit().map_err(StoreError::from)?;
+            tracing::info!(
+                num_sessions = missing.len(),
+                "derived records of earlier sessions"
+            );
+        }
+        let replayed = catch_up(&mut conn, &mut writer, &search_index, true)?;
+        // Deletions the store finished and the index did not (a crash in
+        // between).
+        forget_deleted(&conn, &mut writer, &search_index)?;
+        tracing::info!(
+            index = ?state,
+            stored_seq,
+            replayed_adds = replayed,
+            num_docs = search_index.num_docs(),
+            "store and index opened"
+        );
+        if state == OpenState::Recreated {
+            tracing::warn!("index was rebuilt from the store");
+        }
+
+        let committed_seq = Arc::new(std::sync::atomic::AtomicI64::new(writer.committed_seq()));
+        let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
+        let thread_index = Arc::clone(&search_index);
+        let thread_seq = Arc::clone(&committed_seq);
+        let writer_metrics = Arc::new(WriterMetrics::default());
+        let thread_metrics = Arc::clone(&writer_metrics);
+        let thread_data_dir = data_dir.clone();
+        let max_batch = options.max_batch.max(1);
+        let writer_thread = std::thread::Builder::new()
+            .name("codemem-writer".to_string())
+            .spawn(move || {
+                writer_loop(
+                    &thread_data_dir,
+                    receiver,
+                    conn,
+                    writer,
+                    &thread_index,
+                    WriterReports {
+                        committed_seq: &thread_seq,
+                        metrics: &thread_metrics,
+                    },
+                    max_batch,
+                )
+            })
+            .map_err(io_error)?;
+        // Policy of this service: whoever opens it with a retention age
+        // gets the purges.
+        let retention = options
+            .retention
+            .map(|age| Retention::start(age, sender.clone()))
+            .transpose()
+            .map_err(io_error)?;
+
+        Ok(Arc::new(Service {
+            redact_secrets: options.redact_secrets,
+            searcher: Arc::new(Searcher::new(
+                Arc::clone(&search_index),
+                data_dir.clone(),
+                options.search_budget_chars,
+            )),
+            data_dir,
+            search_index,
+            sender: Mutex::new(Some(sender)),
+            writer_thread: Mutex::new(Some(writer_thread)),
+            retention: Mutex::new(retention),
+            committed_seq,
+            writer_metrics,
+            _lock: lock,
+        }))
+    }
+
+    /// Stores an Add and answers once it is durable and searchable.
+    pub async fn add(&self, mut request: AddRequest) -> Result<AddOutcome, ServiceError> {
+        if self.redact_secrets {
+            // Before anything is stored or hashed: a retry is masked the
+            // same way and stays the same request.
+            for message in &mut request.messages {
+                if let std::borrow::Cow::Owned(masked) = crate::redact::redact(&message.content) {
+                    message.content = masked;
+                }
+            }
+        }
+        self.ask_writer(|reply| WriteJob::Add(AddJob { request, reply }))
+            .await
+    }
+
+    /// Queues a job for the writer thread and waits for its answer.
+    async fn ask_writer<T>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<T, ServiceError>>) -> WriteJob,
+    ) -> Result<T, ServiceError> {
+        let sender = self
+            .sender
+            .lock()
+            .map_err(|_| ServiceError::ShuttingDown)?
+            .clone()
+            .ok_or(ServiceError::ShuttingDown)?;
+        let (reply, answer) = oneshot::channel();
+        sender
+            .send(job(reply))
+            .await
+            .map_err(|_| ServiceError::ShuttingDown)?;
+        answer.await.map_err(|_| ServiceError::ShuttingDown)?
+    }
+
+    /// Deletes everything of a user from store and index; answers what it
+    /// removed.
+    pub async fn delete_user(&self, user_id: String) -> Result<store::Deleted, ServiceError> {
+        self.ask_writer(|reply| WriteJob::DeleteUser { user_id, reply })
+            .await
+    }
+
+    /// Deletes every session of every user last changed more than `age`
+    /// ago, from store and index; answers what it removed.
+    pub async fn purge_older_than(&self, age: Duration) -> Result<store::Deleted, ServiceError> {
+        let cutoff_ms = retention::cutoff_ms(age);
+        self.ask_writer(|reply| WriteJob::Purge { cutoff_ms, reply })
+            .await
+    }
+
+    /// Runs `work` on the blocking pool with the searcher (search, explain
+    /// and inspection read SQLite and tantivy synchronously).
+    async fn on_blocking_pool<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Searcher) -> Result<T, ReadError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let service = Arc::clone(self);
+        let read = tokio::task::spawn_blocking(move || work(&service.searcher))
+            .await
+            .map_err(|error| ServiceError::Task(error.to_string()))?;
+        Ok(read?)
+    }
+
+    /// Ranks the stored experience of the request's user for its query.
+    pub async fn search(
+        self: &Arc<Self>,
+        request: SearchRequest,
+    ) -> Result<Vec<MemoryItem>, ServiceError> {
+        self.on_blocking_pool(move |searcher| searcher.search(&request))
+            .await
+    }
+
+    /// Every candidate session of a Search with its features, score and the
+    /// gate's verdict.
+    pub async fn explain(
+        self: &Arc<Self>,
+        request: SearchRequest,
+    ) -> Result<Explained, ServiceError> {
+        self.on_blocking_pool(move |searcher| searcher.explain(&request))
+            .await
+    }
+
+    /// Summaries of every session of a user, most recently updated first.
+    pub async fn list_sessions(
+        self: &Arc<Self>,
+        user_id: String,
+    ) -> Result<Vec<SessionSummary>, ServiceError> {
+        self.on_blocking_pool(move |searcher| {
+            searcher.with_reader(|conn| inspect::session_summaries(conn, &user_id))
+        })
+        .await
+    }
+
+    /// Every user holding sessions, most recently active first.
+    pub async fn list_users(self: &Arc<Self>) -> Result<Vec<store::StoredUser>, ServiceError> {
+        self.on_blocking_pool(move |searcher| searcher.with_reader(|conn| Ok(store::users(conn)?)))
+            .await
+    }
+
+    /// The whole derived record of one session of a user, with provenance.
+    pub async fn session_detail(
+        self: &Arc<Self>,
+        user_id: String,
+        session_id: String,
+    ) -> Result<Option<SessionDetail>, ServiceError> {
+        self.on_blocking_pool(move |searcher| {
+            searcher.with_reader(|conn| inspect::session_detail(conn, &user_id, &session_id))
+        })
+        .await
+    }
+
+    /// Health: the writer runs and what the index holds.
+    pub fn health(&self) -> Health {
+        let writer_running = self
+            .writer_thread
+            .lock()
+            .map(|thread| thread.as_ref().is_some_and(|handle| !handle.is_finished()))
+            .unwrap_or(false);
+        Health {
+            status: if writer_running { "ok" } else { "stopping" },
+            indexed_seq: self
+                .committed_seq
+                .load(std::sync::atomic::Ordering::Acquire),
+            num_docs: self.search_index.num_docs(),
+        }
+    }
+
+    /// What the writer thread counted.
+    pub fn writer_metrics(&self) -> &WriterMetrics {
+        &self.writer_metrics
+    }
+
+    /// Queue depth, documents, store size and sessions per user, read now.
+    pub async fn figures(self: &Arc<Self>) -> Result<ServiceFigures, ServiceError> {
+        let (queue_depth, queue_capacity) = self
+            .sender
+            .lock()
+            .ok()
+            .and_then(|sender| {
+                sender.as_ref().map(|sender| {
+                    (
+                        sender.max_capacity() - sender.capacity(),
+                        sender.max_capacity(),
+                    )
+                })
+            })
+            .unwrap_or((0, 0));
+        let num_docs = self.search_index.num_docs();
+        let data_dir = self.data_dir.clone();
+        let sessions_per_user = self
+            .on_blocking_pool(move |searcher| {
+                searcher.with_reader(|conn| {
+                    Ok(store::users(conn)?
+                        .iter()
+                        .map(|user| user.num_sessions)
+                        .collect())
+                })
+            })
+            .await?;
+        let store_bytes = tokio::task::spawn_blocking(move || directory_bytes(&data_dir, 3))
+            .await
+            .unwrap_or(0);
+        Ok(ServiceFigures {
+            queue_depth,
+            queue_capacity,
+            num_docs,
+            store_bytes,
+            sessions_per_user,
+        })
+    }
+
+    /// The data directory this service holds.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Stops taking Adds, lets the writer finish every queued one, and
+    /// waits for it. Idempotent.
+    pub async fn shutdown(&self) {
+        let retention = self
+            .retention
+            .lock()
+            .ok()
+            .and_then(|mut retention| retention.take());
+        if let Some(retention) = retention {
+            let thread = retention.stop();
+            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::error!("retention thread ended abnormally");
+            }
+        }
+        let sender = self.sender.lock().ok().and_then(|mut sender| sender.take());
+        drop(sender);
+        let thread = self
+            .writer_thread
+            .lock()
+            .ok()
+            .and_then(|mut thread| thread.take());
+        if let Some(thread) = thread {
+            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::error!("writer thread ended abnormally");
+            }
+        }
+    }
+}
+
+/// Bytes of the files under `directory`, `depth` levels down at most
+/// (symbolic links are not followed).
+pub fn directory_bytes(directory: &Path, depth: usize) -> u64 {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(metadata) if metadata.is_file() => metadata.len(),
+            Ok(metadata) if metadata.is_dir() && depth > 0 => {
+                directory_bytes(&entry.path(), depth - 1)
+            }
+            _ => 0,
+        })
+        .sum()
+}
