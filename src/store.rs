@@ -38,7 +38,7 @@ pub enum StoreError {
 /// The file name of the database inside the data directory.
 pub const DATABASE_FILE: &str = "codemem.sqlite3";
 
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE requests (
@@ -95,6 +95,24 @@ CREATE TABLE pending_session_deletions (
 CREATE INDEX requests_by_user_session ON requests (user_id, session_id);
 ";
 
+/// Version 5: the extractor version of each session record (records of an
+/// older extractor are re-derived in the background), the content bytes of
+/// each Add (the per-session size limit sums them), and the sessions whose
+/// record changed without an Add (a re-derivation) and whose index document
+/// may still be the old one.
+const SCHEMA_V5: &str = "
+ALTER TABLE sessions ADD COLUMN extractor_version INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX sessions_by_extractor_version ON sessions (extractor_version);
+ALTER TABLE requests ADD COLUMN content_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE requests SET content_bytes = COALESCE(
+    (SELECT SUM(length(CAST(m.content AS BLOB))) FROM messages m WHERE m.seq = requests.seq), 0);
+CREATE TABLE pending_session_index (
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    PRIMARY KEY (user_id, session_id)
+);
+";
+
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
@@ -142,6 +160,11 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         // may remain (see `purge_sessions_before`).
         tx.execute_batch(SCHEMA_V4)?;
     }
+    if version < 5 {
+        // Records of earlier stores carry extractor version 0: the service
+        // re-derives them in the background (see `sessions_derived_before`).
+        tx.execute_batch(SCHEMA_V5)?;
+    }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
@@ -164,6 +187,53 @@ pub enum Admission {
     Conflict,
 }
 
+/// What the request log already says about an Add's key: `None` when it is
+/// new.
+pub fn prior_admission(
+    conn: &Connection,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+) -> Result<Option<Admission>, StoreError> {
+    let existing: Option<(i64, Vec<u8>)> = conn
+        .prepare_cached(
+            "SELECT seq, body_sha256 FROM requests WHERE user_id = ?1 AND request_id = ?2",
+        )?
+        .query_row(params![request.user_id, request.request_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()?;
+    Ok(existing.map(|(seq, stored_hash)| {
+        if stored_hash.as_slice() == body_sha256.as_slice() {
+            Admission::Duplicate { seq }
+        } else {
+            Admission::Conflict
+        }
+    }))
+}
+
+/// Bytes of message content in an Add.
+pub fn content_bytes(request: &AddRequest) -> i64 {
+    request
+        .messages
+        .iter()
+        .map(|message| message.content.len() as i64)
+        .sum()
+}
+
+/// Bytes of message content a session holds (over its Adds).
+pub fn session_content_bytes(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<i64, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COALESCE(SUM(content_bytes), 0) FROM requests
+             WHERE user_id = ?1 AND session_id = ?2",
+        )?
+        .query_row(params![user_id, session_id], |row| row.get(0))?)
+}
+
 /// Records an Add in the request log and stores its messages, inside the
 /// caller's transaction, unless the key is already taken.
 pub fn admit(
@@ -172,24 +242,12 @@ pub fn admit(
     body_sha256: &[u8; 32],
     stored_at_ms: i64,
 ) -> Result<Admission, StoreError> {
-    let existing: Option<(i64, Vec<u8>)> = tx
-        .prepare_cached(
-            "SELECT seq, body_sha256 FROM requests WHERE user_id = ?1 AND request_id = ?2",
-        )?
-        .query_row(params![request.user_id, request.request_id], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .optional()?;
-    if let Some((seq, stored_hash)) = existing {
-        return Ok(if stored_hash.as_slice() == body_sha256.as_slice() {
-            Admission::Duplicate { seq }
-        } else {
-            Admission::Conflict
-        });
+    if let Some(prior) = prior_admission(tx, request, body_sha256)? {
+        return Ok(prior);
     }
     tx.prepare_cached(
-        "INSERT INTO requests (user_id, request_id, session_id, body_sha256, num_messages, stored_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO requests (user_id, request_id, session_id, body_sha256, num_messages, stored_at_ms, content_bytes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         request.user_id,
@@ -198,6 +256,7 @@ pub fn admit(
         body_sha256.as_slice(),
         request.messages.len() as i64,
         stored_at_ms,
+        content_bytes(request),
     ])?;
     let seq = tx.last_insert_rowid();
     let mut insert = tx.prepare_cached(
@@ -376,10 +435,12 @@ pub struct StoredSession {
     pub last_seq: i64,
     /// When the record was last derived.
     pub updated_at_ms: i64,
+    /// The version of the extractor that derived the record (0: unknown,
+    /// from a store older than versioned records).
+    pub extractor_version: i64,
 }
 
-const SESSION_COLUMNS: &str =
-    "user_id, session_id, record_json, diagnostics_json, num_messages, last_seq, updated_at_ms";
+const SESSION_COLUMNS: &str = "user_id, session_id, record_json, diagnostics_json, num_messages, last_seq, updated_at_ms, extractor_version";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> {
     Ok(StoredSession {
@@ -390,19 +451,21 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> 
         num_messages: row.get(4)?,
         last_seq: row.get(5)?,
         updated_at_ms: row.get(6)?,
+        extractor_version: row.get(7)?,
     })
 }
 
 /// Inserts or replaces the derived record of a session.
 pub fn upsert_session(conn: &Connection, session: &StoredSession) -> Result<(), StoreError> {
     conn.prepare_cached(&format!(
-        "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (user_id, session_id) DO UPDATE SET
              record_json = excluded.record_json,
              diagnostics_json = excluded.diagnostics_json,
              num_messages = excluded.num_messages,
              last_seq = excluded.last_seq,
-             updated_at_ms = excluded.updated_at_ms"
+             updated_at_ms = excluded.updated_at_ms,
+             extractor_version = excluded.extractor_version"
     ))?
     .execute(params![
         session.user_id,
@@ -412,8 +475,112 @@ pub fn upsert_session(conn: &Connection, session: &StoredSession) -> Result<(), 
         session.num_messages,
         session.last_seq,
         session.updated_at_ms,
+        session.extractor_version,
     ])?;
     Ok(())
+}
+
+/// The sequence number of the last Add a session's record includes, 0 when
+/// the session has no record.
+pub fn session_last_seq(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<i64, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT last_seq FROM sessions WHERE user_id = ?1 AND session_id = ?2")?
+        .query_row(params![user_id, session_id], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// Up to `limit` sessions whose record an extractor older than `version`
+/// derived, as `(user_id, session_id)`, most recently changed first.
+pub fn sessions_derived_before(
+    conn: &Connection,
+    version: i64,
+    limit: usize,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT user_id, session_id FROM sessions WHERE extractor_version < ?1
+         ORDER BY last_seq DESC LIMIT ?2",
+    )?;
+    let rows = statement.query_map(params![version, limit as i64], |row| {
+        Ok((row.get(0)?, row.get(1)?))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// How many session records an extractor older than `version` derived.
+pub fn count_sessions_derived_before(conn: &Connection, version: i64) -> Result<i64, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT COUNT(*) FROM sessions WHERE extractor_version < ?1")?
+        .query_row(params![version], |row| row.get(0))?)
+}
+
+/// Records that a session's record changed without an Add, so that its
+/// index document is replaced (inside the caller's transaction).
+pub fn mark_session_for_index(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO pending_session_index (user_id, session_id) VALUES (?1, ?2)",
+    )?
+    .execute(params![user_id, session_id])?;
+    Ok(())
+}
+
+/// The records of the sessions marked by [`mark_session_for_index`] (those
+/// deleted since are left out).
+pub fn sessions_pending_index(conn: &Connection) -> Result<Vec<StoredSession>, StoreError> {
+    let columns = SESSION_COLUMNS
+        .split(", ")
+        .map(|column| format!("s.{column}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {columns} FROM pending_session_index p
+         JOIN sessions s ON s.user_id = p.user_id AND s.session_id = p.session_id"
+    ))?;
+    let rows = statement.query_map([], session_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The index holds the current documents of every pending session.
+pub fn clear_sessions_pending_index(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute("DELETE FROM pending_session_index", [])?;
+    Ok(())
+}
+
+/// A session's messages in session order without their content: row id and
+/// role, for callers that fetch the content of a few (see
+/// [`message_content_prefix`]).
+pub fn session_message_ids(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<i64>, StoreError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT message_id FROM messages WHERE user_id = ?1 AND session_id = ?2
+         ORDER BY seq, message_index",
+    )?;
+    let rows = statement.query_map(params![user_id, session_id], |row| row.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The first `max_chars` characters of a message's content (all of it when
+/// shorter); `None` when there is no such message.
+pub fn message_content_prefix(
+    conn: &Connection,
+    message_id: i64,
+    max_chars: usize,
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT substr(content, 1, ?2) FROM messages WHERE message_id = ?1")?
+        .query_row(params![message_id, max_chars as i64], |row| row.get(0))
+        .optional()?)
 }
 
 /// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.

@@ -87,6 +87,9 @@ impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> ApiError {
         match error {
             ServiceError::Conflict { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
+            ServiceError::SessionTooLarge { .. } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, error.to_string())
+            }
             ServiceError::ShuttingDown => ApiError::unavailable("the service is shutting down", 1),
             ServiceError::NotYetSearchable(_) | ServiceError::WriteFailed(_) => {
                 tracing::error!(%error, "add not completed");

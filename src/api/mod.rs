@@ -211,7 +211,8 @@ async fn read_request<T: Send + 'static>(
 /// searchable.
 #[utoipa::path(post, path = "/add", tag = "contract", request_body = openapi::AddBody,
     responses((status = 200, description = "Stored (or stored before under this request_id), durable and searchable", body = AddResponse),
-              (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody)))]
+              (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody),
+              (status = 413, description = "The session would hold more message content than the per-session limit; nothing of the Add was stored", body = openapi::ErrorBody)))]
 async fn add(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -232,7 +233,8 @@ async fn add(
 /// The same as `POST /add`.
 #[utoipa::path(post, path = "/v1/add", tag = "contract", request_body = openapi::AddBody,
     responses((status = 200, description = "Stored (or stored before under this request_id), durable and searchable", body = AddResponse),
-              (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody)))]
+              (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody),
+              (status = 413, description = "The session would hold more message content than the per-session limit; nothing of the Add was stored", body = openapi::ErrorBody)))]
 #[allow(dead_code)]
 fn add_v1() {}
 
@@ -408,6 +410,34 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
             .adds_written
             .load(std::sync::atomic::Ordering::Relaxed) as f64,
     );
+    for (name, kind, help, value) in [
+        (
+            "codemem_adds_derived_again_total",
+            "counter",
+            "Adds derived again because another Add of their session landed first.",
+            &writer.adds_rederived_stale,
+        ),
+        (
+            "codemem_sessions_to_rederive",
+            "gauge",
+            "Session records of an older extractor still to derive again.",
+            &writer.sessions_to_rederive,
+        ),
+        (
+            "codemem_sessions_rederived_total",
+            "counter",
+            "Session records derived again by a newer extractor since start-up.",
+            &writer.sessions_rederived,
+        ),
+    ] {
+        crate::metrics::write_single(
+            &mut out,
+            name,
+            kind,
+            help,
+            value.load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+    }
     match state.service.figures().await {
         Ok(figures) => write_figures(&mut out, &figures),
         Err(error) => {

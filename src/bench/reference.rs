@@ -72,6 +72,11 @@ pub fn serve(data_dir: &Path, listen: &str) -> anyhow::Result<()> {
             .route("/add", post(add))
             .route("/search", post(search))
             .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+            // The same body limit as codemem's, so that both take the
+            // whole-trajectory and big-session Adds.
+            .layer(axum::extract::DefaultBodyLimit::max(
+                crate::api::DEFAULT_MAX_BODY_BYTES,
+            ))
             .with_state(reference);
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let address: SocketAddr = listener.local_addr()?;

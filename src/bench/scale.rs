@@ -16,7 +16,12 @@
 //! 2. Searches, one at a time: task statements of stored sessions against
 //!    the large scope, then against each one's small scope;
 //! 3. peak RSS of the server process, bytes on disk, and the time a
-//!    restart on the full store takes to answer its health check.
+//!    restart on the full store takes to answer its health check;
+//! 4. on that restarted server, big Adds: whole trajectories
+//!    ([`TRAJECTORY_MESSAGES`] messages, [`TRAJECTORY_BYTES`] bytes) in one
+//!    Add each while another user sends one-message Adds, then one-message
+//!    Adds to a session of [`BIG_SESSION_BYTES`] bytes. Their content is
+//!    the bench sessions' messages, concatenated and cut to size.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -36,6 +41,18 @@ pub const SMALL_SCOPE_SESSIONS: usize = 20;
 pub const MAX_SINGLE_CLIENT_SESSIONS: usize = 500;
 /// Concurrent clients of the second Add phase.
 pub const CONCURRENT_CLIENTS: usize = 8;
+/// Messages of one whole-trajectory Add.
+pub const TRAJECTORY_MESSAGES: usize = 500;
+/// Bytes of content of one whole-trajectory Add.
+pub const TRAJECTORY_BYTES: usize = 5_000_000;
+/// Whole-trajectory Adds measured (each its own session).
+pub const TRAJECTORY_ADDS: usize = 3;
+/// Bytes of content of the big session.
+pub const BIG_SESSION_BYTES: usize = 50_000_000;
+/// Adds that build the big session.
+pub const BIG_SESSION_ADDS: usize = 5;
+/// One-message Adds to the big session measured.
+pub const BIG_SESSION_SMALL_ADDS: usize = 5;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -92,6 +109,17 @@ pub struct SystemFigures {
     pub disk_bytes_per_input_mb: f64,
     /// Time from a restart on the full store to a healthy answer, ms.
     pub startup_ms: f64,
+    /// One whole-trajectory Add ([`TRAJECTORY_MESSAGES`] messages,
+    /// [`TRAJECTORY_BYTES`] bytes), median of [`TRAJECTORY_ADDS`], ms.
+    pub trajectory_add_ms: f64,
+    /// Another user's one-message Adds while those trajectories are
+    /// written: p99, ms.
+    pub other_user_add_p99_ms: f64,
+    /// A one-message Add to a session of [`BIG_SESSION_BYTES`] bytes:
+    /// median of [`BIG_SESSION_SMALL_ADDS`], ms.
+    pub big_session_add_ms: f64,
+    /// Big Adds (trajectories, big session) answered otherwise than 200.
+    pub big_add_errors: usize,
 }
 
 /// The whole report.
@@ -398,6 +426,11 @@ fn measure(
     let disk = crate::service::directory_bytes(data_dir, 8);
     progress(&format!("{what}: restart on the full store"));
     let (server, startup) = Server::start(start(), what, &log)?;
+    progress(&format!(
+        "{what}: {TRAJECTORY_ADDS} whole-trajectory Adds beside another user's Adds, then a {} MB session",
+        BIG_SESSION_BYTES / 1_000_000
+    ));
+    let big = big_adds(&server.base_url, bench);
     server.stop()?;
     let per_second = |count: usize, wall: Duration| count as f64 / wall.as_secs_f64().max(1e-9);
     Ok(SystemFigures {
@@ -418,7 +451,184 @@ fn measure(
         rss_peak_mb,
         disk_bytes_per_input_mb: disk as f64 / input_mb.max(1e-9),
         startup_ms: startup.as_secs_f64() * 1e3,
+        trajectory_add_ms: big.trajectory_add_ms,
+        other_user_add_p99_ms: big.other_user_add_p99_ms,
+        big_session_add_ms: big.big_session_add_ms,
+        big_add_errors: big.errors,
     })
+}
+
+/// What [`big_adds`] measured.
+struct BigAdds {
+    trajectory_add_ms: f64,
+    other_user_add_p99_ms: f64,
+    big_session_add_ms: f64,
+    errors: usize,
+}
+
+/// `count` messages of `bytes` bytes in all, cut from the bench sessions'
+/// messages taken in order from `offset` (the first one a user's task).
+fn synthetic_messages(
+    bench: &[Vec<(Role, String)>],
+    offset: usize,
+    count: usize,
+    bytes: usize,
+) -> Vec<(Role, String)> {
+    let mut source = bench
+        .iter()
+        .flat_map(|session| session.iter())
+        .filter(|(_, content)| !content.trim().is_empty())
+        .cycle()
+        .skip(offset);
+    let per_message = (bytes / count.max(1)).max(1);
+    (0..count)
+        .map(|index| {
+            let mut content = String::with_capacity(per_message + 64);
+            let mut role = Role::User;
+            let mut first = true;
+            while content.len() < per_message {
+                let Some((source_role, text)) = source.next() else {
+                    break;
+                };
+                if first {
+                    role = *source_role;
+                    first = false;
+                } else {
+                    content.push('\n');
+                }
+                content.push_str(text);
+            }
+            let mut end = per_message.min(content.len());
+            while !content.is_char_boundary(end) {
+                end -= 1;
+            }
+            content.truncate(end);
+            (if index == 0 { Role::User } else { role }, content)
+        })
+        .collect()
+}
+
+fn add_body(
+    user_id: &str,
+    session_id: &str,
+    request_id: &str,
+    messages: &[(Role, String)],
+) -> Value {
+    json!({
+        "request_id": request_id,
+        "user_id": user_id,
+        "session_id": session_id,
+        "messages": messages.iter().map(|(role, content)| {
+            json!({"role": role.as_str(), "content": content})
+        }).collect::<Vec<_>>(),
+    })
+}
+
+/// Sends one Add; answers its latency when it was answered 200.
+fn timed_add(agent: &ureq::Agent, base_url: &str, body: &Value) -> Option<Duration> {
+    let sent = Instant::now();
+    match agent.post(format!("{base_url}/add")).send_json(body) {
+        Ok(response) if response.status().as_u16() == 200 => Some(sent.elapsed()),
+        _ => None,
+    }
+}
+
+/// Whole-trajectory Adds with another user's small Adds beside them, then
+/// one-message Adds to a big session.
+fn big_adds(base_url: &str, bench: &[Vec<(Role, String)>]) -> BigAdds {
+    let client = agent();
+    let mut errors = 0;
+    let trajectories: Vec<Value> = (0..TRAJECTORY_ADDS)
+        .map(|index| {
+            let messages = synthetic_messages(
+                bench,
+                index * TRAJECTORY_MESSAGES,
+                TRAJECTORY_MESSAGES,
+                TRAJECTORY_BYTES,
+            );
+            add_body(
+                "bench-big-trajectories",
+                &format!("bench-trajectory-{index}"),
+                &format!("bench-trajectory-{index}"),
+                &messages,
+            )
+        })
+        .collect();
+    let small: Vec<(Role, String)> = synthetic_messages(bench, 7, 1, 2_000);
+    let writing = std::sync::atomic::AtomicBool::new(true);
+    let (mut trajectory, other) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| {
+            let client = agent();
+            let mut latencies = Vec::new();
+            let mut errors = 0;
+            let mut round = 0usize;
+            while writing.load(Ordering::Acquire) {
+                let body = add_body(
+                    "bench-other-user",
+                    &format!("bench-other-{}", round / 20),
+                    &format!("bench-other-{round}"),
+                    &small,
+                );
+                round += 1;
+                match timed_add(&client, base_url, &body) {
+                    Some(latency) => latencies.push(latency),
+                    None => errors += 1,
+                }
+            }
+            (latencies, errors)
+        });
+        // Let the other user's Adds start first.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut latencies = Vec::new();
+        for body in &trajectories {
+            match timed_add(&client, base_url, body) {
+                Some(latency) => latencies.push(latency),
+                None => errors += 1,
+            }
+        }
+        writing.store(false, Ordering::Release);
+        let other = other.join().unwrap_or_default();
+        (latencies, other)
+    });
+    drop(trajectories);
+    let (mut other_latencies, other_errors) = other;
+    errors += other_errors;
+    trajectory.sort();
+    other_latencies.sort();
+
+    let per_add = BIG_SESSION_BYTES / BIG_SESSION_ADDS;
+    for index in 0..BIG_SESSION_ADDS {
+        let messages = synthetic_messages(bench, 3_000 + index * 1_000, 100, per_add);
+        let body = add_body(
+            "bench-big-session",
+            "bench-big-session",
+            &format!("bench-big-session-{index}"),
+            &messages,
+        );
+        if timed_add(&client, base_url, &body).is_none() {
+            errors += 1;
+        }
+    }
+    let mut one_message = Vec::new();
+    for index in 0..BIG_SESSION_SMALL_ADDS {
+        let body = add_body(
+            "bench-big-session",
+            "bench-big-session",
+            &format!("bench-big-session-small-{index}"),
+            &small,
+        );
+        match timed_add(&client, base_url, &body) {
+            Some(latency) => one_message.push(latency),
+            None => errors += 1,
+        }
+    }
+    one_message.sort();
+    BigAdds {
+        trajectory_add_ms: percentile(&trajectory, 0.5),
+        other_user_add_p99_ms: percentile(&other_latencies, 0.99),
+        big_session_add_ms: percentile(&one_message, 0.5),
+        errors,
+    }
 }
 
 /// Runs the whole benchmark; `progress` hears what it is doing.
@@ -613,7 +823,7 @@ pub fn render(report: &ScaleReport) -> String {
         "", "codemem", "fts5", "fts5/codemem"
     ));
     let fts5 = report.fts5.clone();
-    let rows: [Row; 16] = [
+    let rows: [Row; 20] = [
         ("Add p50, 1 client (ms)", |f| f.add_p50_ms),
         ("Add p99, 1 client (ms)", |f| f.add_p99_ms),
         ("Add p50, 8 clients (ms)", |f| f.add_p50_ms_8),
@@ -628,6 +838,14 @@ pub fn render(report: &ScaleReport) -> String {
         ("peak RSS (MB)", |f| f.rss_peak_mb),
         ("disk bytes per input MB", |f| f.disk_bytes_per_input_mb),
         ("start-up on the full store (ms)", |f| f.startup_ms),
+        ("whole-trajectory Add (ms)", |f| f.trajectory_add_ms),
+        ("other user's Add p99 beside it (ms)", |f| {
+            f.other_user_add_p99_ms
+        }),
+        ("1-message Add, 50 MB session (ms)", |f| {
+            f.big_session_add_ms
+        }),
+        ("big Add errors", |f| f.big_add_errors as f64),
         ("Add errors", |f| f.add_errors as f64),
         ("Search errors", |f| f.search_errors as f64),
     ];

@@ -230,6 +230,11 @@ struct ServeArgs {
     #[arg(long, env = "CODEMEM_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
 
+    /// Bytes of message content one session may hold; an Add that would
+    /// take its session past it gets 413 and nothing of it is stored.
+    #[arg(long, env = "CODEMEM_MAX_SESSION_BYTES", default_value_t = crate::service::DEFAULT_MAX_SESSION_BYTES)]
+    max_session_bytes: usize,
+
     /// Most Adds written together in one group commit.
     #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_batch: u32,

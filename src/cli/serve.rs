@@ -83,6 +83,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
         options.redact_secrets = args.redact_secrets;
         options.max_batch = args.max_batch as usize;
+        options.max_session_bytes = args.max_session_bytes;
         options.retention = args
             .retention_days
             .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));

@@ -1,17 +1,257 @@
 //! derive: from stored messages to what searches read. A session's record
-//! is re-derived from all its messages (inside the caller's transaction);
-//! the index catches up with every Add the store holds past its committed
-//! sequence number, message documents and the changed sessions' documents.
+//! is derived from all its messages; for an Add that happens before the
+//! writer (see [`prepare_add`]), on the caller's blocking thread, and the
+//! writer only checks that the session did not move on in between. The
+//! index catches up with every Add the store holds past its committed
+//! sequence number (message documents and the changed sessions' documents),
+//! and with the sessions re-derived without an Add.
 
 use rusqlite::Connection;
 
 use super::ServiceError;
+use crate::domain::AddRequest;
 use crate::index::{IndexWriterHandle, SearchIndex, SessionDoc};
 use crate::ingest::{self, IngestMessage, SessionRecord};
 use crate::rank;
-use crate::store::{self, StoredSession};
+use crate::store::{self, Admission, StoredSession};
+
+/// The version of the extraction that derived a stored record. Bump it with
+/// any change to `ingest` that changes records: stored sessions of an older
+/// version are re-derived from their messages in the background at
+/// start-up (see `service::rederive`).
+pub const EXTRACTOR_VERSION: i64 = 1;
+
+/// A session record derived outside the writer, valid while the session's
+/// last stored Add is still `base_last_seq`.
+#[derive(Debug, Clone)]
+pub(super) struct Derived {
+    /// The session's last Add the derivation started from (0: none).
+    pub(super) base_last_seq: i64,
+    /// The record, JSON.
+    pub(super) record_json: String,
+    /// Its diagnostics, JSON.
+    pub(super) diagnostics_json: String,
+    /// Messages the record was derived from.
+    pub(super) num_messages: i64,
+}
+
+/// What the store said of an Add before the writer saw it.
+#[derive(Debug)]
+pub(super) enum Prepared {
+    /// The request id is taken: the writer answers from the request log.
+    Known,
+    /// New: its session's record with it.
+    Derived(Derived),
+}
+
+/// Why an Add cannot be stored: it would take its session past the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TooLarge {
+    /// Bytes of content the session holds.
+    pub(super) stored_bytes: i64,
+    /// Bytes of content of the Add.
+    pub(super) adding_bytes: i64,
+}
+
+/// Checks the Add against the request log and the session's size limit, and
+/// derives its session's record with it, on the caller's thread (a read
+/// connection: a consistent snapshot of the store).
+pub(super) fn prepare_add(
+    conn: &Connection,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+    max_session_bytes: i64,
+) -> Result<Result<Prepared, TooLarge>, ServiceError> {
+    let snapshot = conn
+        .unchecked_transaction()
+        .map_err(store::StoreError::from)?;
+    if store::prior_admission(&snapshot, request, body_sha256)?.is_some() {
+        return Ok(Ok(Prepared::Known));
+    }
+    if let Err(too_large) = check_size(&snapshot, request, max_session_bytes)? {
+        return Ok(Err(too_large));
+    }
+    let base_last_seq = store::session_last_seq(&snapshot, &request.user_id, &request.session_id)?;
+    let stored = store::session_messages(&snapshot, &request.user_id, &request.session_id)?;
+    drop(snapshot);
+    let inputs = IngestMessage::in_order(
+        stored
+            .iter()
+            .map(|message| (message.role, message.content.as_str()))
+            .chain(
+                request
+                    .messages
+                    .iter()
+                    .map(|message| (message.role, message.content.as_str())),
+            ),
+    );
+    let (record, diagnostics) = ingest::extract_session(&inputs);
+    let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
+    Ok(Ok(Prepared::Derived(Derived {
+        base_last_seq,
+        record_json: serde_json::to_string(&record).map_err(encode)?,
+        diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
+        num_messages: inputs.len() as i64,
+    })))
+}
+
+/// Whether the Add fits within its session's size limit.
+pub(super) fn check_size(
+    conn: &Connection,
+    request: &AddRequest,
+    max_session_bytes: i64,
+) -> Result<Result<(), TooLarge>, ServiceError> {
+    let adding_bytes = store::content_bytes(request);
+    let stored_bytes = store::session_content_bytes(conn, &request.user_id, &request.session_id)?;
+    if stored_bytes.saturating_add(adding_bytes) > max_session_bytes {
+        return Ok(Err(TooLarge {
+            stored_bytes,
+            adding_bytes,
+        }));
+    }
+    Ok(Ok(()))
+}
+
+/// What the writer made of one Add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Stored now, stored before, or a conflict.
+    Admission(Admission),
+    /// Over the session's size limit: nothing stored.
+    TooLarge(TooLarge),
+    /// Its session moved on since the record was derived: nothing stored,
+    /// derive again.
+    Stale,
+}
+
+/// Stores one Add with its session's record inside the writer's
+/// transaction: from `derived` when it is still current, derived here from
+/// all the session's messages when there is none.
+pub(super) fn admit_with_record(
+    tx: &rusqlite::Transaction<'_>,
+    request: &AddRequest,
+    derived: Option<&Derived>,
+    max_session_bytes: i64,
+    stored_at_ms: i64,
+) -> Result<Verdict, ServiceError> {
+    // Hashed here, on the writer thread, not on an async worker.
+    let body_sha256 = request.body_sha256();
+    if let Some(prior) = store::prior_admission(tx, request, &body_sha256)? {
+        return Ok(Verdict::Admission(prior));
+    }
+    if let Err(too_large) = check_size(tx, request, max_session_bytes)? {
+        return Ok(Verdict::TooLarge(too_large));
+    }
+    if let Some(derived) = derived
+        && store::session_last_seq(tx, &request.user_id, &request.session_id)?
+            != derived.base_last_seq
+    {
+        return Ok(Verdict::Stale);
+    }
+    let admission = store::admit(tx, request, &body_sha256, stored_at_ms)?;
+    if let Admission::Inserted { seq } = admission {
+        match derived {
+            Some(derived) => store::upsert_session(
+                tx,
+                &StoredSession {
+                    user_id: request.user_id.clone(),
+                    session_id: request.session_id.clone(),
+                    record_json: derived.record_json.clone(),
+                    diagnostics_json: derived.diagnostics_json.clone(),
+                    num_messages: derived.num_messages,
+                    last_seq: seq,
+                    updated_at_ms: stored_at_ms,
+                    extractor_version: EXTRACTOR_VERSION,
+                },
+            )?,
+            None => derive_session(tx, &request.user_id, &request.session_id, stored_at_ms)?,
+        }
+    }
+    Ok(Verdict::Admission(admission))
+}
+
+/// A session's record re-derived without an Add (a newer extractor), valid
+/// while its last Add is still `derived.base_last_seq`.
+#[derive(Debug, Clone)]
+pub(super) struct Rederived {
+    /// Scope.
+    pub(super) user_id: String,
+    /// The session.
+    pub(super) session_id: String,
+    /// The record.
+    pub(super) derived: Derived,
+    /// When its last Add was stored (kept: re-deriving does not make a
+    /// session younger for retention).
+    pub(super) updated_at_ms: i64,
+}
+
+/// Derives a stored session's record again from its messages, on the
+/// caller's thread; `None` when the session is gone.
+pub(super) fn rederive(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Option<Rederived>, ServiceError> {
+    let snapshot = conn
+        .unchecked_transaction()
+        .map_err(store::StoreError::from)?;
+    let Some(session) = store::session(&snapshot, user_id, session_id)? else {
+        return Ok(None);
+    };
+    let messages = store::session_messages(&snapshot, user_id, session_id)?;
+    drop(snapshot);
+    let (record_json, diagnostics_json) = extract_json(&messages)?;
+    Ok(Some(Rederived {
+        user_id: user_id.to_string(),
+        session_id: session_id.to_string(),
+        derived: Derived {
+            base_last_seq: session.last_seq,
+            record_json,
+            diagnostics_json,
+            num_messages: messages.len() as i64,
+        },
+        updated_at_ms: session.updated_at_ms,
+    }))
+}
+
+/// Stores re-derived records whose sessions did not move on, inside the
+/// writer's transaction, and marks them for the index. Answers how many it
+/// stored.
+pub(super) fn store_rederived(
+    tx: &rusqlite::Transaction<'_>,
+    sessions: &[Rederived],
+) -> Result<usize, ServiceError> {
+    let mut stored = 0;
+    for session in sessions {
+        if store::session_last_seq(tx, &session.user_id, &session.session_id)?
+            != session.derived.base_last_seq
+        {
+            // An Add landed since: it derived the record with this
+            // extractor already (or the session is gone).
+            continue;
+        }
+        store::upsert_session(
+            tx,
+            &StoredSession {
+                user_id: session.user_id.clone(),
+                session_id: session.session_id.clone(),
+                record_json: session.derived.record_json.clone(),
+                diagnostics_json: session.derived.diagnostics_json.clone(),
+                num_messages: session.derived.num_messages,
+                last_seq: session.derived.base_last_seq,
+                updated_at_ms: session.updated_at_ms,
+                extractor_version: EXTRACTOR_VERSION,
+            },
+        )?;
+        store::mark_session_for_index(tx, &session.user_id, &session.session_id)?;
+        stored += 1;
+    }
+    Ok(stored)
+}
+
 /// Indexes every Add the store holds past the index's committed sequence
-/// number, in groups, committing each. Returns how many Adds it indexed.
+/// number, in groups, committing each, then the sessions re-derived without
+/// an Add. Returns how many Adds it indexed.
 pub(super) fn catch_up(
     conn: &mut Connection,
     writer: &mut IndexWriterHandle,
@@ -23,7 +263,7 @@ pub(super) fn catch_up(
     loop {
         let messages = store::messages_after(conn, writer.committed_seq(), ADDS_PER_COMMIT)?;
         let Some(last) = messages.last() else {
-            return Ok(num_adds);
+            break;
         };
         let last_seq = last.seq;
         let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
@@ -31,8 +271,7 @@ pub(super) fn catch_up(
         num_adds += seqs.len();
         let mut sessions: Vec<SessionDoc> = Vec::new();
         for session in store::sessions_changed_between(conn, writer.committed_seq(), last_seq)? {
-            let messages = store::session_messages(conn, &session.user_id, &session.session_id)?;
-            sessions.extend(session_doc(&session, &messages));
+            sessions.extend(session_doc(conn, session)?);
         }
         let indexed = writer
             .add_messages(&messages, replace)
@@ -45,17 +284,40 @@ pub(super) fn catch_up(
             return Err(error.into());
         }
     }
+    index_rederived(conn, writer, search_index)?;
+    Ok(num_adds)
 }
 
-/// Re-derives the record of one session from all its stored messages and
-/// stores it, inside the caller's transaction.
-pub(super) fn derive_session(
+/// Replaces the index documents of the sessions re-derived without an Add,
+/// then clears their marks.
+pub(super) fn index_rederived(
     conn: &Connection,
-    user_id: &str,
-    session_id: &str,
-    now_ms: i64,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
 ) -> Result<(), ServiceError> {
-    let messages = store::session_messages(conn, user_id, session_id)?;
+    let pending = store::sessions_pending_index(conn)?;
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let mut sessions = Vec::with_capacity(pending.len());
+    for session in pending {
+        sessions.extend(session_doc(conn, session)?);
+    }
+    let indexed = writer
+        .upsert_sessions(&sessions)
+        .and_then(|()| writer.commit(writer.committed_seq(), search_index));
+    if let Err(error) = indexed {
+        if let Err(rollback_error) = writer.rollback() {
+            tracing::error!(error = %rollback_error, "index rollback failed");
+        }
+        return Err(error.into());
+    }
+    store::clear_sessions_pending_index(conn)?;
+    Ok(())
+}
+
+/// The record and diagnostics, JSON, of a session's messages in order.
+fn extract_json(messages: &[store::StoredMessage]) -> Result<(String, String), ServiceError> {
     let inputs = IngestMessage::in_order(
         messages
             .iter()
@@ -63,13 +325,29 @@ pub(super) fn derive_session(
     );
     let (record, diagnostics) = ingest::extract_session(&inputs);
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
+    Ok((
+        serde_json::to_string(&record).map_err(encode)?,
+        serde_json::to_string(&diagnostics).map_err(encode)?,
+    ))
+}
+
+/// Re-derives the record of one session from all its stored messages and
+/// stores it, inside the caller's transaction (or alone).
+pub(super) fn derive_session(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+    now_ms: i64,
+) -> Result<(), ServiceError> {
+    let messages = store::session_messages(conn, user_id, session_id)?;
+    let (record_json, diagnostics_json) = extract_json(&messages)?;
     store::upsert_session(
         conn,
         &StoredSession {
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
-            record_json: serde_json::to_string(&record).map_err(encode)?,
-            diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
+            record_json,
+            diagnostics_json,
             num_messages: messages.len() as i64,
             last_seq: messages
                 .iter()
@@ -77,26 +355,51 @@ pub(super) fn derive_session(
                 .max()
                 .unwrap_or(0),
             updated_at_ms: now_ms,
+            extractor_version: EXTRACTOR_VERSION,
         },
     )?;
     Ok(())
 }
 
-/// The index document of a stored session record; `None` (logged) when the
-/// stored record cannot be read. `messages` are the session's messages in
-/// order: those no evidence came from (a plain remark, a question, an
+/// Bytes of a session document's text at most.
+const MAX_TEXT_BYTES: usize = 256 * 1024;
+/// Bytes of one plain message a session document's text takes at most.
+const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// The index document of a stored session record. A record that cannot be
+/// read (written by an extractor whose record had another shape) is derived
+/// again from the session's messages and stored, never left out of search.
+/// The messages no evidence came from (a plain remark, a question, an
 /// observation that showed nothing wrong) are searchable through the
-/// session too.
-fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Option<SessionDoc> {
+/// session too: their content is read from the store only as far as the
+/// text has room, so the cost does not grow with the session.
+fn session_doc(
+    conn: &Connection,
+    mut session: StoredSession,
+) -> Result<Option<SessionDoc>, ServiceError> {
     let record: SessionRecord = match serde_json::from_str(&session.record_json) {
         Ok(record) => record,
         Err(error) => {
-            tracing::error!(%error, "stored session record unreadable; not indexed");
-            return None;
+            tracing::warn!(%error, "stored session record unreadable; deriving it again");
+            derive_session(
+                conn,
+                &session.user_id,
+                &session.session_id,
+                session.updated_at_ms,
+            )?;
+            let Some(again) = store::session(conn, &session.user_id, &session.session_id)? else {
+                return Ok(None);
+            };
+            session = again;
+            match serde_json::from_str(&session.record_json) {
+                Ok(record) => record,
+                Err(error) => {
+                    tracing::error!(%error, "derived session record unreadable; not indexed");
+                    return Ok(None);
+                }
+            }
         }
     };
-    const MAX_TEXT_BYTES: usize = 256 * 1024;
-    const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
     let mut text = record.task.clone();
     for evidence in &record.evidence {
         if text.len() + evidence.text.len() > MAX_TEXT_BYTES {
@@ -111,11 +414,19 @@ fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Op
         .map(|evidence| evidence.message_index)
         .collect();
     let mut plain_bytes = 0usize;
-    for (index, message) in messages.iter().enumerate() {
+    let message_ids = store::session_message_ids(conn, &session.user_id, &session.session_id)?;
+    for (index, message_id) in message_ids.into_iter().enumerate() {
         if with_evidence.contains(&index) {
             continue;
         }
-        let content = ingest::text::truncate_to_bytes(&message.content, MAX_PLAIN_MESSAGE_BYTES);
+        // A prefix of as many characters as the cap has bytes holds at
+        // least the cap's bytes: truncating it is truncating the whole.
+        let Some(prefix) =
+            store::message_content_prefix(conn, message_id, MAX_PLAIN_MESSAGE_BYTES)?
+        else {
+            continue;
+        };
+        let content = ingest::text::truncate_to_bytes(&prefix, MAX_PLAIN_MESSAGE_BYTES);
         if text.len() + content.len() > MAX_TEXT_BYTES {
             break;
         }
@@ -134,14 +445,14 @@ fn session_doc(session: &StoredSession, messages: &[store::StoredMessage]) -> Op
         Ok(json) => json,
         Err(error) => {
             tracing::error!(%error, "session profile not serializable; not indexed");
-            return None;
+            return Ok(None);
         }
     };
-    Some(SessionDoc {
-        user_id: session.user_id.clone(),
-        session_id: session.session_id.clone(),
+    Ok(Some(SessionDoc {
+        user_id: session.user_id,
+        session_id: session.session_id,
         last_seq: session.last_seq,
         profile_json,
         text,
-    })
+    }))
 }

@@ -14,6 +14,7 @@
 //! an async worker thread.
 
 mod derive;
+mod rederive;
 mod retention;
 mod writer;
 
@@ -25,9 +26,13 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use self::derive::{catch_up, derive_session};
+pub use self::derive::EXTRACTOR_VERSION;
+use self::derive::{Prepared, catch_up, derive_session, prepare_add};
+use self::rederive::Rederivation;
 use self::retention::Retention;
-use self::writer::{AddJob, WriteJob, WriterReports, forget_deleted, writer_loop};
+use self::writer::{
+    AddAnswer, AddJob, WriteJob, WriterLimits, WriterReports, forget_deleted, writer_loop,
+};
 use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
 use crate::index::{self, IndexError, OpenState, SearchIndex};
 use crate::ingest;
@@ -50,6 +55,20 @@ pub enum ServiceError {
         request_id: String,
         /// The scope.
         user_id: String,
+    },
+    /// The Add would take its session past the size limit: nothing of it
+    /// was stored.
+    #[error(
+        "the session would hold {} bytes of message content ({stored_bytes} stored, {adding_bytes} in this Add), past the limit of {max_session_bytes} bytes per session; start a new session",
+        stored_bytes.saturating_add(*adding_bytes)
+    )]
+    SessionTooLarge {
+        /// Bytes the session holds.
+        stored_bytes: i64,
+        /// Bytes of the Add.
+        adding_bytes: i64,
+        /// The limit.
+        max_session_bytes: i64,
     },
     /// The service is stopping or the writer is gone: try again later.
     #[error("the service is shutting down")]
@@ -112,7 +131,19 @@ pub struct ServiceOptions {
     /// then hourly (their messages, Adds, record and index documents). Off
     /// when `None`.
     pub retention: Option<Duration>,
+    /// Bytes of message content one session may hold; an Add past it is
+    /// refused whole ([`ServiceError::SessionTooLarge`]).
+    pub max_session_bytes: usize,
 }
+
+/// Bytes of message content one session may hold unless configured: room
+/// for whole trajectories of long agent runs, while one session's
+/// re-derivation and indexing stay bounded.
+pub const DEFAULT_MAX_SESSION_BYTES: usize = 64 * 1024 * 1024;
+
+/// Times an Add's record is derived before the writer when other Adds of
+/// its session keep landing in between; then the writer derives it.
+const MAX_DERIVE_ATTEMPTS: usize = 3;
 
 impl ServiceOptions {
     /// Defaults for a data directory.
@@ -124,6 +155,7 @@ impl ServiceOptions {
             search_budget_chars: rank::assemble::DEFAULT_BUDGET_CHARS,
             redact_secrets: false,
             retention: None,
+            max_session_bytes: DEFAULT_MAX_SESSION_BYTES,
         }
     }
 }
@@ -152,6 +184,10 @@ pub struct Service {
     /// The retention thread, when the service purges idle sessions; stopped
     /// before the writer at shutdown (it holds a sender to the writer).
     retention: Mutex<Option<Retention>>,
+    /// The thread re-deriving records of an older extractor, while it
+    /// runs; stopped before the writer at shutdown.
+    rederivation: Mutex<Option<Rederivation>>,
+    max_session_bytes: i64,
     committed_seq: Arc<std::sync::atomic::AtomicI64>,
     writer_metrics: Arc<WriterMetrics>,
     /// Held for the life of the service: the directory's exclusive lock.
@@ -165,6 +201,13 @@ pub struct WriterMetrics {
     pub commit: crate::metrics::Histogram,
     /// Adds handed to the writer (stored or found stored before).
     pub adds_written: std::sync::atomic::AtomicU64,
+    /// Adds sent back to be derived again: another Add of their session
+    /// landed since their record was derived.
+    pub adds_rederived_stale: std::sync::atomic::AtomicU64,
+    /// Session records of an older extractor still to derive again.
+    pub sessions_to_rederive: std::sync::atomic::AtomicU64,
+    /// Session records derived again since start-up (newer extractor).
+    pub sessions_rederived: std::sync::atomic::AtomicU64,
 }
 
 /// Figures of the running service, read when metrics are scraped.
@@ -267,7 +310,10 @@ impl Service {
         let writer_metrics = Arc::new(WriterMetrics::default());
         let thread_metrics = Arc::clone(&writer_metrics);
         let thread_data_dir = data_dir.clone();
-        let max_batch = options.max_batch.max(1);
+        let limits = WriterLimits {
+            max_batch: options.max_batch.max(1),
+            max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
+        };
         let writer_thread = std::thread::Builder::new()
             .name("codemem-writer".to_string())
             .spawn(move || {
@@ -281,7 +327,7 @@ impl Service {
                         committed_seq: &thread_seq,
                         metrics: &thread_metrics,
                     },
-                    max_batch,
+                    limits,
                 )
             })
             .map_err(io_error)?;
@@ -292,6 +338,11 @@ impl Service {
             .map(|age| Retention::start(age, sender.clone()))
             .transpose()
             .map_err(io_error)?;
+        let rederivation = Rederivation::start(
+            data_dir.clone(),
+            sender.clone(),
+            Arc::clone(&writer_metrics),
+        )?;
 
         Ok(Arc::new(Service {
             redact_secrets: options.redact_secrets,
@@ -305,14 +356,22 @@ impl Service {
             sender: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             retention: Mutex::new(retention),
+            rederivation: Mutex::new(rederivation),
+            max_session_bytes: limits.max_session_bytes,
             committed_seq,
             writer_metrics,
             _lock: lock,
         }))
     }
 
-    /// Stores an Add and answers once it is durable and searchable.
-    pub async fn add(&self, mut request: AddRequest) -> Result<AddOutcome, ServiceError> {
+    /// Stores an Add and answers once it is durable and searchable. Its
+    /// session's record is derived first, on the blocking pool (Adds of
+    /// different sessions in parallel); the writer only stores it, or sends
+    /// the Add back when another Add of the session landed in between.
+    pub async fn add(
+        self: &Arc<Self>,
+        mut request: AddRequest,
+    ) -> Result<AddOutcome, ServiceError> {
         if self.redact_secrets {
             // Before anything is stored or hashed: a retry is masked the
             // same way and stays the same request.
@@ -322,8 +381,69 @@ impl Service {
                 }
             }
         }
-        self.ask_writer(|reply| WriteJob::Add(AddJob { request, reply }))
-            .await
+        for attempt in 0..=MAX_DERIVE_ATTEMPTS {
+            let derived = if attempt < MAX_DERIVE_ATTEMPTS {
+                let (prepared, returned) = self.prepare(request).await?;
+                request = returned;
+                match prepared {
+                    Prepared::Derived(derived) => Some(derived),
+                    Prepared::Known => None,
+                }
+            } else {
+                None
+            };
+            let answer = self
+                .ask_writer(|reply| {
+                    WriteJob::Add(AddJob {
+                        request,
+                        derived,
+                        reply,
+                    })
+                })
+                .await?;
+            match answer {
+                AddAnswer::Done(outcome) => return Ok(outcome),
+                AddAnswer::Stale(returned) => {
+                    self.writer_metrics
+                        .adds_rederived_stale
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    request = returned;
+                }
+            }
+        }
+        // The last attempt carries no record: the writer derives it and
+        // never answers stale.
+        Err(ServiceError::Task(
+            "an add was sent back by the writer without a record".to_string(),
+        ))
+    }
+
+    /// Checks an Add against the request log and its session's size limit
+    /// and derives its session's record, on the blocking pool; hands the
+    /// request back.
+    async fn prepare(
+        self: &Arc<Self>,
+        request: AddRequest,
+    ) -> Result<(Prepared, AddRequest), ServiceError> {
+        let service = Arc::clone(self);
+        let max_session_bytes = self.max_session_bytes;
+        let (prepared, request) = tokio::task::spawn_blocking(move || {
+            let body_sha256 = request.body_sha256();
+            let prepared = service.searcher.with_reader(|conn| {
+                Ok(prepare_add(conn, &request, &body_sha256, max_session_bytes))
+            });
+            (prepared, request)
+        })
+        .await
+        .map_err(|error| ServiceError::Task(error.to_string()))?;
+        match prepared?? {
+            Ok(prepared) => Ok((prepared, request)),
+            Err(too_large) => Err(ServiceError::SessionTooLarge {
+                stored_bytes: too_large.stored_bytes,
+                adding_bytes: too_large.adding_bytes,
+                max_session_bytes,
+            }),
+        }
     }
 
     /// Queues a job for the writer thread and waits for its answer.
@@ -494,6 +614,18 @@ impl Service {
             .lock()
             .ok()
             .and_then(|mut retention| retention.take());
+        let rederivation = self
+            .rederivation
+            .lock()
+            .ok()
+            .and_then(|mut rederivation| rederivation.take());
+        if let Some(rederivation) = rederivation {
+            let thread = rederivation.stop();
+            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::error!("re-derivation thread ended abnormally");
+            }
+        }
         if let Some(retention) = retention {
             let thread = retention.stop();
             let joined = tokio::task::spawn_blocking(move || thread.join()).await;

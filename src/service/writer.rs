@@ -1,26 +1,45 @@
 //! writer: the one thread that writes. It owns the SQLite write connection
 //! and the tantivy writer; Adds and deletions queue to it over a bounded
-//! channel with a reply slot. Adds queued together are stored in one
-//! transaction (their sessions re-derived inside it), indexed, committed and
-//! made visible before any of them is answered; a deletion runs after the
-//! Adds queued before it, store first, then index.
+//! channel with a reply slot. An Add comes with its session's record,
+//! derived before the writer from the session as it was; the writer checks
+//! that no other Add of that session landed in between (else the Add goes
+//! back to be derived again) and that the session stays within its size
+//! limit. Adds queued together are stored in one transaction, indexed,
+//! committed and made visible before any of them is answered; a deletion
+//! or a group of re-derived records runs after the Adds queued before it,
+//! store first, then index.
 
 use std::path::Path;
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::derive::{catch_up, derive_session};
+use super::derive::{
+    Derived, Rederived, Verdict, admit_with_record, catch_up, index_rederived, store_rederived,
+};
 use super::{ServiceError, WriterMetrics};
 use crate::domain::{AddOutcome, AddRequest};
 use crate::index::{IndexWriterHandle, SearchIndex};
 use crate::store::{self, Admission, StoreError};
 use crate::time::now_ms;
 
+/// What the writer answers an Add.
+#[derive(Debug)]
+pub(super) enum AddAnswer {
+    /// Done: stored (or stored before), durable and searchable.
+    Done(AddOutcome),
+    /// Another Add of its session landed since its record was derived:
+    /// nothing stored; here is the request back, to derive again.
+    Stale(AddRequest),
+}
+
 /// An Add for the writer thread.
 pub(super) struct AddJob {
     pub(super) request: AddRequest,
-    pub(super) reply: oneshot::Sender<Result<AddOutcome, ServiceError>>,
+    /// Its session's record derived before the writer; `None`: the writer
+    /// derives it (after repeated stale attempts).
+    pub(super) derived: Option<Derived>,
+    pub(super) reply: oneshot::Sender<Result<AddAnswer, ServiceError>>,
 }
 
 /// What the writer thread is asked to do.
@@ -37,6 +56,12 @@ pub(super) enum WriteJob {
         user_id: String,
         reply: oneshot::Sender<Result<store::Deleted, ServiceError>>,
     },
+    /// Store records derived again (a newer extractor) for sessions that
+    /// did not move on; answers how many were stored.
+    Rederive {
+        sessions: Vec<Rederived>,
+        reply: oneshot::Sender<Result<usize, ServiceError>>,
+    },
 }
 
 /// What the writer thread reports to the rest of the service.
@@ -45,6 +70,15 @@ pub(super) struct WriterReports<'a> {
     pub(super) committed_seq: &'a std::sync::atomic::AtomicI64,
     /// Counts for `/metrics`.
     pub(super) metrics: &'a WriterMetrics,
+}
+
+/// What bounds the writer's work.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WriterLimits {
+    /// The most Adds written in one group commit.
+    pub(super) max_batch: usize,
+    /// Bytes of message content a session may hold.
+    pub(super) max_session_bytes: i64,
 }
 
 /// The writer thread's loop: takes jobs until every sender is gone, then
@@ -56,8 +90,12 @@ pub(super) fn writer_loop(
     mut writer: IndexWriterHandle,
     search_index: &SearchIndex,
     reports: WriterReports<'_>,
-    max_batch: usize,
+    limits: WriterLimits,
 ) {
+    let WriterLimits {
+        max_batch,
+        max_session_bytes,
+    } = limits;
     let WriterReports {
         committed_seq,
         metrics,
@@ -91,7 +129,10 @@ pub(super) fn writer_loop(
                 &mut writer,
                 search_index,
                 &mut batch,
-                index_may_hold_unrecorded,
+                BatchOptions {
+                    replace: index_may_hold_unrecorded,
+                    max_session_bytes,
+                },
             );
             metrics.commit.observe(started.elapsed());
             index_may_hold_unrecorded = !indexed;
@@ -102,6 +143,9 @@ pub(super) fn writer_loop(
             }
             Some(WriteJob::Purge { cutoff_ms, reply }) => {
                 let _ = reply.send(purge(&mut conn, &mut writer, search_index, cutoff_ms));
+            }
+            Some(WriteJob::Rederive { sessions, reply }) => {
+                let _ = reply.send(rederived(&mut conn, &mut writer, search_index, &sessions));
             }
             Some(WriteJob::Add(_)) | None => {}
         }
@@ -116,6 +160,16 @@ pub(super) fn writer_loop(
     }
 }
 
+/// How [`write_batch`] writes.
+#[derive(Debug, Clone, Copy)]
+struct BatchOptions {
+    /// The index may hold documents of an unrecorded commit: replace
+    /// instead of appending.
+    replace: bool,
+    /// Bytes of message content a session may hold.
+    max_session_bytes: i64,
+}
+
 /// Stores a group of Adds in one transaction, indexes them, then replies to
 /// each. Drains `batch`. Returns whether the index is up to date.
 fn write_batch(
@@ -123,34 +177,29 @@ fn write_batch(
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     batch: &mut Vec<AddJob>,
-    replace: bool,
+    options: BatchOptions,
 ) -> bool {
     let stored_at_ms = now_ms();
     let started = std::time::Instant::now();
-    let admitted: Result<Vec<Admission>, ServiceError> = (|| {
+    let admitted: Result<Vec<Verdict>, ServiceError> = (|| {
         let tx = conn.transaction().map_err(StoreError::from)?;
-        let mut admissions = Vec::with_capacity(batch.len());
-        let mut touched = std::collections::BTreeSet::new();
+        let mut verdicts = Vec::with_capacity(batch.len());
+        // In queue order: an Add's check sees the records of the Adds
+        // before it in the group.
         for job in batch.iter() {
-            // Hashed here, on the writer thread, not on an async worker.
-            let body_sha256 = job.request.body_sha256();
-            let admission = store::admit(&tx, &job.request, &body_sha256, stored_at_ms)?;
-            if let Admission::Inserted { .. } = admission {
-                touched.insert((
-                    job.request.user_id.as_str(),
-                    job.request.session_id.as_str(),
-                ));
-            }
-            admissions.push(admission);
-        }
-        for (user_id, session_id) in touched {
-            derive_session(&tx, user_id, session_id, stored_at_ms)?;
+            verdicts.push(admit_with_record(
+                &tx,
+                &job.request,
+                job.derived.as_ref(),
+                options.max_session_bytes,
+                stored_at_ms,
+            )?);
         }
         tx.commit().map_err(StoreError::from)?;
-        Ok(admissions)
+        Ok(verdicts)
     })();
-    let admissions = match admitted {
-        Ok(admissions) => admissions,
+    let verdicts = match admitted {
+        Ok(verdicts) => verdicts,
         Err(error) => {
             tracing::error!(%error, num_adds = batch.len(), "store write failed, nothing stored");
             let reason = error.to_string();
@@ -159,13 +208,13 @@ fn write_batch(
                     .reply
                     .send(Err(ServiceError::WriteFailed(reason.clone())));
             }
-            return !replace;
+            return !options.replace;
         }
     };
     // Replace is off on the normal path: the index is exactly at the
     // store's previous head, so these sequence numbers are new to it.
     let stored = started.elapsed();
-    let indexed = catch_up(conn, writer, search_index, replace);
+    let indexed = catch_up(conn, writer, search_index, options.replace);
     tracing::debug!(
         num_adds = batch.len(),
         store_ms = stored.as_secs_f64() * 1e3,
@@ -175,19 +224,44 @@ fn write_batch(
     if let Err(error) = &indexed {
         tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
     }
-    for (job, admission) in batch.drain(..).zip(admissions) {
-        let answer = match (admission, &indexed) {
-            (Admission::Conflict, _) => Err(ServiceError::Conflict {
+    for (job, verdict) in batch.drain(..).zip(verdicts) {
+        let answer = match (verdict, &indexed) {
+            (Verdict::Stale, _) => Ok(AddAnswer::Stale(job.request)),
+            (Verdict::TooLarge(too_large), _) => Err(ServiceError::SessionTooLarge {
+                stored_bytes: too_large.stored_bytes,
+                adding_bytes: too_large.adding_bytes,
+                max_session_bytes: options.max_session_bytes,
+            }),
+            (Verdict::Admission(Admission::Conflict), _) => Err(ServiceError::Conflict {
                 request_id: job.request.request_id.clone(),
                 user_id: job.request.user_id.clone(),
             }),
             (_, Err(error)) => Err(ServiceError::NotYetSearchable(error.to_string())),
-            (Admission::Inserted { .. }, Ok(_)) => Ok(AddOutcome::Stored),
-            (Admission::Duplicate { .. }, Ok(_)) => Ok(AddOutcome::AlreadyStored),
+            (Verdict::Admission(Admission::Inserted { .. }), Ok(_)) => {
+                Ok(AddAnswer::Done(AddOutcome::Stored))
+            }
+            (Verdict::Admission(Admission::Duplicate { .. }), Ok(_)) => {
+                Ok(AddAnswer::Done(AddOutcome::AlreadyStored))
+            }
         };
         let _ = job.reply.send(answer);
     }
     indexed.is_ok()
+}
+
+/// Stores records derived again for sessions that did not move on, then
+/// replaces their index documents.
+fn rederived(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    sessions: &[Rederived],
+) -> Result<usize, ServiceError> {
+    let tx = conn.transaction().map_err(StoreError::from)?;
+    let stored = store_rederived(&tx, sessions)?;
+    tx.commit().map_err(StoreError::from)?;
+    index_rederived(conn, writer, search_index)?;
+    Ok(stored)
 }
 
 /// Deletes a user from the store (one transaction, which also records the
