@@ -342,6 +342,17 @@ pub fn messages_after(
     collect_messages(rows)
 }
 
+/// The messages of one Add, in source order.
+pub fn messages_of_add(conn: &Connection, seq: i64) -> Result<Vec<StoredMessage>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
+         WHERE m.seq = ?1 ORDER BY m.message_index"
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement.query_map(params![seq], message_from_row)?;
+    collect_messages(rows)
+}
+
 /// The messages with these ids that belong to `user_id`, in any order.
 /// Filtering on the user again here is deliberate: an id that leaked from
 /// another scope still yields nothing.

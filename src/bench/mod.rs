@@ -226,6 +226,74 @@ pub fn ingest(bench_dir: &Path) -> anyhow::Result<IngestReport> {
     })
 }
 
+/// What [`check_incremental`] found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IncrementalReport {
+    /// Sessions read.
+    pub num_sessions: usize,
+    /// Chunks extracted by resuming (over every cutting).
+    pub num_chunks: usize,
+    /// Chunks after which the resumed record (or its diagnostics) differed
+    /// from extraction of the whole prefix.
+    pub num_mismatches: usize,
+    /// The first few mismatches: session number (in bench order), cutting
+    /// and the messages read.
+    pub mismatch_examples: Vec<String>,
+}
+
+/// Extraction resumed chunk by chunk ([`ingest::incremental`]) against
+/// extraction of the whole: every session of a bench directory is cut
+/// `cuttings` times at pseudo-random chunk boundaries (1 to 20 messages a
+/// chunk, from `seed`); after each chunk, the resumed record and
+/// diagnostics must equal those of the whole prefix byte for byte.
+pub fn check_incremental(
+    bench_dir: &Path,
+    cuttings: usize,
+    seed: u64,
+) -> anyhow::Result<IncrementalReport> {
+    let sessions = read_sessions(bench_dir)?;
+    let mut state = seed | 1;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound.max(1) as u64) as usize
+    };
+    let mut report = IncrementalReport {
+        num_sessions: sessions.len(),
+        ..IncrementalReport::default()
+    };
+    const MAX_EXAMPLES: usize = 10;
+    for (number, session) in sessions.iter().enumerate() {
+        let all = inputs(session);
+        for cutting in 0..cuttings {
+            let mut extractor = ingest::incremental::SessionExtractor::new();
+            let mut start = 0;
+            while start < session.len() {
+                let end = (start + 1 + next(20)).min(session.len());
+                extractor.extend(
+                    session[start..end]
+                        .iter()
+                        .map(|(role, content)| (*role, content.as_str())),
+                );
+                start = end;
+                report.num_chunks += 1;
+                let resumed = serde_json::to_string(&extractor.record())?;
+                let whole = serde_json::to_string(&ingest::extract_session(&all[..end]))?;
+                if resumed != whole {
+                    report.num_mismatches += 1;
+                    if report.mismatch_examples.len() < MAX_EXAMPLES {
+                        report.mismatch_examples.push(format!(
+                            "session {number}, cutting {cutting}, after {end} messages"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,21 @@ pub(super) enum BenchCommand {
         #[arg(long)]
         records_out: Option<PathBuf>,
     },
+    /// Extraction resumed Add by Add against extraction of the whole: every
+    /// session of a bench directory cut at pseudo-random chunk boundaries,
+    /// the record after each chunk compared byte for byte with the whole
+    /// prefix's. Fails on any mismatch.
+    Incremental {
+        /// Bench directory holding sessions.jsonl.gz (or sessions.jsonl).
+        #[arg(long, default_value = "../shared/eval/data/dev")]
+        bench: PathBuf,
+        /// Cuttings per session.
+        #[arg(long, default_value_t = 2)]
+        cuttings: usize,
+        /// Seed of the cut points.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// codemem at scale beside an SQLite FTS5 memory under the same
     /// workload: replays a bench directory's sessions (repeated under fresh
     /// ids up to --sessions) into each over HTTP on loopback, from 1 then 8
@@ -99,6 +114,22 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
             json,
             records_out,
         } => ingest(&bench, json, records_out.as_deref()),
+        BenchCommand::Incremental {
+            bench,
+            cuttings,
+            seed,
+        } => {
+            let report = crate::bench::check_incremental(&bench, cuttings, seed)?;
+            print_out(&serde_json::to_string_pretty(&report)?);
+            if report.num_mismatches > 0 {
+                anyhow::bail!(
+                    "{} of {} resumed chunks differ from extraction of the whole",
+                    report.num_mismatches,
+                    report.num_chunks
+                );
+            }
+            Ok(())
+        }
         BenchCommand::ReferenceServer { data_dir, listen } => {
             crate::bench::reference::serve(&data_dir, &listen)
         }

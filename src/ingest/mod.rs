@@ -17,6 +17,8 @@
 pub mod command;
 /// Unified and git diffs: files, hunks, changed lines.
 pub mod diff;
+/// A session's extraction, resumable: an Add extracts only its new messages.
+pub mod incremental;
 /// Paths, test ids, identifiers and code views mentioned in text.
 pub mod mentions;
 /// The session outcome from its final diff, tests and errors.
@@ -242,13 +244,7 @@ pub fn warm_up() -> Vec<String> {
 
 /// Extracts the session record from every message of a session, in order.
 pub fn extract_session(messages: &[IngestMessage<'_>]) -> (SessionRecord, Vec<Diagnostic>) {
-    let mut builder = SessionBuilder {
-        snippet_parse_budget: symbols::ParseBudget::new(
-            MAX_SNIPPET_PARSE_BYTES,
-            MAX_SNIPPET_PARSE_TIME,
-        ),
-        ..SessionBuilder::default()
-    };
+    let mut builder = SessionBuilder::for_session();
     let task_position = messages
         .iter()
         .position(|message| message.role == Role::User);
@@ -274,7 +270,7 @@ fn push_unique(
 }
 
 /// A list of unique strings with a cap.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct UniqueList {
     values: Vec<String>,
     seen: HashSet<String>,
@@ -286,8 +282,9 @@ impl UniqueList {
     }
 }
 
-/// Accumulates facts message by message.
-#[derive(Default)]
+/// Accumulates facts message by message (cloned to keep a session's state,
+/// see [`incremental`]).
+#[derive(Default, Clone)]
 struct SessionBuilder {
     task: String,
     files_changed: UniqueList,
@@ -330,6 +327,17 @@ struct SessionBuilder {
 }
 
 impl SessionBuilder {
+    /// The builder of a new session, with its parse budgets.
+    fn for_session() -> SessionBuilder {
+        SessionBuilder {
+            snippet_parse_budget: symbols::ParseBudget::new(
+                MAX_SNIPPET_PARSE_BYTES,
+                MAX_SNIPPET_PARSE_TIME,
+            ),
+            ..SessionBuilder::default()
+        }
+    }
+
     fn diagnose(&mut self, message_index: usize, message: String) {
         if self.diagnostics.len() < MAX_DIAGNOSTICS {
             self.diagnostics.push(Diagnostic {

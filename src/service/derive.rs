@@ -6,11 +6,15 @@
 //! sequence number (message documents and the changed sessions' documents),
 //! and with the sessions re-derived without an Add.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use rusqlite::Connection;
 
 use super::ServiceError;
 use crate::domain::AddRequest;
 use crate::index::{IndexWriterHandle, SearchIndex, SessionDoc};
+use crate::ingest::incremental::SessionExtractor;
 use crate::ingest::{self, IngestMessage, SessionRecord};
 use crate::rank;
 use crate::store::{self, Admission, StoredSession};
@@ -36,12 +40,112 @@ pub(super) struct Derived {
 }
 
 /// What the store said of an Add before the writer saw it.
-#[derive(Debug)]
 pub(super) enum Prepared {
     /// The request id is taken: the writer answers from the request log.
     Known,
-    /// New: its session's record with it.
-    Derived(Derived),
+    /// New: its session's record with it, and the extraction state after
+    /// it (to keep once the Add is stored).
+    Derived {
+        /// The record.
+        derived: Derived,
+        /// The state after the Add's messages.
+        extractor: Box<SessionExtractor>,
+    },
+}
+
+/// The extraction states of recently written sessions, each valid while
+/// its session's last Add is the one it was kept with: an Add to such a
+/// session extracts only its own messages. Bounded by bytes; the least
+/// recently used go first. A state is taken out while an Add uses it, so
+/// two Adds never extend one state.
+pub(super) struct ExtractorCache {
+    /// A std mutex: held only to take, insert or evict (evicting scans for
+    /// the least recently used entry, a few thousand at most).
+    entries: Mutex<CacheEntries>,
+    max_bytes: usize,
+}
+
+#[derive(Default)]
+struct CacheEntries {
+    by_session: HashMap<(String, String), CachedExtractor>,
+    bytes: usize,
+    clock: u64,
+}
+
+struct CachedExtractor {
+    last_seq: i64,
+    extractor: Box<SessionExtractor>,
+    bytes: usize,
+    used: u64,
+}
+
+impl ExtractorCache {
+    /// A cache of at most `max_bytes` of states (roughly).
+    pub(super) fn new(max_bytes: usize) -> ExtractorCache {
+        ExtractorCache {
+            entries: Mutex::new(CacheEntries::default()),
+            max_bytes,
+        }
+    }
+
+    /// Takes out the state of a session whose last Add is `last_seq`.
+    fn take(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        last_seq: i64,
+    ) -> Option<Box<SessionExtractor>> {
+        let mut entries = self.entries.lock().ok()?;
+        let key = (user_id.to_string(), session_id.to_string());
+        let cached = entries.by_session.remove(&key)?;
+        entries.bytes -= cached.bytes;
+        (cached.last_seq == last_seq).then_some(cached.extractor)
+    }
+
+    /// Keeps the state of a session whose last Add is now `last_seq`.
+    pub(super) fn put(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        last_seq: i64,
+        extractor: Box<SessionExtractor>,
+    ) {
+        let bytes = extractor.approx_bytes();
+        if bytes > self.max_bytes {
+            return;
+        }
+        let Ok(mut entries) = self.entries.lock() else {
+            return;
+        };
+        entries.clock += 1;
+        let used = entries.clock;
+        let key = (user_id.to_string(), session_id.to_string());
+        if let Some(old) = entries.by_session.insert(
+            key,
+            CachedExtractor {
+                last_seq,
+                extractor,
+                bytes,
+                used,
+            },
+        ) {
+            entries.bytes -= old.bytes;
+        }
+        entries.bytes += bytes;
+        while entries.bytes > self.max_bytes {
+            let Some(oldest) = entries
+                .by_session
+                .iter()
+                .min_by_key(|(_, cached)| cached.used)
+                .map(|(key, _)| key.clone())
+            else {
+                break;
+            };
+            if let Some(evicted) = entries.by_session.remove(&oldest) {
+                entries.bytes -= evicted.bytes;
+            }
+        }
+    }
 }
 
 /// Why an Add cannot be stored: it would take its session past the limit.
@@ -58,6 +162,7 @@ pub(super) struct TooLarge {
 /// connection: a consistent snapshot of the store).
 pub(super) fn prepare_add(
     conn: &Connection,
+    cache: &ExtractorCache,
     request: &AddRequest,
     body_sha256: &[u8; 32],
     max_session_bytes: i64,
@@ -72,27 +177,37 @@ pub(super) fn prepare_add(
         return Ok(Err(too_large));
     }
     let base_last_seq = store::session_last_seq(&snapshot, &request.user_id, &request.session_id)?;
-    let stored = store::session_messages(&snapshot, &request.user_id, &request.session_id)?;
-    drop(snapshot);
-    let inputs = IngestMessage::in_order(
-        stored
-            .iter()
-            .map(|message| (message.role, message.content.as_str()))
-            .chain(
-                request
-                    .messages
+    let mut extractor = match cache.take(&request.user_id, &request.session_id, base_last_seq) {
+        Some(extractor) => extractor,
+        None => {
+            let stored = store::session_messages(&snapshot, &request.user_id, &request.session_id)?;
+            let mut extractor = Box::new(SessionExtractor::new());
+            extractor.extend(
+                stored
                     .iter()
                     .map(|message| (message.role, message.content.as_str())),
-            ),
+            );
+            extractor
+        }
+    };
+    drop(snapshot);
+    extractor.extend(
+        request
+            .messages
+            .iter()
+            .map(|message| (message.role, message.content.as_str())),
     );
-    let (record, diagnostics) = ingest::extract_session(&inputs);
+    let (record, diagnostics) = extractor.record();
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
-    Ok(Ok(Prepared::Derived(Derived {
-        base_last_seq,
-        record_json: serde_json::to_string(&record).map_err(encode)?,
-        diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
-        num_messages: inputs.len() as i64,
-    })))
+    Ok(Ok(Prepared::Derived {
+        derived: Derived {
+            base_last_seq,
+            record_json: serde_json::to_string(&record).map_err(encode)?,
+            diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
+            num_messages: extractor.num_messages() as i64,
+        },
+        extractor,
+    }))
 }
 
 /// Whether the Add fits within its session's size limit.
@@ -286,6 +401,21 @@ pub(super) fn catch_up(
     }
     index_rederived(conn, writer, search_index)?;
     Ok(num_adds)
+}
+
+/// The index documents of these sessions' current records (sessions gone
+/// are left out).
+pub(super) fn session_docs(
+    conn: &Connection,
+    sessions: &std::collections::BTreeSet<(String, String)>,
+) -> Result<Vec<SessionDoc>, ServiceError> {
+    let mut docs = Vec::with_capacity(sessions.len());
+    for (user_id, session_id) in sessions {
+        if let Some(session) = store::session(conn, user_id, session_id)? {
+            docs.extend(session_doc(conn, session)?);
+        }
+    }
+    Ok(docs)
 }
 
 /// Replaces the index documents of the sessions re-derived without an Add,

@@ -27,7 +27,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 pub use self::derive::EXTRACTOR_VERSION;
-use self::derive::{Prepared, catch_up, derive_session, prepare_add};
+use self::derive::{ExtractorCache, Prepared, catch_up, derive_session, prepare_add};
 use self::rederive::Rederivation;
 use self::retention::Retention;
 use self::writer::{
@@ -141,6 +141,10 @@ pub struct ServiceOptions {
 /// re-derivation and indexing stay bounded.
 pub const DEFAULT_MAX_SESSION_BYTES: usize = 64 * 1024 * 1024;
 
+/// Bytes of session extraction states kept between Adds (see
+/// `derive::ExtractorCache`).
+const EXTRACTOR_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
 /// Times an Add's record is derived before the writer when other Adds of
 /// its session keep landing in between; then the writer derives it.
 const MAX_DERIVE_ATTEMPTS: usize = 3;
@@ -188,6 +192,8 @@ pub struct Service {
     /// runs; stopped before the writer at shutdown.
     rederivation: Mutex<Option<Rederivation>>,
     max_session_bytes: i64,
+    /// Extraction states of recently written sessions.
+    extractors: ExtractorCache,
     committed_seq: Arc<std::sync::atomic::AtomicI64>,
     writer_metrics: Arc<WriterMetrics>,
     /// Held for the life of the service: the directory's exclusive lock.
@@ -358,6 +364,7 @@ impl Service {
             retention: Mutex::new(retention),
             rederivation: Mutex::new(rederivation),
             max_session_bytes: limits.max_session_bytes,
+            extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             committed_seq,
             writer_metrics,
             _lock: lock,
@@ -382,16 +389,25 @@ impl Service {
             }
         }
         for attempt in 0..=MAX_DERIVE_ATTEMPTS {
+            let mut extractor = None;
             let derived = if attempt < MAX_DERIVE_ATTEMPTS {
                 let (prepared, returned) = self.prepare(request).await?;
                 request = returned;
                 match prepared {
-                    Prepared::Derived(derived) => Some(derived),
+                    Prepared::Derived {
+                        derived,
+                        extractor: after,
+                    } => {
+                        extractor = Some(after);
+                        Some(derived)
+                    }
                     Prepared::Known => None,
                 }
             } else {
                 None
             };
+            let user_id = request.user_id.clone();
+            let session_id = request.session_id.clone();
             let answer = self
                 .ask_writer(|reply| {
                     WriteJob::Add(AddJob {
@@ -402,7 +418,12 @@ impl Service {
                 })
                 .await?;
             match answer {
-                AddAnswer::Done(outcome) => return Ok(outcome),
+                AddAnswer::Done(outcome, stored_seq) => {
+                    if let (Some(seq), Some(extractor)) = (stored_seq, extractor) {
+                        self.extractors.put(&user_id, &session_id, seq, extractor);
+                    }
+                    return Ok(outcome);
+                }
                 AddAnswer::Stale(returned) => {
                     self.writer_metrics
                         .adds_rederived_stale
@@ -430,7 +451,13 @@ impl Service {
         let (prepared, request) = tokio::task::spawn_blocking(move || {
             let body_sha256 = request.body_sha256();
             let prepared = service.searcher.with_reader(|conn| {
-                Ok(prepare_add(conn, &request, &body_sha256, max_session_bytes))
+                Ok(prepare_add(
+                    conn,
+                    &service.extractors,
+                    &request,
+                    &body_sha256,
+                    max_session_bytes,
+                ))
             });
             (prepared, request)
         })

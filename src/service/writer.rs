@@ -8,26 +8,39 @@
 //! committed and made visible before any of them is answered; a deletion
 //! or a group of re-derived records runs after the Adds queued before it,
 //! store first, then index.
+//!
+//! Fairness: an Add of more than `INDEX_SLICE_BYTES` of content is stored
+//! whole with its group, but its message documents are indexed a slice per
+//! turn, beside the next groups of Adds, so that everyone's commit carries
+//! at most one slice of it; it is answered when its last slice is
+//! committed. Meanwhile the index's committed sequence number stays below
+//! it (the Adds after it that are indexed already are replaced, not
+//! duplicated, by a replay after a crash).
 
 use std::path::Path;
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use std::collections::{BTreeSet, VecDeque};
+
 use super::derive::{
-    Derived, Rederived, Verdict, admit_with_record, catch_up, index_rederived, store_rederived,
+    Derived, Rederived, Verdict, admit_with_record, catch_up, index_rederived, session_docs,
+    store_rederived,
 };
 use super::{ServiceError, WriterMetrics};
 use crate::domain::{AddOutcome, AddRequest};
 use crate::index::{IndexWriterHandle, SearchIndex};
-use crate::store::{self, Admission, StoreError};
+use crate::store::{self, Admission, StoreError, StoredMessage};
 use crate::time::now_ms;
 
 /// What the writer answers an Add.
 #[derive(Debug)]
 pub(super) enum AddAnswer {
-    /// Done: stored (or stored before), durable and searchable.
-    Done(AddOutcome),
+    /// Done: stored (or stored before), durable and searchable; with the
+    /// sequence number it was stored under when its record was the one
+    /// derived before the writer.
+    Done(AddOutcome, Option<i64>),
     /// Another Add of its session landed since its record was derived:
     /// nothing stored; here is the request back, to derive again.
     Stale(AddRequest),
@@ -101,40 +114,81 @@ pub(super) fn writer_loop(
         metrics,
     } = reports;
     let mut batch = Vec::with_capacity(max_batch);
+    // Stored Adds whose message documents are indexed a slice per turn.
+    let mut sliced: VecDeque<SlicedAdd> = VecDeque::new();
     // After a failed index update the writer may hold documents of an
     // unrecorded commit: the next catch-up replaces instead of appending.
     let mut index_may_hold_unrecorded = false;
-    while let Some(first) = receiver.blocking_recv() {
+    loop {
+        // With slices to index, new jobs are taken as they come, and a turn
+        // without any indexes the next slice.
+        let first = if sliced.is_empty() {
+            match receiver.blocking_recv() {
+                Some(job) => Some(job),
+                None => break,
+            }
+        } else {
+            receiver.try_recv().ok()
+        };
         // Adds queued together are written together; a deletion is done
         // after the Adds queued before it.
         let mut deletion = None;
         match first {
-            WriteJob::Add(job) => batch.push(job),
-            other => deletion = Some(other),
+            Some(WriteJob::Add(job)) => batch.push(job),
+            Some(other) => deletion = Some(other),
+            None => {}
         }
-        while deletion.is_none() && batch.len() < max_batch {
+        while !batch.is_empty() && deletion.is_none() && batch.len() < max_batch {
             match receiver.try_recv() {
                 Ok(WriteJob::Add(job)) => batch.push(job),
                 Ok(other) => deletion = Some(other),
                 Err(_) => break,
             }
         }
+        let started = std::time::Instant::now();
         if !batch.is_empty() {
             metrics
                 .adds_written
                 .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            let started = std::time::Instant::now();
             let indexed = write_batch(
                 &mut conn,
                 &mut writer,
                 search_index,
                 &mut batch,
+                &mut sliced,
                 BatchOptions {
                     replace: index_may_hold_unrecorded,
                     max_session_bytes,
                 },
             );
             metrics.commit.observe(started.elapsed());
+            index_may_hold_unrecorded = !indexed;
+        } else if !sliced.is_empty() {
+            let indexed = index_slices(
+                &mut conn,
+                &mut writer,
+                search_index,
+                &mut sliced,
+                SliceTurn {
+                    replace: index_may_hold_unrecorded,
+                    all: false,
+                },
+            );
+            metrics.commit.observe(started.elapsed());
+            index_may_hold_unrecorded = !indexed;
+        }
+        if deletion.is_some() && !sliced.is_empty() {
+            // A deletion finds every stored Add's documents in the index.
+            let indexed = index_slices(
+                &mut conn,
+                &mut writer,
+                search_index,
+                &mut sliced,
+                SliceTurn {
+                    replace: index_may_hold_unrecorded,
+                    all: true,
+                },
+            );
             index_may_hold_unrecorded = !indexed;
         }
         match deletion {
@@ -177,6 +231,7 @@ fn write_batch(
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     batch: &mut Vec<AddJob>,
+    sliced: &mut VecDeque<SlicedAdd>,
     options: BatchOptions,
 ) -> bool {
     let stored_at_ms = now_ms();
@@ -211,42 +266,227 @@ fn write_batch(
             return !options.replace;
         }
     };
-    // Replace is off on the normal path: the index is exactly at the
-    // store's previous head, so these sequence numbers are new to it.
     let stored = started.elapsed();
-    let indexed = catch_up(conn, writer, search_index, options.replace);
-    tracing::debug!(
-        num_adds = batch.len(),
-        store_ms = stored.as_secs_f64() * 1e3,
-        index_ms = (started.elapsed() - stored).as_secs_f64() * 1e3,
-        "batch written"
-    );
-    if let Err(error) = &indexed {
-        tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
-    }
+    let mut answers = Vec::with_capacity(batch.len());
+    let mut small_seqs = Vec::new();
+    let mut sessions = BTreeSet::new();
     for (job, verdict) in batch.drain(..).zip(verdicts) {
-        let answer = match (verdict, &indexed) {
-            (Verdict::Stale, _) => Ok(AddAnswer::Stale(job.request)),
-            (Verdict::TooLarge(too_large), _) => Err(ServiceError::SessionTooLarge {
+        let derived_before = job.derived.is_some();
+        let answer = match verdict {
+            Verdict::Stale => Ok(AddAnswer::Stale(job.request)),
+            Verdict::TooLarge(too_large) => Err(ServiceError::SessionTooLarge {
                 stored_bytes: too_large.stored_bytes,
                 adding_bytes: too_large.adding_bytes,
                 max_session_bytes: options.max_session_bytes,
             }),
-            (Verdict::Admission(Admission::Conflict), _) => Err(ServiceError::Conflict {
+            Verdict::Admission(Admission::Conflict) => Err(ServiceError::Conflict {
                 request_id: job.request.request_id.clone(),
                 user_id: job.request.user_id.clone(),
             }),
-            (_, Err(error)) => Err(ServiceError::NotYetSearchable(error.to_string())),
-            (Verdict::Admission(Admission::Inserted { .. }), Ok(_)) => {
-                Ok(AddAnswer::Done(AddOutcome::Stored))
+            Verdict::Admission(Admission::Duplicate { .. }) => {
+                Ok(AddAnswer::Done(AddOutcome::AlreadyStored, None))
             }
-            (Verdict::Admission(Admission::Duplicate { .. }), Ok(_)) => {
-                Ok(AddAnswer::Done(AddOutcome::AlreadyStored))
+            Verdict::Admission(Admission::Inserted { seq }) => {
+                sessions.insert((job.request.user_id.clone(), job.request.session_id.clone()));
+                let answer = AddAnswer::Done(AddOutcome::Stored, derived_before.then_some(seq));
+                if store::content_bytes(&job.request) > INDEX_SLICE_BYTES as i64 {
+                    sliced.push_back(SlicedAdd {
+                        seq,
+                        messages: None,
+                        next: 0,
+                        reply: job.reply,
+                        answer,
+                    });
+                    continue;
+                }
+                small_seqs.push(seq);
+                Ok(answer)
             }
         };
-        let _ = job.reply.send(answer);
+        answers.push((job.reply, answer));
     }
-    indexed.is_ok()
+    let indexed = if options.replace {
+        // The index may hold documents of an unrecorded commit: catch up
+        // from its committed sequence number, replacing.
+        catch_up(conn, writer, search_index, true).map(|_| finish_all(sliced))
+    } else {
+        index_turn(
+            conn,
+            writer,
+            search_index,
+            &small_seqs,
+            &sessions,
+            sliced,
+            false,
+        )
+    };
+    tracing::debug!(
+        num_adds = answers.len(),
+        store_ms = stored.as_secs_f64() * 1e3,
+        index_ms = (started.elapsed() - stored).as_secs_f64() * 1e3,
+        num_sliced = sliced.len(),
+        "batch written"
+    );
+    let ok = match indexed {
+        Ok(done) => {
+            answer_sliced(done);
+            true
+        }
+        Err(error) => {
+            tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
+            for (_, answer) in &mut answers {
+                if matches!(answer, Ok(AddAnswer::Done(..))) {
+                    *answer = Err(ServiceError::NotYetSearchable(error.to_string()));
+                }
+            }
+            false
+        }
+    };
+    for (reply, answer) in answers {
+        let _ = reply.send(answer);
+    }
+    ok
+}
+
+/// Bytes of message content above which an Add's message documents are
+/// indexed in slices, and the bytes of slices one writer turn indexes:
+/// what one Add can add to everyone's commit.
+const INDEX_SLICE_BYTES: usize = 256 * 1024;
+
+/// An Add stored whose message documents are indexed a slice per writer
+/// turn; answered once the last slice is committed.
+struct SlicedAdd {
+    seq: i64,
+    /// Read from the store at its first slice.
+    messages: Option<Vec<StoredMessage>>,
+    /// The first message not indexed yet.
+    next: usize,
+    reply: oneshot::Sender<Result<AddAnswer, ServiceError>>,
+    answer: AddAnswer,
+}
+
+/// Every sliced Add as done (a catch-up indexed all of them).
+fn finish_all(sliced: &mut VecDeque<SlicedAdd>) -> Vec<SlicedAdd> {
+    sliced.drain(..).collect()
+}
+
+/// Answers sliced Adds whose last slice is committed.
+fn answer_sliced(done: Vec<SlicedAdd>) {
+    for add in done {
+        let _ = add.reply.send(Ok(add.answer));
+    }
+}
+
+/// How a turn without new Adds indexes sliced Adds.
+#[derive(Debug, Clone, Copy)]
+struct SliceTurn {
+    /// The index may hold documents of an unrecorded commit: catch up
+    /// from its committed sequence number, replacing (which finishes every
+    /// sliced Add).
+    replace: bool,
+    /// Every remaining slice at once, not only the next.
+    all: bool,
+}
+
+/// A turn without new Adds: the next slice (or all of them) of the sliced
+/// Adds, committed. Answers the Adds it completes, and on failure every
+/// sliced Add (stored, not yet searchable). Returns whether the index is up
+/// to date.
+fn index_slices(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    sliced: &mut VecDeque<SlicedAdd>,
+    turn: SliceTurn,
+) -> bool {
+    let indexed = if turn.replace {
+        catch_up(conn, writer, search_index, true).map(|_| finish_all(sliced))
+    } else {
+        index_turn(
+            conn,
+            writer,
+            search_index,
+            &[],
+            &BTreeSet::new(),
+            sliced,
+            turn.all,
+        )
+    };
+    match indexed {
+        Ok(done) => {
+            answer_sliced(done);
+            true
+        }
+        Err(error) => {
+            tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
+            for add in sliced.drain(..) {
+                let _ = add
+                    .reply
+                    .send(Err(ServiceError::NotYetSearchable(error.to_string())));
+            }
+            false
+        }
+    }
+}
+
+/// One index commit: the message documents of `small_seqs`, the documents
+/// of `sessions`, and the next [`INDEX_SLICE_BYTES`] (`all`: everything)
+/// of the sliced Adds, oldest first. The committed sequence number is the
+/// one below the oldest sliced Add still unfinished (every Add up to it is
+/// indexed; Adds after it may be too, and a replay after a crash replaces
+/// their documents), else the store's last. Answers the sliced Adds it
+/// finished.
+fn index_turn(
+    conn: &mut Connection,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    small_seqs: &[i64],
+    sessions: &BTreeSet<(String, String)>,
+    sliced: &mut VecDeque<SlicedAdd>,
+    all: bool,
+) -> Result<Vec<SlicedAdd>, ServiceError> {
+    let indexed = (|| {
+        for &seq in small_seqs {
+            writer.add_messages(&store::messages_of_add(conn, seq)?, false)?;
+        }
+        writer.upsert_sessions(&session_docs(conn, sessions)?)?;
+        let mut room = if all { usize::MAX } else { INDEX_SLICE_BYTES };
+        let mut done = Vec::new();
+        while room > 0 {
+            let Some(add) = sliced.front_mut() else {
+                break;
+            };
+            if add.messages.is_none() {
+                add.messages = Some(store::messages_of_add(conn, add.seq)?);
+            }
+            let messages = add.messages.as_deref().unwrap_or_default();
+            let start = add.next;
+            let mut end = start;
+            while end < messages.len() && (end == start || messages[end].content.len() <= room) {
+                room = room.saturating_sub(messages[end].content.len());
+                end += 1;
+            }
+            writer.add_messages(&messages[start..end], false)?;
+            add.next = end;
+            if end >= messages.len() {
+                done.extend(sliced.pop_front());
+            } else {
+                break;
+            }
+        }
+        let committed = match sliced.front() {
+            Some(oldest) => (oldest.seq - 1).max(writer.committed_seq()),
+            None => store::last_seq(conn)?,
+        };
+        writer.commit(committed, search_index)?;
+        Ok(done)
+    })();
+    if indexed.is_err()
+        && let Err(rollback_error) = writer.rollback()
+    {
+        tracing::error!(error = %rollback_error, "index rollback failed");
+    }
+    indexed
 }
 
 /// Stores records derived again for sessions that did not move on, then

@@ -214,3 +214,185 @@ fn records_of_an_older_extractor_are_derived_again_at_start_up_while_search_answ
     );
     assert_eq!(server.terminate(), Some(0));
 }
+
+#[test]
+fn resumed_extraction_equals_extraction_of_the_whole_over_dev_sessions() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/incremental");
+    let report = codemem::bench::check_incremental(&fixture, 3, 0x5eed).expect("check");
+    assert_eq!(report.num_sessions, 39);
+    assert!(report.num_chunks > 3 * report.num_sessions);
+    assert_eq!(
+        report.num_mismatches, 0,
+        "resumed records differ: {:?}",
+        report.mismatch_examples
+    );
+}
+
+#[tokio::test]
+async fn an_add_to_a_session_extends_its_kept_state_into_the_full_record() {
+    let app = TestApp::new();
+    let turns = [
+        "Fix parse_config in config.py: it fails on empty files",
+        "```bash\npython -m pytest tests/test_config.py\n```",
+        "Traceback (most recent call last):\n  File \"config.py\", line 3, in parse_config\nValueError: empty",
+        "--- a/config.py\n+++ b/config.py\n@@ -1,3 +1,4 @@\n def parse_config(text):\n+    if not text:\n+        return {}\n     return load(text)\n",
+        "1 passed",
+        "Done: parse_config returns an empty mapping for empty files.",
+    ];
+    for (index, turn) in turns.iter().enumerate() {
+        let role = if index % 2 == 0 { "user" } else { "assistant" };
+        let body = json!({
+            "request_id": format!("r{index}"),
+            "user_id": "u",
+            "session_id": "s",
+            "messages": [{"role": role, "content": turn}],
+        });
+        let (status, body) = app.add(&body).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (messages, record_json, num_messages) = stored_session(app.dir.path(), "u", "s");
+        assert_eq!(num_messages, index as i64 + 1);
+        assert_eq!(record_json, derived_json(&messages), "after Add {index}");
+    }
+}
+
+/// Messages and session records in the store, and documents in the index
+/// (`/health`), of a data directory a server holds.
+fn store_and_index_counts(server: &ServerProcess, data_dir: &std::path::Path) -> (i64, u64) {
+    let conn = rusqlite::Connection::open(data_dir.join("codemem.sqlite3")).expect("store");
+    let stored: i64 = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM sessions)",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count");
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 200);
+    (stored, health["num_docs"].as_u64().expect("num_docs"))
+}
+
+/// A big Add: `count` messages of about 50 KB, each with its own marker.
+fn big_add_body(
+    request_id: &str,
+    user_id: &str,
+    session_id: &str,
+    count: usize,
+) -> serde_json::Value {
+    let filler = "def handler(request):\n    return respond(request.body)\n".repeat(900);
+    let contents: Vec<String> = (0..count)
+        .map(|index| format!("bigmark{index:03}q {session_id}\n{filler}"))
+        .collect();
+    let refs: Vec<&str> = contents.iter().map(String::as_str).collect();
+    add_body(request_id, user_id, session_id, &refs)
+}
+
+#[test]
+fn a_big_add_is_indexed_in_slices_while_other_adds_are_answered() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let address = server.address;
+    let (big_status, small_statuses) = std::thread::scope(|scope| {
+        let big = scope.spawn(|| {
+            crate::support::http_request(
+                address,
+                "POST",
+                "/add",
+                Some(&big_add_body("big", "u-big", "big-session", 40)),
+                &[],
+            )
+            .0
+        });
+        let small: Vec<u16> = (0..20)
+            .map(|index| {
+                crate::support::http_request(
+                    address,
+                    "POST",
+                    "/add",
+                    Some(&add_body(
+                        &format!("small-{index}"),
+                        "u-small",
+                        &format!("s{}", index % 3),
+                        &[&format!("smallmark{index:02}q beside a big add")],
+                    )),
+                    &[],
+                )
+                .0
+            })
+            .collect();
+        (big.join().expect("big"), small)
+    });
+    assert_eq!(big_status, 200);
+    assert!(
+        small_statuses.iter().all(|status| *status == 200),
+        "{small_statuses:?}"
+    );
+    let (stored, indexed) = store_and_index_counts(&server, &dir);
+    assert_eq!(
+        indexed as i64, stored,
+        "one document per message and session"
+    );
+    for index in [0, 19] {
+        let (status, body) = server.request(
+            "POST",
+            "/search",
+            Some(&json!({"query": format!("smallmark{index:02}q"), "user_id": "u-small", "top_k": 5})),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body["data"]
+                .as_array()
+                .expect("data")
+                .iter()
+                .any(|item| item["content"]
+                    .as_str()
+                    .is_some_and(|content| content.contains(&format!("smallmark{index:02}q")))),
+            "{body}"
+        );
+    }
+    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let big_messages: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM messages WHERE session_id = 'big-session'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(big_messages, 40);
+    assert_eq!(server.terminate(), Some(0));
+}
+
+#[test]
+fn a_kill_while_a_big_add_is_indexed_in_slices_loses_and_duplicates_nothing() {
+    let (_guard, dir) = data_dir();
+    for cycle in 0..3u64 {
+        let server = ServerProcess::start(&dir, &[]);
+        let address = server.address;
+        let sender = std::thread::spawn(move || {
+            crate::support::try_post(
+                address,
+                "/add",
+                &big_add_body(&format!("big-{cycle}"), "u", &format!("big-{cycle}"), 60),
+            )
+        });
+        std::thread::sleep(std::time::Duration::from_millis(150 + cycle * 250));
+        server.kill();
+        let _ = sender.join();
+    }
+    let server = ServerProcess::start(&dir, &[]);
+    let (stored, indexed) = store_and_index_counts(&server, &dir);
+    assert_eq!(
+        indexed as i64, stored,
+        "after kills mid-Add: one document per message and session"
+    );
+    // Every stored request has all of its messages.
+    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let partial: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM requests r WHERE (SELECT COUNT(*) FROM messages m WHERE m.seq = r.seq) != r.num_messages",
+            [],
+            |row| row.get(0),
+        )
+        .expect("query");
+    assert_eq!(partial, 0);
+    assert_eq!(server.terminate(), Some(0));
+}
