@@ -20,6 +20,7 @@ mod writer;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -194,6 +195,8 @@ pub struct Service {
     max_session_bytes: i64,
     /// Extraction states of recently written sessions.
     extractors: ExtractorCache,
+    /// Adds being prepared (checked and derived) before the writer.
+    adds_preparing: Arc<AtomicUsize>,
     committed_seq: Arc<std::sync::atomic::AtomicI64>,
     writer_metrics: Arc<WriterMetrics>,
     /// Held for the life of the service: the directory's exclusive lock.
@@ -311,6 +314,8 @@ impl Service {
 
         let committed_seq = Arc::new(std::sync::atomic::AtomicI64::new(writer.committed_seq()));
         let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
+        let adds_preparing = Arc::new(AtomicUsize::new(0));
+        let thread_preparing = Arc::clone(&adds_preparing);
         let thread_index = Arc::clone(&search_index);
         let thread_seq = Arc::clone(&committed_seq);
         let writer_metrics = Arc::new(WriterMetrics::default());
@@ -332,6 +337,7 @@ impl Service {
                     WriterReports {
                         committed_seq: &thread_seq,
                         metrics: &thread_metrics,
+                        adds_preparing: &thread_preparing,
                     },
                     limits,
                 )
@@ -365,6 +371,7 @@ impl Service {
             rederivation: Mutex::new(rederivation),
             max_session_bytes: limits.max_session_bytes,
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
+            adds_preparing,
             committed_seq,
             writer_metrics,
             _lock: lock,
@@ -390,6 +397,9 @@ impl Service {
         }
         for attempt in 0..=MAX_DERIVE_ATTEMPTS {
             let mut extractor = None;
+            // Counted while it is prepared, so that the writer may wait a
+            // moment for it to join the group being written.
+            let preparing = Preparing::start(&self.adds_preparing);
             let derived = if attempt < MAX_DERIVE_ATTEMPTS {
                 let (prepared, returned) = self.prepare(request).await?;
                 request = returned;
@@ -408,6 +418,7 @@ impl Service {
             };
             let user_id = request.user_id.clone();
             let session_id = request.session_id.clone();
+            drop(preparing);
             let answer = self
                 .ask_writer(|reply| {
                     WriteJob::Add(AddJob {
@@ -673,6 +684,22 @@ impl Service {
                 tracing::error!("writer thread ended abnormally");
             }
         }
+    }
+}
+
+/// Counts an Add as being prepared until dropped.
+struct Preparing<'a>(&'a AtomicUsize);
+
+impl<'a> Preparing<'a> {
+    fn start(count: &'a AtomicUsize) -> Preparing<'a> {
+        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Preparing(count)
+    }
+}
+
+impl Drop for Preparing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
