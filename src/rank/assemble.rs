@@ -9,8 +9,8 @@
 
 use std::collections::HashSet;
 
-use crate::domain::MemoryItem;
-use crate::ingest::{Evidence, SessionRecord};
+use crate::domain::{MemoryItem, MemoryKind};
+use crate::ingest::{Evidence, EvidenceKind, OutcomeStatus, SessionRecord};
 
 use super::Scored;
 use super::query::{QueryFacts, name_key, normalize_path};
@@ -106,7 +106,7 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
     let Some(last) = record
         .evidence
         .iter()
-        .filter(|evidence| evidence.kind == "fix")
+        .filter(|evidence| evidence.kind == EvidenceKind::Fix)
         .map(|evidence| evidence.message_index)
         .max()
     else {
@@ -115,7 +115,7 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
     let mut hunks: Vec<&Evidence> = record
         .evidence
         .iter()
-        .filter(|evidence| evidence.kind == "fix" && evidence.message_index == last)
+        .filter(|evidence| evidence.kind == EvidenceKind::Fix && evidence.message_index == last)
         .collect();
     let is_test = |evidence: &&Evidence| evidence.file.as_deref().is_some_and(super::is_test_path);
     hunks.sort_by_key(|evidence| (!touches_query(evidence, query), is_test(evidence)));
@@ -140,7 +140,7 @@ pub fn needs_record(room: f32) -> bool {
 
 /// The opening lines of an experience item: the task with its outcome,
 /// the source files (tests left out) and the symbols changed.
-fn headline(outcome: &str, task: &str, files: &[String], symbols: &[String]) -> String {
+fn headline(outcome: OutcomeStatus, task: &str, files: &[String], symbols: &[String]) -> String {
     let mut text = format!("Past task ({outcome}): {task}\n");
     let source_files: Vec<String> = files
         .iter()
@@ -159,7 +159,7 @@ fn headline(outcome: &str, task: &str, files: &[String], symbols: &[String]) -> 
 /// A compact experience item from the ranking alone.
 fn compact_text(scored: &Scored) -> String {
     headline(
-        &scored.outcome,
+        scored.outcome,
         &scored.task_line,
         &scored.files_changed,
         &scored.symbols_changed,
@@ -173,7 +173,7 @@ fn compact_text(scored: &Scored) -> String {
 fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> String {
     let task_chars = MIN_TASK_CHARS + ((TASK_CHARS - MIN_TASK_CHARS) as f32 * room) as usize;
     let mut text = headline(
-        &record.outcome.status,
+        record.outcome.status,
         &clip(record.task.trim(), task_chars),
         &record.files_changed,
         &record.symbols_changed,
@@ -213,7 +213,7 @@ fn matching_error<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Option<&
         return None;
     }
     record.evidence.iter().find(|evidence| {
-        evidence.kind == "error"
+        evidence.kind == EvidenceKind::Error
             && query
                 .error_types
                 .iter()
@@ -256,7 +256,7 @@ fn mostly_shown(text: &str, pieces: &[Piece]) -> bool {
 
 /// One item to be, before the budget decides.
 struct Piece {
-    kind: &'static str,
+    kind: MemoryKind,
     content: String,
     /// Message of the session it comes from (for its source).
     message_index: usize,
@@ -285,7 +285,7 @@ pub fn assemble(
             None => compact_text(session.scored),
         };
         let mut pieces: Vec<Piece> = vec![Piece {
-            kind: "experience",
+            kind: MemoryKind::Experience,
             content: text,
             message_index: 0,
             score: session.scored.score,
@@ -296,7 +296,7 @@ pub fn assemble(
             && let Some(error) = matching_error(record, query)
         {
             pieces.push(Piece {
-                kind: "error",
+                kind: MemoryKind::Error,
                 content: clip(&error.text, ERROR_CHARS),
                 message_index: error.message_index,
                 score: session.scored.score * 0.9,
@@ -313,7 +313,7 @@ pub fn assemble(
             && let Some(message) = unseen
         {
             pieces.push(Piece {
-                kind: "message",
+                kind: MemoryKind::Message,
                 content: clip(
                     message.content.trim(),
                     (MESSAGE_CHARS as f32 * room) as usize,
@@ -365,9 +365,14 @@ pub fn assemble(
                 }
             };
             let id = match kind {
-                "experience" => format!("experience:{}", session.scored.session_id),
-                "error" => format!("error:{}:{message_index}", session.scored.session_id),
-                _ => format!("{kind}:{}:{request_id}:{within}", session.scored.session_id),
+                MemoryKind::Experience => format!("experience:{}", session.scored.session_id),
+                MemoryKind::Error => format!("error:{}:{message_index}", session.scored.session_id),
+                MemoryKind::Message => {
+                    format!(
+                        "message:{}:{request_id}:{within}",
+                        session.scored.session_id
+                    )
+                }
             };
             items.push(MemoryItem {
                 id,
@@ -395,7 +400,7 @@ mod tests {
         Scored {
             session_id: id.to_string(),
             task_line: format!("task of {id}"),
-            outcome: "resolved".to_string(),
+            outcome: OutcomeStatus::Resolved,
             language: None,
             updated_at_ms: 0,
             files_changed: vec!["src/lib.rs".to_string()],
@@ -416,10 +421,10 @@ mod tests {
             outcome: Outcome {
                 final_diff: true,
                 tests_passed_at_end: Some(true),
-                status: "resolved".to_string(),
+                status: OutcomeStatus::Resolved,
             },
             evidence: vec![Evidence {
-                kind: "fix".to_string(),
+                kind: EvidenceKind::Fix,
                 text: format!("@@ fn parse @@\n-old\n+new {}", "x".repeat(3000)),
                 message_index: 1,
                 byte_start: 0,
@@ -455,7 +460,7 @@ mod tests {
         assert!(chars <= 5_000, "{chars}");
         assert!(items.len() >= 2);
         assert!(items.windows(2).all(|pair| pair[0].score >= pair[1].score));
-        assert_eq!(items[0].kind, "experience");
+        assert_eq!(items[0].kind, MemoryKind::Experience);
         assert!(items[0].content.contains("Files changed: src/lib.rs"));
         assert!(
             !items[0].content.contains("tests/parse.rs"),

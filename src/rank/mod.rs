@@ -18,7 +18,7 @@ use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
-use crate::ingest::SessionRecord;
+use crate::ingest::{EvidenceKind, OutcomeStatus, SessionRecord};
 
 use self::query::{QueryFacts, name_key, normalize_path, qualified_key};
 
@@ -48,8 +48,8 @@ pub struct SessionProfile {
     /// What queries are matched against, computed once when the record is
     /// derived.
     pub keys: ProfileKeys,
-    /// `resolved`, `failed` or `unknown`.
-    pub outcome: String,
+    /// How the session ended.
+    pub outcome: OutcomeStatus,
     /// Last Add of the session (recency).
     pub last_seq: i64,
     /// When its record was last derived, Unix ms.
@@ -162,14 +162,16 @@ impl SessionProfile {
         let last_fix_message = record
             .evidence
             .iter()
-            .filter(|evidence| evidence.kind == "fix")
+            .filter(|evidence| evidence.kind == EvidenceKind::Fix)
             .map(|evidence| evidence.message_index)
             .max();
         let fix_digest = last_fix_message.map(|message| {
             let texts: Vec<&str> = record
                 .evidence
                 .iter()
-                .filter(|evidence| evidence.kind == "fix" && evidence.message_index == message)
+                .filter(|evidence| {
+                    evidence.kind == EvidenceKind::Fix && evidence.message_index == message
+                })
                 .map(|evidence| evidence.text.as_str())
                 .collect();
             digest(&texts)
@@ -244,7 +246,7 @@ impl SessionProfile {
                 .take(EXPLAINED_ENTRIES)
                 .collect(),
             keys,
-            outcome: record.outcome.status.clone(),
+            outcome: record.outcome.status,
             last_seq,
             updated_at_ms,
             task_digest: task_digest(&record.task),
@@ -324,7 +326,7 @@ pub struct Scored {
     /// Its first task line.
     pub task_line: String,
     /// Its outcome.
-    pub outcome: String,
+    pub outcome: OutcomeStatus,
     /// Its dominant language.
     pub language: Option<String>,
     /// When its record was last derived, Unix ms.
@@ -704,11 +706,11 @@ pub fn rank(
                 .task_digest
                 .as_deref()
                 .is_some_and(|digest| digest == candidate.profile.task_digest);
-            let (evidence, score) = score(&features, &candidate.profile.outcome);
+            let (evidence, score) = score(&features, candidate.profile.outcome);
             Scored {
                 session_id: candidate.profile.session_id.clone(),
                 task_line: candidate.profile.task_line.clone(),
-                outcome: candidate.profile.outcome.clone(),
+                outcome: candidate.profile.outcome,
                 language: candidate.profile.language.clone(),
                 updated_at_ms: candidate.profile.updated_at_ms,
                 files_changed: candidate
@@ -852,7 +854,7 @@ mod gate {
 }
 
 /// The code evidence and the fused score of a candidate.
-fn score(features: &Features, outcome: &str) -> (f32, f32) {
+fn score(features: &Features, outcome: OutcomeStatus) -> (f32, f32) {
     let evidence = weight::SYMBOL_CHANGED * features.symbols_changed
         + weight::SYMBOL_REFERENCED * features.symbols_referenced
         + weight::PATH * features.paths
@@ -868,7 +870,7 @@ fn score(features: &Features, outcome: &str) -> (f32, f32) {
     if features.no_files {
         score += weight::NO_FILES;
     }
-    if outcome == "failed" && evidence < weight::STRONG_EVIDENCE {
+    if outcome == OutcomeStatus::Failed && evidence < weight::STRONG_EVIDENCE {
         score += weight::FAILED;
     }
     (evidence, score)
@@ -946,12 +948,12 @@ mod tests {
             outcome: Outcome {
                 final_diff: !files.is_empty(),
                 tests_passed_at_end: None,
-                status: "resolved".to_string(),
+                status: OutcomeStatus::Resolved,
             },
             evidence: files
                 .iter()
                 .map(|file| Evidence {
-                    kind: "fix".to_string(),
+                    kind: EvidenceKind::Fix,
                     text: format!("--- a/{file}\n+++ b/{file}\n@@ -1 +1 @@\n-old\n+new {task}"),
                     message_index: 1,
                     byte_start: 0,
@@ -1111,7 +1113,7 @@ mod tests {
         );
         let mut failed = fixed.clone();
         failed.task = "cache drops entries (another attempt)".to_string();
-        failed.outcome.status = "failed".to_string();
+        failed.outcome.status = OutcomeStatus::Failed;
         failed.evidence[0].text.push_str(" attempt");
         let ranked = rank(
             &query,
