@@ -27,12 +27,50 @@ const FIX_CHARS: usize = 2_500;
 const ERROR_CHARS: usize = 1_500;
 /// Characters of the best-matching message shown as it is (scaled by room).
 const MESSAGE_CHARS: usize = 1_500;
-/// Room from which a session's best-matching message is shown too.
+/// Room from which a session's best-matching message is shown too: the
+/// sessions within about a ninth of a score unit of the best (see
+/// [`room`]), where the ranking is confident enough to spend a message's
+/// worth of the budget.
 pub const MESSAGE_ROOM: f32 = 0.5;
+/// Room from which a session's trace of an error the query names is shown
+/// beside its experience: the same confidence as for a message (an error
+/// item costs up to [`ERROR_CHARS`], as a message does [`MESSAGE_CHARS`]).
+/// Its own constant, as the two need not move together.
+const ERROR_ROOM: f32 = 0.5;
+/// Room from which a session's whole record is loaded ([`needs_record`]).
+/// Below it the room-scaled fix is under 250 characters (a tenth of
+/// [`FIX_CHARS`]), one cut hunk at most, and the task under 150: not worth
+/// reading the record for, so the item says what the ranking profile holds.
+const MIN_RECORD_ROOM: f32 = 0.1;
+/// An error item's score as a share of its session's: below the session's
+/// experience item, which comes first, and above its message.
+const ERROR_SCORE_SHARE: f32 = 0.9;
+/// A message item's score as a share of its session's: below the
+/// experience and error items of the same session, the more distilled ones.
+const MESSAGE_SCORE_SHARE: f32 = 0.8;
 /// An experience item is cut to the budget left only if this much is left.
 const MIN_CUT_ITEM_CHARS: usize = 300;
+/// The fewest characters the first item is cut to, whatever the budget (it
+/// is always given): below it a cut item says nothing.
+const MIN_FIRST_ITEM_CHARS: usize = 16;
 /// Files and symbols listed in an experience item.
 const LISTED: usize = 8;
+/// Characters of the key error's message in an experience item: its first
+/// line as the trace gives it, enough for the exception and what it is
+/// about.
+const ERROR_MESSAGE_CHARS: usize = 200;
+/// Fix characters that must be left for one more hunk to be shown: a hunk's
+/// file header and range line take about a hundred, so less would show
+/// where the change is but not the change.
+const MIN_HUNK_CHARS: usize = 200;
+/// What marks a cut text (its characters count in the limit).
+const CUT_MARK: &str = " ...";
+/// Characters of a message's opening looked for in what is already shown: a
+/// message whose opening is shown (the task statement, a hunk) repeats it.
+const MESSAGE_OPENING_CHARS: usize = 80;
+/// Lines shorter than this many bytes (braces, `else:`, `pass`) are in every
+/// text and tell nothing about whether a message was already shown.
+const MIN_COMPARED_LINE_BYTES: usize = 8;
 
 /// A kept session with what assembly needs of it.
 pub struct KeptSession<'a> {
@@ -67,8 +105,11 @@ fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
-    let kept: String = text.chars().take(max.saturating_sub(4)).collect();
-    format!("{kept} ...")
+    let kept: String = text
+        .chars()
+        .take(max.saturating_sub(CUT_MARK.chars().count()))
+        .collect();
+    format!("{kept}{CUT_MARK}")
 }
 
 fn list(values: &[String]) -> String {
@@ -135,7 +176,7 @@ pub fn room(best: f32, score: f32) -> f32 {
 /// Whether a session given `room` shows more than its ranking profile
 /// holds (fix hunks, the task beyond its first line, its error).
 pub fn needs_record(room: f32) -> bool {
-    room >= 0.1
+    room >= MIN_RECORD_ROOM
 }
 
 /// The opening lines of an experience item: the task with its outcome,
@@ -182,7 +223,7 @@ fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> Str
         text.push_str(&format!(
             "Error: {}: {}\n",
             error.error_type,
-            clip(&error.message, 200)
+            clip(&error.message, ERROR_MESSAGE_CHARS)
         ));
     }
     if !record.tests.failing.is_empty() {
@@ -192,7 +233,7 @@ fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> Str
     let fix_room = (FIX_CHARS as f32 * room) as usize;
     for hunk in fix_hunks(record, query) {
         let remaining = fix_room.saturating_sub(fix_chars);
-        if remaining < 200 {
+        if remaining < MIN_HUNK_CHARS {
             break;
         }
         let shown = clip(hunk.text.trim_end(), remaining);
@@ -230,10 +271,10 @@ fn source_of(session: &KeptSession<'_>, message_index: usize) -> (String, usize)
         .unwrap_or_default()
 }
 
-/// Whether most lines of `text` (those long enough to tell apart) are in
-/// the pieces already chosen, or its opening is.
+/// Whether most lines of `text` (those long enough to tell apart; at least
+/// half of them) are in the pieces already chosen, or its opening is.
 fn mostly_shown(text: &str, pieces: &[Piece]) -> bool {
-    let head: String = text.trim().chars().take(80).collect();
+    let head: String = text.trim().chars().take(MESSAGE_OPENING_CHARS).collect();
     if pieces
         .iter()
         .any(|piece| piece.content.contains(head.trim()))
@@ -248,7 +289,7 @@ fn mostly_shown(text: &str, pieces: &[Piece]) -> bool {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
-        .filter(|line| line.len() >= 8)
+        .filter(|line| line.len() >= MIN_COMPARED_LINE_BYTES)
         .collect();
     !lines.is_empty()
         && 2 * lines.iter().filter(|line| shown.contains(*line)).count() >= lines.len()
@@ -291,7 +332,7 @@ pub fn assemble(
             score: session.scored.score,
             source: None,
         }];
-        if room >= 0.5
+        if room >= ERROR_ROOM
             && let Some(record) = session.record
             && let Some(error) = matching_error(record, query)
         {
@@ -299,7 +340,7 @@ pub fn assemble(
                 kind: MemoryKind::Error,
                 content: clip(&error.text, ERROR_CHARS),
                 message_index: error.message_index,
-                score: session.scored.score * 0.9,
+                score: session.scored.score * ERROR_SCORE_SHARE,
                 source: None,
             });
         }
@@ -319,7 +360,7 @@ pub fn assemble(
                     (MESSAGE_CHARS as f32 * room) as usize,
                 ),
                 message_index: 0,
-                score: session.scored.score * 0.8,
+                score: session.scored.score * MESSAGE_SCORE_SHARE,
                 source: Some((
                     message.request_id.to_string(),
                     message.index_in_add,
@@ -344,7 +385,7 @@ pub fn assemble(
                 content
             } else if items.is_empty() {
                 // The first item is always given, cut to the budget.
-                clip(&content, budget_chars.max(16))
+                clip(&content, budget_chars.max(MIN_FIRST_ITEM_CHARS))
             } else if index == 0 && remaining >= MIN_CUT_ITEM_CHARS {
                 // A session's experience cut to what is left still says
                 // what was done where.
