@@ -31,12 +31,14 @@ pub mod text;
 pub mod trace;
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::domain::Role;
 
+pub use self::outcome::OutcomeStatus;
 use self::testrun::TestStatus;
 use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 
@@ -155,7 +157,7 @@ pub struct Outcome {
     /// Verdict of the last test run, if any ran.
     pub tests_passed_at_end: Option<bool>,
     /// `resolved`, `failed` or `unknown`.
-    pub status: String,
+    pub status: OutcomeStatus,
 }
 
 impl Default for Outcome {
@@ -164,11 +166,56 @@ impl Default for Outcome {
     }
 }
 
+/// What an evidence span shows; stored and answered as `task`, `fix`,
+/// `error` or `step`.
+// A stored name this build does not know fails to parse, and the error
+// names the expected ones: readers treat the record as unreadable, as any
+// corrupt record; nothing panics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// The task statement.
+    Task,
+    /// One hunk of a diff, with its file header.
+    Fix,
+    /// An error trace, compiler error, panic or test failure.
+    Error,
+    /// A command the agent ran, with the output that followed it.
+    Step,
+}
+
+impl EvidenceKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [EvidenceKind; 4] = [
+        EvidenceKind::Task,
+        EvidenceKind::Fix,
+        EvidenceKind::Error,
+        EvidenceKind::Step,
+    ];
+
+    /// The wire name (as stored and as the API answers it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvidenceKind::Task => "task",
+            EvidenceKind::Fix => "fix",
+            EvidenceKind::Error => "error",
+            EvidenceKind::Step => "step",
+        }
+    }
+}
+
+impl fmt::Display for EvidenceKind {
+    /// The wire name; honours width and alignment (`{:<5}`).
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.pad(self.as_str())
+    }
+}
+
 /// A span of a message that supports a fact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Evidence {
     /// `task`, `fix`, `error` or `step`.
-    pub kind: String,
+    pub kind: EvidenceKind,
     /// The evidence as shown (decoded from JSON, capped, for `step` with output).
     pub text: String,
     /// The message it came from.
@@ -431,7 +478,7 @@ impl SessionBuilder {
             .take(MAX_SYMBOLS_PER_EVIDENCE)
             .collect();
         self.task_evidence.push(Evidence {
-            kind: "task".to_string(),
+            kind: EvidenceKind::Task,
             text: task.to_string(),
             message_index: message.index,
             byte_start: trimmed_start,
@@ -466,7 +513,7 @@ impl SessionBuilder {
             }
             let step_index = self.step_evidence.len();
             self.step_evidence.push(Evidence {
-                kind: "step".to_string(),
+                kind: EvidenceKind::Step,
                 text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),
                 message_index,
                 byte_start: parsed.start,
@@ -537,7 +584,7 @@ impl SessionBuilder {
                 let (byte_start, byte_end) = view.raw_range(content, hunk.start, hunk.end);
                 let full_text = format!("{header}{hunk_text}");
                 self.fix_evidence.push(Evidence {
-                    kind: "fix".to_string(),
+                    kind: EvidenceKind::Fix,
                     text: head_and_tail(&full_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
                     message_index,
                     byte_start,
@@ -589,7 +636,7 @@ impl SessionBuilder {
                 .find(|frame| !frame.file.is_empty())
                 .map(|frame| frame.file.clone());
             self.error_evidence.push(Evidence {
-                kind: "error".to_string(),
+                kind: EvidenceKind::Error,
                 text: head_and_tail(error_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
                 message_index,
                 byte_start,
