@@ -12,7 +12,8 @@
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
-use super::symbols::CodeLanguage;
+use crate::language::Grammar;
+
 use super::text::{
     Pattern, contains_str, fenced_blocks, floor_char_boundary, is_identifier, lines_with_offsets,
 };
@@ -574,11 +575,11 @@ pub fn json_symbol_fields(text: &str) -> Vec<String> {
     found
 }
 
-/// A piece of code shown in a text, with its language.
+/// A piece of code shown in a text, with the grammar of its language.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeSnippet {
-    /// The language to parse it as.
-    pub language: CodeLanguage,
+    /// The grammar to parse it with.
+    pub grammar: Grammar,
     /// The code (line-number prefixes removed).
     pub code: String,
     /// The file it is from, when the view names one.
@@ -593,11 +594,11 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
         if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
             return snippets;
         }
-        if let Some(language) = CodeLanguage::from_fence_info(&block.info)
+        if let Some(grammar) = Grammar::from_fence_info(&block.info)
             && let Some(code) = text.get(block.content_start..block.content_end)
         {
             snippets.push(CodeSnippet {
-                language,
+                grammar,
                 code: code.to_string(),
                 path: None,
             });
@@ -611,7 +612,7 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
             if snippets.len() >= MAX_SNIPPETS_PER_TEXT {
                 break;
             }
-            let Some(language) = CodeLanguage::from_path(path) else {
+            let Some(grammar) = Grammar::from_path(path) else {
                 continue;
             };
             let Some(rest) = text.get(code_start..) else {
@@ -619,7 +620,7 @@ pub fn code_snippets(text: &str) -> Vec<CodeSnippet> {
             };
             let code = rest.split("</code>").next().unwrap_or(rest);
             snippets.push(CodeSnippet {
-                language,
+                grammar,
                 code: code.to_string(),
                 path: Some(path.to_string()),
             });
@@ -690,8 +691,8 @@ fn file_views(text: &str) -> Vec<CodeSnippet> {
                 snippets.push(snippet);
             }
             let path = captures.get(1).map_or("", |m| m.as_str());
-            current = CodeLanguage::from_path(path).map(|language| CodeSnippet {
-                language,
+            current = Grammar::from_path(path).map(|grammar| CodeSnippet {
+                grammar,
                 code: String::new(),
                 path: Some(path.to_string()),
             });
@@ -910,7 +911,7 @@ mod tests {
         let swe_agent = "[File: /mwaskom__seaborn/seaborn/_stats/regression.py (47 lines total)]\n10:@dataclass\n11:class PolyFit(Stat):\n22:    def _fit_predict(self, data):\n23:        return 1\n(24 more lines below)\n";
         let snippets = code_snippets(swe_agent);
         assert_eq!(snippets.len(), 1);
-        assert_eq!(snippets[0].language, CodeLanguage::Python);
+        assert_eq!(snippets[0].grammar, Grammar::Python);
         assert_eq!(
             snippets[0].code,
             "@dataclass\nclass PolyFit(Stat):\n    def _fit_predict(self, data):\n        return 1\n"
@@ -922,7 +923,7 @@ mod tests {
         assert!(snippets[0].code.starts_with("class FixtureDef(object):"));
         let fenced = code_snippets("```rust\nfn main() {}\n```\n```text\nx\n```");
         assert_eq!(fenced.len(), 1);
-        assert_eq!(fenced[0].language, CodeLanguage::Rust);
+        assert_eq!(fenced[0].grammar, Grammar::Rust);
     }
 
     #[test]

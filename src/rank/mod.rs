@@ -19,6 +19,7 @@ use std::hash::{Hash, Hasher};
 use serde::{Deserialize, Serialize};
 
 use crate::ingest::SessionRecord;
+use crate::language::Language;
 
 use self::query::{QueryFacts, name_key, normalize_path, qualified_key};
 
@@ -477,16 +478,6 @@ fn identifier_parts(text: &str) -> Vec<String> {
     parts
 }
 
-/// Languages that share a code base often (C and C++ headers, JavaScript
-/// and TypeScript) count as one.
-fn language_family(language: &str) -> &str {
-    match language {
-        "c" | "cpp" | "objective-c" => "c-family",
-        "javascript" | "typescript" => "javascript",
-        other => other,
-    }
-}
-
 /// Per-candidate sets used to match the query, borrowed from its profile.
 /// A candidate's keys as ranking reads them; the membership lists are
 /// sorted ([`ProfileKeys::sort_lookups`]).
@@ -742,8 +733,12 @@ pub fn rank(
                 .then(a.session_id.cmp(&b.session_id))
         })
     });
-    let language = query.language.clone().or_else(|| voted_language(&scored));
-    gate(&mut scored, candidates, language.as_deref());
+    let language = query
+        .language
+        .as_deref()
+        .and_then(Language::from_name)
+        .or_else(|| voted_language(&scored));
+    gate(&mut scored, candidates, language);
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
     scored
@@ -752,24 +747,24 @@ pub fn rank(
 /// The language of the code base a query without explicit code is about:
 /// the one of the sessions most similar to it (the best ten, each weighted
 /// by its text similarity), when the vote is clear (at least twice the
-/// runner-up's weight); a split vote decides nothing.
-fn voted_language(scored: &[Scored]) -> Option<String> {
+/// runner-up's weight); a split vote decides nothing. Languages vote by
+/// family ([`Language::family`]): C and C++ headers, JavaScript and
+/// TypeScript share code bases.
+fn voted_language(scored: &[Scored]) -> Option<Language> {
     const VOTERS: usize = 10;
     const CLEAR_MARGIN: f32 = 2.0;
-    let mut votes: HashMap<&str, f32> = HashMap::new();
+    let mut votes: HashMap<Language, f32> = HashMap::new();
     for entry in scored.iter().take(VOTERS) {
-        if let Some(language) = &entry.language {
-            *votes.entry(language_family(language)).or_default() += entry.features.text_rel;
+        if let Some(language) = entry.language.as_deref().and_then(Language::from_name) {
+            *votes.entry(language.family()).or_default() += entry.features.text_rel;
         }
     }
-    let mut ranked: Vec<(&str, f32)> = votes.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut ranked: Vec<(Language, f32)> = votes.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.name().cmp(b.0.name())));
     match ranked.as_slice() {
         [] => None,
-        [(winner, _)] => Some(winner.to_string()),
-        [(winner, first), (_, second), ..] => {
-            (*first >= CLEAR_MARGIN * *second).then(|| winner.to_string())
-        }
+        [(winner, _)] => Some(*winner),
+        [(winner, first), (_, second), ..] => (*first >= CLEAR_MARGIN * *second).then_some(*winner),
     }
 }
 
@@ -875,7 +870,7 @@ fn score(features: &Features, outcome: &str) -> (f32, f32) {
 }
 
 /// Marks what the gate drops, in place; `scored` is best first.
-fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>) {
+fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<Language>) {
     let mut best_kept: Option<f32> = None;
     let mut num_kept = 0usize;
     // Digest -> the session kept with it.
@@ -885,7 +880,9 @@ fn gate(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>)
         // The same task again is relevant whatever its language or evidence.
         if !entry.features.same_task {
             let other_language = match (language, entry.language.as_deref()) {
-                (Some(query), Some(session)) => language_family(session) != language_family(query),
+                (Some(query), Some(session)) => {
+                    Language::from_name(session).map(Language::family) != Some(query.family())
+                }
                 _ => false,
             };
             if other_language

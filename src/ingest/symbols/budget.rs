@@ -142,8 +142,8 @@ fn parse_bounded_with(
 
 #[cfg(test)]
 mod tests {
-    use crate::ingest::symbols::language::CodeLanguage;
     use crate::ingest::symbols::tags::extract_tags_within;
+    use crate::language::Grammar;
 
     use super::*;
 
@@ -163,8 +163,8 @@ mod tests {
         // Printable garbage passes the code-likeness check: the clock stops it.
         let mut budget = ParseBudget::new(usize::MAX, Duration::from_millis(50));
         let started = Instant::now();
-        let _ = extract_tags_within(CodeLanguage::Python, &printable, &mut budget);
-        let _ = extract_tags_within(CodeLanguage::Python, &printable, &mut budget);
+        let _ = extract_tags_within(Grammar::Python, &printable, &mut budget);
+        let _ = extract_tags_within(Grammar::Python, &printable, &mut budget);
         assert!(started.elapsed() < Duration::from_secs(2));
         assert!(!budget.allows(1), "the time budget is spent");
         // Lossy-decoded binary is refused outright.

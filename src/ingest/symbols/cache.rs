@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::language::CodeLanguage;
 use super::tags::Tags;
+use crate::language::Grammar;
 
 thread_local! {
     /// Tags of recently parsed texts (see [`TagCache`]).
@@ -32,25 +32,20 @@ pub(super) type RowRange = Option<(usize, usize)>;
 /// cache is cleared when full, so its size stays bounded.
 #[derive(Default)]
 pub(super) struct TagCache {
-    entries: HashMap<(CodeLanguage, RowRange, u64), Vec<CachedTags>>,
+    entries: HashMap<(Grammar, RowRange, u64), Vec<CachedTags>>,
     source_bytes: usize,
     entry_count: usize,
 }
 
 impl TagCache {
-    fn key(language: CodeLanguage, rows: RowRange, source: &str) -> (CodeLanguage, RowRange, u64) {
+    fn key(language: Grammar, rows: RowRange, source: &str) -> (Grammar, RowRange, u64) {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         source.hash(&mut hasher);
         (language, rows, hasher.finish())
     }
 
-    pub(super) fn get(
-        &self,
-        language: CodeLanguage,
-        rows: RowRange,
-        source: &str,
-    ) -> Option<Rc<Tags>> {
+    pub(super) fn get(&self, language: Grammar, rows: RowRange, source: &str) -> Option<Rc<Tags>> {
         self.entries
             .get(&Self::key(language, rows, source))?
             .iter()
@@ -60,7 +55,7 @@ impl TagCache {
 
     pub(super) fn insert(
         &mut self,
-        language: CodeLanguage,
+        language: Grammar,
         rows: RowRange,
         source: &str,
         tags: &Rc<Tags>,
@@ -96,44 +91,31 @@ mod tests {
     #[test]
     fn repeated_parses_come_from_the_cache_within_the_budget() {
         let source = "class Cached:\n    def method(self):\n        return helper()\n";
-        let first = extract_tags(CodeLanguage::Python, source).expect("parses");
-        let again = extract_tags(CodeLanguage::Python, source).expect("cached");
+        let first = extract_tags(Grammar::Python, source).expect("parses");
+        let again = extract_tags(Grammar::Python, source).expect("cached");
         assert_eq!(first, again);
         // A cached text is still refused when the budget does not allow it.
         assert_eq!(
             extract_tags_within(
-                CodeLanguage::Python,
+                Grammar::Python,
                 source,
                 &mut ParseBudget::new(0, Duration::from_secs(1))
             ),
             None
         );
         // Tags of some rows are kept apart from tags of the whole text.
-        let rows = extract_tags_in_rows(
-            CodeLanguage::Python,
-            source,
-            2,
-            2,
-            &mut ParseBudget::generous(),
-        )
-        .expect("parses");
+        let rows =
+            extract_tags_in_rows(Grammar::Python, source, 2, 2, &mut ParseBudget::generous())
+                .expect("parses");
         let mut cache = TagCache::default();
-        cache.insert(CodeLanguage::Python, Some((2, 2)), source, &rows);
-        assert_eq!(cache.get(CodeLanguage::Python, None, source), None);
-        assert_eq!(
-            cache.get(CodeLanguage::Python, Some((2, 2)), source),
-            Some(rows)
-        );
+        cache.insert(Grammar::Python, Some((2, 2)), source, &rows);
+        assert_eq!(cache.get(Grammar::Python, None, source), None);
+        assert_eq!(cache.get(Grammar::Python, Some((2, 2)), source), Some(rows));
         for index in 0..MAX_TAG_CACHE_ENTRIES + 10 {
-            cache.insert(
-                CodeLanguage::Python,
-                None,
-                &format!("x{index} = 1\n"),
-                &first,
-            );
+            cache.insert(Grammar::Python, None, &format!("x{index} = 1\n"), &first);
         }
         assert!(cache.entry_count <= MAX_TAG_CACHE_ENTRIES);
-        assert!(cache.get(CodeLanguage::Python, None, "x0 = 1\n").is_none());
-        assert!(cache.get(CodeLanguage::Rust, None, "x9 = 1\n").is_none());
+        assert!(cache.get(Grammar::Python, None, "x0 = 1\n").is_none());
+        assert!(cache.get(Grammar::Rust, None, "x9 = 1\n").is_none());
     }
 }

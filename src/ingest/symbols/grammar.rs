@@ -1,4 +1,4 @@
-//! Grammars and tag queries: each language's tree-sitter grammar with its
+//! Grammars and tag queries: each tree-sitter grammar with its
 //! query from `grammars/*-tags.scm`, compiled once per process (at start-up
 //! by [`crate::ingest::warm_up`], else at first use), and what each capture
 //! of the query marks.
@@ -7,20 +7,38 @@ use std::sync::OnceLock;
 
 use tree_sitter::{Language, Query};
 
-use super::language::CodeLanguage;
+use crate::language::Grammar;
 
-impl CodeLanguage {
+use super::{MAX_C_FAMILY_PARSE_BYTES, MAX_PARSE_BYTES};
+
+impl Grammar {
+    /// The largest text parsed with this grammar.
+    pub fn max_parse_bytes(self) -> usize {
+        match self {
+            Grammar::C | Grammar::Cpp => MAX_C_FAMILY_PARSE_BYTES,
+            _ => MAX_PARSE_BYTES,
+        }
+    }
+
+    /// Separator between a container and a member in qualified names.
+    pub fn separator(self) -> &'static str {
+        match self {
+            Grammar::Rust | Grammar::C | Grammar::Cpp => "::",
+            _ => ".",
+        }
+    }
+
     fn tree_sitter_language(self) -> Language {
         match self {
-            CodeLanguage::Python => tree_sitter_python::LANGUAGE.into(),
-            CodeLanguage::Rust => tree_sitter_rust::LANGUAGE.into(),
-            CodeLanguage::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
-            CodeLanguage::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
-            CodeLanguage::Tsx => tree_sitter_typescript::LANGUAGE_TSX.into(),
-            CodeLanguage::Go => tree_sitter_go::LANGUAGE.into(),
-            CodeLanguage::Java => tree_sitter_java::LANGUAGE.into(),
-            CodeLanguage::C => tree_sitter_c::LANGUAGE.into(),
-            CodeLanguage::Cpp => tree_sitter_cpp::LANGUAGE.into(),
+            Grammar::Python => tree_sitter_python::LANGUAGE.into(),
+            Grammar::Rust => tree_sitter_rust::LANGUAGE.into(),
+            Grammar::JavaScript => tree_sitter_javascript::LANGUAGE.into(),
+            Grammar::TypeScript => tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
+            Grammar::Tsx => tree_sitter_typescript::LANGUAGE_TSX.into(),
+            Grammar::Go => tree_sitter_go::LANGUAGE.into(),
+            Grammar::Java => tree_sitter_java::LANGUAGE.into(),
+            Grammar::C => tree_sitter_c::LANGUAGE.into(),
+            Grammar::Cpp => tree_sitter_cpp::LANGUAGE.into(),
         }
     }
 
@@ -36,34 +54,34 @@ impl CodeLanguage {
         // Patterns after this line of javascript-tags.scm are not valid for TypeScript.
         const JAVASCRIPT_ONLY_MARKER: &str = "; @javascript-only";
         match self {
-            CodeLanguage::Python => PYTHON.to_string(),
-            CodeLanguage::Rust => RUST.to_string(),
-            CodeLanguage::JavaScript => JAVASCRIPT.to_string(),
-            CodeLanguage::TypeScript | CodeLanguage::Tsx => {
+            Grammar::Python => PYTHON.to_string(),
+            Grammar::Rust => RUST.to_string(),
+            Grammar::JavaScript => JAVASCRIPT.to_string(),
+            Grammar::TypeScript | Grammar::Tsx => {
                 let shared = JAVASCRIPT
                     .split(JAVASCRIPT_ONLY_MARKER)
                     .next()
                     .unwrap_or(JAVASCRIPT);
                 format!("{shared}\n{TYPESCRIPT}")
             }
-            CodeLanguage::Go => GO.to_string(),
-            CodeLanguage::Java => JAVA.to_string(),
-            CodeLanguage::C => C.to_string(),
-            CodeLanguage::Cpp => CPP.to_string(),
+            Grammar::Go => GO.to_string(),
+            Grammar::Java => JAVA.to_string(),
+            Grammar::C => C.to_string(),
+            Grammar::Cpp => CPP.to_string(),
         }
     }
 
     fn index(self) -> usize {
         match self {
-            CodeLanguage::Python => 0,
-            CodeLanguage::Rust => 1,
-            CodeLanguage::JavaScript => 2,
-            CodeLanguage::TypeScript => 3,
-            CodeLanguage::Tsx => 4,
-            CodeLanguage::Go => 5,
-            CodeLanguage::Java => 6,
-            CodeLanguage::C => 7,
-            CodeLanguage::Cpp => 8,
+            Grammar::Python => 0,
+            Grammar::Rust => 1,
+            Grammar::JavaScript => 2,
+            Grammar::TypeScript => 3,
+            Grammar::Tsx => 4,
+            Grammar::Go => 5,
+            Grammar::Java => 6,
+            Grammar::C => 7,
+            Grammar::Cpp => 8,
         }
     }
 }
@@ -84,7 +102,7 @@ pub(super) struct LanguageSupport {
     pub(super) roles: Vec<CaptureRole>,
 }
 
-fn build_support(language: CodeLanguage) -> Result<LanguageSupport, String> {
+fn build_support(language: Grammar) -> Result<LanguageSupport, String> {
     let grammar = language.tree_sitter_language();
     let query = Query::new(&grammar, &language.query_source())
         .map_err(|error| format!("{language:?} tags query: {error}"))?;
@@ -110,7 +128,7 @@ fn build_support(language: CodeLanguage) -> Result<LanguageSupport, String> {
     })
 }
 
-static SUPPORT: [OnceLock<Result<LanguageSupport, String>>; CodeLanguage::ALL.len()] = [
+static SUPPORT: [OnceLock<Result<LanguageSupport, String>>; Grammar::ALL.len()] = [
     OnceLock::new(),
     OnceLock::new(),
     OnceLock::new(),
@@ -122,7 +140,7 @@ static SUPPORT: [OnceLock<Result<LanguageSupport, String>>; CodeLanguage::ALL.le
     OnceLock::new(),
 ];
 
-pub(super) fn support(language: CodeLanguage) -> Result<&'static LanguageSupport, &'static str> {
+pub(super) fn support(language: Grammar) -> Result<&'static LanguageSupport, &'static str> {
     SUPPORT[language.index()]
         .get_or_init(|| build_support(language))
         .as_ref()
@@ -130,6 +148,6 @@ pub(super) fn support(language: CodeLanguage) -> Result<&'static LanguageSupport
 }
 
 /// Checks that the tag query of `language` compiles (the error text if not).
-pub fn check_query(language: CodeLanguage) -> Result<(), String> {
+pub fn check_query(language: Grammar) -> Result<(), String> {
     support(language).map(|_| ()).map_err(str::to_string)
 }

@@ -8,8 +8,11 @@ use crate::ingest::diff::{Hunk, HunkLineKind};
 
 use super::budget::ParseBudget;
 use super::fragment_repair::{close_open_braces, open_python_blocks};
-use super::language::CodeLanguage;
-use super::line_scan::{DefinitionKind, Family, line_definition, scope_symbols};
+use super::language::grammar_of_path_and_text;
+use crate::language::Grammar;
+use crate::language::LineScan;
+
+use super::line_scan::{DefinitionKind, line_definition, scope_symbols};
 use super::old_side::{ContextNeighbours, NewSide, may_define, removed_from_new_side};
 use super::push_unique;
 use super::references::is_interesting_reference;
@@ -66,13 +69,12 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
     if !hunk.has_changes() {
         return result;
     }
-    let family = Family::from_path(path);
-    let language =
-        CodeLanguage::from_path_and_text(path, text.get(hunk.start..hunk.end).unwrap_or(""));
-    let header = family.and_then(|family| line_definition(&hunk.context, family, true));
+    let scan = LineScan::from_path(path);
+    let language = grammar_of_path_and_text(path, text.get(hunk.start..hunk.end).unwrap_or(""));
+    let header = scan.and_then(|scan| line_definition(&hunk.context, scan, true));
     // The type an indented member belongs to: the header's, or in Java the
     // file's (the public class is named after its file).
-    let file_type = (language == Some(CodeLanguage::Java))
+    let file_type = (language == Some(Grammar::Java))
         .then(|| file_stem(path))
         .flatten()
         .map(|stem| (DefinitionKind::Type, stem));
@@ -102,7 +104,7 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
             if changed_kind == HunkLineKind::Removed
                 && let Some(new_side) = &new_side
                 && let Some(placed) =
-                    removed_from_new_side(hunk, text, language, family, &neighbours, new_side)
+                    removed_from_new_side(hunk, text, language, scan, &neighbours, new_side)
             {
                 for (line_index, definition) in placed {
                     per_line[line_index] = definition.map(|definition| {
@@ -113,8 +115,8 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
             }
             // Rows of the parsed text are the fragment's plus `offset`.
             let (source, offset) = match language {
-                CodeLanguage::C | CodeLanguage::Cpp => (close_open_braces(&fragment.source), 0),
-                CodeLanguage::Python => open_python_blocks(&fragment.source),
+                Grammar::C | Grammar::Cpp => (close_open_braces(&fragment.source), 0),
+                Grammar::Python => open_python_blocks(&fragment.source),
                 _ => (Cow::Borrowed(fragment.source.as_str()), 0),
             };
             // Only definitions enclosing changed rows and references in them
@@ -193,8 +195,7 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
         }
         let symbol = per_line[line_index].take().or_else(|| {
             let fallback = fallback.get_or_insert_with(|| {
-                family
-                    .map(|family| scope_symbols(hunk, text, family, header.as_ref()))
+                scan.map(|scan| scope_symbols(hunk, text, scan, header.as_ref()))
                     .unwrap_or_default()
             });
             let scanned = fallback.get(line_index).cloned().flatten()?;

@@ -1,50 +1,19 @@
-//! The line scan: light definition patterns per language family and scopes
-//! by indentation, for what tree-sitter cannot parse (too large, budget
-//! spent, no grammar) and for git's `@@` function context.
+//! The line scan: light definition patterns per line-scan family (the
+//! language table's [`LineScan`]) and scopes by indentation, for what
+//! tree-sitter cannot parse (too large, budget spent, no grammar) and for
+//! git's `@@` function context.
 
 use std::sync::LazyLock;
 
-use regex::Regex;
-
 use crate::ingest::diff::{Hunk, HunkLineKind};
+use crate::ingest::text::Pattern;
+use crate::language::LineScan;
 
-use super::language::{CodeLanguage, extension_of};
-
-/// Language families for the line-based definition patterns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// Python.
-    Python,
-    /// Rust.
-    Rust,
-    /// Go.
-    Go,
-    /// JavaScript and TypeScript.
-    JavaScript,
-    /// Java, Kotlin, Scala, C#.
-    Java,
-    /// C and C++.
-    C,
-}
-
-impl Family {
-    /// The family of a file path, from its extension.
-    pub fn from_path(path: &str) -> Option<Family> {
-        if let Some(language) = CodeLanguage::from_path(path) {
-            return Some(language.family());
-        }
-        match extension_of(path)?.as_str() {
-            "pxd" => Some(Family::Python),
-            "kt" | "kts" | "scala" | "cs" => Some(Family::Java),
-            "c" | "h" | "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" | "ipp" | "inl" | "m"
-            | "mm" => Some(Family::C),
-            _ => None,
-        }
-    }
-
+impl LineScan {
+    /// Separator between a container and a member in qualified names.
     pub(super) fn separator(self) -> &'static str {
         match self {
-            Family::Rust | Family::C => "::",
+            LineScan::Rust | LineScan::C => "::",
             _ => ".",
         }
     }
@@ -96,23 +65,31 @@ const KEYWORDS: &[&str] = &[
     "alignof",
 ];
 
-/// Compiles the line patterns now rather than at first use (see
-/// [`super::warm_up`]).
-pub(in crate::ingest) fn warm_up_line_patterns() {
-    LazyLock::force(&LINE_PATTERNS);
+/// This module's patterns, each compiled at first use or by [`warm_up`].
+fn patterns() -> impl Iterator<Item = &'static Pattern> {
+    LINE_PATTERNS
+        .iter()
+        .flat_map(|(_, table)| table.iter().map(|(_, pattern)| pattern))
 }
 
-fn compile(pattern: &str) -> Option<Regex> {
-    Regex::new(pattern).ok()
+/// Compiles this module's patterns now rather than at first use (see
+/// [`crate::ingest::warm_up`]); answers whether every one compiled.
+pub(in crate::ingest) fn warm_up() -> bool {
+    patterns().all(Pattern::is_valid)
 }
 
-type PatternTable = Vec<(DefinitionKind, Option<Regex>)>;
+fn compile(pattern: &str) -> Pattern {
+    Pattern::new(pattern)
+}
 
-static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
+/// The definition patterns of one line-scan family, tried in order.
+type PatternTable = Vec<(DefinitionKind, Pattern)>;
+
+static LINE_PATTERNS: LazyLock<[(LineScan, PatternTable); 6]> = LazyLock::new(|| {
     use DefinitionKind::{Function, Type};
     [
         (
-            Family::Python,
+            LineScan::Python,
             vec![
                 (
                     Function,
@@ -122,7 +99,7 @@ static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
             ],
         ),
         (
-            Family::Rust,
+            LineScan::Rust,
             vec![
                 (
                     Function,
@@ -145,7 +122,7 @@ static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
             ],
         ),
         (
-            Family::Go,
+            LineScan::Go,
             vec![
                 (
                     Function,
@@ -158,7 +135,7 @@ static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
             ],
         ),
         (
-            Family::JavaScript,
+            LineScan::JavaScript,
             vec![
                 (
                     Function,
@@ -187,7 +164,7 @@ static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
             ],
         ),
         (
-            Family::Java,
+            LineScan::Java,
             vec![
                 (
                     Type,
@@ -208,7 +185,7 @@ static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
             ],
         ),
         (
-            Family::C,
+            LineScan::C,
             vec![
                 (
                     Type,
@@ -231,7 +208,7 @@ static LINE_PATTERNS: LazyLock<[(Family, PatternTable); 6]> = LazyLock::new(|| {
 /// signature pattern fires on an indented line only when it has a return type.
 pub fn line_definition(
     line: &str,
-    family: Family,
+    scan: LineScan,
     at_top_level: bool,
 ) -> Option<(DefinitionKind, String)> {
     let stripped = line.trim();
@@ -243,7 +220,7 @@ pub fn line_definition(
     {
         return None;
     }
-    if stripped.ends_with(';') && family != Family::Python {
+    if stripped.ends_with(';') && scan != LineScan::Python {
         return None;
     }
     let first_word: String = stripped
@@ -253,14 +230,13 @@ pub fn line_definition(
     if KEYWORDS.contains(&first_word.as_str()) {
         return None;
     }
-    if matches!(family, Family::C | Family::Java)
+    if matches!(scan, LineScan::C | LineScan::Java)
         && stripped.split('(').next().unwrap_or("").contains('=')
     {
         return None;
     }
-    let table = LINE_PATTERNS.iter().find(|(entry, _)| *entry == family)?;
+    let table = LINE_PATTERNS.iter().find(|(entry, _)| *entry == scan)?;
     for (kind, pattern) in &table.1 {
-        let Some(pattern) = pattern else { continue };
         let Some(captures) = pattern.captures(stripped) else {
             continue;
         };
@@ -272,7 +248,7 @@ pub fn line_definition(
         if KEYWORDS.contains(&leaf) {
             continue;
         }
-        if family == Family::C && !at_top_level && name_match.start() == 0 {
+        if scan == LineScan::C && !at_top_level && name_match.start() == 0 {
             continue;
         }
         return Some((*kind, name.to_string()));
@@ -285,7 +261,7 @@ pub fn line_definition(
 pub(super) fn scope_symbols(
     hunk: &Hunk,
     text: &str,
-    family: Family,
+    scan: LineScan,
     header: Option<&(DefinitionKind, String)>,
 ) -> Vec<Option<String>> {
     // (indentation, kind, qualified name) innermost last; the header has indentation 0.
@@ -306,7 +282,7 @@ pub(super) fn scope_symbols(
             if !applies {
                 continue;
             }
-            let found = advance_scopes(scopes, content, family);
+            let found = advance_scopes(scopes, content, scan);
             if changed && symbol.is_none() {
                 symbol = found;
             }
@@ -320,7 +296,7 @@ pub(super) fn scope_symbols(
 pub(super) fn advance_scopes(
     scopes: &mut Vec<(usize, DefinitionKind, String)>,
     content: &str,
-    family: Family,
+    scan: LineScan,
 ) -> Option<String> {
     let stripped = content.trim();
     if stripped.is_empty() {
@@ -336,10 +312,10 @@ pub(super) fn advance_scopes(
     {
         scopes.pop();
     }
-    if let Some((kind, name)) = line_definition(content, family, indentation == 0) {
+    if let Some((kind, name)) = line_definition(content, scan, indentation == 0) {
         let qualified = match scopes.last() {
             Some((_, DefinitionKind::Type, container)) => {
-                format!("{container}{}{name}", family.separator())
+                format!("{container}{}{name}", scan.separator())
             }
             _ => name,
         };
@@ -353,39 +329,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_pattern_compiles() {
+        for pattern in patterns() {
+            assert!(pattern.is_valid(), "{pattern:?}");
+        }
+        assert!(warm_up());
+    }
+
+    #[test]
     fn header_line_patterns() {
-        type Case<'a> = (&'a str, Family, Option<(DefinitionKind, &'a str)>);
+        type Case<'a> = (&'a str, LineScan, Option<(DefinitionKind, &'a str)>);
         let cases: &[Case<'_>] = &[
             (
                 "def __init__(",
-                Family::Python,
+                LineScan::Python,
                 Some((DefinitionKind::Function, "__init__")),
             ),
             (
                 "class Foo(Bar):",
-                Family::Python,
+                LineScan::Python,
                 Some((DefinitionKind::Type, "Foo")),
             ),
             (
                 "impl Bar for Baz {",
-                Family::Rust,
+                LineScan::Rust,
                 Some((DefinitionKind::Type, "Baz")),
             ),
             (
                 "pub fn x(",
-                Family::Rust,
+                LineScan::Rust,
                 Some((DefinitionKind::Function, "x")),
             ),
             (
                 "func (s *Server) Serve(l net.Listener) error {",
-                Family::Go,
+                LineScan::Go,
                 Some((DefinitionKind::Function, "Serve")),
             ),
-            ("if (x) {", Family::C, None),
-            ("from x import y", Family::Python, None),
+            ("if (x) {", LineScan::C, None),
+            ("from x import y", LineScan::Python, None),
         ];
-        for (line, family, expected) in cases {
-            let got = line_definition(line, *family, true);
+        for (line, scan, expected) in cases {
+            let got = line_definition(line, *scan, true);
             let expected = expected.map(|(kind, name)| (kind, name.to_string()));
             assert_eq!(got, expected, "{line}");
         }

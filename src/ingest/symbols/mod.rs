@@ -20,8 +20,10 @@
 //! line-scanned ([`python_scan_definitions`]), which finds what tree-sitter
 //! finds there at a fraction of the cost.
 //!
-//! Layout, one concept per module: [`language`] (which language a path or
-//! fence is), [`grammar`] (compiled grammars and tag queries), [`budget`]
+//! Which language a path or fenced block is, which grammar parses it and
+//! which line-scan patterns it has, is the language table's
+//! ([`crate::language`]). Layout, one concept per module: [`language`]
+//! (a `.h` header's C++ told from C), [`grammar`] (compiled grammars and tag queries), [`budget`]
 //! (how much parsing a caller allows; the bounded parse), [`cache`] (the
 //! per-thread cache of tags), [`tags`] (running a tag query), [`qualify`]
 //! (naming and qualifying definitions), [`line_scan`] (definition patterns
@@ -49,14 +51,16 @@ mod tags;
 pub use self::budget::ParseBudget;
 pub use self::grammar::check_query;
 pub use self::hunk::{HunkSymbols, hunk_symbols};
-pub use self::language::{CodeLanguage, language_name_for_path, looks_like_cpp};
-pub use self::line_scan::{DefinitionKind, Family, line_definition};
+pub use self::language::{grammar_of_path_and_text, looks_like_cpp};
+pub use self::line_scan::{DefinitionKind, line_definition};
 pub use self::python_scan::python_scan_definitions;
 pub use self::tags::{
     Definition, Reference, Tags, extract_tags, extract_tags_in_rows, extract_tags_within,
 };
 
-pub(super) use self::line_scan::warm_up_line_patterns;
+pub(super) use self::line_scan::warm_up;
+
+use crate::language::Grammar;
 
 use self::language::opens_class;
 use self::line_scan::advance_scopes;
@@ -86,17 +90,17 @@ pub(super) fn push_unique(values: &mut Vec<String>, value: String, cap: usize) {
 /// rest are fragments tree-sitter's error recovery loses definitions or
 /// qualifiers of) at a fraction of the cost.
 pub fn code_definitions(
-    language: CodeLanguage,
+    language: Grammar,
     source: &str,
     cap: usize,
     budget: &mut ParseBudget,
 ) -> Vec<String> {
-    if language == CodeLanguage::Python {
+    if language == Grammar::Python {
         return python_scan_definitions(source, cap);
     }
     // A C snippet (a `.h` view, a `c` fence) may well be C++.
     let language = match language {
-        CodeLanguage::C if looks_like_cpp(source) || opens_class(source) => CodeLanguage::Cpp,
+        Grammar::C if looks_like_cpp(source) || opens_class(source) => Grammar::Cpp,
         _ => language,
     };
     let mut names = Vec::new();
@@ -110,12 +114,12 @@ pub fn code_definitions(
             }
         }
         None => {
-            let family = language.family();
+            let scan = language.line_scan();
             let mut scopes = Vec::new();
             for line in super::text::lines_with_offsets(source) {
                 let indentation = line.text.len() - line.text.trim_start_matches([' ', '\t']).len();
-                let defines = line_definition(line.text, family, indentation == 0).is_some();
-                let symbol = advance_scopes(&mut scopes, line.text, family);
+                let defines = line_definition(line.text, scan, indentation == 0).is_some();
+                let symbol = advance_scopes(&mut scopes, line.text, scan);
                 if defines && let Some(name) = symbol {
                     push_unique(&mut names, name, cap);
                 }
@@ -144,12 +148,12 @@ mod tests {
             "helper",
         ];
         assert_eq!(
-            code_definitions(CodeLanguage::Python, code, 10, &mut ParseBudget::default()),
+            code_definitions(Grammar::Python, code, 10, &mut ParseBudget::default()),
             expected
         );
         assert_eq!(
             code_definitions(
-                CodeLanguage::Python,
+                Grammar::Python,
                 code,
                 10,
                 &mut ParseBudget::new(0, Duration::ZERO)
@@ -158,7 +162,7 @@ mod tests {
         );
         assert_eq!(
             code_definitions(
-                CodeLanguage::Python,
+                Grammar::Python,
                 code,
                 2,
                 &mut ParseBudget::new(0, Duration::ZERO)

@@ -7,15 +7,17 @@ use std::rc::Rc;
 use crate::ingest::diff::{Hunk, HunkLineKind};
 
 use super::hunk::Fragment;
-use super::language::CodeLanguage;
-use super::line_scan::{Family, line_definition};
+use crate::language::Grammar;
+use crate::language::LineScan;
+
+use super::line_scan::line_definition;
 use super::tags::{Definition, Tags};
 
 /// Whether tree-sitter could find a definition in `source`: for Python see
 /// [`python_may_define`]; Rust and Go define only after a keyword, so
 /// without one there is nothing to find. Other languages define without a
 /// keyword (methods, C functions) and are always parsed.
-pub(super) fn may_define(language: CodeLanguage, source: &str) -> bool {
+pub(super) fn may_define(language: Grammar, source: &str) -> bool {
     const RUST: [&str; 11] = [
         "fn",
         "struct",
@@ -31,9 +33,9 @@ pub(super) fn may_define(language: CodeLanguage, source: &str) -> bool {
     ];
     const GO: [&str; 3] = ["func", "type", "const"];
     match language {
-        CodeLanguage::Python => python_may_define(source),
-        CodeLanguage::Rust => RUST.iter().any(|keyword| has_word(source, keyword)),
-        CodeLanguage::Go => GO.iter().any(|keyword| has_word(source, keyword)),
+        Grammar::Python => python_may_define(source),
+        Grammar::Rust => RUST.iter().any(|keyword| has_word(source, keyword)),
+        Grammar::Go => GO.iter().any(|keyword| has_word(source, keyword)),
         _ => true,
     }
 }
@@ -156,8 +158,8 @@ impl ContextNeighbours {
 pub(super) fn removed_from_new_side<'n>(
     hunk: &Hunk,
     text: &str,
-    language: CodeLanguage,
-    family: Option<Family>,
+    language: Grammar,
+    scan: Option<LineScan>,
     neighbours: &ContextNeighbours,
     new_side: &'n NewSide,
 ) -> Option<Vec<(usize, Option<&'n Definition>)>> {
@@ -169,11 +171,7 @@ pub(super) fn removed_from_new_side<'n>(
         .map(|(index, line)| (index, text.get(line.start..line.end).unwrap_or("")))
         .filter(|(_, content)| !content.trim().is_empty())
         .collect();
-    if lines_may_define(
-        language,
-        family,
-        removed.iter().map(|(_, content)| *content),
-    ) {
+    if lines_may_define(language, scan, removed.iter().map(|(_, content)| *content)) {
         return None;
     }
     let innermost = |definitions: &mut dyn Iterator<Item = &'n Definition>| {
@@ -199,7 +197,7 @@ pub(super) fn removed_from_new_side<'n>(
             placed.push((index, None));
             continue;
         }
-        let definition = if language == CodeLanguage::Python {
+        let definition = if language == Grammar::Python {
             let indentation = content.len() - content.trim_start_matches([' ', '\t']).len();
             innermost(&mut around.filter(|definition| definition.start_column < indentation))
         } else {
@@ -219,8 +217,8 @@ pub(super) fn removed_from_new_side<'n>(
 /// is not a statement (a function head, `foo(x) {`) or that declares (`int
 /// foo(int);`). Errs towards yes: a yes only costs a parse.
 fn lines_may_define<'l>(
-    language: CodeLanguage,
-    family: Option<Family>,
+    language: Grammar,
+    scan: Option<LineScan>,
     lines: impl Iterator<Item = &'l str> + Clone,
 ) -> bool {
     const DECLARING: [&str; 16] = [
@@ -257,10 +255,10 @@ fn lines_may_define<'l>(
         "new",
         "co_return",
     ];
-    if let Some(family) = family
+    if let Some(scan) = scan
         && lines.clone().any(|line| {
             let at_top_level = !line.starts_with([' ', '\t']);
-            line_definition(line, family, at_top_level).is_some()
+            line_definition(line, scan, at_top_level).is_some()
         })
     {
         return true;
@@ -272,13 +270,13 @@ fn lines_may_define<'l>(
     }
     match language {
         // A decorator starts the definition it decorates.
-        CodeLanguage::Python => {
+        Grammar::Python => {
             may_define(language, &joined)
                 || lines
                     .into_iter()
                     .any(|line| line.trim_start().starts_with('@'))
         }
-        CodeLanguage::Rust | CodeLanguage::Go => may_define(language, &joined),
+        Grammar::Rust | Grammar::Go => may_define(language, &joined),
         _ => {
             DECLARING.iter().any(|keyword| has_word(&joined, keyword))
                 || joined.contains("=>")
@@ -366,9 +364,9 @@ mod tests {
                 true,
             ),
         ];
-        let parse = |language: CodeLanguage, source: &str| -> (Rc<Tags>, usize) {
+        let parse = |language: Grammar, source: &str| -> (Rc<Tags>, usize) {
             let (source, offset) = match language {
-                CodeLanguage::Python => open_python_blocks(source),
+                Grammar::Python => open_python_blocks(source),
                 _ => (Cow::Borrowed(source), 0),
             };
             let tags = extract_tags_within(language, &source, &mut ParseBudget::generous());
@@ -379,7 +377,7 @@ mod tests {
             let file = &parsed.files[0];
             let hunk = &file.hunks[0];
             let path = file.path().unwrap_or("");
-            let language = CodeLanguage::from_path(path).expect("a language");
+            let language = Grammar::from_path(path).expect("a language");
             let new_fragment = build_fragment(hunk, diff, HunkLineKind::Added);
             let (tags, offset) = parse(language, &new_fragment.source);
             let new_side = NewSide {
@@ -391,7 +389,7 @@ mod tests {
                 hunk,
                 diff,
                 language,
-                Family::from_path(path),
+                LineScan::from_path(path),
                 &ContextNeighbours::of(hunk),
                 &new_side,
             );

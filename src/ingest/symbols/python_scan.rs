@@ -190,8 +190,8 @@ pub fn python_scan_definitions(source: &str, cap: usize) -> Vec<String> {
 mod tests {
     use crate::ingest::symbols::budget::ParseBudget;
     use crate::ingest::symbols::code_definitions;
-    use crate::ingest::symbols::language::CodeLanguage;
     use crate::ingest::symbols::old_side::{may_define, python_may_define};
+    use crate::language::Grammar;
 
     use super::*;
 
@@ -207,22 +207,22 @@ mod tests {
         ];
         assert_eq!(python_scan_definitions(view, 64), expected);
         assert_eq!(
-            code_definitions(CodeLanguage::Python, view, 2, &mut ParseBudget::default()),
+            code_definitions(Grammar::Python, view, 2, &mut ParseBudget::default()),
             vec!["name", "Outer"]
         );
         assert!(!python_may_define(
             "    x = self.default\n    undefined(classes)\n"
         ));
         assert!(python_may_define("    def f(self):\n"));
-        assert!(may_define(CodeLanguage::Rust, "impl<T> Foo for T {"));
-        assert!(may_define(CodeLanguage::Rust, "macro_rules! m {"));
+        assert!(may_define(Grammar::Rust, "impl<T> Foo for T {"));
+        assert!(may_define(Grammar::Rust, "macro_rules! m {"));
         assert!(!may_define(
-            CodeLanguage::Rust,
+            Grammar::Rust,
             "    let fnord = constant + 1;\n"
         ));
-        assert!(may_define(CodeLanguage::Go, "func (s *S) Run() {"));
-        assert!(!may_define(CodeLanguage::Go, "\treturn typed(funcs)\n"));
-        assert!(may_define(CodeLanguage::Cpp, "x = 1;"));
+        assert!(may_define(Grammar::Go, "func (s *S) Run() {"));
+        assert!(!may_define(Grammar::Go, "\treturn typed(funcs)\n"));
+        assert!(may_define(Grammar::Cpp, "x = 1;"));
         assert!(python_may_define("CONSTANT = 1\n"));
     }
 }

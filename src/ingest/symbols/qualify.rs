@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use tree_sitter::{Node, Tree};
 
 use super::MAX_QUALIFIERS;
-use super::language::CodeLanguage;
 use super::tags::node_text;
+use crate::language::Grammar;
 
 /// Syntax nodes visited when qualifying definitions.
 const MAX_QUALIFY_VISITS: usize = 2_000_000;
@@ -32,7 +32,7 @@ pub(super) struct PendingDefinition {
 /// decorated Python definition to its decorators. (`Node::parent` is not used:
 /// it costs a descent from the root per call.)
 pub(super) fn qualify_definitions(
-    language: CodeLanguage,
+    language: Grammar,
     source: &str,
     tree: &Tree,
     pending: &mut [PendingDefinition],
@@ -112,11 +112,11 @@ pub(super) fn qualify_definitions(
 /// out-of-line member captured as a `qualified_identifier`, `bar` and
 /// `Foo::bar`).
 pub(super) fn definition_names(
-    language: CodeLanguage,
+    language: Grammar,
     source: &str,
     name_node: Node<'_>,
 ) -> Option<(String, String)> {
-    if language == CodeLanguage::Cpp && name_node.kind() == "qualified_identifier" {
+    if language == Grammar::Cpp && name_node.kind() == "qualified_identifier" {
         return cpp_qualified_name(source, name_node);
     }
     let name = node_text(source, name_node)?;
@@ -157,15 +157,15 @@ fn cpp_base_name<'s>(source: &'s str, node: Node<'_>) -> Option<&'s str> {
     }
 }
 
-fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Option<String> {
+fn container_name(language: Grammar, source: &str, node: Node<'_>) -> Option<String> {
     let kind = node.kind();
     let is_container = match language {
-        CodeLanguage::Python => matches!(kind, "class_definition" | "function_definition"),
-        CodeLanguage::Rust => matches!(
+        Grammar::Python => matches!(kind, "class_definition" | "function_definition"),
+        Grammar::Rust => matches!(
             kind,
             "impl_item" | "trait_item" | "mod_item" | "function_item"
         ),
-        CodeLanguage::JavaScript | CodeLanguage::TypeScript | CodeLanguage::Tsx => matches!(
+        Grammar::JavaScript | Grammar::TypeScript | Grammar::Tsx => matches!(
             kind,
             "class_declaration"
                 | "class"
@@ -176,8 +176,8 @@ fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Optio
                 | "internal_module"
                 | "module"
         ),
-        CodeLanguage::Go => false,
-        CodeLanguage::Java => matches!(
+        Grammar::Go => false,
+        Grammar::Java => matches!(
             kind,
             "class_declaration"
                 | "interface_declaration"
@@ -185,8 +185,8 @@ fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Optio
                 | "record_declaration"
                 | "method_declaration"
         ),
-        CodeLanguage::C => false,
-        CodeLanguage::Cpp => matches!(
+        Grammar::C => false,
+        Grammar::Cpp => matches!(
             kind,
             "class_specifier" | "struct_specifier" | "union_specifier" | "namespace_definition"
         ),
@@ -199,7 +199,7 @@ fn container_name(language: CodeLanguage, source: &str, node: Node<'_>) -> Optio
         return base_type_name(source, type_node);
     }
     let name_node = node.child_by_field_name("name")?;
-    if language == CodeLanguage::Cpp {
+    if language == Grammar::Cpp {
         return match name_node.kind() {
             "qualified_identifier" => {
                 cpp_qualified_name(source, name_node).map(|(_, qualified)| qualified)
@@ -261,12 +261,8 @@ mod tests {
             source.push_str(&format!("function f{index}(){{"));
         }
         source.push_str(&"}".repeat(depth));
-        let tags = extract_tags_within(
-            CodeLanguage::JavaScript,
-            &source,
-            &mut ParseBudget::generous(),
-        )
-        .expect("parses");
+        let tags = extract_tags_within(Grammar::JavaScript, &source, &mut ParseBudget::generous())
+            .expect("parses");
         assert_eq!(tags.definitions.len(), MAX_TAGS_PER_TEXT);
         let last = MAX_TAGS_PER_TEXT - 1;
         let innermost = tags
@@ -285,7 +281,7 @@ mod tests {
             )
         );
         let decorated = extract_tags(
-            CodeLanguage::Python,
+            Grammar::Python,
             "class A:\n    @property\n    def x(self):\n        return 1\n",
         )
         .expect("parses");

@@ -11,8 +11,8 @@ use tree_sitter::{Node, QueryCursor, StreamingIterator, Tree};
 use super::budget::{ParseBudget, looks_like_code, parse_bounded};
 use super::cache::{RowRange, TAG_CACHE};
 use super::grammar::{CaptureRole, LanguageSupport, support};
-use super::language::CodeLanguage;
 use super::qualify::{PendingDefinition, definition_names, go_receiver_type, qualify_definitions};
+use crate::language::Grammar;
 
 /// At most this many definitions / references are kept per parsed text.
 pub(super) const MAX_TAGS_PER_TEXT: usize = 5_000;
@@ -56,7 +56,7 @@ pub struct Tags {
 
 /// Definitions and references of `source` with a fresh default budget; see
 /// [`extract_tags_within`].
-pub fn extract_tags(language: CodeLanguage, source: &str) -> Option<Rc<Tags>> {
+pub fn extract_tags(language: Grammar, source: &str) -> Option<Rc<Tags>> {
     extract_tags_within(language, source, &mut ParseBudget::default())
 }
 
@@ -64,7 +64,7 @@ pub fn extract_tags(language: CodeLanguage, source: &str) -> Option<Rc<Tags>> {
 /// does not look like code, the budget is spent, the query does not compile,
 /// or the parser gave up.
 pub fn extract_tags_within(
-    language: CodeLanguage,
+    language: Grammar,
     source: &str,
     budget: &mut ParseBudget,
 ) -> Option<Rc<Tags>> {
@@ -76,7 +76,7 @@ pub fn extract_tags_within(
 /// every reference in them are there, as with [`extract_tags_within`]
 /// (others may be missing). The query then skips the rest of the tree.
 pub fn extract_tags_in_rows(
-    language: CodeLanguage,
+    language: Grammar,
     source: &str,
     first_row: usize,
     last_row: usize,
@@ -86,7 +86,7 @@ pub fn extract_tags_in_rows(
 }
 
 fn extract_tags_for(
-    language: CodeLanguage,
+    language: Grammar,
     source: &str,
     rows: RowRange,
     budget: &mut ParseBudget,
@@ -119,7 +119,7 @@ fn extract_tags_for(
 /// Runs the tag query over a parsed tree, or over the matches touching
 /// `rows` (first and last, inclusive), and qualifies the definitions.
 fn tags_of_tree(
-    language: CodeLanguage,
+    language: Grammar,
     support: &LanguageSupport,
     source: &str,
     tree: &Tree,
@@ -138,7 +138,7 @@ fn tags_of_tree(
         // definition counts from its decorators, which its node does not
         // cover: a changed decorator row belongs to a definition below it.
         let end_row = match language {
-            CodeLanguage::Python => u32::MAX as usize,
+            Grammar::Python => u32::MAX as usize,
             _ => last_row + 1,
         };
         cursor.set_point_range(
@@ -172,12 +172,10 @@ fn tags_of_tree(
             let node = definition_node.unwrap_or(name_node);
             if seen_definitions.insert((node.start_byte(), node.end_byte(), name.clone())) {
                 let own_name = match (language, node.kind()) {
-                    (CodeLanguage::Go, "method_declaration") => {
-                        match go_receiver_type(source, node) {
-                            Some(receiver) => format!("{receiver}.{name}"),
-                            None => own_name,
-                        }
-                    }
+                    (Grammar::Go, "method_declaration") => match go_receiver_type(source, node) {
+                        Some(receiver) => format!("{receiver}.{name}"),
+                        None => own_name,
+                    },
                     _ => own_name,
                 };
                 pending_by_node
@@ -249,7 +247,7 @@ mod tests {
 
     use super::*;
 
-    fn check_tags(language: CodeLanguage, source: &str, definitions: &[&str], references: &[&str]) {
+    fn check_tags(language: Grammar, source: &str, definitions: &[&str], references: &[&str]) {
         assert_eq!(
             check_query(language),
             Ok(()),
@@ -287,23 +285,23 @@ mod tests {
         // tree or over that row only.
         let sources = [
             (
-                CodeLanguage::Python,
+                Grammar::Python,
                 "import os\nLIMIT = 3\n\nclass A(Base):\n    @property\n    @cached(\n        1)\n    def size(self):\n        return len(self.items)\n\n    def grow(self, n):\n        def inner():\n            return helper(n)\n        return inner()\n\n@decorate\ndef top(x):\n    return os.path.join(x)\n",
             ),
             (
-                CodeLanguage::Rust,
+                Grammar::Rust,
                 "mod printer {\n    #[derive(Debug)]\n    pub struct Standard<W> { w: W }\n    impl<W: Write> Sink for Standard<W> {\n        fn matched(&mut self) -> bool {\n            self.write_line();\n            helper(1)\n        }\n    }\n}\nfn main() {\n    run();\n}\n",
             ),
             (
-                CodeLanguage::Cpp,
+                Grammar::Cpp,
                 "namespace ns {\nclass Foo {\n public:\n  int bar(int x) {\n    return baz(x);\n  }\n};\n}\nvoid Foo::qux() {\n  call();\n}\n",
             ),
             (
-                CodeLanguage::Go,
+                Grammar::Go,
                 "package p\n\ntype S struct{}\n\nfunc (s *S) Run() {\n\ts.step()\n}\n\nfunc main() {\n\tRun()\n}\n",
             ),
             (
-                CodeLanguage::JavaScript,
+                Grammar::JavaScript,
                 "class A {\n  m() {\n    return f(1);\n  }\n}\nfunction g() {\n  h();\n}\n",
             ),
         ];
@@ -334,7 +332,7 @@ mod tests {
     #[test]
     fn python_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::Python,
+            Grammar::Python,
             "class PolyFit(Stat):\n    order: int = 2\n\n    def _fit_predict(self, data):\n        return np.polyfit(data)\n",
             &["PolyFit", "PolyFit._fit_predict"],
             &["polyfit", "Stat"],
@@ -344,7 +342,7 @@ mod tests {
     #[test]
     fn rust_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::Rust,
+            Grammar::Rust,
             "mod printer {\n    impl<W: Write> Sink for Standard<W> {\n        fn matched(&mut self) -> bool {\n            self.write_line()\n        }\n    }\n    pub struct Standard<W> { w: W }\n}\n",
             &["printer::Standard::matched", "printer::Standard", "printer"],
             &["write_line", "Sink"],
@@ -354,7 +352,7 @@ mod tests {
     #[test]
     fn javascript_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::JavaScript,
+            Grammar::JavaScript,
             "class Dayjs {\n  diff(input) {\n    return this.utcOffset()\n  }\n}\nproto.utc = function (keepLocalTime) {\n  return dayjs(this)\n}\n",
             &["Dayjs", "Dayjs.diff", "utc"],
             &["utcOffset", "dayjs"],
@@ -364,13 +362,13 @@ mod tests {
     #[test]
     fn typescript_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::TypeScript,
+            Grammar::TypeScript,
             "interface Options { a: number }\nexport class Parser {\n  parse(input: string): Options {\n    return build(input)\n  }\n}\n",
             &["Options", "Parser", "Parser.parse"],
             &["build", "Options"],
         );
         check_tags(
-            CodeLanguage::Tsx,
+            Grammar::Tsx,
             "function App(props: Props) {\n  return <div>{render(props)}</div>\n}\n",
             &["App"],
             &["render"],
@@ -380,7 +378,7 @@ mod tests {
     #[test]
     fn go_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::Go,
+            Grammar::Go,
             "package grpc\n\ntype ccBalancerWrapper struct { cc *ClientConn }\n\nfunc (ccb *ccBalancerWrapper) handleResolvedAddrs(addrs []Address) {\n\tccb.cc.updateState(addrs)\n}\n\nfunc newCCBalancerWrapper() {}\n",
             &[
                 "ccBalancerWrapper",
@@ -394,7 +392,7 @@ mod tests {
     #[test]
     fn java_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::Java,
+            Grammar::Java,
             "public class RegistryAuthenticator {\n  static RegistryAuthenticator fromAuthenticationMethod(String header) {\n    return header.matches(\"^(?i)(basic).*\") ? null : new RegistryAuthenticator();\n  }\n}\n",
             &[
                 "RegistryAuthenticator",
@@ -407,7 +405,7 @@ mod tests {
     #[test]
     fn c_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::C,
+            Grammar::C,
             "typedef struct buffer { char *data; } buffer_t;\nenum mode { FAST, SLOW };\n#define MAX(a, b) ((a) > (b) ? (a) : (b))\nint grow(buffer_t *b, size_t n);\nstatic char *buffer_grow(buffer_t *b, size_t n) {\n    return realloc(b->data, n);\n}\n",
             &["buffer", "buffer_t", "mode", "MAX", "grow", "buffer_grow"],
             &["realloc", "buffer_t"],
@@ -417,7 +415,7 @@ mod tests {
     #[test]
     fn cpp_query_compiles_and_tags() {
         check_tags(
-            CodeLanguage::Cpp,
+            Grammar::Cpp,
             "namespace fmt {\ntemplate <typename Range> class basic_writer {\n public:\n  void write_pointer(const void* p) {\n    write_ptr(p);\n  }\n  void write(int value);\n  ~basic_writer() {}\n};\nstruct point { int x; };\nenum class color { red };\nusing writer = basic_writer<buffer>;\n}\nvoid Foo::bar() { detail::helper(); }\ntemplate <typename T> T& Box<T>::get() { return item; }\nFoo::~Foo() {}\nint main() { return run(new Widget()); }\n",
             &[
                 "fmt",
@@ -435,7 +433,7 @@ mod tests {
             ],
             &["write_ptr", "helper", "run", "Widget", "buffer"],
         );
-        let tags = extract_tags(CodeLanguage::Cpp, "void Foo::bar() {}\n").expect("parses");
+        let tags = extract_tags(Grammar::Cpp, "void Foo::bar() {}\n").expect("parses");
         let definition = tags.definitions.first().expect("a definition");
         assert_eq!(
             (
@@ -450,18 +448,17 @@ mod tests {
     #[test]
     fn deeply_nested_code_is_bounded() {
         let nested = format!("x = {}1{}\n", "(".repeat(5_000), ")".repeat(5_000));
-        let tags = extract_tags_within(CodeLanguage::Python, &nested, &mut ParseBudget::generous());
+        let tags = extract_tags_within(Grammar::Python, &nested, &mut ParseBudget::generous());
         assert!(tags.is_some());
         let brackets = format!("fn f() {{ {} }}", "[".repeat(5_000));
         assert!(
-            extract_tags_within(CodeLanguage::Rust, &brackets, &mut ParseBudget::generous())
-                .is_some()
+            extract_tags_within(Grammar::Rust, &brackets, &mut ParseBudget::generous()).is_some()
         );
         // C and C++ parse at most MAX_C_FAMILY_PARSE_BYTES: nest as deep as fits.
         let namespaces = format!("{}void f() {{}}", "namespace a { ".repeat(280));
         assert!(namespaces.len() <= MAX_C_FAMILY_PARSE_BYTES);
         let deeper = format!("{}void f() {{}}", "namespace a { ".repeat(3_000));
-        for language in [CodeLanguage::C, CodeLanguage::Cpp] {
+        for language in [Grammar::C, Grammar::Cpp] {
             assert!(
                 extract_tags_within(language, &namespaces, &mut ParseBudget::generous()).is_some()
             );
@@ -470,7 +467,7 @@ mod tests {
         }
         // Too many scopes to qualify: the definition is dropped, nothing panics.
         let scopes = format!("void {}f() {{}}\n", "a::".repeat(100));
-        let tags = extract_tags_within(CodeLanguage::Cpp, &scopes, &mut ParseBudget::generous())
+        let tags = extract_tags_within(Grammar::Cpp, &scopes, &mut ParseBudget::generous())
             .expect("parses");
         assert!(
             tags.definitions
@@ -478,6 +475,6 @@ mod tests {
                 .all(|definition| definition.name != "f")
         );
         let too_big = "a".repeat(MAX_PARSE_BYTES + 1);
-        assert_eq!(extract_tags(CodeLanguage::Python, &too_big), None);
+        assert_eq!(extract_tags(Grammar::Python, &too_big), None);
     }
 }
