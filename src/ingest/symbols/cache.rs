@@ -6,8 +6,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::tags::Tags;
 use crate::language::Grammar;
+
+use super::tags::Tags;
 
 thread_local! {
     /// Tags of recently parsed texts (see [`TagCache`]).

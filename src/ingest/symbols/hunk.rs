@@ -5,13 +5,11 @@
 use std::borrow::Cow;
 
 use crate::ingest::diff::{Hunk, HunkLineKind};
+use crate::language::{Grammar, LineScan};
 
 use super::budget::ParseBudget;
 use super::fragment_repair::{close_open_braces, open_python_blocks};
 use super::language::grammar_of_path_and_text;
-use crate::language::Grammar;
-use crate::language::LineScan;
-
 use super::line_scan::{DefinitionKind, line_definition, scope_symbols};
 use super::old_side::{ContextNeighbours, NewSide, may_define, removed_from_new_side};
 use super::push_unique;

@@ -5,11 +5,9 @@
 use std::rc::Rc;
 
 use crate::ingest::diff::{Hunk, HunkLineKind};
+use crate::language::{Grammar, LineScan};
 
 use super::hunk::Fragment;
-use crate::language::Grammar;
-use crate::language::LineScan;
-
 use super::line_scan::line_definition;
 use super::tags::{Definition, Tags};
 

@@ -6,9 +6,10 @@ use std::collections::HashMap;
 
 use tree_sitter::{Node, Tree};
 
+use crate::language::Grammar;
+
 use super::MAX_QUALIFIERS;
 use super::tags::node_text;
-use crate::language::Grammar;
 
 /// Syntax nodes visited when qualifying definitions.
 const MAX_QUALIFY_VISITS: usize = 2_000_000;

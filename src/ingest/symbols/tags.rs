@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use tree_sitter::{Node, QueryCursor, StreamingIterator, Tree};
 
+use crate::language::Grammar;
+
 use super::budget::{ParseBudget, looks_like_code, parse_bounded};
 use super::cache::{RowRange, TAG_CACHE};
 use super::grammar::{CaptureRole, LanguageSupport, support};
 use super::qualify::{PendingDefinition, definition_names, go_receiver_type, qualify_definitions};
-use crate::language::Grammar;
 
 /// At most this many definitions / references are kept per parsed text.
 pub(super) const MAX_TAGS_PER_TEXT: usize = 5_000;
