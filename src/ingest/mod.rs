@@ -37,6 +37,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::Role;
+use crate::language::{Grammar, Language};
 
 pub use self::outcome::OutcomeStatus;
 use self::testrun::TestStatus;
@@ -269,12 +270,12 @@ pub struct Diagnostic {
 /// first extraction does not pay it. Answers the error of each query or
 /// pattern set that does not compile.
 pub fn warm_up() -> Vec<String> {
-    let mut errors: Vec<String> = symbols::CodeLanguage::ALL
+    let mut errors: Vec<String> = Grammar::ALL
         .iter()
-        .filter_map(|language| symbols::check_query(*language).err())
+        .filter_map(|grammar| symbols::check_query(*grammar).err())
         .collect();
-    symbols::warm_up_line_patterns();
     for (module, compiled) in [
+        ("symbols", symbols::warm_up()),
         ("command", command::warm_up()),
         ("mentions", mentions::warm_up()),
         ("testrun", testrun::warm_up()),
@@ -356,7 +357,7 @@ struct SessionBuilder {
     fix_keys: HashSet<String>,
     error_evidence: Vec<Evidence>,
     step_evidence: Vec<Evidence>,
-    language_votes: HashMap<&'static str, (usize, usize)>,
+    language_votes: HashMap<Language, (usize, usize)>,
     language_mentions: usize,
     vote_order: usize,
     snippet_bytes_scanned: usize,
@@ -386,13 +387,18 @@ impl SessionBuilder {
         }
     }
 
+    /// Votes for the language of `path`, if it is code.
     fn vote_language(&mut self, path: &str, weight: usize) {
-        if let Some(language) = symbols::language_name_for_path(path) {
-            self.vote_order += 1;
-            let order = self.vote_order;
-            let entry = self.language_votes.entry(language).or_insert((0, order));
-            entry.0 += weight;
+        if let Some(language) = Language::from_path(path) {
+            self.vote(language, weight);
         }
+    }
+
+    fn vote(&mut self, language: Language, weight: usize) {
+        self.vote_order += 1;
+        let order = self.vote_order;
+        let entry = self.language_votes.entry(language).or_insert((0, order));
+        entry.0 += weight;
     }
 
     fn add_message(&mut self, messages: &[IngestMessage<'_>], position: usize, is_task: bool) {
@@ -543,10 +549,9 @@ impl SessionBuilder {
             self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
             self.files_changed.push(path, MAX_FILES_CHANGED);
             let file_text = view.text.get(file.start..file.end).unwrap_or("");
-            if symbols::language_name_for_path(path) == Some("c")
-                && symbols::looks_like_cpp(file_text)
+            if Language::from_path(path) == Some(Language::C) && symbols::looks_like_cpp(file_text)
             {
-                self.vote_language("header.hpp", 5);
+                self.vote(Language::Cpp, 5);
             } else {
                 self.vote_language(path, 5);
             }
@@ -673,7 +678,7 @@ impl SessionBuilder {
                 self.vote_language(path, 1);
             }
             let names = symbols::code_definitions(
-                snippet.language,
+                snippet.grammar,
                 &snippet.code,
                 64,
                 &mut self.snippet_parse_budget,
@@ -719,7 +724,7 @@ impl SessionBuilder {
             .language_votes
             .iter()
             .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
-            .map(|(language, _)| language.to_string());
+            .map(|(language, _)| language.name().to_string());
 
         let outcome = outcome::decide(outcome::OutcomeSignals {
             final_diff: self.last_agent_message_has_diff,

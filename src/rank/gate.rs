@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{Candidate, Scored, language_family};
+use super::{Candidate, Scored};
+use crate::language::Language;
 
 /// A session with no code fact in common with the query and less
 /// relative text similarity than this shares only common words.
@@ -61,7 +62,7 @@ pub enum DropReason {
 }
 
 /// Marks what the gate drops, in place; `scored` is best first.
-pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: Option<&str>) {
+pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: Option<Language>) {
     let mut best_kept: Option<f32> = None;
     let mut num_kept = 0usize;
     // Digest -> the session kept with it.
@@ -71,7 +72,9 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
         // The same task again is relevant whatever its language or evidence.
         if !entry.features.same_task {
             let other_language = match (language, entry.language.as_deref()) {
-                (Some(query), Some(session)) => language_family(session) != language_family(query),
+                (Some(query), Some(session)) => {
+                    Language::from_name(session).map(Language::family) != Some(query.family())
+                }
                 _ => false,
             };
             if other_language

@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::ingest::OutcomeStatus;
+use crate::language::Language;
 
 use self::features::QueryContext;
 use self::profile::EXPLAINED_ENTRIES;
@@ -103,16 +104,6 @@ fn identifier_parts(text: &str) -> Vec<String> {
         parts.push(current);
     }
     parts
-}
-
-/// Languages that share a code base often (C and C++ headers, JavaScript
-/// and TypeScript) count as one.
-fn language_family(language: &str) -> &str {
-    match language {
-        "c" | "cpp" | "objective-c" => "c-family",
-        "javascript" | "typescript" => "javascript",
-        other => other,
-    }
 }
 
 /// Per-candidate sets used to match the query, borrowed from its profile.
@@ -205,8 +196,12 @@ pub fn rank(
                 .then(a.session_id.cmp(&b.session_id))
         })
     });
-    let language = query.language.clone().or_else(|| voted_language(&scored));
-    gate::apply(&mut scored, candidates, language.as_deref());
+    let language = query
+        .language
+        .as_deref()
+        .and_then(Language::from_name)
+        .or_else(|| voted_language(&scored));
+    gate::apply(&mut scored, candidates, language);
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
     scored
@@ -215,24 +210,24 @@ pub fn rank(
 /// The language of the code base a query without explicit code is about:
 /// the one of the sessions most similar to it (the best ten, each weighted
 /// by its text similarity), when the vote is clear (at least twice the
-/// runner-up's weight); a split vote decides nothing.
-fn voted_language(scored: &[Scored]) -> Option<String> {
+/// runner-up's weight); a split vote decides nothing. Languages vote by
+/// family ([`Language::family`]): C and C++ headers, JavaScript and
+/// TypeScript share code bases.
+fn voted_language(scored: &[Scored]) -> Option<Language> {
     const VOTERS: usize = 10;
     const CLEAR_MARGIN: f32 = 2.0;
-    let mut votes: HashMap<&str, f32> = HashMap::new();
+    let mut votes: HashMap<Language, f32> = HashMap::new();
     for entry in scored.iter().take(VOTERS) {
-        if let Some(language) = &entry.language {
-            *votes.entry(language_family(language)).or_default() += entry.features.text_rel;
+        if let Some(language) = entry.language.as_deref().and_then(Language::from_name) {
+            *votes.entry(language.family()).or_default() += entry.features.text_rel;
         }
     }
-    let mut ranked: Vec<(&str, f32)> = votes.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut ranked: Vec<(Language, f32)> = votes.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.name().cmp(b.0.name())));
     match ranked.as_slice() {
         [] => None,
-        [(winner, _)] => Some(winner.to_string()),
-        [(winner, first), (_, second), ..] => {
-            (*first >= CLEAR_MARGIN * *second).then(|| winner.to_string())
-        }
+        [(winner, _)] => Some(*winner),
+        [(winner, first), (_, second), ..] => (*first >= CLEAR_MARGIN * *second).then_some(*winner),
     }
 }
 
