@@ -11,22 +11,33 @@
 //! Layout: [`text`] (lines, fences, JSON string views), [`diff`] (unified
 //! diffs), [`symbols`] (tree-sitter tags, enclosing definitions), [`trace`]
 //! (error traces), [`testrun`] (test outcomes), [`command`] (commands, exit
-//! codes), [`mentions`] (paths, identifiers, code views), [`outcome`].
+//! codes), [`mentions`] (paths, identifiers, code views), [`outcome`],
+//! [`toolcall`] (tool calls and results of any framework), [`edits`] (edit
+//! operations rendered as diffs), [`lint`] (type-checker and linter
+//! diagnostics), [`task`] (the issue inside a prompt wrapper).
 
 /// Commands the agent ran and the exit codes observations report.
 pub mod command;
 /// Unified and git diffs: files, hunks, changed lines.
 pub mod diff;
+/// Edit operations (editor tools, SEARCH/REPLACE, apply_patch) as diffs.
+pub mod edits;
+/// Type-checker and linter diagnostics as error records.
+pub mod lint;
 /// Paths, test ids, identifiers and code views mentioned in text.
 pub mod mentions;
 /// The session outcome from its final diff, tests and errors.
 pub mod outcome;
 /// Tree-sitter tags and the definitions enclosing changed lines.
 pub mod symbols;
+/// The issue inside a task prompt's wrapper.
+pub mod task;
 /// Test outcomes and run verdicts in tool output.
 pub mod testrun;
 /// Lines, fences, truncation and decoded JSON views of a message.
 pub mod text;
+/// Tool calls and tool results in a message, whatever their shape.
+pub mod toolcall;
 /// Error traces of Python, pytest, Rust, Go, Java and JavaScript.
 pub mod trace;
 
@@ -153,7 +164,8 @@ pub struct CommandRecord {
 /// How the session ended, from what the trajectory shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Outcome {
-    /// The last agent message carries a diff.
+    /// The last agent message carries a diff, or the run's edits stand as
+    /// its fix (it declared itself done, or its tests passed at the end).
     pub final_diff: bool,
     /// Verdict of the last test run, if any ran.
     pub tests_passed_at_end: Option<bool>,
@@ -277,6 +289,7 @@ pub fn warm_up() -> Vec<String> {
     for (module, compiled) in [
         ("symbols", symbols::warm_up()),
         ("command", command::warm_up()),
+        ("lint", lint::warm_up()),
         ("mentions", mentions::warm_up()),
         ("testrun", testrun::warm_up()),
         ("trace", trace::warm_up()),
@@ -375,6 +388,10 @@ struct SessionBuilder {
     last_message_has_error: bool,
     last_message_failed_command: bool,
     diagnostics: Vec<Diagnostic>,
+    /// Edit operations of the session, rendered as diffs.
+    edits: edits::Tracker,
+    /// The files each changed symbol was found in (to drop scratch files' symbols).
+    symbol_files: HashMap<String, Vec<String>>,
 }
 
 impl SessionBuilder {
@@ -412,8 +429,15 @@ impl SessionBuilder {
         if is_task {
             self.add_task(message);
         }
+        let tool_calls = toolcall::parse(content);
+        for problem in &tool_calls.problems {
+            self.diagnose(message_index, problem.clone());
+        }
         if !is_agent {
+            let answered = self.pending_command.map(|(command_index, _)| command_index);
             self.attach_observation(message);
+            self.add_tool_results(answered, &tool_calls.results);
+            self.edits.observation(content);
         }
 
         let views = text::message_views(content);
@@ -431,9 +455,10 @@ impl SessionBuilder {
             }
         }
         if is_agent {
+            self.add_commands(message_index, content);
+            message_has_diff |= self.add_edits(message_index, content, &tool_calls.calls);
             self.last_agent_message_has_diff = message_has_diff;
             self.last_agent_diff_edits_existing = self.message_diff_edits_existing;
-            self.add_commands(message_index, content);
             if content.trim_start().starts_with('{') && text::json_spans(content).is_empty() {
                 self.diagnose(
                     message_index,
@@ -466,8 +491,12 @@ impl SessionBuilder {
     }
 
     fn add_task(&mut self, message: &IngestMessage<'_>) {
-        let content = message.content;
-        let trimmed_start = content.len() - content.trim_start().len();
+        let issue = task::issue_range(message.content);
+        if let Some(root) = &issue.root {
+            self.edits.set_root(root);
+        }
+        let content = message.content.get(issue.start..issue.end).unwrap_or("");
+        let trimmed_start = issue.start + content.len() - content.trim_start().len();
         let trimmed = content.trim();
         let task = truncate_to_chars(trimmed, MAX_TASK_CHARS);
         self.task = task.to_string();
@@ -538,17 +567,84 @@ impl SessionBuilder {
 
     /// Returns whether the view had at least one file diff.
     fn add_diffs(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
-        let parsed = diff::parse_diffs(&view.text);
-        for problem in parsed.problems {
+        let paths = self.add_diff_text(message_index, &view.text, &|start, end| {
+            view.raw_range(content, start, end)
+        });
+        self.edits.diff_seen(&paths);
+        !paths.is_empty()
+    }
+
+    /// The edits of an agent message (editor tool calls, SEARCH/REPLACE
+    /// blocks, patches) rendered as diffs and read like any diff; returns
+    /// whether there was one.
+    fn add_edits(
+        &mut self,
+        message_index: usize,
+        content: &str,
+        calls: &[toolcall::ToolCall],
+    ) -> bool {
+        let commands: Vec<String> = self
+            .commands
+            .iter()
+            .rev()
+            .take_while(|command| command.message_index == message_index)
+            .map(|command| command.command.clone())
+            .collect();
+        let mut problems = Vec::new();
+        let rendered = self
+            .edits
+            .agent_message(content, calls, &commands, &mut problems);
+        for problem in problems {
             self.diagnose(message_index, problem);
         }
         let mut any = false;
+        for (edit, result) in rendered {
+            let range = (
+                text::floor_char_boundary(content, edit.start),
+                text::ceil_char_boundary(content, edit.end.max(edit.start)),
+            );
+            any |= !self
+                .add_diff_text(message_index, &result.diff, &|_, _| range)
+                .is_empty();
+        }
+        any
+    }
+
+    /// An error reported by a tool result is the exit code of the command
+    /// it answers when the output gives none.
+    fn add_tool_results(&mut self, answered: Option<usize>, results: &[toolcall::ToolResult]) {
+        let failed = results.iter().any(|result| result.is_error);
+        if let Some(command) = answered.and_then(|index| self.commands.get_mut(index))
+            && failed
+            && command.exit_code.is_none()
+        {
+            command.exit_code = Some(1);
+            self.last_message_failed_command = true;
+        }
+        for result in results {
+            self.edits.observation(&result.text);
+        }
+    }
+
+    /// Reads the file diffs of `text` (`raw_range` maps its byte ranges to
+    /// the message's); returns the paths of the files it changes.
+    fn add_diff_text(
+        &mut self,
+        message_index: usize,
+        text: &str,
+        raw_range: &dyn Fn(usize, usize) -> (usize, usize),
+    ) -> Vec<String> {
+        let parsed = diff::parse_diffs(text);
+        for problem in parsed.problems {
+            self.diagnose(message_index, problem);
+        }
+        let mut paths = Vec::new();
         for file in &parsed.files {
             let Some(path) = file.path() else { continue };
-            any = true;
+            paths.push(path.to_string());
             self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
             self.files_changed.push(path, MAX_FILES_CHANGED);
-            let file_text = view.text.get(file.start..file.end).unwrap_or("");
+            let file_text = text.get(file.start..file.end).unwrap_or("");
             if Language::from_path(path) == Some(Language::C) && symbols::looks_like_cpp(file_text)
             {
                 self.vote(Language::Cpp, 5);
@@ -565,14 +661,14 @@ impl SessionBuilder {
                     .map_or("/dev/null".to_string(), |new| format!("b/{new}")),
             );
             for hunk in &file.hunks {
-                let hunk_text = view.text.get(hunk.start..hunk.end).unwrap_or("");
+                let hunk_text = text.get(hunk.start..hunk.end).unwrap_or("");
                 let key = format!("{path}\u{0}{hunk_text}");
                 if !self.fix_keys.insert(key) {
                     // Seen before (the same hunk shown again): nothing new.
                     continue;
                 }
                 let hunk_symbols =
-                    symbols::hunk_symbols(path, hunk, &view.text, &mut self.hunk_parse_budget);
+                    symbols::hunk_symbols(path, hunk, text, &mut self.hunk_parse_budget);
                 if hunk_symbols.skipped_parse {
                     self.diagnose(
                         message_index,
@@ -581,12 +677,16 @@ impl SessionBuilder {
                 }
                 for symbol in &hunk_symbols.changed {
                     self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
+                    let files = self.symbol_files.entry(symbol.clone()).or_default();
+                    if files.len() < 8 && !files.iter().any(|file| file == path) {
+                        files.push(path.to_string());
+                    }
                 }
                 for symbol in &hunk_symbols.referenced {
                     self.referenced_from_diffs
                         .push(symbol, MAX_SYMBOLS_REFERENCED);
                 }
-                let (byte_start, byte_end) = view.raw_range(content, hunk.start, hunk.end);
+                let (byte_start, byte_end) = raw_range(hunk.start, hunk.end);
                 let full_text = format!("{header}{hunk_text}");
                 self.fix_evidence.push(Evidence {
                     kind: EvidenceKind::Fix,
@@ -604,12 +704,13 @@ impl SessionBuilder {
                 });
             }
         }
-        any
+        paths
     }
 
     /// Returns whether the view had at least one error.
     fn add_errors(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
-        let parsed = trace::parse_errors(&view.text);
+        let mut parsed = trace::parse_errors(&view.text);
+        parsed.extend(lint::parse_diagnostics(&view.text));
         let any = !parsed.is_empty();
         for error in parsed {
             if error.record.error_type == "Traceback" && error.record.frames.is_empty() {
@@ -693,6 +794,31 @@ impl SessionBuilder {
         }
     }
 
+    /// Files the session created and removed (or left out of its final
+    /// diff) are not changes: their paths, the symbols found only in them and
+    /// their fix evidence go.
+    fn drop_scratch_files(&mut self) {
+        let scratch = self.edits.scratch_files();
+        if scratch.is_empty() {
+            return;
+        }
+        self.files_changed
+            .values
+            .retain(|path| !scratch.contains(path));
+        let symbol_files = &self.symbol_files;
+        self.symbols_changed.values.retain(|symbol| {
+            symbol_files
+                .get(symbol)
+                .is_none_or(|files| files.iter().any(|file| !scratch.contains(file)))
+        });
+        self.fix_evidence.retain(|evidence| {
+            evidence
+                .file
+                .as_ref()
+                .is_none_or(|file| !scratch.contains(file))
+        });
+    }
+
     fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
         // symbols_referenced: diff references, then the task's, the agent's, viewed code.
         let mut referenced = UniqueList::default();
@@ -726,9 +852,19 @@ impl SessionBuilder {
             .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
             .map(|(language, _)| language.name().to_string());
 
+        self.drop_scratch_files();
+        // Without a final diff, the run's edits are its fix once it says it
+        // is done or its tests pass at the end.
+        let edits_are_fix = !self.last_agent_message_has_diff
+            && self.edits.has_edits()
+            && (self.edits.completed() || self.last_test_run == Some(true));
         let outcome = outcome::decide(outcome::OutcomeSignals {
-            final_diff: self.last_agent_message_has_diff,
-            final_diff_edits_existing: self.last_agent_diff_edits_existing,
+            final_diff: self.last_agent_message_has_diff || edits_are_fix,
+            final_diff_edits_existing: if edits_are_fix {
+                self.edits.edits_existing()
+            } else {
+                self.last_agent_diff_edits_existing
+            },
             last_test_run_passed: self.last_test_run,
             ended_in_error: self.last_message_has_error || self.last_message_failed_command,
         });
