@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tree_sitter::{ParseOptions, ParseState, Parser, Tree};
@@ -20,6 +21,26 @@ const PARSE_CALLBACKS_BASE: usize = 200;
 
 /// Time any single parse may take, before the per-size allowance.
 const PARSE_TIME_BASE: Duration = Duration::from_millis(20);
+
+/// Whether budgets ignore the wall clock (see [`ignore_wall_clock`]).
+static CLOCK_FREE: AtomicBool = AtomicBool::new(false);
+
+/// From now on, in this process, parse budgets count bytes and parser
+/// progress only, never wall-clock time, so that extraction gives the same
+/// records however loaded the machine is. For offline tools that compare
+/// records (`codemem bench ingest --records-out`); a server keeps its clock,
+/// which bounds latency on pathological input.
+pub fn ignore_wall_clock() {
+    CLOCK_FREE.store(true, Ordering::Relaxed);
+}
+
+fn clock_free() -> bool {
+    CLOCK_FREE.load(Ordering::Relaxed)
+}
+
+/// The time one parse may take when budgets ignore the clock: it stops only
+/// a truly runaway parse.
+const CLOCK_FREE_PARSE_TIME: Duration = Duration::from_secs(60);
 
 /// How much tree-sitter work a caller allows: bytes handed to the parser and
 /// wall-clock time spent in it. Parser operation counts alone do not bound
@@ -63,12 +84,15 @@ impl ParseBudget {
 
     /// Whether `length` more bytes may be parsed.
     pub fn allows(&self, length: usize) -> bool {
-        length <= self.remaining_bytes && !self.remaining_time.is_zero()
+        length <= self.remaining_bytes && (clock_free() || !self.remaining_time.is_zero())
     }
 
     /// The time one parse of `length` bytes may take: a base plus 1 ms per
     /// 4 KB (real code parses at several MB/s), within what remains.
     pub(super) fn time_limit(&self, length: usize) -> Duration {
+        if clock_free() {
+            return CLOCK_FREE_PARSE_TIME;
+        }
         let per_parse = self.per_parse_base + Duration::from_millis((length / 4_096) as u64);
         per_parse.min(self.remaining_time)
     }
