@@ -13,7 +13,19 @@ use serde::{Deserialize, Serialize};
 
 /// A programming language, as session records name it (`"python"`, `"cpp"`,
 /// `"objective-c"`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 pub enum Language {
     /// Python.
     #[serde(rename = "python")]

@@ -412,7 +412,7 @@ impl From<SessionSummary> for SessionSummaryDto {
         SessionSummaryDto {
             session_id: summary.session_id,
             task: summary.task,
-            language: summary.language,
+            language: summary.language.map(|language| language.name().to_string()),
             status: summary.status,
             num_files_changed: summary.num_files_changed,
             num_symbols_changed: summary.num_symbols_changed,

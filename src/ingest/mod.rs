@@ -249,7 +249,7 @@ pub struct SessionRecord {
     /// The task statement: the first user message, trimmed and capped.
     pub task: String,
     /// Dominant language of the changed / viewed files.
-    pub language: Option<String>,
+    pub language: Option<Language>,
     /// Paths the diffs change (new side; old side for deletions), in order.
     pub files_changed: Vec<String>,
     /// Innermost definitions enclosing changed lines, qualified where known.
@@ -850,7 +850,7 @@ impl SessionBuilder {
             .language_votes
             .iter()
             .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
-            .map(|(language, _)| language.name().to_string());
+            .map(|(language, _)| *language);
 
         self.drop_scratch_files();
         // Without a final diff, the run's edits are its fix once it says it

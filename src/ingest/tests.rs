@@ -54,7 +54,7 @@ fn resolution_session() {
             .task
             .starts_with("Variable.__setitem__ coercing types")
     );
-    assert_eq!(record.language.as_deref(), Some("python"));
+    assert_eq!(record.language, Some(Language::Python));
     assert_eq!(record.files_changed, vec!["xarray/core/variable.py"]);
     assert_eq!(record.symbols_changed, vec!["as_compatible_data"]);
     assert_eq!(
@@ -316,7 +316,7 @@ fn swe_agent_session_ending_without_diff() {
             .symbols_referenced
             .contains(&"PolyFit._fit_predict".to_string())
     );
-    assert_eq!(record.language.as_deref(), Some("python"));
+    assert_eq!(record.language, Some(Language::Python));
     assert_eq!(record.outcome.status, OutcomeStatus::Unknown);
     assert!(!record.outcome.final_diff);
 }
@@ -333,7 +333,7 @@ fn run_ending_in_error_without_diff_failed() {
     ]);
     assert_eq!(record.commands[0].exit_code, Some(101));
     assert_eq!(record.errors[0].error_type, "panic");
-    assert_eq!(record.language.as_deref(), Some("rust"));
+    assert_eq!(record.language, Some(Language::Rust));
     assert_eq!(record.outcome.status, OutcomeStatus::Failed);
 }
 

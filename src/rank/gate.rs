@@ -71,10 +71,8 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
     for entry in scored.iter_mut() {
         // The same task again is relevant whatever its language or evidence.
         if !entry.features.same_task {
-            let other_language = match (language, entry.language.as_deref()) {
-                (Some(query), Some(session)) => {
-                    Language::from_name(session).map(Language::family) != Some(query.family())
-                }
+            let other_language = match (language, entry.language) {
+                (Some(query), Some(session)) => session.family() != query.family(),
                 _ => false,
             };
             if other_language

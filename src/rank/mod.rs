@@ -59,7 +59,7 @@ pub struct Scored {
     /// Its outcome.
     pub outcome: OutcomeStatus,
     /// Its dominant language.
-    pub language: Option<String>,
+    pub language: Option<Language>,
     /// When its record was last derived, Unix ms.
     pub updated_at_ms: i64,
     /// Files it changed (the first few).
@@ -163,7 +163,7 @@ pub fn rank(
                 session_id: candidate.profile.session_id.clone(),
                 task_line: candidate.profile.task_line.clone(),
                 outcome: candidate.profile.outcome,
-                language: candidate.profile.language.clone(),
+                language: candidate.profile.language,
                 updated_at_ms: candidate.profile.updated_at_ms,
                 files_changed: candidate
                     .profile
@@ -196,11 +196,7 @@ pub fn rank(
                 .then(a.session_id.cmp(&b.session_id))
         })
     });
-    let language = query
-        .language
-        .as_deref()
-        .and_then(Language::from_name)
-        .or_else(|| voted_language(&scored));
+    let language = query.language.or_else(|| voted_language(&scored));
     gate::apply(&mut scored, candidates, language);
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
@@ -218,7 +214,7 @@ fn voted_language(scored: &[Scored]) -> Option<Language> {
     const CLEAR_MARGIN: f32 = 2.0;
     let mut votes: HashMap<Language, f32> = HashMap::new();
     for entry in scored.iter().take(VOTERS) {
-        if let Some(language) = entry.language.as_deref().and_then(Language::from_name) {
+        if let Some(language) = entry.language {
             *votes.entry(language.family()).or_default() += entry.features.text_rel;
         }
     }
@@ -239,7 +235,7 @@ mod tests {
     fn record(task: &str, files: &[&str], symbols: &[&str], language: &str) -> SessionRecord {
         SessionRecord {
             task: task.to_string(),
-            language: Some(language.to_string()),
+            language: Language::from_name(language),
             files_changed: files.iter().map(|file| file.to_string()).collect(),
             symbols_changed: symbols.iter().map(|symbol| symbol.to_string()).collect(),
             outcome: Outcome {

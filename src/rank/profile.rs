@@ -5,6 +5,7 @@
 //!
 //! Matching keys against a query is left to [`super::features`].
 
+use crate::language::Language;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 
@@ -32,7 +33,7 @@ pub struct SessionProfile {
     /// First non-empty line of the task statement.
     pub task_line: String,
     /// Dominant language.
-    pub language: Option<String>,
+    pub language: Option<Language>,
     /// Files the diffs changed (the first few, for display).
     pub files_changed: Vec<String>,
     /// Definitions enclosing changed lines (the first few, for display).
@@ -232,7 +233,7 @@ impl SessionProfile {
         SessionProfile {
             session_id: session_id.to_string(),
             task_line,
-            language: record.language.clone(),
+            language: record.language,
             has_files: !files.is_empty(),
             files_changed: files.into_iter().take(EXPLAINED_ENTRIES).collect(),
             symbols_changed: symbols_changed

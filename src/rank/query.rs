@@ -46,7 +46,7 @@ pub struct QueryFacts {
     /// Test function names.
     pub tests: Vec<String>,
     /// The language the query's code is in, when it shows code or paths.
-    pub language: Option<String>,
+    pub language: Option<Language>,
     /// Lowercased words of the text (for file-stem matches).
     #[serde(skip)]
     pub words: HashSet<String>,
@@ -229,7 +229,7 @@ pub fn analyze(text: &str) -> QueryFacts {
     facts.language = language_votes
         .into_iter()
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.name().cmp(a.0.name())))
-        .map(|(language, _)| language.name().to_string());
+        .map(|(language, _)| language);
     for test in mentions::test_ids(text) {
         if let Some(name) = test.rsplit("::").next() {
             let name = name.split('[').next().unwrap_or(name);
