@@ -347,7 +347,7 @@ pub struct ItemDto {
     /// The trajectory it came from.
     pub session_id: String,
     /// What kind of memory.
-    pub kind: &'static str,
+    pub kind: crate::domain::MemoryKind,
     /// Provenance.
     pub source: SourceDto,
 }
@@ -388,7 +388,7 @@ pub struct SessionSummaryDto {
     /// Dominant language.
     pub language: Option<String>,
     /// `resolved`, `failed` or `unknown`.
-    pub status: String,
+    pub status: crate::ingest::OutcomeStatus,
     /// Files changed.
     pub num_files_changed: usize,
     /// Symbols changed.
@@ -412,7 +412,7 @@ impl From<SessionSummary> for SessionSummaryDto {
         SessionSummaryDto {
             session_id: summary.session_id,
             task: summary.task,
-            language: summary.language,
+            language: summary.language.map(|language| language.name().to_string()),
             status: summary.status,
             num_files_changed: summary.num_files_changed,
             num_symbols_changed: summary.num_symbols_changed,

@@ -2,6 +2,7 @@
 //! forms are the API's).
 
 use crate::domain::MemoryItem;
+use crate::language::Language;
 use crate::rank;
 use crate::read::inspect::{SessionDetail, SessionSummary};
 use crate::read::search::Explained;
@@ -40,7 +41,7 @@ pub(super) fn write_explained(out: &mut String, explained: &Explained) {
         query.paths,
         query.error_types,
         query.tests,
-        query.language.as_deref().unwrap_or("-")
+        query.language.map_or("-", Language::name)
     );
     let _ = writeln!(
         out,
@@ -99,7 +100,7 @@ pub(super) fn write_summaries(out: &mut String, user_id: &str, summaries: &[Sess
             "\n{}\n  {} | {} | {} file(s), {} symbol(s) changed, {} error(s), {} message(s) | updated {}\n  task: {}",
             summary.session_id,
             summary.status,
-            summary.language.as_deref().unwrap_or("language unknown"),
+            summary.language.map_or("language unknown", Language::name),
             summary.num_files_changed,
             summary.num_symbols_changed,
             summary.num_errors,
@@ -132,7 +133,7 @@ pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
     let _ = writeln!(
         out,
         "language:  {}",
-        record.language.as_deref().unwrap_or("-")
+        record.language.map_or("-", Language::name)
     );
     let outcome = &record.outcome;
     let tests_at_end = match outcome.tests_passed_at_end {

@@ -25,9 +25,9 @@ pub struct SessionSummary {
     /// The task statement's first line, capped.
     pub task: String,
     /// Dominant language.
-    pub language: Option<String>,
+    pub language: Option<crate::language::Language>,
     /// `resolved`, `failed` or `unknown`.
-    pub status: String,
+    pub status: crate::ingest::OutcomeStatus,
     /// Files the session changed.
     pub num_files_changed: usize,
     /// Symbols the session changed.

@@ -19,11 +19,10 @@ use crate::ingest::{self, IngestMessage, SessionRecord};
 use crate::rank;
 use crate::store::{self, Admission, StoredSession};
 
-/// The version of the extraction that derived a stored record. Bump it with
-/// any change to `ingest` that changes records: stored sessions of an older
-/// version are re-derived from their messages in the background at
-/// start-up (see `service::rederive`).
-pub const EXTRACTOR_VERSION: i64 = 1;
+/// The version of the extraction that derives records (stored with each;
+/// records of an older one are derived again at start-up, see
+/// `service::rederive`).
+pub use crate::ingest::EXTRACTOR_VERSION;
 
 /// A session record derived outside the writer, valid while the session's
 /// last stored Add is still `base_last_seq`.
