@@ -88,7 +88,12 @@ impl SessionExtractor {
             .iter()
             .map(|command| command.command.len() + 32)
             .sum();
-        OVERHEAD_BYTES + keys + evidence + commands + builder.errors.len() * 512
+        OVERHEAD_BYTES
+            + keys
+            + evidence
+            + commands
+            + builder.errors.len() * 512
+            + builder.edits.held_bytes()
     }
 }
 

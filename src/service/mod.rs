@@ -144,7 +144,7 @@ pub const DEFAULT_MAX_SESSION_BYTES: usize = 64 * 1024 * 1024;
 
 /// Bytes of session extraction states kept between Adds (see
 /// `derive::ExtractorCache`).
-const EXTRACTOR_CACHE_BYTES: usize = 64 * 1024 * 1024;
+const EXTRACTOR_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Times an Add's record is derived before the writer when other Adds of
 /// its session keep landing in between; then the writer derives it.

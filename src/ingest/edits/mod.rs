@@ -348,6 +348,11 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// Bytes of file text the tracker holds (for callers that keep trackers).
+    pub fn held_bytes(&self) -> usize {
+        self.workspace.held_bytes()
+    }
+
     /// Sets the project root named by the task (`/workspace/django__django__3.0`).
     pub fn set_root(&mut self, root: &str) {
         let trimmed = root.trim().trim_end_matches('/');

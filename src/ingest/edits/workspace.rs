@@ -76,6 +76,21 @@ fn capped(text: &str) -> (&str, bool) {
 }
 
 impl Workspace {
+    /// Bytes of file text held, undo copies included.
+    pub fn held_bytes(&self) -> usize {
+        let undo: usize = self
+            .undo
+            .values()
+            .flat_map(|texts| texts.iter())
+            .map(|known| known.text.len())
+            .sum();
+        self.files
+            .values()
+            .map(|known| known.text.len())
+            .sum::<usize>()
+            + undo
+    }
+
     /// Keeps a numbered view of `path` (lines `(number, text)` in order).
     pub fn observe_view(&mut self, path: &str, lines: &[(usize, &str)]) {
         let Some(&(first_line, _)) = lines.first() else {
