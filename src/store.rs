@@ -565,8 +565,8 @@ pub fn clear_sessions_pending_index(conn: &Connection) -> Result<(), StoreError>
     Ok(())
 }
 
-/// A session's messages in session order without their content: row id and
-/// role, for callers that fetch the content of a few (see
+/// The row ids of a session's messages in session order, without their
+/// content, for callers that fetch the content of a few (see
 /// [`message_content_prefix`]).
 pub fn session_message_ids(
     conn: &Connection,

@@ -14,6 +14,7 @@
 //! an async worker thread.
 
 mod derive;
+mod extract_pool;
 mod rederive;
 mod retention;
 mod writer;
@@ -29,6 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::derive::EXTRACTOR_VERSION;
 use self::derive::{ExtractorCache, Prepared, catch_up, derive_session, prepare_add};
+use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
 use self::writer::{
@@ -146,6 +148,9 @@ pub const DEFAULT_MAX_SESSION_BYTES: usize = 64 * 1024 * 1024;
 /// `derive::ExtractorCache`).
 const EXTRACTOR_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
+/// Threads that prepare Adds at most (one per core, at least two).
+const MAX_EXTRACT_THREADS: usize = 8;
+
 /// Times an Add's record is derived before the writer when other Adds of
 /// its session keep landing in between; then the writer derives it.
 const MAX_DERIVE_ATTEMPTS: usize = 3;
@@ -197,6 +202,8 @@ pub struct Service {
     extractors: ExtractorCache,
     /// Adds being prepared (checked and derived) before the writer.
     adds_preparing: Arc<AtomicUsize>,
+    /// The threads that prepare Adds; stopped first at shutdown.
+    extract_pool: ExtractPool,
     committed_seq: Arc<std::sync::atomic::AtomicI64>,
     writer_metrics: Arc<WriterMetrics>,
     /// Held for the life of the service: the directory's exclusive lock.
@@ -350,6 +357,12 @@ impl Service {
             .map(|age| Retention::start(age, sender.clone()))
             .transpose()
             .map_err(io_error)?;
+        let extract_pool = ExtractPool::start(
+            std::thread::available_parallelism()
+                .map_or(2, usize::from)
+                .clamp(2, MAX_EXTRACT_THREADS),
+        )
+        .map_err(io_error)?;
         let rederivation = Rederivation::start(
             data_dir.clone(),
             sender.clone(),
@@ -372,6 +385,7 @@ impl Service {
             max_session_bytes: limits.max_session_bytes,
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             adds_preparing,
+            extract_pool,
             committed_seq,
             writer_metrics,
             _lock: lock,
@@ -459,21 +473,22 @@ impl Service {
     ) -> Result<(Prepared, AddRequest), ServiceError> {
         let service = Arc::clone(self);
         let max_session_bytes = self.max_session_bytes;
-        let (prepared, request) = tokio::task::spawn_blocking(move || {
-            let body_sha256 = request.body_sha256();
-            let prepared = service.searcher.with_reader(|conn| {
-                Ok(prepare_add(
-                    conn,
-                    &service.extractors,
-                    &request,
-                    &body_sha256,
-                    max_session_bytes,
-                ))
-            });
-            (prepared, request)
-        })
-        .await
-        .map_err(|error| ServiceError::Task(error.to_string()))?;
+        let (prepared, request) = self
+            .extract_pool
+            .run(move || {
+                let body_sha256 = request.body_sha256();
+                let prepared = service.searcher.with_reader(|conn| {
+                    Ok(prepare_add(
+                        conn,
+                        &service.extractors,
+                        &request,
+                        &body_sha256,
+                        max_session_bytes,
+                    ))
+                });
+                (prepared, request)
+            })
+            .await?;
         match prepared?? {
             Ok(prepared) => Ok((prepared, request)),
             Err(too_large) => Err(ServiceError::SessionTooLarge {
@@ -647,6 +662,17 @@ impl Service {
     /// Stops taking Adds, lets the writer finish every queued one, and
     /// waits for it. Idempotent.
     pub async fn shutdown(&self) {
+        // Adds being prepared finish and reach the writer before it stops.
+        let extract_threads = self.extract_pool.stop();
+        let joined = tokio::task::spawn_blocking(move || {
+            extract_threads
+                .into_iter()
+                .all(|thread| thread.join().is_ok())
+        })
+        .await;
+        if !matches!(joined, Ok(true)) {
+            tracing::error!("an extraction thread ended abnormally");
+        }
         let retention = self
             .retention
             .lock()
