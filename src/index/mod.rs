@@ -250,7 +250,6 @@ impl tantivy::query::Bm25StatisticsProvider for KnownFrequencies<'_> {
 
 /// The searchable side of the index, shared by all searches.
 pub struct SearchIndex {
-    index: Index,
     reader: IndexReader,
     fields: Fields,
 }
@@ -310,11 +309,7 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
     Ok((
-        SearchIndex {
-            index,
-            reader,
-            fields,
-        },
+        SearchIndex { reader, fields },
         IndexWriterHandle {
             writer,
             fields,
@@ -350,11 +345,7 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
-    Ok(SearchIndex {
-        index,
-        reader,
-        fields,
-    })
+    Ok(SearchIndex { reader, fields })
 }
 
 /// `None` when there is no index; `Some(Err)` when there is one that cannot
@@ -760,10 +751,5 @@ impl SearchIndex {
     /// Number of documents visible to searches.
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
-    }
-
-    /// The underlying tantivy index.
-    pub fn tantivy_index(&self) -> &Index {
-        &self.index
     }
 }

@@ -38,7 +38,7 @@ use self::query::QueryFacts;
 pub use self::features::Features;
 pub use self::gate::DropReason;
 pub use self::paths::is_test_path;
-pub use self::profile::{ProfileKeys, SessionProfile, task_digest};
+pub use self::profile::{SessionProfile, task_digest};
 
 /// A session the index found for a query.
 #[derive(Debug, Clone)]

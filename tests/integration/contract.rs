@@ -3,8 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use codemem::api::ApiOptions;
-use codemem::api::auth::ApiKeys;
+use codemem::{ApiKeys, ApiOptions};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -778,7 +777,7 @@ async fn retention_purges_sessions_idle_for_longer_and_nothing_else() {
             rusqlite::Connection::open(app.dir.path().join("codemem.sqlite3")).expect("store");
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .expect("busy timeout");
-        let forty_days_ago = codemem::time::now_ms() - 40 * 86_400_000;
+        let forty_days_ago = codemem::now_ms() - 40 * 86_400_000;
         conn.execute(
             "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
             [forty_days_ago],
@@ -835,16 +834,16 @@ async fn a_service_opened_with_retention_purges_idle_sessions_at_start_up() {
     drop(service);
     {
         let conn = rusqlite::Connection::open(dir.path().join("codemem.sqlite3")).expect("store");
-        let forty_days_ago = codemem::time::now_ms() - 40 * 86_400_000;
+        let forty_days_ago = codemem::now_ms() - 40 * 86_400_000;
         conn.execute(
             "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
             [forty_days_ago],
         )
         .expect("age the session");
     }
-    let mut options = codemem::service::ServiceOptions::new(dir.path());
+    let mut options = codemem::ServiceOptions::new(dir.path());
     options.retention = Some(std::time::Duration::from_secs(30 * 86_400));
-    let service = codemem::service::Service::open(options).expect("service reopens");
+    let service = codemem::Service::open(options).expect("service reopens");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let sessions = service

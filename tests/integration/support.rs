@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use codemem::api::{self, ApiOptions};
-use codemem::service::{Service, ServiceOptions};
+use codemem::{ApiOptions, Service, ServiceOptions};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -44,7 +43,7 @@ impl TestApp {
         let mut service_options = ServiceOptions::new(dir.path());
         configure(&mut service_options);
         let service = Service::open(service_options).expect("service opens");
-        let router = api::app(service.clone(), options);
+        let router = codemem::app(service.clone(), options);
         TestApp {
             dir,
             service,
