@@ -122,12 +122,12 @@ async fn record_metrics(
         .get::<axum::extract::MatchedPath>()
         .map_or("unmatched", |path| path.as_str())
         .to_string();
-    let method = request.method().as_str().to_string();
+    let method = crate::metrics::method_label(request.method().as_str());
     let started = std::time::Instant::now();
     let response = next.run(request).await;
     metrics.observe(
         &route,
-        &method,
+        method,
         response.status().as_u16(),
         started.elapsed(),
     );
@@ -502,13 +502,33 @@ static OPENAPI: std::sync::LazyLock<Value> = std::sync::LazyLock::new(openapi::d
 async fn not_found(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        format!("no route for {method} {}", uri.path()),
+        format!(
+            "no route for {} {}",
+            echoed(method.as_str()),
+            echoed(uri.path())
+        ),
     )
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!("{method} is not allowed on {}", uri.path()),
+        format!(
+            "{} is not allowed on {}",
+            echoed(method.as_str()),
+            echoed(uri.path())
+        ),
     )
+}
+
+/// The longest piece of a request (method, path) echoed in a reason.
+const MAX_ECHOED_CHARS: usize = 200;
+
+/// `text` as echoed in an error reason: cut at [`MAX_ECHOED_CHARS`], so a
+/// client cannot make every answer as large as its request line.
+fn echoed(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_ECHOED_CHARS) {
+        Some((end, _)) => format!("{}...", &text[..end]).into(),
+        None => text.into(),
+    }
 }
