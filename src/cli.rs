@@ -339,6 +339,27 @@ struct ServeArgs {
     /// request's `max_chars` says otherwise (the first item is always given).
     #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     search_budget: u64,
+
+    /// A Host name served besides the listen address (loopback names and
+    /// IPs with the port), e.g. the name a reverse proxy forwards;
+    /// `name:port` requires that port. Repeatable; `*` serves any Host
+    /// (no DNS-rebinding guard). Other Hosts get 421.
+    #[arg(
+        long = "allowed-host",
+        env = "CODEMEM_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    allowed_hosts: Vec<String>,
+
+    /// A browser origin (`https://app.example`) besides the server's own
+    /// that may call the API: CSRF protection lets it through and CORS
+    /// answers it. Repeatable.
+    #[arg(
+        long = "allowed-origin",
+        env = "CODEMEM_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    allowed_origins: Vec<String>,
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.
@@ -570,6 +591,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 max_body_bytes: args.max_body_bytes,
                 max_in_flight: args.max_in_flight as usize,
                 request_timeout: std::time::Duration::from_secs(args.request_timeout_secs),
+                allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
+                trusted_origins: args.allowed_origins.clone(),
             },
         );
         axum::serve(listener, app)

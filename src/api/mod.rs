@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod dto;
 pub mod error;
+pub mod guard;
 pub mod openapi;
 
 use std::sync::Arc;
@@ -43,6 +44,12 @@ pub struct ApiOptions {
     /// A request not answered within this is answered 503 with
     /// `Retry-After` (an Add retried with its request_id is stored once).
     pub request_timeout: std::time::Duration,
+    /// The `Host` values served (a guard against DNS rebinding).
+    pub allowed_hosts: guard::AllowedHosts,
+    /// Browser origins besides the server's own that may call the API
+    /// (CSRF protection lets them through, CORS answers them); each
+    /// `scheme://host[:port]`, as a browser sends it.
+    pub trusted_origins: Vec<String>,
 }
 
 /// The default number of requests handled at once.
@@ -61,6 +68,8 @@ impl Default for ApiOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            allowed_hosts: guard::AllowedHosts::default(),
+            trusted_origins: Vec::new(),
         }
     }
 }
@@ -86,12 +95,25 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         max_in_flight: options.max_in_flight.max(1),
         timeout: options.request_timeout,
     });
-    Router::new()
+    let mut csrf = tower_http::csrf::CsrfLayer::new();
+    for origin in &options.trusted_origins {
+        match csrf.clone().add_trusted_origin(origin) {
+            Ok(layer) => csrf = layer,
+            Err(error) => tracing::warn!(%error, "trusted origin skipped"),
+        }
+    }
+    let csrf = csrf.with_rejection_response(guard::cross_origin_refused);
+    let cors = trusted_origins_cors(&options.trusted_origins);
+    let allowed_hosts = Arc::new(options.allowed_hosts);
+    let json_routes = Router::new()
         .route("/add", post(add))
         .route("/v1/add", post(add))
         .route("/search", post(search))
         .route("/v1/search", post(search))
         .route("/v1/search/explain", post(explain))
+        .route_layer(middleware::from_fn(guard::require_json));
+    Router::new()
+        .merge(json_routes)
         .route("/v1/users", get(list_users))
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{*session_id}", get(session_detail))
@@ -107,8 +129,36 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .layer(csrf)
+        .layer(cors)
+        .layer(middleware::from_fn_with_state(
+            allowed_hosts,
+            guard::check_host,
+        ))
         .layer(middleware::from_fn_with_state(http_metrics, record_metrics))
         .with_state(state)
+}
+
+/// CORS for the trusted origins alone (`tower_http::cors`); with none,
+/// no CORS header is ever sent, so browsers keep other origins from
+/// reading answers.
+fn trusted_origins_cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, HeaderValue, header};
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    if origins.is_empty() {
+        return tower_http::cors::CorsLayer::new();
+    }
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::AllowOrigin::list(origins))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            HeaderName::from_static("x-api-key"),
+        ])
 }
 
 /// Middleware: counts every answer by route template, method and status.

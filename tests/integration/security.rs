@@ -123,3 +123,170 @@ fn invented_methods_do_not_grow_metrics() {
         metrics.body
     );
 }
+
+/// The users a server holds, read as its own client would.
+fn stored_users(server: &ServerProcess) -> Vec<String> {
+    let (status, body) = server.request("GET", "/v1/users", None);
+    assert_eq!(status, 200, "{body}");
+    body["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|user| user["user_id"].as_str().expect("user_id").to_string())
+        .collect()
+}
+
+fn add_json(user_id: &str) -> String {
+    crate::support::add_body("r-csrf", user_id, "s", &["a remembered fix"]).to_string()
+}
+
+/// Finding 2: any web page could write memory (CSRF): `/add` took any
+/// Content-Type and ignored Origin.
+#[test]
+fn cross_site_writes_are_refused() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let host = server.address.to_string();
+    let own_origin = format!("http://{host}");
+    let body = add_json("csrf-victim");
+    // What an HTML form or a no-preflight fetch can send.
+    for content_type in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let answer = exchange(
+            server.address,
+            &request(
+                "POST",
+                "/add",
+                &[
+                    ("Host", &host),
+                    ("Origin", "https://evil.example"),
+                    ("Content-Type", content_type),
+                ],
+                &body,
+            ),
+        );
+        assert!(
+            answer.status == 415 || answer.status == 403,
+            "{content_type}: {}",
+            answer.status
+        );
+        assert!(
+            !answer.json()["detail"]["reason"]
+                .as_str()
+                .unwrap_or("")
+                .is_empty()
+        );
+    }
+    let answer = exchange(
+        server.address,
+        &request(
+            "POST",
+            "/add",
+            &[("Host", &host), ("Content-Type", "text/plain")],
+            &body,
+        ),
+    );
+    assert_eq!(answer.status, 415, "{}", answer.body);
+    // A JSON fetch from another origin (a browser asks first, but the
+    // answer must not depend on that).
+    for headers in [
+        vec![
+            ("Origin", "https://evil.example"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
+        vec![("Origin", "https://evil.example")],
+        vec![("Origin", "null")],
+    ] {
+        let mut all = vec![
+            ("Host", host.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        all.extend(headers.iter().copied());
+        let answer = exchange(server.address, &request("POST", "/add", &all, &body));
+        assert_eq!(answer.status, 403, "{headers:?}: {}", answer.body);
+        let answer = exchange(
+            server.address,
+            &request("DELETE", "/v1/users/csrf-victim", &all, ""),
+        );
+        assert_eq!(answer.status, 403, "{headers:?}: {}", answer.body);
+    }
+    assert!(stored_users(&server).is_empty());
+    // The server's own page (same origin) still writes.
+    let answer = exchange(
+        server.address,
+        &request(
+            "POST",
+            "/add",
+            &[
+                ("Host", &host),
+                ("Origin", &own_origin),
+                ("Sec-Fetch-Site", "same-origin"),
+                ("Content-Type", "application/json"),
+            ],
+            &body,
+        ),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(stored_users(&server), vec!["csrf-victim".to_string()]);
+    // No CORS grant for other origins: a browser keeps them from reading.
+    let answer = exchange(
+        server.address,
+        &request(
+            "GET",
+            "/v1/users",
+            &[("Host", &host), ("Origin", "https://evil.example")],
+            "",
+        ),
+    );
+    assert_eq!(answer.header("access-control-allow-origin"), None);
+}
+
+/// Finding 2: DNS rebinding could read memory: a request naming
+/// `Host: attacker.example` was served, `/v1/users` included.
+#[test]
+fn foreign_host_names_are_refused() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--allowed-host", "memory.example.com"]);
+    let port = server.address.port();
+    let served = |host: &str, path: &str| {
+        exchange(server.address, &request("GET", path, &[("Host", host)], "")).status
+    };
+    for host in [
+        "attacker.example".to_string(),
+        format!("attacker.example:{port}"),
+        format!("localhost.attacker.example:{port}"),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+    ] {
+        for path in ["/v1/users", "/health", "/metrics", "/ui"] {
+            assert_eq!(served(&host, path), 421, "{host} {path}");
+        }
+        let answer = exchange(
+            server.address,
+            &request(
+                "POST",
+                "/add",
+                &[("Host", &host), ("Content-Type", "application/json")],
+                &add_json("rebound"),
+            ),
+        );
+        assert_eq!(answer.status, 421, "{host}");
+        assert!(
+            answer.json()["detail"]["reason"]
+                .as_str()
+                .expect("reason")
+                .contains("--allowed-host")
+        );
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "memory.example.com".to_string(),
+        "Memory.Example.com:443".to_string(),
+    ] {
+        assert_eq!(served(&host, "/v1/users"), 200, "{host}");
+    }
+    assert!(stored_users(&server).is_empty());
+}

@@ -65,6 +65,13 @@ impl TestApp {
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
+        // A body is JSON unless the caller says otherwise, as a client sends it.
+        let typed = headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        if body.is_some() && !typed {
+            builder = builder.header("content-type", "application/json");
+        }
         let request = builder
             .body(body.map(Body::from).unwrap_or_else(Body::empty))
             .expect("request");
