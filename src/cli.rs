@@ -360,6 +360,20 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
+
+    /// Seconds a request body may take to arrive (408 past it); no
+    /// in-flight slot is held meanwhile.
+    #[arg(long, env = "CODEMEM_BODY_READ_TIMEOUT_SECS", default_value_t = api::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    body_read_timeout_secs: u64,
+
+    /// Seconds a request head may take to arrive, and a kept-alive
+    /// connection may stay idle, before the connection is closed.
+    #[arg(long, env = "CODEMEM_HEADER_READ_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    header_read_timeout_secs: u64,
+
+    /// Connections open at once; past it new ones are closed at once.
+    #[arg(long, env = "CODEMEM_MAX_CONNECTIONS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_connections: u32,
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.
@@ -591,14 +605,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 max_body_bytes: args.max_body_bytes,
                 max_in_flight: args.max_in_flight as usize,
                 request_timeout: std::time::Duration::from_secs(args.request_timeout_secs),
+                body_read_timeout: std::time::Duration::from_secs(args.body_read_timeout_secs),
                 allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
                 trusted_origins: args.allowed_origins.clone(),
             },
         );
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("server failed")?;
+        let serve_options = api::serve::ServeOptions {
+            header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
+            max_connections: args.max_connections as usize,
+            shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
+        };
+        api::serve::serve(listener, app, serve_options, shutdown_signal()).await;
         tracing::info!("no longer accepting requests; finishing queued adds");
         service.shutdown().await;
         tracing::info!("stopped");

@@ -196,10 +196,10 @@ fn declares_json(headers: &HeaderMap) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Middleware of the JSON routes: 415 unless the body is declared
-/// `application/json`.
+/// Middleware of the routes that do work: a POST (the JSON routes) is 415
+/// unless its body is declared `application/json`.
 pub async fn require_json(request: Request, next: Next) -> Response {
-    if declares_json(request.headers()) {
+    if request.method() != axum::http::Method::POST || declares_json(request.headers()) {
         next.run(request).await
     } else {
         ApiError::new(

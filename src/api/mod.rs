@@ -12,7 +12,9 @@ pub mod auth;
 pub mod dto;
 pub mod error;
 pub mod guard;
+pub mod limits;
 pub mod openapi;
+pub mod serve;
 
 use std::sync::Arc;
 
@@ -44,6 +46,9 @@ pub struct ApiOptions {
     /// A request not answered within this is answered 503 with
     /// `Retry-After` (an Add retried with its request_id is stored once).
     pub request_timeout: std::time::Duration,
+    /// A body not received within this is answered 408; no in-flight slot
+    /// is held while it arrives.
+    pub body_read_timeout: std::time::Duration,
     /// The `Host` values served (a guard against DNS rebinding).
     pub allowed_hosts: guard::AllowedHosts,
     /// Browser origins besides the server's own that may call the API
@@ -58,6 +63,9 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
 /// on a loaded machine takes seconds, never minutes).
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// The default time a request body may take to arrive.
+pub const DEFAULT_BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The default body limit: 64 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
@@ -68,6 +76,7 @@ impl Default for ApiOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             allowed_hosts: guard::AllowedHosts::default(),
             trusted_origins: Vec::new(),
         }
@@ -90,10 +99,12 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         http_metrics: Arc::clone(&http_metrics),
     };
     let keys = Arc::new(options.keys);
-    let load = Arc::new(LoadLimit {
+    let limits = Arc::new(limits::Limits {
+        max_body_bytes: options.max_body_bytes,
+        body_read_timeout: options.body_read_timeout,
         permits: Arc::new(tokio::sync::Semaphore::new(options.max_in_flight.max(1))),
         max_in_flight: options.max_in_flight.max(1),
-        timeout: options.request_timeout,
+        request_timeout: options.request_timeout,
     });
     let mut csrf = tower_http::csrf::CsrfLayer::new();
     for origin in &options.trusted_origins {
@@ -110,16 +121,21 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .route("/v1/add", post(add))
         .route("/search", post(search))
         .route("/v1/search", post(search))
-        .route("/v1/search/explain", post(explain))
-        .route_layer(middleware::from_fn(guard::require_json));
+        .route("/v1/search/explain", post(explain));
     Router::new()
         .merge(json_routes)
         .route("/v1/users", get(list_users))
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{*session_id}", get(session_detail))
         .route("/v1/users/{*user_id}", axum::routing::delete(delete_user))
+        // Outermost first: the key, the declared type, then the body read
+        // and the in-flight slot.
+        .route_layer(middleware::from_fn_with_state(
+            limits,
+            limits::limit_request,
+        ))
+        .route_layer(middleware::from_fn(guard::require_json))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
-        .route_layer(middleware::from_fn_with_state(load, limit_load))
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/ui", get(ui_page))
@@ -182,44 +198,6 @@ async fn record_metrics(
         started.elapsed(),
     );
     response
-}
-
-/// The concurrency limit and timeout of the routes that do work.
-struct LoadLimit {
-    permits: Arc<tokio::sync::Semaphore>,
-    max_in_flight: usize,
-    timeout: std::time::Duration,
-}
-
-/// Middleware: 503 with `Retry-After` when `max_in_flight` requests are
-/// being handled already, or when one takes longer than the timeout.
-async fn limit_load(
-    State(limit): State<Arc<LoadLimit>>,
-    request: axum::extract::Request,
-    next: middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let Ok(_permit) = Arc::clone(&limit.permits).try_acquire_owned() else {
-        return ApiError::unavailable(
-            format!(
-                "busy: {} requests in flight, the limit; retry shortly",
-                limit.max_in_flight
-            ),
-            1,
-        )
-        .into_response();
-    };
-    match tokio::time::timeout(limit.timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::unavailable(
-            format!(
-                "not answered within the request timeout of {} s; retry (an Add retried with the same request_id is stored once)",
-                limit.timeout.as_secs_f64()
-            ),
-            1,
-        )
-        .into_response(),
-    }
 }
 
 /// Bodies larger than this are parsed on the blocking pool: parsing a few

@@ -290,3 +290,149 @@ fn foreign_host_names_are_refused() {
     }
     assert!(stored_users(&server).is_empty());
 }
+
+/// Opens a connection and sends `raw`, leaving it open.
+fn open_with(address: SocketAddr, raw: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream.write_all(raw).expect("write");
+    stream
+}
+
+/// Whether the server closes `stream` within `within` (a read sees the end
+/// or an error), having sent nothing or an answer first.
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).expect("timeout");
+    let mut sink = Vec::new();
+    match stream.read_to_end(&mut sink) {
+        Ok(_) => true,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// Finding 3: 300 connections that declared a body and sent none held
+/// every in-flight slot until the 600 s request timeout: every Add and
+/// Search got 503.
+#[test]
+fn stalled_uploads_do_not_lock_others_out() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--max-in-flight", "16"]);
+    let host = server.address.to_string();
+    let stalled: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            open_with(
+                server.address,
+                format!(
+                    "POST /search HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+                )
+                .as_bytes(),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for index in 0..20 {
+        let body = crate::support::add_body(
+            &format!("r{index}"),
+            "u",
+            &format!("s{index}"),
+            &["the stalled uploads test"],
+        );
+        let (status, answer) = server.request("POST", "/add", Some(&body));
+        assert_eq!(status, 200, "{answer}");
+        let query = serde_json::json!({"query": "stalled uploads", "user_id": "u", "top_k": 5});
+        let (status, answer) = server.request("POST", "/search", Some(&query));
+        assert_eq!(status, 200, "{answer}");
+    }
+    drop(stalled);
+}
+
+/// Finding 3: a declared Content-Length over the limit was refused only
+/// once the body had arrived.
+#[test]
+fn an_oversized_declared_body_is_413_at_once() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--max-body-bytes", "1000"]);
+    let host = server.address.to_string();
+    let mut stream = open_with(
+        server.address,
+        format!(
+            "POST /add HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut head = [0u8; 12];
+    stream
+        .read_exact(&mut head)
+        .expect("an answer before any body");
+    assert_eq!(&head, b"HTTP/1.1 413");
+}
+
+/// Finding 3: idle and half-sent-header connections stayed open, and a
+/// body that never arrived was waited for until the request timeout.
+#[test]
+fn slow_heads_idle_connections_and_slow_bodies_time_out() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(
+        &dir,
+        &[
+            "--header-read-timeout-secs",
+            "1",
+            "--body-read-timeout-secs",
+            "1",
+        ],
+    );
+    let host = server.address.to_string();
+    let mut half_head = open_with(
+        server.address,
+        format!("GET /health HTTP/1.1\r\nHost: {host}\r\n").as_bytes(),
+    );
+    let mut idle = open_with(server.address, b"");
+    assert!(closed_within(&mut half_head, Duration::from_secs(10)));
+    assert!(closed_within(&mut idle, Duration::from_secs(10)));
+    // A kept-alive connection is closed once idle for as long.
+    let mut kept = open_with(
+        server.address,
+        format!("GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+    );
+    assert!(closed_within(&mut kept, Duration::from_secs(10)));
+    let started = std::time::Instant::now();
+    let answer = exchange(
+        server.address,
+        format!(
+            "POST /search HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+        )
+        .as_bytes(),
+    );
+    assert_eq!(answer.status, 408, "{}", answer.body);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        answer.json()["detail"]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("did not arrive")
+    );
+}
+
+/// Finding 3: connections were not capped.
+#[test]
+fn connections_past_the_cap_are_closed() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--max-connections", "4"]);
+    let host = server.address.to_string();
+    let held: Vec<TcpStream> = (0..4).map(|_| open_with(server.address, b"")).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = open_with(server.address, b"");
+    assert!(closed_within(&mut extra, Duration::from_secs(10)));
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = exchange(
+        server.address,
+        &request("GET", "/health", &[("Host", &host)], ""),
+    );
+    assert_eq!(answer.status, 200);
+}
