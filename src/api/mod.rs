@@ -397,16 +397,26 @@ async fn delete_user(
     ))
 }
 
-/// Health: the writer runs, and what the index holds.
+/// Health: the writer runs, and what the index holds; 503 when the writer
+/// cannot take Adds (the platform takes any 2xx as healthy).
 #[utoipa::path(get, path = "/health", tag = "contract",
-    responses((status = 200, description = "Up", body = Health)))]
-async fn health(State(state): State<AppState>) -> Json<Health> {
-    Json(state.service.health())
+    responses((status = 200, description = "Up", body = Health),
+              (status = 503, description = "The writer cannot take Adds (stopping or stopped)", body = openapi::ErrorBody)))]
+async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    let health = state.service.health();
+    if health.status != "ok" {
+        return Err(ApiError::unavailable(
+            format!("{}: the writer cannot take Adds", health.status),
+            1,
+        ));
+    }
+    Ok(Json(health))
 }
 
 /// The same as `GET /health`.
 #[utoipa::path(get, path = "/v1/health", tag = "contract",
-    responses((status = 200, description = "Up", body = Health)))]
+    responses((status = 200, description = "Up", body = Health),
+              (status = 503, description = "The writer cannot take Adds (stopping or stopped)", body = openapi::ErrorBody)))]
 #[allow(dead_code)]
 fn health_v1() {}
 

@@ -436,3 +436,22 @@ fn connections_past_the_cap_are_closed() {
     );
     assert_eq!(answer.status, 200);
 }
+
+/// Finding 5: `/health` answered 200 `{"status":"stopping"}` once the
+/// writer was gone, and the platform takes any 2xx as healthy.
+#[tokio::test]
+async fn health_is_503_once_the_writer_cannot_take_adds() {
+    let app = crate::support::TestApp::new();
+    let (status, body) = app.call("GET", "/health", None, &[]).await;
+    assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+    app.service.shutdown().await;
+    for path in ["/health", "/v1/health"] {
+        let (status, body) = app.call("GET", path, None, &[]).await;
+        assert_eq!(
+            status,
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "{body}"
+        );
+        assert!(crate::support::reason(&body).contains("cannot take Adds"));
+    }
+}
