@@ -550,6 +550,11 @@ fn mcp(args: McpArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.api_key.is_some() && std::env::var_os("CODEMEM_API_KEY").is_none() {
+        tracing::warn!(
+            "--api-key on the command line is visible to every local user (ps); set CODEMEM_API_KEY or use --api-key-file or --keys-file instead"
+        );
+    }
     let mut keys = ApiKeys::new(args.api_key.iter());
     if let Some(path) = &args.api_key_file {
         keys.add_file(path)?;

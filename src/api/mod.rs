@@ -19,8 +19,8 @@ pub mod serve;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
@@ -29,7 +29,7 @@ use serde_json::Value;
 use self::auth::ApiKeys;
 #[allow(unused_imports)] // named by the OpenAPI annotations
 use self::dto::ItemDto;
-use self::dto::{AddResponse, SearchResponse, SessionSummaryDto, UserQuery};
+use self::dto::{AddResponse, SearchResponse, SessionSummaryDto};
 use self::error::ApiError;
 use crate::service::{Explained, Health, Service};
 
@@ -223,7 +223,7 @@ async fn read_request<T: Send + 'static>(
     })?;
     let is_small = bytes.len() <= INLINE_PARSE_BYTES;
     let parse_bytes = move || {
-        let value: Value = serde_json::from_slice(&bytes).map_err(ApiError::malformed_json)?;
+        let value = dto::parse_json(&bytes).map_err(ApiError::malformed_json)?;
         parse(&value).map_err(ApiError::invalid_fields)
     };
     if is_small {
@@ -296,15 +296,30 @@ async fn explain(
     Ok(Json(state.service.explain(request).await?))
 }
 
-/// The `user_id` of an inspection request: required, non-empty.
-fn inspected_user(query: Result<Query<UserQuery>, QueryRejection>) -> Result<String, ApiError> {
-    let user_id = query.ok().and_then(|Query(query)| query.user_id);
-    match user_id {
-        Some(user_id) if !user_id.is_empty() => Ok(user_id),
-        _ => Err(ApiError::invalid_fields(vec![error::FieldError {
+/// The `user_id` of an inspection request's query string: required,
+/// non-empty, given once.
+fn inspected_user(query: Option<&str>) -> Result<String, ApiError> {
+    let field_error = |message: &str| {
+        ApiError::invalid_fields(vec![error::FieldError {
             field: "user_id".to_string(),
-            message: "query parameter required, non-empty".to_string(),
-        }])),
+            message: message.to_string(),
+        }])
+    };
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+        .map_err(|_| field_error("the query string is not valid form encoding"))?;
+    let mut values = pairs
+        .into_iter()
+        .filter(|(name, _)| name == "user_id")
+        .map(|(_, value)| value);
+    match (values.next(), values.next()) {
+        (None, _) => Err(field_error("query parameter required, non-empty")),
+        (Some(_), Some(_)) => Err(field_error(
+            "given more than once; give exactly one user_id",
+        )),
+        (Some(user_id), None) if user_id.is_empty() => {
+            Err(field_error("query parameter required, non-empty"))
+        }
+        (Some(user_id), None) => Ok(user_id),
     }
 }
 
@@ -330,7 +345,7 @@ async fn ui_page() -> impl axum::response::IntoResponse {
             (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (
                 axum::http::header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:",
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
             ),
         ],
         UI_PAGE,
@@ -343,9 +358,9 @@ async fn ui_page() -> impl axum::response::IntoResponse {
     responses((status = 200, description = "Sessions, most recently updated first", body = openapi::SessionList)))]
 async fn list_sessions(
     State(state): State<AppState>,
-    query: Result<Query<UserQuery>, QueryRejection>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let user_id = inspected_user(query)?;
+    let user_id = inspected_user(query.as_deref())?;
     let sessions = state.service.list_sessions(user_id).await?;
     let data: Vec<SessionSummaryDto> = sessions.into_iter().map(Into::into).collect();
     Ok(Json(serde_json::json!({ "data": data })))
@@ -360,9 +375,9 @@ async fn list_sessions(
 async fn session_detail(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
-    query: Result<Query<UserQuery>, QueryRejection>,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let user_id = inspected_user(query)?;
+    let user_id = inspected_user(query.as_deref())?;
     let detail = state
         .service
         .session_detail(user_id, session_id.clone())

@@ -455,3 +455,112 @@ async fn health_is_503_once_the_writer_cannot_take_adds() {
         assert!(crate::support::reason(&body).contains("cannot take Adds"));
     }
 }
+
+/// Finding 6: with duplicate keys the last won (`"user_id":"u1",
+/// "user_id":"u2"` was stored under u2), and a lone surrogate escape was
+/// reported as "unexpected end of hex escape".
+#[tokio::test]
+async fn duplicate_keys_and_lone_surrogates_are_400_with_a_reason() {
+    use axum::http::StatusCode;
+    let app = crate::support::TestApp::new();
+    let duplicate = br#"{"request_id":"r","user_id":"u1","user_id":"u2","session_id":"s","messages":[{"role":"user","content":"x"}]}"#;
+    let (status, body) = app
+        .call("POST", "/add", Some(duplicate.to_vec()), &[])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        crate::support::reason(&body).contains("\"user_id\" appears twice"),
+        "{body}"
+    );
+    let (_, users) = app.call("GET", "/v1/users", None, &[]).await;
+    assert_eq!(users["data"], serde_json::json!([]));
+    let lone = br#"{"query":"\ud800","user_id":"u","top_k":1}"#;
+    let (status, body) = app.call("POST", "/search", Some(lone.to_vec()), &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        crate::support::reason(&body).contains("unpaired UTF-16 surrogate"),
+        "{body}"
+    );
+}
+
+/// Finding 6: `?user_id=a&user_id=x` was answered "field required".
+#[tokio::test]
+async fn a_user_id_given_twice_is_named_as_such() {
+    let app = crate::support::TestApp::new();
+    for path in [
+        "/v1/sessions?user_id=a&user_id=x",
+        "/v1/sessions/s?user_id=a&user_id=x",
+    ] {
+        let (status, body) = app.call("GET", path, None, &[]).await;
+        assert_eq!(
+            status,
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}"
+        );
+        assert!(
+            crate::support::reason(&body).contains("more than once"),
+            "{body}"
+        );
+    }
+    let (status, body) = app.call("GET", "/v1/sessions?user_id=", None, &[]).await;
+    assert_eq!(
+        status,
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "{body}"
+    );
+    assert!(crate::support::reason(&body).contains("required"), "{body}");
+}
+
+/// Finding 6: the `/ui` page could be framed (no `frame-ancestors`).
+#[tokio::test]
+async fn the_page_cannot_be_framed() {
+    use tower::ServiceExt as _;
+    let app = crate::support::TestApp::new();
+    let response = app
+        .router
+        .clone()
+        .oneshot(
+            axum::http::Request::get("/ui")
+                .body(axum::body::Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    let policy = response
+        .headers()
+        .get("content-security-policy")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+}
+
+/// Finding 6: `--api-key` shows in `ps`; a key file keeps it out of the
+/// process's command line.
+#[test]
+fn a_key_from_a_file_never_shows_in_the_command_line() {
+    let (guard, dir) = data_dir();
+    let key = "file-key-0123456789abcdef";
+    let key_file = guard.path().join("keys");
+    std::fs::write(&key_file, format!("# rotated monthly\n{key}\n")).expect("key file");
+    let server = ServerProcess::start(&dir, &["--api-key-file", key_file.to_str().expect("path")]);
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.pid())).unwrap_or_default();
+    assert!(!String::from_utf8_lossy(&cmdline).contains(key));
+    let host = server.address.to_string();
+    let bearer = format!("Bearer {key}");
+    let answer = exchange(
+        server.address,
+        &request(
+            "GET",
+            "/v1/users",
+            &[("Host", &host), ("Authorization", &bearer)],
+            "",
+        ),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = exchange(
+        server.address,
+        &request("GET", "/v1/users", &[("Host", &host)], ""),
+    );
+    assert_eq!(answer.status, 401);
+}
