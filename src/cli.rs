@@ -613,6 +613,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 body_read_timeout: std::time::Duration::from_secs(args.body_read_timeout_secs),
                 allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
                 trusted_origins: args.allowed_origins.clone(),
+                refuse_secret_ids: args.redact_secrets,
             },
         );
         let serve_options = api::serve::ServeOptions {

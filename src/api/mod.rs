@@ -55,6 +55,10 @@ pub struct ApiOptions {
     /// (CSRF protection lets them through, CORS answers them); each
     /// `scheme://host[:port]`, as a browser sends it.
     pub trusted_origins: Vec<String>,
+    /// Refuse an Add whose ids hold what looks like a credential (set with
+    /// `--redact-secrets`: content is masked, but masking an id would merge
+    /// distinct scopes).
+    pub refuse_secret_ids: bool,
 }
 
 /// The default number of requests handled at once.
@@ -79,6 +83,7 @@ impl Default for ApiOptions {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             allowed_hosts: guard::AllowedHosts::default(),
             trusted_origins: Vec::new(),
+            refuse_secret_ids: false,
         }
     }
 }
@@ -87,6 +92,7 @@ impl Default for ApiOptions {
 struct AppState {
     service: Arc<Service>,
     max_body_bytes: usize,
+    refuse_secret_ids: bool,
     http_metrics: Arc<crate::metrics::HttpMetrics>,
 }
 
@@ -96,6 +102,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
     let state = AppState {
         service,
         max_body_bytes: options.max_body_bytes,
+        refuse_secret_ids: options.refuse_secret_ids,
         http_metrics: Arc::clone(&http_metrics),
     };
     let keys = Arc::new(options.keys);
@@ -244,6 +251,9 @@ async fn add(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<AddResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_add).await?;
+    if state.refuse_secret_ids {
+        refuse_secret_ids(&request)?;
+    }
     let response = AddResponse {
         success: true,
         request_id: request.request_id.clone(),
@@ -254,6 +264,30 @@ async fn add(
     let outcome = state.service.add(request).await?;
     tracing::debug!(num_messages, ?outcome, "add answered");
     Ok(Json(response))
+}
+
+/// 422 when an id of the Add holds what looks like a credential.
+fn refuse_secret_ids(request: &crate::domain::AddRequest) -> Result<(), ApiError> {
+    let errors: Vec<error::FieldError> = [
+        ("request_id", &request.request_id),
+        ("user_id", &request.user_id),
+        ("session_id", &request.session_id),
+    ]
+    .into_iter()
+    .filter_map(|(field, id)| {
+        crate::redact::find_secret(id).map(|kind| error::FieldError {
+            field: field.to_string(),
+            message: format!(
+                "holds what looks like a credential ({kind}); ids are stored as sent, so it is refused"
+            ),
+        })
+    })
+    .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(errors))
+    }
 }
 
 /// The same as `POST /add`.

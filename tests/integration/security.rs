@@ -564,3 +564,45 @@ fn a_key_from_a_file_never_shows_in_the_command_line() {
     );
     assert_eq!(answer.status, 401);
 }
+
+/// Finding 4: with `--redact-secrets`, a quoted password kept all but its
+/// first word, and secrets in ids were stored as sent.
+#[tokio::test]
+async fn redaction_masks_whole_values_and_refuses_secret_ids() {
+    use axum::http::StatusCode;
+    let app = crate::support::TestApp::with_service(
+        |options| options.redact_secrets = true,
+        codemem::api::ApiOptions {
+            refuse_secret_ids: true,
+            ..codemem::api::ApiOptions::default()
+        },
+    );
+    let body = crate::support::add_body(
+        "r1",
+        "u",
+        "s",
+        &[r#"config {"password": "correct horse battery staple"} and mysql -pSECRET123 db"#],
+    );
+    let (status, answer) = app.add(&body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let (_, record) = app.call("GET", "/v1/sessions/s?user_id=u", None, &[]).await;
+    let stored = record.to_string();
+    assert!(stored.contains("[REDACTED:password]"), "{stored}");
+    for secret in ["horse", "battery", "staple", "SECRET123"] {
+        assert!(!stored.contains(secret), "{secret} stored: {stored}");
+    }
+    for (field, id) in [
+        ("user_id", "team-ghp_abcdefghijklmnopqrstuvwxyz0123456789AB"),
+        ("session_id", "sess-sk_live_51HqLyjWDarjtT1zdp7dc"),
+    ] {
+        let mut body = crate::support::add_body("r2", "u2", "s2", &["x"]);
+        body[field] = serde_json::Value::from(id);
+        let (status, answer) = app.add(&body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        assert_eq!(answer["detail"]["errors"][0]["field"], field);
+        assert!(
+            !answer.to_string().contains(id),
+            "the id is echoed: {answer}"
+        );
+    }
+}
