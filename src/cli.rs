@@ -305,6 +305,14 @@ struct ServeArgs {
     #[arg(long, env = "CODEMEM_API_KEY_FILE")]
     api_key_file: Option<PathBuf>,
 
+    /// File of scoped keys: each line a key's SHA-256 digest (hex), the
+    /// user ids it may use (comma-separated; `prefix*` and `*` allowed),
+    /// and optionally `list-users`; # comments and blank lines skipped.
+    /// Combines with --api-key and --api-key-file (whose keys reach every
+    /// user). See the README.
+    #[arg(long, env = "CODEMEM_KEYS_FILE")]
+    keys_file: Option<PathBuf>,
+
     /// Largest request body accepted, in bytes; larger ones get 413.
     #[arg(long, env = "CODEMEM_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -558,6 +566,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut keys = ApiKeys::new(args.api_key.iter());
     if let Some(path) = &args.api_key_file {
         keys.add_file(path)?;
+    }
+    if let Some(path) = &args.keys_file {
+        keys.add_keys_file(path)?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

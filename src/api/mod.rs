@@ -23,10 +23,18 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{get, post};
-use axum::{Json, Router, middleware};
+use axum::{Extension, Json, Router, middleware};
+
+/// The scope of the request's key; `None` when the service runs without
+/// keys.
+type KeyScope = Option<Extension<Arc<Scope>>>;
+
+fn scope_of(scope: &KeyScope) -> Option<&Scope> {
+    scope.as_ref().map(|Extension(scope)| scope.as_ref())
+}
 use serde_json::Value;
 
-use self::auth::ApiKeys;
+use self::auth::{ApiKeys, Scope, authorize};
 #[allow(unused_imports)] // named by the OpenAPI annotations
 use self::dto::ItemDto;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto};
@@ -248,9 +256,11 @@ async fn read_request<T: Send + 'static>(
               (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody)))]
 async fn add(
     State(state): State<AppState>,
+    scope: KeyScope,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<AddResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_add).await?;
+    authorize(scope_of(&scope), &request.user_id)?;
     if state.refuse_secret_ids {
         refuse_secret_ids(&request)?;
     }
@@ -303,9 +313,11 @@ fn add_v1() {}
     responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse)))]
 async fn search(
     State(state): State<AppState>,
+    scope: KeyScope,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SearchResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
+    authorize(scope_of(&scope), &request.user_id)?;
     let items = state.service.search(request).await?;
     Ok(Json(SearchResponse {
         data: items.into_iter().map(Into::into).collect(),
@@ -324,9 +336,11 @@ fn search_v1() {}
     responses((status = 200, description = "Candidates, kept ones first", body = openapi::Explanation)))]
 async fn explain(
     State(state): State<AppState>,
+    scope: KeyScope,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Explained>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
+    authorize(scope_of(&scope), &request.user_id)?;
     Ok(Json(state.service.explain(request).await?))
 }
 
@@ -360,9 +374,23 @@ fn inspected_user(query: Option<&str>) -> Result<String, ApiError> {
 /// Users holding sessions, with counts.
 #[utoipa::path(get, path = "/v1/users", tag = "inspection",
     responses((status = 200, description = "Users, most recently active first", body = openapi::UserList)))]
-async fn list_users(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn list_users(
+    State(state): State<AppState>,
+    scope: KeyScope,
+) -> Result<Json<Value>, ApiError> {
+    let scope = scope_of(&scope);
+    if scope.is_some_and(|scope| !scope.allows_user_list()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this API key may not list users (grant list-users in the keys file)",
+        ));
+    }
     let users = state.service.list_users().await?;
-    let data: Vec<dto::UserSummaryDto> = users.into_iter().map(Into::into).collect();
+    let data: Vec<dto::UserSummaryDto> = users
+        .into_iter()
+        .filter(|user| scope.is_none_or(|scope| scope.allows_user(&user.user_id)))
+        .map(Into::into)
+        .collect();
     Ok(Json(serde_json::json!({ "data": data })))
 }
 
@@ -392,9 +420,11 @@ async fn ui_page() -> impl axum::response::IntoResponse {
     responses((status = 200, description = "Sessions, most recently updated first", body = openapi::SessionList)))]
 async fn list_sessions(
     State(state): State<AppState>,
+    scope: KeyScope,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let user_id = inspected_user(query.as_deref())?;
+    authorize(scope_of(&scope), &user_id)?;
     let sessions = state.service.list_sessions(user_id).await?;
     let data: Vec<SessionSummaryDto> = sessions.into_iter().map(Into::into).collect();
     Ok(Json(serde_json::json!({ "data": data })))
@@ -409,9 +439,11 @@ async fn list_sessions(
 async fn session_detail(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
+    scope: KeyScope,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let user_id = inspected_user(query.as_deref())?;
+    authorize(scope_of(&scope), &user_id)?;
     let detail = state
         .service
         .session_detail(user_id, session_id.clone())
@@ -432,8 +464,10 @@ async fn session_detail(
     responses((status = 200, description = "What was removed (zeros for an unknown user)", body = openapi::UserDeleted)))]
 async fn delete_user(
     State(state): State<AppState>,
+    scope: KeyScope,
     Path(user_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    authorize(scope_of(&scope), &user_id)?;
     if user_id.is_empty() {
         return Err(ApiError::invalid_fields(vec![error::FieldError {
             field: "user_id".to_string(),

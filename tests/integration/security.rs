@@ -606,3 +606,113 @@ async fn redaction_masks_whole_values_and_refuses_secret_ids() {
         );
     }
 }
+
+/// Scoped keys, as a property: for random keys files (users, prefixes,
+/// `*`, with or without `list-users`) and random requests, no key ever
+/// writes or reads outside its scope, and `/v1/users` lists only what the
+/// key may see.
+#[tokio::test]
+async fn scoped_keys_never_reach_outside_their_scope() {
+    use axum::http::StatusCode;
+    use sha2::Digest as _;
+    const USERS: [&str; 6] = ["team-a/1", "team-a/2", "team-b/1", "bob", "bobby", "carol"];
+    const PATTERNS: [&str; 6] = ["team-a/*", "team-b/*", "bob", "carol", "team-", "*"];
+    let matches = |pattern: &str, user: &str| match pattern.strip_suffix('*') {
+        Some(prefix) => user.starts_with(prefix),
+        None => pattern == user,
+    };
+    let mut random = Random(0x0dd5_eed5);
+    for round in 0..4 {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut file = String::from("# generated\n\n");
+        let mut keys = Vec::new();
+        for index in 0..4 {
+            let key = format!("key-{round}-{index}-{}", random.next());
+            let patterns: Vec<&str> = PATTERNS
+                .iter()
+                .copied()
+                .filter(|_| random.below(3) == 0)
+                .collect();
+            let patterns = if patterns.is_empty() {
+                vec!["bob"]
+            } else {
+                patterns
+            };
+            let list_users = random.below(2) == 0;
+            let digest: String = sha2::Sha256::digest(key.as_bytes())
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect();
+            file.push_str(&format!(
+                "{digest} {}{}\n",
+                patterns.join(","),
+                if list_users { " list-users" } else { "" }
+            ));
+            keys.push((key, patterns, list_users));
+        }
+        let path = dir.path().join("keys");
+        std::fs::write(&path, &file).expect("keys file");
+        let mut api_keys = codemem::api::auth::ApiKeys::none();
+        api_keys.add_keys_file(&path).expect("valid keys file");
+        let app = crate::support::TestApp::with_options(codemem::api::ApiOptions {
+            keys: api_keys,
+            ..codemem::api::ApiOptions::default()
+        });
+        for step in 0..40 {
+            let (key, patterns, list_users) = &keys[random.below(keys.len() as u64) as usize];
+            let user = USERS[random.below(USERS.len() as u64) as usize];
+            let allowed = patterns.iter().any(|pattern| matches(pattern, user));
+            let bearer = format!("Bearer {key}");
+            let auth = [("authorization", bearer.as_str())];
+            let marker = format!("marker for {user}");
+            let body = crate::support::add_body(&format!("r{round}-{step}"), user, "s", &[&marker]);
+            let (status, answer) = app
+                .call("POST", "/add", Some(body.to_string().into_bytes()), &auth)
+                .await;
+            let expected = if allowed {
+                StatusCode::OK
+            } else {
+                StatusCode::FORBIDDEN
+            };
+            assert_eq!(status, expected, "add {user} with {patterns:?}: {answer}");
+            let search = serde_json::json!({"query": "marker for", "user_id": user, "top_k": 10});
+            let (status, answer) = app
+                .call(
+                    "POST",
+                    "/search",
+                    Some(search.to_string().into_bytes()),
+                    &auth,
+                )
+                .await;
+            assert_eq!(
+                status, expected,
+                "search {user} with {patterns:?}: {answer}"
+            );
+            if allowed {
+                for item in answer["data"].as_array().expect("data") {
+                    let content = item["content"].as_str().expect("content");
+                    assert!(
+                        !content.contains("marker for") || content.contains(&marker),
+                        "{content}"
+                    );
+                }
+            }
+            let path = format!("/v1/sessions?user_id={}", user.replace('/', "%2F"));
+            let (status, _) = app.call("GET", &path, None, &auth).await;
+            assert_eq!(status, expected, "sessions of {user} with {patterns:?}");
+            let (status, listed) = app.call("GET", "/v1/users", None, &auth).await;
+            if *list_users {
+                assert_eq!(status, StatusCode::OK);
+                for listed_user in listed["data"].as_array().expect("data") {
+                    let listed_user = listed_user["user_id"].as_str().expect("user_id");
+                    assert!(
+                        patterns.iter().any(|pattern| matches(pattern, listed_user)),
+                        "{listed_user} listed for {patterns:?}"
+                    );
+                }
+            } else {
+                assert_eq!(status, StatusCode::FORBIDDEN);
+            }
+        }
+    }
+}
