@@ -382,6 +382,14 @@ struct ServeArgs {
     /// Connections open at once; past it new ones are closed at once.
     #[arg(long, env = "CODEMEM_MAX_CONNECTIONS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,
+
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "CODEMEM_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "CODEMEM_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.
@@ -570,6 +578,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.keys_file {
         keys.add_keys_file(path)?;
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(api::serve::tls_config(cert, key)?),
+        _ => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("codemem-worker")
@@ -610,9 +622,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         } else {
             "auth disabled: no API key configured".to_string()
         };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         tracing::info!(
             data_dir = %args.data_dir.display(),
-            "codemem listening on http://{address} ({auth})"
+            "codemem listening on {scheme}://{address} ({auth})"
         );
         let app = api::app(
             service.clone(),
@@ -631,6 +644,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
             max_connections: args.max_connections as usize,
             shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
+            tls,
         };
         api::serve::serve(listener, app, serve_options, shutdown_signal()).await;
         tracing::info!("no longer accepting requests; finishing queued adds");

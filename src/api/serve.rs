@@ -8,6 +8,8 @@
 //! - Connection cap: past it, new connections are closed at once.
 //! - Graceful shutdown: once `shutdown` resolves, no connection is
 //!   accepted, idle ones close, and those in a request finish it.
+//! - TLS (optional, [`tls_config`]): rustls with the ring provider, no
+//!   OpenSSL; the handshake must end within the header read timeout.
 //!
 //! HTTP/2 is not served: hyper's HTTP/2 server has no header read or idle
 //! timeout, and the contract's clients speak HTTP/1.1. What it leaves to
@@ -15,6 +17,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio_rustls::rustls;
 
 /// Knobs of the connection layer.
 #[derive(Debug, Clone)]
@@ -34,6 +38,55 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// The longest wait, at shutdown, for requests being handled.
     pub shutdown_grace: Duration,
+    /// Serve HTTPS with this configuration ([`tls_config`]).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// Why the TLS certificate or key could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or parsed.
+    #[error("cannot read {what} from {path}: {source}")]
+    Pem {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// What went wrong.
+        source: rustls_pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{0} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)")]
+    NoCertificate(String),
+    /// rustls refused the pair (a key not matching the certificate, say).
+    #[error("the TLS certificate and key cannot be used: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// A TLS configuration from a PEM certificate chain and a PEM private key
+/// (PKCS#8, PKCS#1 or SEC1), offering HTTP/1.1 by ALPN.
+pub fn tls_config(certificate: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let pem_error = |what, path: &Path| {
+        let path = path.display().to_string();
+        move |source| TlsError::Pem { what, path, source }
+    };
+    let chain = CertificateDer::pem_file_iter(certificate)
+        .map_err(pem_error("certificate", certificate))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(pem_error("certificate", certificate))?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate(certificate.display().to_string()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(pem_error("private key", key))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// The default header read (and idle) timeout.
@@ -47,6 +100,7 @@ impl Default for ServeOptions {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             shutdown_grace: super::DEFAULT_REQUEST_TIMEOUT,
+            tls: None,
         }
     }
 }
@@ -67,6 +121,7 @@ pub async fn serve(
     let builder = Arc::new(builder);
     let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
+    let tls = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -87,11 +142,41 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let connection =
-            builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
-        let connection = graceful.watch(connection);
+        let service = TowerToHyperService::new(app.clone());
+        let builder = Arc::clone(&builder);
+        let watcher = graceful.watcher();
+        let acceptor = tls.clone();
+        let handshake_timeout = options.header_read_timeout;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let served = match acceptor {
+                None => {
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(stream), service))
+                        .await
+                }
+                Some(acceptor) => {
+                    let stream = match tokio::time::timeout(
+                        handshake_timeout,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => {
+                            tracing::debug!(%peer, %error, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake not done within the header read timeout");
+                            return;
+                        }
+                    };
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(stream), service))
+                        .await
+                }
+            };
+            if let Err(error) = served {
                 log_connection_error(peer, &error);
             }
             drop(permit);

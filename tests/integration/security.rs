@@ -716,3 +716,70 @@ async fn scoped_keys_never_reach_outside_their_scope() {
         }
     }
 }
+
+/// TLS: `--tls-cert/--tls-key` serve HTTPS (rustls) with a certificate made
+/// here; the start-up line says `https://`, and plain HTTP gets no answer.
+#[test]
+fn tls_serves_https_with_a_self_signed_certificate() {
+    use tokio_rustls::rustls;
+    let (guard, dir) = data_dir();
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .expect("certificate");
+    let cert_path = guard.path().join("cert.pem");
+    let key_path = guard.path().join("key.pem");
+    std::fs::write(&cert_path, certified.cert.pem()).expect("cert");
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).expect("key");
+    let server = ServerProcess::start(
+        &dir,
+        &[
+            "--tls-cert",
+            cert_path.to_str().expect("path"),
+            "--tls-key",
+            key_path.to_str().expect("path"),
+        ],
+    );
+    assert!(
+        server
+            .stderr()
+            .iter()
+            .any(|line| line.contains(&format!("listening on https://{}", server.address))),
+        "{:?}",
+        server.stderr()
+    );
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(certified.cert.der().clone()).expect("root");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let connection =
+        rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("client");
+    let socket = TcpStream::connect(server.address).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut tls = rustls::StreamOwned::new(connection, socket);
+    let host = format!("localhost:{}", server.address.port());
+    tls.write_all(&request("GET", "/health", &[("Host", &host)], ""))
+        .expect("write over TLS");
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("\"status\":\"ok\""), "{text}");
+    // Plain HTTP on the TLS port is not answered as HTTP.
+    let mut plain = open_with(
+        server.address,
+        &request("GET", "/health", &[("Host", &host)], ""),
+    );
+    plain
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut raw = Vec::new();
+    let _ = plain.read_to_end(&mut raw);
+    assert!(!String::from_utf8_lossy(&raw).contains("HTTP/1.1 200"));
+}

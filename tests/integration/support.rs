@@ -180,6 +180,7 @@ impl ServerProcess {
                 let address = line
                     .split("listening on http://")
                     .nth(1)
+                    .or_else(|| line.split("listening on https://").nth(1))
                     .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
                 // Stored before the address is announced: a test that reads
                 // the lines once start() returns must see this one.
