@@ -161,7 +161,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
         .layer(csrf)
-        .layer(cors)
+        .layer(tower::util::option_layer(cors))
         .layer(middleware::from_fn_with_state(
             allowed_hosts,
             guard::check_host,
@@ -171,25 +171,26 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
 }
 
 /// CORS for the trusted origins alone (`tower_http::cors`); with none,
-/// no CORS header is ever sent, so browsers keep other origins from
-/// reading answers.
-fn trusted_origins_cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+/// no CORS layer at all: no CORS header is ever sent, so browsers keep
+/// other origins from reading answers.
+fn trusted_origins_cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
     use axum::http::{HeaderName, HeaderValue, header};
     let origins: Vec<HeaderValue> = origins
         .iter()
         .filter_map(|origin| HeaderValue::from_str(origin).ok())
         .collect();
     if origins.is_empty() {
-        return tower_http::cors::CorsLayer::new();
+        return None;
     }
-    tower_http::cors::CorsLayer::new()
+    let cors = tower_http::cors::CorsLayer::new()
         .allow_origin(tower_http::cors::AllowOrigin::list(origins))
         .allow_methods([Method::GET, Method::POST, Method::DELETE])
         .allow_headers([
             header::CONTENT_TYPE,
             header::AUTHORIZATION,
             HeaderName::from_static("x-api-key"),
-        ])
+        ]);
+    Some(cors)
 }
 
 /// Middleware: counts every answer by route template, method and status.

@@ -783,3 +783,51 @@ fn tls_serves_https_with_a_self_signed_certificate() {
     let _ = plain.read_to_end(&mut raw);
     assert!(!String::from_utf8_lossy(&raw).contains("HTTP/1.1 200"));
 }
+
+/// A trusted origin (`--allowed-origin`) may write and is answered CORS
+/// headers; others still may not.
+#[tokio::test]
+async fn a_trusted_origin_may_call_the_api() {
+    use axum::http::StatusCode;
+    use tower::ServiceExt as _;
+    let app = crate::support::TestApp::with_options(codemem::api::ApiOptions {
+        trusted_origins: vec!["https://app.example".to_string()],
+        ..codemem::api::ApiOptions::default()
+    });
+    let body = crate::support::add_body("r1", "u", "s", &["from the trusted page"]).to_string();
+    for (origin, expected) in [
+        ("https://app.example", StatusCode::OK),
+        ("https://evil.example", StatusCode::FORBIDDEN),
+    ] {
+        let headers = [("origin", origin), ("sec-fetch-site", "cross-site")];
+        let (status, answer) = app
+            .call("POST", "/add", Some(body.clone().into_bytes()), &headers)
+            .await;
+        assert_eq!(status, expected, "{origin}: {answer}");
+    }
+    let preflight = app
+        .router
+        .clone()
+        .oneshot(
+            axum::http::Request::builder()
+                .method("OPTIONS")
+                .uri("/add")
+                .header("origin", "https://app.example")
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "content-type,authorization",
+                )
+                .body(axum::body::Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(
+        preflight
+            .headers()
+            .get("access-control-allow-origin")
+            .and_then(|value| value.to_str().ok()),
+        Some("https://app.example")
+    );
+}
