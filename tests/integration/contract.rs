@@ -566,23 +566,40 @@ async fn a_saturated_server_answers_503_with_retry_after_and_health_stays_open()
         max_in_flight: 1,
         ..ApiOptions::default()
     });
+    // A stalled upload holds no in-flight slot (it is taken once the body
+    // is read), so it cannot saturate the server by itself.
     let (request, sender) = stalled_add();
     let router = app.router.clone();
     let in_flight = tokio::spawn(async move { router.oneshot(request).await });
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let response = app
-        .router
-        .clone()
-        .oneshot(
-            Request::builder()
-                .method("POST")
-                .uri("/search")
-                .header("content-type", "application/json")
-                .body(Body::from(r#"{"query": "x", "user_id": "u", "top_k": 1}"#))
-                .expect("request"),
-        )
-        .await
-        .expect("infallible");
+    // Adds sent at once: while the writer stores one, it holds the slot.
+    let adds: Vec<_> = (0..8)
+        .map(|index| {
+            let router = app.router.clone();
+            let body = add_body(&format!("sat-{index}"), "other", "s", &["saturating add"]);
+            tokio::spawn(async move {
+                router
+                    .oneshot(
+                        Request::builder()
+                            .method("POST")
+                            .uri("/add")
+                            .header("content-type", "application/json")
+                            .body(Body::from(body.to_string()))
+                            .expect("request"),
+                    )
+                    .await
+                    .expect("infallible")
+            })
+        })
+        .collect();
+    let mut responses = Vec::new();
+    for add in adds {
+        responses.push(add.await.expect("task"));
+    }
+    let response = responses
+        .iter()
+        .find(|response| response.status() != StatusCode::OK)
+        .expect("one Add found the server busy");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         response

@@ -64,6 +64,13 @@ impl TestApp {
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
+        // A body is JSON unless the caller says otherwise, as a client sends it.
+        let typed = headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        if body.is_some() && !typed {
+            builder = builder.header("content-type", "application/json");
+        }
         let request = builder
             .body(body.map(Body::from).unwrap_or_else(Body::empty))
             .expect("request");
@@ -172,6 +179,7 @@ impl ServerProcess {
                 let address = line
                     .split("listening on http://")
                     .nth(1)
+                    .or_else(|| line.split("listening on https://").nth(1))
                     .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
                 // Stored before the address is announced: a test that reads
                 // the lines once start() returns must see this one.
