@@ -24,3 +24,6 @@ mod import;
 
 #[path = "integration/operations.rs"]
 mod operations;
+
+#[path = "integration/relevance.rs"]
+mod relevance;

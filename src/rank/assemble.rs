@@ -62,13 +62,18 @@ pub struct MatchedMessage<'a> {
     pub created_at_ms: i64,
 }
 
-/// Cuts `text` to at most `max` characters, marking the cut.
+/// Cuts `text` to at most `max` characters, marking the cut when there is
+/// room for the mark.
 fn clip(text: &str, max: usize) -> String {
+    const MARK: &str = " ...";
     if text.chars().count() <= max {
         return text.to_string();
     }
-    let kept: String = text.chars().take(max.saturating_sub(4)).collect();
-    format!("{kept} ...")
+    if max <= MARK.len() {
+        return text.chars().take(max).collect();
+    }
+    let kept: String = text.chars().take(max - MARK.len()).collect();
+    format!("{kept}{MARK}")
 }
 
 fn list(values: &[String]) -> String {
@@ -344,7 +349,7 @@ pub fn assemble(
                 content
             } else if items.is_empty() {
                 // The first item is always given, cut to the budget.
-                clip(&content, budget_chars.max(16))
+                clip(&content, budget_chars)
             } else if index == 0 && remaining >= MIN_CUT_ITEM_CHARS {
                 // A session's experience cut to what is left still says
                 // what was done where.

@@ -260,6 +260,9 @@ pub struct Candidate {
     pub profile: std::sync::Arc<SessionProfile>,
     /// BM25 of the query over its whole text (task and evidence).
     pub text_bm25: f32,
+    /// The summed IDF of the query terms its text holds (see
+    /// `index::SessionHit::matched_weight`).
+    pub matched_weight: f32,
 }
 
 /// The features of one candidate for one query.
@@ -273,6 +276,9 @@ pub struct Features {
     /// how much of the query the session covers, comparable across
     /// queries.
     pub text_coverage: f32,
+    /// The share of the query's weight (summed IDF) in terms its text
+    /// holds at all: unlike BM25, not diluted by a long text.
+    pub term_coverage: f32,
     /// IDF-weighted query names matching symbols the session changed.
     pub symbols_changed: f32,
     /// IDF-weighted query names matching symbols it only referenced.
@@ -647,6 +653,11 @@ pub fn rank(
                 } else {
                     0.0
                 },
+                term_coverage: if query_weight > 0.0 {
+                    (candidate.matched_weight / query_weight).min(1.0)
+                } else {
+                    0.0
+                },
                 ..Features::default()
             };
             for name in &query.names {
@@ -968,6 +979,7 @@ mod tests {
         Candidate {
             profile: std::sync::Arc::new(SessionProfile::from_record(id, record, 1, 0)),
             text_bm25,
+            matched_weight: 0.0,
         }
     }
 
