@@ -3,6 +3,9 @@
 //! ids are non-empty, messages are non-empty with a known role and
 //! non-empty content, `top_k` is in range.
 
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Who wrote a message.
@@ -110,6 +113,45 @@ pub enum AddOutcome {
     AlreadyStored,
 }
 
+/// What a remembered item returned by Search is; answered as `experience`,
+/// `error` or `message`, the name that also opens the item's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    /// A past session in brief: its task, outcome, what it changed and the
+    /// fix hunks that matter to the query.
+    Experience,
+    /// An error trace of a past session whose error type the query names.
+    Error,
+    /// A stored message shown as it is.
+    Message,
+}
+
+impl MemoryKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [MemoryKind; 3] = [
+        MemoryKind::Experience,
+        MemoryKind::Error,
+        MemoryKind::Message,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryKind::Experience => "experience",
+            MemoryKind::Error => "error",
+            MemoryKind::Message => "message",
+        }
+    }
+}
+
+impl fmt::Display for MemoryKind {
+    /// The wire name; honours width and alignment.
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.pad(self.as_str())
+    }
+}
+
 /// One remembered item returned by Search, with its provenance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryItem {
@@ -123,12 +165,33 @@ pub struct MemoryItem {
     pub created_at_ms: i64,
     /// The trajectory it came from.
     pub session_id: String,
-    /// What kind of memory it is (`message` for raw messages).
-    pub kind: &'static str,
+    /// What kind of memory it is.
+    pub kind: MemoryKind,
     /// The Add that brought it.
     pub request_id: String,
     /// First message index (within that Add) the item covers.
     pub message_start: usize,
     /// Last message index (within that Add) the item covers.
     pub message_end: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_kinds_keep_their_wire_names() {
+        for (kind, name) in MemoryKind::ALL
+            .into_iter()
+            .zip(["experience", "error", "message"])
+        {
+            assert_eq!(kind.as_str(), name);
+            assert_eq!(kind.to_string(), name);
+            let json = serde_json::to_string(&kind).expect("serializes");
+            assert_eq!(json, format!("\"{name}\""));
+            let parsed: MemoryKind = serde_json::from_str(&json).expect("parses");
+            assert_eq!(parsed, kind);
+        }
+        assert!(serde_json::from_str::<MemoryKind>("\"fix\"").is_err());
+    }
 }

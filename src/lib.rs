@@ -13,6 +13,7 @@ pub mod domain;
 pub mod import;
 pub mod index;
 pub mod ingest;
+pub mod language;
 pub mod mcp;
 pub mod metrics;
 pub mod rank;

@@ -347,7 +347,7 @@ pub struct ItemDto {
     /// The trajectory it came from.
     pub session_id: String,
     /// What kind of memory.
-    pub kind: &'static str,
+    pub kind: crate::domain::MemoryKind,
     /// Provenance.
     pub source: SourceDto,
 }
@@ -388,7 +388,7 @@ pub struct SessionSummaryDto {
     /// Dominant language.
     pub language: Option<String>,
     /// `resolved`, `failed` or `unknown`.
-    pub status: String,
+    pub status: crate::ingest::OutcomeStatus,
     /// Files changed.
     pub num_files_changed: usize,
     /// Symbols changed.

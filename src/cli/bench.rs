@@ -20,8 +20,9 @@ pub(super) enum BenchCommand {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
-        /// Also write each session's derived record, diagnostics and ranking
-        /// profile here, one JSON line per session in bench order: two
+        /// Instead of measuring, write each session's derived record,
+        /// diagnostics and ranking profile here, one JSON line per session in
+        /// bench order, with parse budgets that ignore the wall clock: two
         /// builds' files compare byte for byte (`scripts/compare-records`).
         #[arg(long)]
         records_out: Option<PathBuf>,
@@ -161,8 +162,9 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
     }
 }
 
-/// `bench ingest`: optionally writes every session's record first, then
-/// measures and prints.
+/// `bench ingest`: measures and prints, or with `records_out` writes every
+/// session's record instead (extraction without the parse clock, so not a
+/// measurement).
 fn ingest(bench_dir: &Path, json: bool, records_out: Option<&Path>) -> anyhow::Result<()> {
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; measure with cargo run --release");
@@ -173,6 +175,7 @@ fn ingest(bench_dir: &Path, json: bool, records_out: Option<&Path>) -> anyhow::R
             "bench ingest: {count} session records written to {}",
             path.display()
         );
+        return Ok(());
     }
     let report = crate::bench::ingest(bench_dir)?;
     if json {

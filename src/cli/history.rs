@@ -1,10 +1,13 @@
-//! `codemem import`: a git repository's history into a data directory, or
-//! through a running server, with progress on stderr.
+//! `codemem import`: a git repository's history or agent transcripts into
+//! a data directory, or through a running server, with progress on stderr.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 
 use super::ImportArgs;
-use crate::import;
+use crate::import::{self, Sink};
 use crate::service::{self, Service, ServiceOptions};
 
 /// Progress of an import: a bar on a terminal, else a line every few
@@ -12,42 +15,38 @@ use crate::service::{self, Service, ServiceOptions};
 struct ImportProgress {
     bar: Option<indicatif::ProgressBar>,
     total: usize,
+    unit: String,
     last_line: std::time::Instant,
 }
 
 impl import::Progress for ImportProgress {
-    fn start(&mut self, total: usize) {
+    fn start(&mut self, total: usize, unit: &str) {
         use std::io::IsTerminal;
         self.total = total;
+        self.unit = unit.to_string();
         if std::io::stderr().is_terminal() {
             let bar = indicatif::ProgressBar::new(total as u64);
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{bar:30} {pos}/{len} commits  {per_sec}  eta {eta}  {msg}",
-            ) {
+            if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
+                "{{bar:30}} {{pos}}/{{len}} {unit}  {{per_sec}}  eta {{eta}}  {{msg}}"
+            )) {
                 bar.set_style(style);
             }
             self.bar = Some(bar);
         } else {
-            eprintln!("import: {total} first-parent commit(s) to consider");
+            eprintln!("import: {total} {unit} to consider");
         }
     }
 
-    fn update(&mut self, done: usize, report: &import::ImportReport) {
+    fn update(&mut self, done: usize, status: &str) {
         match &self.bar {
             Some(bar) => {
                 bar.set_position(done as u64);
-                bar.set_message(format!(
-                    "{} imported, {} already there",
-                    report.imported, report.already_imported
-                ));
+                bar.set_message(status.to_string());
             }
             None if self.last_line.elapsed() >= std::time::Duration::from_secs(5) => {
                 eprintln!(
-                    "import: {done}/{} commits considered, {} imported ({:.1}/s), {} already there",
-                    self.total,
-                    report.imported,
-                    report.rate(),
-                    report.already_imported
+                    "import: {done}/{} {} considered, {status}",
+                    self.total, self.unit
                 );
                 self.last_line = std::time::Instant::now();
             }
@@ -55,49 +54,83 @@ impl import::Progress for ImportProgress {
         }
     }
 
-    fn finish(&mut self, _: &import::ImportReport) {
-        if let Some(bar) = &self.bar {
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
     }
 }
 
-pub(super) fn import_history(args: ImportArgs) -> anyhow::Result<()> {
-    let options = import::ImportOptions {
-        repo_path: args.repo_path.clone(),
-        user_id: args.user_id.clone(),
-        rev: args.rev.clone(),
-        since: args.since.clone(),
-        max_commits: args.max_commits,
-        max_diff_bytes: args.max_diff_bytes.max(1),
-        parallelism: args.parallelism as usize,
-    };
+/// What the paths name.
+enum Source {
+    Repository(std::path::PathBuf),
+    Transcripts,
+}
+
+/// A single git repository, or transcripts; refuses a mix and paths that
+/// are neither (unless watching, when transcripts may appear later).
+fn classify(args: &ImportArgs) -> anyhow::Result<Source> {
+    let repositories: Vec<&std::path::PathBuf> = args
+        .paths
+        .iter()
+        .filter(|path| import::check_repository(path).is_ok())
+        .collect();
+    match (repositories.as_slice(), args.paths.len()) {
+        ([repository], 1) => {
+            anyhow::ensure!(
+                !args.watch,
+                "--watch follows transcripts; {} is a git repository",
+                repository.display()
+            );
+            return Ok(Source::Repository((*repository).clone()));
+        }
+        ([], _) => {}
+        _ => anyhow::bail!(
+            "give either one git repository or transcript files and folders, not both"
+        ),
+    }
+    if !args.watch && !import::transcript::holds_transcripts(&args.paths) {
+        let named: Vec<String> = args
+            .paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        anyhow::bail!(
+            "{} is not a git repository and holds no transcripts (Claude Code, Codex CLI, \
+             SWE-agent, OpenHands or aider)",
+            named.join(", ")
+        );
+    }
+    Ok(Source::Transcripts)
+}
+
+pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
     // Checked before the data directory is opened (or created).
-    import::check_repository(&args.repo_path)?;
+    let source = classify(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     {
-        let stop = std::sync::Arc::clone(&stop);
+        let stop = Arc::clone(&stop);
+        let watch = args.watch;
         runtime.spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("import: interrupted; finishing the commits in flight");
+                if watch {
+                    eprintln!("import: stopping the watch; finishing the Adds in flight");
+                } else {
+                    eprintln!("import: interrupted; finishing the Adds in flight");
+                }
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         });
     }
-    let mut progress = ImportProgress {
-        bar: None,
-        total: 0,
-        last_line: std::time::Instant::now(),
-    };
-    let (report, service) = match &args.server {
-        Some(url) => {
-            let sink = std::sync::Arc::new(import::ServerSink::new(url, args.api_key.clone()));
-            (import::import(&options, sink, &mut progress, &stop)?, None)
-        }
+    let (sink, service): (Arc<dyn Sink>, Option<Arc<Service>>) = match &args.server {
+        Some(url) => (
+            Arc::new(import::ServerSink::new(url, args.api_key.clone())),
+            None,
+        ),
         None => {
             let service = match Service::open(ServiceOptions::new(&args.data_dir)) {
                 Ok(service) => service,
@@ -106,41 +139,102 @@ pub(super) fn import_history(args: ImportArgs) -> anyhow::Result<()> {
                      codemem import {} --user-id {} --server http://<its address> \
                      (add --api-key if it requires one)",
                     path.display(),
-                    args.repo_path.display(),
+                    args.paths
+                        .iter()
+                        .map(|path| path.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" "),
                     args.user_id
                 ),
                 Err(error) => return Err(error.into()),
             };
-            let sink = std::sync::Arc::new(import::DirectSink::new(
-                std::sync::Arc::clone(&service),
-                runtime.handle().clone(),
-            )?);
-            let report = import::import(&options, sink, &mut progress, &stop);
-            (report?, Some(service))
+            let sink = import::DirectSink::new(Arc::clone(&service), runtime.handle().clone())?;
+            (Arc::new(sink), Some(service))
+        }
+    };
+    let mut progress = ImportProgress {
+        bar: None,
+        total: 0,
+        unit: String::new(),
+        last_line: std::time::Instant::now(),
+    };
+    let printed = match source {
+        Source::Repository(repo_path) => {
+            let options = import::ImportOptions {
+                repo_path,
+                user_id: args.user_id.clone(),
+                rev: args.rev.clone(),
+                since: args.since.clone(),
+                max_commits: args.max_commits,
+                max_diff_bytes: args.max_diff_bytes.max(1),
+                parallelism: args.parallelism as usize,
+                merges: !args.no_merges,
+            };
+            import::import_history(&options, sink, &mut progress, &stop)
+                .and_then(|report| history_output(&report, args.json))
+        }
+        Source::Transcripts => {
+            let options = import::TranscriptOptions {
+                paths: args.paths.clone(),
+                user_id: args.user_id.clone(),
+                parallelism: args.parallelism as usize,
+                watch: args.watch,
+            };
+            import::import_transcripts(&options, sink, &mut progress, &stop)
+                .and_then(|report| transcript_output(&report, args.json))
         }
     };
     if let Some(service) = service {
         runtime.block_on(service.shutdown());
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "imported {} commit(s) in {:.1} s ({:.1}/s); {} already imported; {} merge(s) skipped; \
-             {} binary file(s) and {} oversized diff(s) left out{}",
-            report.imported,
-            report.seconds,
-            report.rate(),
-            report.already_imported,
-            report.merges_skipped,
-            report.binary_files_skipped,
-            report.oversized_diffs_skipped,
-            if report.interrupted {
-                "; interrupted: run again to resume"
-            } else {
-                ""
-            }
-        );
-    }
+    super::print_out(&printed?);
     Ok(())
+}
+
+fn history_output(report: &import::ImportReport, json: bool) -> anyhow::Result<String> {
+    if json {
+        return Ok(serde_json::to_string_pretty(report)?);
+    }
+    Ok(format!(
+        "imported {} commit(s) in {:.1} s ({:.1}/s), {} of them merge(s); {} already imported; \
+         {} merge(s) skipped; {} binary file(s) and {} oversized diff(s) left out{}",
+        report.imported,
+        report.seconds,
+        report.rate(),
+        report.merges_imported,
+        report.already_imported,
+        report.merges_skipped,
+        report.binary_files_skipped,
+        report.oversized_diffs_skipped,
+        if report.interrupted {
+            "; interrupted: run again to resume"
+        } else {
+            ""
+        }
+    ))
+}
+
+fn transcript_output(report: &import::TranscriptReport, json: bool) -> anyhow::Result<String> {
+    if json {
+        return Ok(serde_json::to_string_pretty(report)?);
+    }
+    let mut text = format!(
+        "imported {} message(s) into {} of {} session(s) from {} transcript file(s) in {:.1} s; \
+         {} message(s) already imported{}",
+        report.messages_imported,
+        report.sessions_updated,
+        report.sessions,
+        report.files_read,
+        report.seconds,
+        report.messages_already_imported,
+        if report.interrupted {
+            "; interrupted: run again to resume"
+        } else {
+            ""
+        }
+    );
+    for skipped in &report.files_skipped {
+        text.push_str(&format!("\nskipped {}: {}", skipped.path, skipped.reason));
+    }
+    Ok(text)
 }

@@ -62,10 +62,14 @@ enum Command {
     /// the noise gate's verdict. Reads the data directory directly; works
     /// while a server holds it.
     Search(SearchArgs),
-    /// Import a git repository's history: each non-merge commit on the
-    /// first-parent line becomes one session (task: its message; fix: its
-    /// diff). Incremental: commits imported before are skipped. Writes to
-    /// the data directory, or through a running server with --server.
+    /// Import past work: a git repository's history (each first-parent
+    /// commit, merged pull requests included, becomes one session: task
+    /// its message, fix its diff), or agent transcripts (Claude Code and
+    /// Codex CLI logs, SWE-agent and OpenHands trajectories, aider chat
+    /// histories: each transcript one session). Incremental: what was
+    /// imported before is skipped, a grown transcript adds its new tail.
+    /// Writes to the data directory, or through a running server with
+    /// --server.
     Import(ImportArgs),
     /// Serve the Model Context Protocol on stdin/stdout for a coding agent:
     /// tools search_memory, record_experience, list_sessions, get_session,
@@ -80,8 +84,9 @@ enum Command {
 /// Options of `codemem inspect`.
 #[derive(Debug, Args)]
 struct InspectArgs {
-    /// The data directory of the service.
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    /// The data directory of the service (default: $XDG_DATA_HOME/codemem,
+    /// else ~/.local/share/codemem).
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
     /// The user whose memory to show.
@@ -100,8 +105,9 @@ struct InspectArgs {
 /// Options of `codemem search`.
 #[derive(Debug, Args)]
 struct SearchArgs {
-    /// The data directory of the service.
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    /// The data directory of the service (default: $XDG_DATA_HOME/codemem,
+    /// else ~/.local/share/codemem).
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
     /// The user whose memory to search.
@@ -132,8 +138,11 @@ struct SearchArgs {
 /// Options of `codemem import`.
 #[derive(Debug, Args)]
 struct ImportArgs {
-    /// The repository: its work tree or its .git directory.
-    repo_path: PathBuf,
+    /// A git repository (its work tree or its .git directory), or
+    /// transcript files and folders (searched recursively; each file's
+    /// format is told from its content).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
 
     /// The user whose memory receives the history.
     #[arg(long)]
@@ -157,8 +166,19 @@ struct ImportArgs {
     #[arg(long, default_value_t = import::DEFAULT_MAX_DIFF_BYTES)]
     max_diff_bytes: usize,
 
-    /// The data directory to write to when no --server is given.
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    /// Skip merge commits (by default each merge, e.g. a merged pull
+    /// request, is one session: its diff against the first parent).
+    #[arg(long)]
+    no_merges: bool,
+
+    /// Transcripts: keep importing as files appear and grow (polling
+    /// every second) until Ctrl-C.
+    #[arg(long)]
+    watch: bool,
+
+    /// The data directory to write to when no --server is given (default:
+    /// $XDG_DATA_HOME/codemem, else ~/.local/share/codemem).
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
     /// Import through a running server's Add endpoint (e.g.
@@ -189,8 +209,10 @@ struct McpArgs {
     user_id: Option<String>,
 
     /// The data directory, when no --server is given (it must not be held
-    /// by a running server: use --server then).
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    /// by a running server: use --server then). Default:
+    /// $XDG_DATA_HOME/codemem, else ~/.local/share/codemem, shared by every
+    /// command.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
     /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
@@ -211,8 +233,10 @@ struct ServeArgs {
     listen: String,
 
     /// Directory holding the store (codemem.sqlite3) and the index; created
-    /// if missing. One process at a time may hold it.
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value = "./codemem-data")]
+    /// if missing. One process at a time may hold it. Default:
+    /// $XDG_DATA_HOME/codemem, else ~/.local/share/codemem, shared by every
+    /// command.
+    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
     /// API key that Add and Search require (Authorization: Bearer <key>,
@@ -271,7 +295,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::serve(args),
         Command::Inspect(args) => query::inspect(args),
         Command::Search(args) => query::search(args),
-        Command::Import(args) => history::import_history(args),
+        Command::Import(args) => history::import(args),
         Command::Bench(command) => bench::run(command),
     };
     match result {
@@ -281,6 +305,32 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The data directory every command uses unless told otherwise: the
+/// user's data directory (`$XDG_DATA_HOME/codemem`, else
+/// `~/.local/share/codemem`), not the directory a command starts in, so
+/// that no data directory lands inside a repository; `./codemem-data` only
+/// when neither variable is set.
+pub(crate) fn default_data_dir() -> PathBuf {
+    data_dir_from(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
+}
+
+fn data_dir_from(
+    xdg_data_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> PathBuf {
+    // The XDG specification ignores a relative XDG_DATA_HOME.
+    let absolute = |value: Option<std::ffi::OsString>| {
+        value.map(PathBuf::from).filter(|path| path.is_absolute())
+    };
+    if let Some(data_home) = absolute(xdg_data_home) {
+        return data_home.join("codemem");
+    }
+    if let Some(home) = absolute(home) {
+        return home.join(".local").join("share").join("codemem");
+    }
+    PathBuf::from("./codemem-data")
 }
 
 fn init_logging(format: LogFormat) {
@@ -305,5 +355,27 @@ pub(super) fn print_out(text: &str) {
         && error.kind() != std::io::ErrorKind::BrokenPipe
     {
         eprintln!("error: cannot write the output: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_directory_is_the_users_not_the_working_directorys() {
+        assert_eq!(
+            data_dir_from(Some("/data".into()), Some("/home/me".into())),
+            PathBuf::from("/data/codemem")
+        );
+        assert_eq!(
+            data_dir_from(Some("relative".into()), Some("/home/me".into())),
+            PathBuf::from("/home/me/.local/share/codemem")
+        );
+        assert_eq!(
+            data_dir_from(None, Some("/home/me".into())),
+            PathBuf::from("/home/me/.local/share/codemem")
+        );
+        assert_eq!(data_dir_from(None, None), PathBuf::from("./codemem-data"));
     }
 }

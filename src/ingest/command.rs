@@ -122,6 +122,23 @@ pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
             });
         }
     }
+    // SWE-agent's XML function calls.
+    for call in super::toolcall::xml_calls(message) {
+        let is_shell = SHELL_TOOL_NAMES.contains(&call.name.to_ascii_lowercase().as_str());
+        let command = match call.string(&["command", "cmd"]) {
+            Some(command) if is_shell => command.to_string(),
+            Some(command) => {
+                let path = call.string(&["path", "file_path"]).unwrap_or("");
+                format!("{} {command} {path}", call.name).trim().to_string()
+            }
+            None => call.name.clone(),
+        };
+        commands.push(ParsedCommand {
+            command: truncate_to_bytes(command.trim(), MAX_COMMAND_BYTES).to_string(),
+            start: call.start,
+            end: call.end,
+        });
+    }
     commands.retain(|command| !command.command.is_empty());
     commands.sort_by_key(|command| command.start);
     commands.truncate(MAX_COMMANDS_PER_MESSAGE);
@@ -355,6 +372,19 @@ mod tests {
         let commands = parse_commands(input);
         assert_eq!(commands.len(), 1);
         assert_eq!(&input[commands[0].start..commands[0].end], "é ls");
+    }
+
+    #[test]
+    fn xml_function_calls() {
+        check(
+            "Run it.\n<function=bash>\n<parameter=command>python reproduce.py</parameter>\n</function>",
+            &["python reproduce.py"],
+        );
+        check(
+            "<function=str_replace_editor>\n<parameter=command>view</parameter>\n<parameter=path>/testbed/a.py</parameter>\n</function>",
+            &["str_replace_editor view /testbed/a.py"],
+        );
+        check("<function=submit>\n</function>", &["submit"]);
     }
 
     #[test]

@@ -11,32 +11,46 @@
 //! Layout: [`text`] (lines, fences, JSON string views), [`diff`] (unified
 //! diffs), [`symbols`] (tree-sitter tags, enclosing definitions), [`trace`]
 //! (error traces), [`testrun`] (test outcomes), [`command`] (commands, exit
-//! codes), [`mentions`] (paths, identifiers, code views), [`outcome`].
+//! codes), [`mentions`] (paths, identifiers, code views), [`outcome`],
+//! [`toolcall`] (tool calls and results of any framework), [`edits`] (edit
+//! operations rendered as diffs), [`lint`] (type-checker and linter
+//! diagnostics), [`task`] (the issue inside a prompt wrapper).
 
 /// Commands the agent ran and the exit codes observations report.
 pub mod command;
 /// Unified and git diffs: files, hunks, changed lines.
 pub mod diff;
+/// Edit operations (editor tools, SEARCH/REPLACE, apply_patch) as diffs.
+pub mod edits;
+/// Type-checker and linter diagnostics as error records.
+pub mod lint;
 /// Paths, test ids, identifiers and code views mentioned in text.
 pub mod mentions;
 /// The session outcome from its final diff, tests and errors.
 pub mod outcome;
 /// Tree-sitter tags and the definitions enclosing changed lines.
 pub mod symbols;
+/// The issue inside a task prompt's wrapper.
+pub mod task;
 /// Test outcomes and run verdicts in tool output.
 pub mod testrun;
 /// Lines, fences, truncation and decoded JSON views of a message.
 pub mod text;
+/// Tool calls and tool results in a message, whatever their shape.
+pub mod toolcall;
 /// Error traces of Python, pytest, Rust, Go, Java and JavaScript.
 pub mod trace;
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::domain::Role;
+use crate::language::{Grammar, Language};
 
+pub use self::outcome::OutcomeStatus;
 use self::testrun::TestStatus;
 use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 
@@ -150,12 +164,13 @@ pub struct CommandRecord {
 /// How the session ended, from what the trajectory shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Outcome {
-    /// The last agent message carries a diff.
+    /// The last agent message carries a diff, or the run's edits stand as
+    /// its fix (it declared itself done, or its tests passed at the end).
     pub final_diff: bool,
     /// Verdict of the last test run, if any ran.
     pub tests_passed_at_end: Option<bool>,
     /// `resolved`, `failed` or `unknown`.
-    pub status: String,
+    pub status: OutcomeStatus,
 }
 
 impl Default for Outcome {
@@ -164,11 +179,56 @@ impl Default for Outcome {
     }
 }
 
+/// What an evidence span shows; stored and answered as `task`, `fix`,
+/// `error` or `step`.
+// A stored name this build does not know fails to parse, and the error
+// names the expected ones: readers treat the record as unreadable, as any
+// corrupt record; nothing panics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// The task statement.
+    Task,
+    /// One hunk of a diff, with its file header.
+    Fix,
+    /// An error trace, compiler error, panic or test failure.
+    Error,
+    /// A command the agent ran, with the output that followed it.
+    Step,
+}
+
+impl EvidenceKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [EvidenceKind; 4] = [
+        EvidenceKind::Task,
+        EvidenceKind::Fix,
+        EvidenceKind::Error,
+        EvidenceKind::Step,
+    ];
+
+    /// The wire name (as stored and as the API answers it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvidenceKind::Task => "task",
+            EvidenceKind::Fix => "fix",
+            EvidenceKind::Error => "error",
+            EvidenceKind::Step => "step",
+        }
+    }
+}
+
+impl fmt::Display for EvidenceKind {
+    /// The wire name; honours width and alignment (`{:<5}`).
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.pad(self.as_str())
+    }
+}
+
 /// A span of a message that supports a fact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Evidence {
     /// `task`, `fix`, `error` or `step`.
-    pub kind: String,
+    pub kind: EvidenceKind,
     /// The evidence as shown (decoded from JSON, capped, for `step` with output).
     pub text: String,
     /// The message it came from.
@@ -222,13 +282,14 @@ pub struct Diagnostic {
 /// first extraction does not pay it. Answers the error of each query or
 /// pattern set that does not compile.
 pub fn warm_up() -> Vec<String> {
-    let mut errors: Vec<String> = symbols::CodeLanguage::ALL
+    let mut errors: Vec<String> = Grammar::ALL
         .iter()
-        .filter_map(|language| symbols::check_query(*language).err())
+        .filter_map(|grammar| symbols::check_query(*grammar).err())
         .collect();
-    symbols::warm_up_line_patterns();
     for (module, compiled) in [
+        ("symbols", symbols::warm_up()),
         ("command", command::warm_up()),
+        ("lint", lint::warm_up()),
         ("mentions", mentions::warm_up()),
         ("testrun", testrun::warm_up()),
         ("trace", trace::warm_up()),
@@ -309,7 +370,7 @@ struct SessionBuilder {
     fix_keys: HashSet<String>,
     error_evidence: Vec<Evidence>,
     step_evidence: Vec<Evidence>,
-    language_votes: HashMap<&'static str, (usize, usize)>,
+    language_votes: HashMap<Language, (usize, usize)>,
     language_mentions: usize,
     vote_order: usize,
     snippet_bytes_scanned: usize,
@@ -327,6 +388,10 @@ struct SessionBuilder {
     last_message_has_error: bool,
     last_message_failed_command: bool,
     diagnostics: Vec<Diagnostic>,
+    /// Edit operations of the session, rendered as diffs.
+    edits: edits::Tracker,
+    /// The files each changed symbol was found in (to drop scratch files' symbols).
+    symbol_files: HashMap<String, Vec<String>>,
 }
 
 impl SessionBuilder {
@@ -339,13 +404,18 @@ impl SessionBuilder {
         }
     }
 
+    /// Votes for the language of `path`, if it is code.
     fn vote_language(&mut self, path: &str, weight: usize) {
-        if let Some(language) = symbols::language_name_for_path(path) {
-            self.vote_order += 1;
-            let order = self.vote_order;
-            let entry = self.language_votes.entry(language).or_insert((0, order));
-            entry.0 += weight;
+        if let Some(language) = Language::from_path(path) {
+            self.vote(language, weight);
         }
+    }
+
+    fn vote(&mut self, language: Language, weight: usize) {
+        self.vote_order += 1;
+        let order = self.vote_order;
+        let entry = self.language_votes.entry(language).or_insert((0, order));
+        entry.0 += weight;
     }
 
     fn add_message(&mut self, messages: &[IngestMessage<'_>], position: usize, is_task: bool) {
@@ -359,8 +429,15 @@ impl SessionBuilder {
         if is_task {
             self.add_task(message);
         }
+        let tool_calls = toolcall::parse(content);
+        for problem in &tool_calls.problems {
+            self.diagnose(message_index, problem.clone());
+        }
         if !is_agent {
+            let answered = self.pending_command.map(|(command_index, _)| command_index);
             self.attach_observation(message);
+            self.add_tool_results(answered, &tool_calls.results);
+            self.edits.observation(content);
         }
 
         let views = text::message_views(content);
@@ -378,9 +455,10 @@ impl SessionBuilder {
             }
         }
         if is_agent {
+            self.add_commands(message_index, content);
+            message_has_diff |= self.add_edits(message_index, content, &tool_calls.calls);
             self.last_agent_message_has_diff = message_has_diff;
             self.last_agent_diff_edits_existing = self.message_diff_edits_existing;
-            self.add_commands(message_index, content);
             if content.trim_start().starts_with('{') && text::json_spans(content).is_empty() {
                 self.diagnose(
                     message_index,
@@ -413,8 +491,12 @@ impl SessionBuilder {
     }
 
     fn add_task(&mut self, message: &IngestMessage<'_>) {
-        let content = message.content;
-        let trimmed_start = content.len() - content.trim_start().len();
+        let issue = task::issue_range(message.content);
+        if let Some(root) = &issue.root {
+            self.edits.set_root(root);
+        }
+        let content = message.content.get(issue.start..issue.end).unwrap_or("");
+        let trimmed_start = issue.start + content.len() - content.trim_start().len();
         let trimmed = content.trim();
         let task = truncate_to_chars(trimmed, MAX_TASK_CHARS);
         self.task = task.to_string();
@@ -431,7 +513,7 @@ impl SessionBuilder {
             .take(MAX_SYMBOLS_PER_EVIDENCE)
             .collect();
         self.task_evidence.push(Evidence {
-            kind: "task".to_string(),
+            kind: EvidenceKind::Task,
             text: task.to_string(),
             message_index: message.index,
             byte_start: trimmed_start,
@@ -466,7 +548,7 @@ impl SessionBuilder {
             }
             let step_index = self.step_evidence.len();
             self.step_evidence.push(Evidence {
-                kind: "step".to_string(),
+                kind: EvidenceKind::Step,
                 text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),
                 message_index,
                 byte_start: parsed.start,
@@ -485,21 +567,87 @@ impl SessionBuilder {
 
     /// Returns whether the view had at least one file diff.
     fn add_diffs(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
-        let parsed = diff::parse_diffs(&view.text);
-        for problem in parsed.problems {
+        let paths = self.add_diff_text(message_index, &view.text, &|start, end| {
+            view.raw_range(content, start, end)
+        });
+        self.edits.diff_seen(&paths);
+        !paths.is_empty()
+    }
+
+    /// The edits of an agent message (editor tool calls, SEARCH/REPLACE
+    /// blocks, patches) rendered as diffs and read like any diff; returns
+    /// whether there was one.
+    fn add_edits(
+        &mut self,
+        message_index: usize,
+        content: &str,
+        calls: &[toolcall::ToolCall],
+    ) -> bool {
+        let commands: Vec<String> = self
+            .commands
+            .iter()
+            .rev()
+            .take_while(|command| command.message_index == message_index)
+            .map(|command| command.command.clone())
+            .collect();
+        let mut problems = Vec::new();
+        let rendered = self
+            .edits
+            .agent_message(content, calls, &commands, &mut problems);
+        for problem in problems {
             self.diagnose(message_index, problem);
         }
         let mut any = false;
+        for (edit, result) in rendered {
+            let range = (
+                text::floor_char_boundary(content, edit.start),
+                text::ceil_char_boundary(content, edit.end.max(edit.start)),
+            );
+            any |= !self
+                .add_diff_text(message_index, &result.diff, &|_, _| range)
+                .is_empty();
+        }
+        any
+    }
+
+    /// An error reported by a tool result is the exit code of the command
+    /// it answers when the output gives none.
+    fn add_tool_results(&mut self, answered: Option<usize>, results: &[toolcall::ToolResult]) {
+        let failed = results.iter().any(|result| result.is_error);
+        if let Some(command) = answered.and_then(|index| self.commands.get_mut(index))
+            && failed
+            && command.exit_code.is_none()
+        {
+            command.exit_code = Some(1);
+            self.last_message_failed_command = true;
+        }
+        for result in results {
+            self.edits.observation(&result.text);
+        }
+    }
+
+    /// Reads the file diffs of `text` (`raw_range` maps its byte ranges to
+    /// the message's); returns the paths of the files it changes.
+    fn add_diff_text(
+        &mut self,
+        message_index: usize,
+        text: &str,
+        raw_range: &dyn Fn(usize, usize) -> (usize, usize),
+    ) -> Vec<String> {
+        let parsed = diff::parse_diffs(text);
+        for problem in parsed.problems {
+            self.diagnose(message_index, problem);
+        }
+        let mut paths = Vec::new();
         for file in &parsed.files {
             let Some(path) = file.path() else { continue };
-            any = true;
+            paths.push(path.to_string());
             self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
             self.files_changed.push(path, MAX_FILES_CHANGED);
-            let file_text = view.text.get(file.start..file.end).unwrap_or("");
-            if symbols::language_name_for_path(path) == Some("c")
-                && symbols::looks_like_cpp(file_text)
+            let file_text = text.get(file.start..file.end).unwrap_or("");
+            if Language::from_path(path) == Some(Language::C) && symbols::looks_like_cpp(file_text)
             {
-                self.vote_language("header.hpp", 5);
+                self.vote(Language::Cpp, 5);
             } else {
                 self.vote_language(path, 5);
             }
@@ -513,14 +661,14 @@ impl SessionBuilder {
                     .map_or("/dev/null".to_string(), |new| format!("b/{new}")),
             );
             for hunk in &file.hunks {
-                let hunk_text = view.text.get(hunk.start..hunk.end).unwrap_or("");
+                let hunk_text = text.get(hunk.start..hunk.end).unwrap_or("");
                 let key = format!("{path}\u{0}{hunk_text}");
                 if !self.fix_keys.insert(key) {
                     // Seen before (the same hunk shown again): nothing new.
                     continue;
                 }
                 let hunk_symbols =
-                    symbols::hunk_symbols(path, hunk, &view.text, &mut self.hunk_parse_budget);
+                    symbols::hunk_symbols(path, hunk, text, &mut self.hunk_parse_budget);
                 if hunk_symbols.skipped_parse {
                     self.diagnose(
                         message_index,
@@ -529,15 +677,19 @@ impl SessionBuilder {
                 }
                 for symbol in &hunk_symbols.changed {
                     self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
+                    let files = self.symbol_files.entry(symbol.clone()).or_default();
+                    if files.len() < 8 && !files.iter().any(|file| file == path) {
+                        files.push(path.to_string());
+                    }
                 }
                 for symbol in &hunk_symbols.referenced {
                     self.referenced_from_diffs
                         .push(symbol, MAX_SYMBOLS_REFERENCED);
                 }
-                let (byte_start, byte_end) = view.raw_range(content, hunk.start, hunk.end);
+                let (byte_start, byte_end) = raw_range(hunk.start, hunk.end);
                 let full_text = format!("{header}{hunk_text}");
                 self.fix_evidence.push(Evidence {
-                    kind: "fix".to_string(),
+                    kind: EvidenceKind::Fix,
                     text: head_and_tail(&full_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
                     message_index,
                     byte_start,
@@ -552,12 +704,13 @@ impl SessionBuilder {
                 });
             }
         }
-        any
+        paths
     }
 
     /// Returns whether the view had at least one error.
     fn add_errors(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
-        let parsed = trace::parse_errors(&view.text);
+        let mut parsed = trace::parse_errors(&view.text);
+        parsed.extend(lint::parse_diagnostics(&view.text));
         let any = !parsed.is_empty();
         for error in parsed {
             if error.record.error_type == "Traceback" && error.record.frames.is_empty() {
@@ -589,7 +742,7 @@ impl SessionBuilder {
                 .find(|frame| !frame.file.is_empty())
                 .map(|frame| frame.file.clone());
             self.error_evidence.push(Evidence {
-                kind: "error".to_string(),
+                kind: EvidenceKind::Error,
                 text: head_and_tail(error_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
                 message_index,
                 byte_start,
@@ -626,7 +779,7 @@ impl SessionBuilder {
                 self.vote_language(path, 1);
             }
             let names = symbols::code_definitions(
-                snippet.language,
+                snippet.grammar,
                 &snippet.code,
                 64,
                 &mut self.snippet_parse_budget,
@@ -639,6 +792,31 @@ impl SessionBuilder {
                 break;
             }
         }
+    }
+
+    /// Files the session created and removed (or left out of its final
+    /// diff) are not changes: their paths, the symbols found only in them and
+    /// their fix evidence go.
+    fn drop_scratch_files(&mut self) {
+        let scratch = self.edits.scratch_files();
+        if scratch.is_empty() {
+            return;
+        }
+        self.files_changed
+            .values
+            .retain(|path| !scratch.contains(path));
+        let symbol_files = &self.symbol_files;
+        self.symbols_changed.values.retain(|symbol| {
+            symbol_files
+                .get(symbol)
+                .is_none_or(|files| files.iter().any(|file| !scratch.contains(file)))
+        });
+        self.fix_evidence.retain(|evidence| {
+            evidence
+                .file
+                .as_ref()
+                .is_none_or(|file| !scratch.contains(file))
+        });
     }
 
     fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
@@ -672,11 +850,21 @@ impl SessionBuilder {
             .language_votes
             .iter()
             .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
-            .map(|(language, _)| language.to_string());
+            .map(|(language, _)| language.name().to_string());
 
+        self.drop_scratch_files();
+        // Without a final diff, the run's edits are its fix once it says it
+        // is done or its tests pass at the end.
+        let edits_are_fix = !self.last_agent_message_has_diff
+            && self.edits.has_edits()
+            && (self.edits.completed() || self.last_test_run == Some(true));
         let outcome = outcome::decide(outcome::OutcomeSignals {
-            final_diff: self.last_agent_message_has_diff,
-            final_diff_edits_existing: self.last_agent_diff_edits_existing,
+            final_diff: self.last_agent_message_has_diff || edits_are_fix,
+            final_diff_edits_existing: if edits_are_fix {
+                self.edits.edits_existing()
+            } else {
+                self.last_agent_diff_edits_existing
+            },
             last_test_run_passed: self.last_test_run,
             ended_in_error: self.last_message_has_error || self.last_message_failed_command,
         });

@@ -67,7 +67,7 @@ fn resolution_session() {
         Outcome {
             final_diff: true,
             tests_passed_at_end: Some(true),
-            status: "resolved".to_string()
+            status: OutcomeStatus::Resolved
         }
     );
     assert!(
@@ -143,7 +143,7 @@ fn mini_swe_agent_session() {
     );
     assert_eq!(record.files_changed, vec!["xarray/core/variable.py"]);
     assert_eq!(record.symbols_changed, vec!["as_compatible_data"]);
-    assert_eq!(record.outcome.status, "resolved");
+    assert_eq!(record.outcome.status, OutcomeStatus::Resolved);
     assert_eq!(record.outcome.tests_passed_at_end, Some(true));
     assert_eq!(
         kinds(&record),
@@ -225,7 +225,7 @@ fn moatless_session_with_json_actions_and_diff_observation() {
     let json_fix = record
         .evidence
         .iter()
-        .find(|evidence| evidence.kind == "fix" && evidence.message_index == 4)
+        .find(|evidence| evidence.kind == EvidenceKind::Fix && evidence.message_index == 4)
         .expect("fix from the JSON observation");
     assert!(
         observation[json_fix.byte_start..json_fix.byte_end].starts_with("@@ -486,3 +486,4 @@\\n")
@@ -235,7 +235,7 @@ fn moatless_session_with_json_actions_and_diff_observation() {
             .text
             .contains("\n+        self.hostname = os.uname()[1]\n")
     );
-    assert_eq!(record.outcome.status, "resolved");
+    assert_eq!(record.outcome.status, OutcomeStatus::Resolved);
     assert_eq!(record.outcome.tests_passed_at_end, None);
 }
 
@@ -277,7 +277,7 @@ fn autocoderover_session_with_test_log() {
         Outcome {
             final_diff: true,
             tests_passed_at_end: Some(false),
-            status: "failed".to_string()
+            status: OutcomeStatus::Failed
         }
     );
     for expected in ["FixtureDef", "__init__", "FixtureDef.addfinalizer"] {
@@ -317,7 +317,7 @@ fn swe_agent_session_ending_without_diff() {
             .contains(&"PolyFit._fit_predict".to_string())
     );
     assert_eq!(record.language.as_deref(), Some("python"));
-    assert_eq!(record.outcome.status, "unknown");
+    assert_eq!(record.outcome.status, OutcomeStatus::Unknown);
     assert!(!record.outcome.final_diff);
 }
 
@@ -334,7 +334,7 @@ fn run_ending_in_error_without_diff_failed() {
     assert_eq!(record.commands[0].exit_code, Some(101));
     assert_eq!(record.errors[0].error_type, "panic");
     assert_eq!(record.language.as_deref(), Some("rust"));
-    assert_eq!(record.outcome.status, "failed");
+    assert_eq!(record.outcome.status, OutcomeStatus::Failed);
 }
 
 #[test]
@@ -392,7 +392,7 @@ fn task_is_capped_on_a_char_boundary_and_serializes() {
 fn empty_and_agent_only_sessions() {
     let (record, diagnostics) = session(&[]);
     assert_eq!(record.task, "");
-    assert_eq!(record.outcome.status, "unknown");
+    assert_eq!(record.outcome.status, OutcomeStatus::Unknown);
     assert!(diagnostics.is_empty());
     let (record, _) = session(&[(Role::Assistant, "{\"broken\": ")]);
     assert_eq!(record.task, "");
@@ -525,7 +525,7 @@ fn ten_thousand_line_diff() {
     assert!(record.symbols_changed.contains(&"function_0".to_string()));
     assert!(record.symbols_changed.len() <= MAX_SYMBOLS_CHANGED);
     // Only a new file and no test run: not evidence of a fix.
-    assert_eq!(record.outcome.status, "unknown");
+    assert_eq!(record.outcome.status, OutcomeStatus::Unknown);
 }
 
 #[test]
@@ -569,4 +569,33 @@ fn huge_single_line_and_many_json_candidates() {
         (Role::User, &json_like),
         (Role::Assistant, &json_like),
     ]);
+}
+
+#[test]
+fn evidence_kinds_keep_their_wire_names() {
+    for (kind, name) in EvidenceKind::ALL
+        .into_iter()
+        .zip(["task", "fix", "error", "step"])
+    {
+        assert_eq!(kind.as_str(), name);
+        let json = serde_json::to_string(&kind).expect("serializes");
+        assert_eq!(json, format!("\"{name}\""));
+        let parsed: EvidenceKind = serde_json::from_str(&json).expect("parses");
+        assert_eq!(parsed, kind);
+    }
+    assert_eq!(format!("{:<5}|", EvidenceKind::Fix), "fix  |");
+}
+
+#[test]
+fn a_stored_record_with_an_unknown_evidence_kind_fails_to_parse_clearly() {
+    let (record, _) = session(&[(Role::User, "the parser rejects trailing commas")]);
+    let mut json = serde_json::to_value(&record).expect("serializes");
+    json["evidence"][0]["kind"] = serde_json::Value::from("trace");
+    let error = serde_json::from_value::<SessionRecord>(json)
+        .expect_err("an unknown kind")
+        .to_string();
+    assert!(
+        error.contains("unknown variant `trace`") && error.contains("`task`"),
+        "{error}"
+    );
 }

@@ -9,8 +9,8 @@
 
 use std::collections::HashSet;
 
-use crate::domain::MemoryItem;
-use crate::ingest::{Evidence, SessionRecord};
+use crate::domain::{MemoryItem, MemoryKind};
+use crate::ingest::{Evidence, EvidenceKind, OutcomeStatus, SessionRecord};
 
 use super::Scored;
 use super::query::{QueryFacts, name_key, normalize_path};
@@ -27,12 +27,47 @@ const FIX_CHARS: usize = 2_500;
 const ERROR_CHARS: usize = 1_500;
 /// Characters of the best-matching message shown as it is (scaled by room).
 const MESSAGE_CHARS: usize = 1_500;
-/// Room from which a session's best-matching message is shown too.
+/// Room from which a session's best-matching message is shown too: the
+/// sessions within about a ninth of a score unit of the best (see
+/// [`room`]), where the ranking is confident enough to spend a message's
+/// worth of the budget.
 pub const MESSAGE_ROOM: f32 = 0.5;
+/// Room from which a session's trace of an error the query names is shown
+/// beside its experience: the same confidence as for a message (an error
+/// item costs up to [`ERROR_CHARS`], as a message does [`MESSAGE_CHARS`]).
+/// Its own constant, as the two need not move together.
+const ERROR_ROOM: f32 = 0.5;
+/// Room from which a session's whole record is loaded ([`needs_record`]).
+/// Below it the room-scaled fix is under 250 characters (a tenth of
+/// [`FIX_CHARS`]), one cut hunk at most, and the task under 150: not worth
+/// reading the record for, so the item says what the ranking profile holds.
+const MIN_RECORD_ROOM: f32 = 0.1;
+/// An error item's score as a share of its session's: below the session's
+/// experience item, which comes first, and above its message.
+const ERROR_SCORE_SHARE: f32 = 0.9;
+/// A message item's score as a share of its session's: below the
+/// experience and error items of the same session, the more distilled ones.
+const MESSAGE_SCORE_SHARE: f32 = 0.8;
 /// An experience item is cut to the budget left only if this much is left.
 const MIN_CUT_ITEM_CHARS: usize = 300;
 /// Files and symbols listed in an experience item.
 const LISTED: usize = 8;
+/// Characters of the key error's message in an experience item: its first
+/// line as the trace gives it, enough for the exception and what it is
+/// about.
+const ERROR_MESSAGE_CHARS: usize = 200;
+/// Fix characters that must be left for one more hunk to be shown: a hunk's
+/// file header and range line take about a hundred, so less would show
+/// where the change is but not the change.
+const MIN_HUNK_CHARS: usize = 200;
+/// What marks a cut text (its characters count in the limit).
+const CUT_MARK: &str = " ...";
+/// Characters of a message's opening looked for in what is already shown: a
+/// message whose opening is shown (the task statement, a hunk) repeats it.
+const MESSAGE_OPENING_CHARS: usize = 80;
+/// Lines shorter than this many bytes (braces, `else:`, `pass`) are in every
+/// text and tell nothing about whether a message was already shown.
+const MIN_COMPARED_LINE_BYTES: usize = 8;
 
 /// A kept session with what assembly needs of it.
 pub struct KeptSession<'a> {
@@ -65,15 +100,14 @@ pub struct MatchedMessage<'a> {
 /// Cuts `text` to at most `max` characters, marking the cut when there is
 /// room for the mark.
 fn clip(text: &str, max: usize) -> String {
-    const MARK: &str = " ...";
     if text.chars().count() <= max {
         return text.to_string();
     }
-    if max <= MARK.len() {
+    if max <= CUT_MARK.chars().count() {
         return text.chars().take(max).collect();
     }
-    let kept: String = text.chars().take(max - MARK.len()).collect();
-    format!("{kept}{MARK}")
+    let kept: String = text.chars().take(max - CUT_MARK.chars().count()).collect();
+    format!("{kept}{CUT_MARK}")
 }
 
 fn list(values: &[String]) -> String {
@@ -111,7 +145,7 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
     let Some(last) = record
         .evidence
         .iter()
-        .filter(|evidence| evidence.kind == "fix")
+        .filter(|evidence| evidence.kind == EvidenceKind::Fix)
         .map(|evidence| evidence.message_index)
         .max()
     else {
@@ -120,7 +154,7 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
     let mut hunks: Vec<&Evidence> = record
         .evidence
         .iter()
-        .filter(|evidence| evidence.kind == "fix" && evidence.message_index == last)
+        .filter(|evidence| evidence.kind == EvidenceKind::Fix && evidence.message_index == last)
         .collect();
     let is_test = |evidence: &&Evidence| evidence.file.as_deref().is_some_and(super::is_test_path);
     hunks.sort_by_key(|evidence| (!touches_query(evidence, query), is_test(evidence)));
@@ -140,12 +174,12 @@ pub fn room(best: f32, score: f32) -> f32 {
 /// Whether a session given `room` shows more than its ranking profile
 /// holds (fix hunks, the task beyond its first line, its error).
 pub fn needs_record(room: f32) -> bool {
-    room >= 0.1
+    room >= MIN_RECORD_ROOM
 }
 
 /// The opening lines of an experience item: the task with its outcome,
 /// the source files (tests left out) and the symbols changed.
-fn headline(outcome: &str, task: &str, files: &[String], symbols: &[String]) -> String {
+fn headline(outcome: OutcomeStatus, task: &str, files: &[String], symbols: &[String]) -> String {
     let mut text = format!("Past task ({outcome}): {task}\n");
     let source_files: Vec<String> = files
         .iter()
@@ -164,7 +198,7 @@ fn headline(outcome: &str, task: &str, files: &[String], symbols: &[String]) -> 
 /// A compact experience item from the ranking alone.
 fn compact_text(scored: &Scored) -> String {
     headline(
-        &scored.outcome,
+        scored.outcome,
         &scored.task_line,
         &scored.files_changed,
         &scored.symbols_changed,
@@ -178,7 +212,7 @@ fn compact_text(scored: &Scored) -> String {
 fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> String {
     let task_chars = MIN_TASK_CHARS + ((TASK_CHARS - MIN_TASK_CHARS) as f32 * room) as usize;
     let mut text = headline(
-        &record.outcome.status,
+        record.outcome.status,
         &clip(record.task.trim(), task_chars),
         &record.files_changed,
         &record.symbols_changed,
@@ -187,7 +221,7 @@ fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> Str
         text.push_str(&format!(
             "Error: {}: {}\n",
             error.error_type,
-            clip(&error.message, 200)
+            clip(&error.message, ERROR_MESSAGE_CHARS)
         ));
     }
     if !record.tests.failing.is_empty() {
@@ -197,7 +231,7 @@ fn experience_text(record: &SessionRecord, query: &QueryFacts, room: f32) -> Str
     let fix_room = (FIX_CHARS as f32 * room) as usize;
     for hunk in fix_hunks(record, query) {
         let remaining = fix_room.saturating_sub(fix_chars);
-        if remaining < 200 {
+        if remaining < MIN_HUNK_CHARS {
             break;
         }
         let shown = clip(hunk.text.trim_end(), remaining);
@@ -218,7 +252,7 @@ fn matching_error<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Option<&
         return None;
     }
     record.evidence.iter().find(|evidence| {
-        evidence.kind == "error"
+        evidence.kind == EvidenceKind::Error
             && query
                 .error_types
                 .iter()
@@ -235,10 +269,10 @@ fn source_of(session: &KeptSession<'_>, message_index: usize) -> (String, usize)
         .unwrap_or_default()
 }
 
-/// Whether most lines of `text` (those long enough to tell apart) are in
-/// the pieces already chosen, or its opening is.
+/// Whether most lines of `text` (those long enough to tell apart; at least
+/// half of them) are in the pieces already chosen, or its opening is.
 fn mostly_shown(text: &str, pieces: &[Piece]) -> bool {
-    let head: String = text.trim().chars().take(80).collect();
+    let head: String = text.trim().chars().take(MESSAGE_OPENING_CHARS).collect();
     if pieces
         .iter()
         .any(|piece| piece.content.contains(head.trim()))
@@ -253,7 +287,7 @@ fn mostly_shown(text: &str, pieces: &[Piece]) -> bool {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
-        .filter(|line| line.len() >= 8)
+        .filter(|line| line.len() >= MIN_COMPARED_LINE_BYTES)
         .collect();
     !lines.is_empty()
         && 2 * lines.iter().filter(|line| shown.contains(*line)).count() >= lines.len()
@@ -261,7 +295,7 @@ fn mostly_shown(text: &str, pieces: &[Piece]) -> bool {
 
 /// One item to be, before the budget decides.
 struct Piece {
-    kind: &'static str,
+    kind: MemoryKind,
     content: String,
     /// Message of the session it comes from (for its source).
     message_index: usize,
@@ -290,21 +324,21 @@ pub fn assemble(
             None => compact_text(session.scored),
         };
         let mut pieces: Vec<Piece> = vec![Piece {
-            kind: "experience",
+            kind: MemoryKind::Experience,
             content: text,
             message_index: 0,
             score: session.scored.score,
             source: None,
         }];
-        if room >= 0.5
+        if room >= ERROR_ROOM
             && let Some(record) = session.record
             && let Some(error) = matching_error(record, query)
         {
             pieces.push(Piece {
-                kind: "error",
+                kind: MemoryKind::Error,
                 content: clip(&error.text, ERROR_CHARS),
                 message_index: error.message_index,
-                score: session.scored.score * 0.9,
+                score: session.scored.score * ERROR_SCORE_SHARE,
                 source: None,
             });
         }
@@ -318,13 +352,13 @@ pub fn assemble(
             && let Some(message) = unseen
         {
             pieces.push(Piece {
-                kind: "message",
+                kind: MemoryKind::Message,
                 content: clip(
                     message.content.trim(),
                     (MESSAGE_CHARS as f32 * room) as usize,
                 ),
                 message_index: 0,
-                score: session.scored.score * 0.8,
+                score: session.scored.score * MESSAGE_SCORE_SHARE,
                 source: Some((
                     message.request_id.to_string(),
                     message.index_in_add,
@@ -370,9 +404,14 @@ pub fn assemble(
                 }
             };
             let id = match kind {
-                "experience" => format!("experience:{}", session.scored.session_id),
-                "error" => format!("error:{}:{message_index}", session.scored.session_id),
-                _ => format!("{kind}:{}:{request_id}:{within}", session.scored.session_id),
+                MemoryKind::Experience => format!("experience:{}", session.scored.session_id),
+                MemoryKind::Error => format!("error:{}:{message_index}", session.scored.session_id),
+                MemoryKind::Message => {
+                    format!(
+                        "message:{}:{request_id}:{within}",
+                        session.scored.session_id
+                    )
+                }
             };
             items.push(MemoryItem {
                 id,
@@ -400,7 +439,7 @@ mod tests {
         Scored {
             session_id: id.to_string(),
             task_line: format!("task of {id}"),
-            outcome: "resolved".to_string(),
+            outcome: OutcomeStatus::Resolved,
             language: None,
             updated_at_ms: 0,
             files_changed: vec!["src/lib.rs".to_string()],
@@ -421,10 +460,10 @@ mod tests {
             outcome: Outcome {
                 final_diff: true,
                 tests_passed_at_end: Some(true),
-                status: "resolved".to_string(),
+                status: OutcomeStatus::Resolved,
             },
             evidence: vec![Evidence {
-                kind: "fix".to_string(),
+                kind: EvidenceKind::Fix,
                 text: format!("@@ fn parse @@\n-old\n+new {}", "x".repeat(3000)),
                 message_index: 1,
                 byte_start: 0,
@@ -460,7 +499,7 @@ mod tests {
         assert!(chars <= 5_000, "{chars}");
         assert!(items.len() >= 2);
         assert!(items.windows(2).all(|pair| pair[0].score >= pair[1].score));
-        assert_eq!(items[0].kind, "experience");
+        assert_eq!(items[0].kind, MemoryKind::Experience);
         assert!(items[0].content.contains("Files changed: src/lib.rs"));
         assert!(
             !items[0].content.contains("tests/parse.rs"),

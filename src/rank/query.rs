@@ -11,8 +11,9 @@ use std::collections::HashSet;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::ingest::symbols::{self, CodeLanguage, ParseBudget, code_definitions};
+use crate::ingest::symbols::{ParseBudget, code_definitions};
 use crate::ingest::{self, ErrorRecord, mentions, trace};
+use crate::language::Language;
 use crate::tokenize;
 
 /// Bytes of query code parsed by tree-sitter (beyond, a line scan).
@@ -152,21 +153,6 @@ fn module_path(dotted: &str) -> Option<String> {
     (modules.len() >= 2).then(|| modules.join("/"))
 }
 
-/// The name a language has in session records (see
-/// [`symbols::language_name_for_path`]).
-fn language_name(language: CodeLanguage) -> &'static str {
-    match language {
-        CodeLanguage::Python => "python",
-        CodeLanguage::Rust => "rust",
-        CodeLanguage::JavaScript => "javascript",
-        CodeLanguage::TypeScript | CodeLanguage::Tsx => "typescript",
-        CodeLanguage::Go => "go",
-        CodeLanguage::Java => "java",
-        CodeLanguage::C => "c",
-        CodeLanguage::Cpp => "cpp",
-    }
-}
-
 /// Analyzes a query text.
 pub fn analyze(text: &str) -> QueryFacts {
     let task_digest = (!text.trim().is_empty()).then(|| super::task_digest(text));
@@ -185,13 +171,13 @@ pub fn analyze(text: &str) -> QueryFacts {
     // allowance: a Search must answer in milliseconds.
     let mut budget = ParseBudget::new(QUERY_PARSE_BYTES, QUERY_PARSE_TIME);
     let mut symbols: Vec<String> = mentions::identifiers(text);
-    let mut language_votes: HashMap<&'static str, usize> = HashMap::new();
+    let mut language_votes: HashMap<Language, usize> = HashMap::new();
     for snippet in mentions::code_snippets(text) {
         *language_votes
-            .entry(language_name(snippet.language))
+            .entry(snippet.grammar.language())
             .or_default() += 1;
         symbols.extend(code_definitions(
-            snippet.language,
+            snippet.grammar,
             &snippet.code,
             64,
             &mut budget,
@@ -235,15 +221,15 @@ pub fn analyze(text: &str) -> QueryFacts {
         }
     }
     for path in mentions::file_paths(text) {
-        if let Some(language) = symbols::language_name_for_path(&path) {
+        if let Some(language) = Language::from_path(&path) {
             *language_votes.entry(language).or_default() += 1;
         }
         push(&mut facts.paths, normalize_path(&path));
     }
     facts.language = language_votes
         .into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
-        .map(|(language, _)| language.to_string());
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.name().cmp(a.0.name())))
+        .map(|(language, _)| language.name().to_string());
     for test in mentions::test_ids(text) {
         if let Some(name) = test.rsplit("::").next() {
             let name = name.split('[').next().unwrap_or(name);

@@ -27,7 +27,7 @@ pub struct SessionSummary {
     /// Dominant language.
     pub language: Option<String>,
     /// `resolved`, `failed` or `unknown`.
-    pub status: String,
+    pub status: crate::ingest::OutcomeStatus,
     /// Files the session changed.
     pub num_files_changed: usize,
     /// Symbols the session changed.

@@ -360,3 +360,23 @@ async fn no_answer_crosses_user_id() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_session_whose_change_was_an_editor_tool_call_ranks_first_for_its_file_and_function() {
+    // OpenHands edited app.py with str_replace_editor calls and never wrote a
+    // diff: the edits, rendered as diffs, make its changed file and function.
+    let app = TestApp::new();
+    let mut names = MEMORY.to_vec();
+    names.push("openhands-flask-table");
+    store(&app, "team", &names).await;
+    let query = "the index() view in app.py returns str(numbers); render the numbers as a table";
+    let items = app.search("team", query, 10).await;
+    assert!(!items.is_empty());
+    assert_eq!(
+        items[0]["session_id"], "openhands-flask-table",
+        "{items:#?}"
+    );
+    let content = items[0]["content"].as_str().expect("content");
+    assert!(content.contains("Files changed: app.py"), "{content}");
+    assert!(content.contains("index"), "{content}");
+}

@@ -1,27 +1,29 @@
-//! import: a repository's past fixes become memory.
+//! Git history: each first-parent commit becomes one session.
 //!
-//! `codemem import` walks the first-parent history of a git repository
-//! (git2) and turns each non-merge commit into one session: the task is the
-//! commit's subject and body (issue references such as `#123` or `fixes #123`
-//! listed again on a line of their own), the fix is its diff, shown as an
-//! agent's final patch so that the same ingest code extracts files and
-//! symbols as for any trajectory; the author time is the timestamp. Binary
-//! files and oversized diffs are left out and counted.
+//! The task is the commit's subject and body (issue references such as
+//! `#123` or `fixes #123` listed again on a line of their own), the fix is
+//! its diff, shown as an agent's final patch so that the same ingest code
+//! extracts files and symbols as for any trajectory; the author time is the
+//! timestamp. A merge (a merged pull request, most often) is one session
+//! too: its diff against the first parent, its task the pull request's
+//! title and the merge message; `--no-merges` skips them. Binary files and
+//! oversized diffs are left out and counted.
 //!
 //! Each commit is one Add whose `request_id` and `session_id` derive from the
 //! repository's name and the commit id, so an import is idempotent: a second
 //! run skips every commit whose session exists (and says how many), an
-//! interrupted run resumes. Adds go to a [`Sink`]: the data directory
-//! directly, or a running server's Add endpoint.
+//! interrupted run resumes.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use git2::{DiffFormat, DiffOptions, Oid, Repository, Sort};
 
+use super::Progress;
+use super::sink::{AddPool, Sink};
 use crate::domain::{AddRequest, Message, Role};
 
 /// What to import.
@@ -42,18 +44,12 @@ pub struct ImportOptions {
     pub max_diff_bytes: usize,
     /// Adds in flight at once.
     pub parallelism: usize,
+    /// Import merge commits (each as its diff against the first parent).
+    pub merges: bool,
 }
 
 /// The default `--max-diff-bytes`.
 pub const DEFAULT_MAX_DIFF_BYTES: usize = 1024 * 1024;
-
-/// Where the Adds go.
-pub trait Sink: Send + Sync {
-    /// Whether the session is stored already (then the commit is skipped).
-    fn has_session(&self, user_id: &str, session_id: &str) -> anyhow::Result<bool>;
-    /// Stores one Add, durably, before returning.
-    fn add(&self, request: AddRequest) -> anyhow::Result<()>;
-}
 
 /// What an import did.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -64,7 +60,9 @@ pub struct ImportReport {
     pub imported: usize,
     /// Commits whose session was stored before.
     pub already_imported: usize,
-    /// Merge commits, not imported.
+    /// Merge commits imported (included in `imported`).
+    pub merges_imported: usize,
+    /// Merge commits not imported (`--no-merges`).
     pub merges_skipped: usize,
     /// Binary files left out of diffs.
     pub binary_files_skipped: usize,
@@ -114,6 +112,11 @@ pub fn session_id(repository: &str, commit: Oid) -> String {
 
 /// Unix seconds of a `YYYY-MM-DD` date (UTC midnight).
 fn parse_date(text: &str) -> Option<i64> {
+    days_from_civil_date(text).map(|days| days * 86_400)
+}
+
+/// Days since 1970-01-01 of a `YYYY-MM-DD` date.
+pub(super) fn days_from_civil_date(text: &str) -> Option<i64> {
     let mut parts = text.split('-');
     let year: i64 = parts.next()?.parse().ok()?;
     let month: i64 = parts.next()?.parse().ok()?;
@@ -128,7 +131,7 @@ fn parse_date(text: &str) -> Option<i64> {
     let month_index = (month + 9) % 12;
     let day_of_year = (153 * month_index + 2) / 5 + day - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    Some((era * 146_097 + day_of_era - 719_468) * 86_400)
+    Some(era * 146_097 + day_of_era - 719_468)
 }
 
 /// The first-parent commits to consider, oldest first.
@@ -212,6 +215,7 @@ struct CommitAdd {
     request: AddRequest,
     binary_files: usize,
     oversized: bool,
+    merge: bool,
 }
 
 fn commit_add(
@@ -221,7 +225,8 @@ fn commit_add(
     options: &ImportOptions,
 ) -> anyhow::Result<Option<CommitAdd>> {
     let commit = repo.find_commit(oid)?;
-    if commit.parent_count() > 1 {
+    let merge = commit.parent_count() > 1;
+    if merge && !options.merges {
         return Ok(None);
     }
     let tree = commit.tree()?;
@@ -261,6 +266,8 @@ fn commit_add(
         .to_string();
     let mut task = if message.is_empty() {
         format!("(commit {oid} has no message)")
+    } else if merge {
+        merge_task(&message)
     } else {
         message.clone()
     };
@@ -271,7 +278,13 @@ fn commit_add(
     let author = commit.author();
     let author_name = String::from_utf8_lossy(author.name_bytes()).to_string();
     let timestamp_ms = commit.time().seconds().saturating_mul(1000);
-    let mut fix = format!("Commit {oid} in {repository} by {author_name}.\n");
+    let mut fix = if merge {
+        format!(
+            "Merge {oid} in {repository} by {author_name}: the changes it brings onto the first parent.\n"
+        )
+    } else {
+        format!("Commit {oid} in {repository} by {author_name}.\n")
+    };
     if oversized {
         fix.push_str(&format!(
             "[diff left out: larger than {} bytes]\n",
@@ -308,26 +321,23 @@ fn commit_add(
         },
         binary_files,
         oversized,
+        merge,
     }))
 }
 
-/// How the import reports progress.
-pub trait Progress {
-    /// The number of commits to consider is known.
-    fn start(&mut self, total: usize);
-    /// `done` commits considered so far.
-    fn update(&mut self, done: usize, report: &ImportReport);
-    /// The import ended.
-    fn finish(&mut self, report: &ImportReport);
-}
-
-/// No progress output.
-pub struct Quiet;
-
-impl Progress for Quiet {
-    fn start(&mut self, _: usize) {}
-    fn update(&mut self, _: usize, _: &ImportReport) {}
-    fn finish(&mut self, _: &ImportReport) {}
+/// A merge's task: the pull request's title (the body GitHub and GitLab
+/// write under "Merge pull request #N from ...") first, as a person would
+/// state the task, then the merge line.
+fn merge_task(message: &str) -> String {
+    let (subject, body) = match message.split_once('\n') {
+        Some((subject, body)) => (subject.trim(), body.trim()),
+        None => (message.trim(), ""),
+    };
+    if body.is_empty() {
+        subject.to_string()
+    } else {
+        format!("{body}\n\n({subject})")
+    }
 }
 
 /// Errs, saying why, unless `path` is a git repository.
@@ -339,7 +349,7 @@ pub fn check_repository(path: &std::path::Path) -> anyhow::Result<()> {
 
 /// Imports a repository's history into `sink`. Stops early, leaving
 /// everything stored so far consistent, when `stop` becomes true.
-pub fn import(
+pub fn import_history(
     options: &ImportOptions,
     sink: Arc<dyn Sink>,
     progress: &mut dyn Progress,
@@ -357,56 +367,23 @@ pub fn import(
         commits_walked: commits.len(),
         ..ImportReport::default()
     };
-    progress.start(commits.len());
+    progress.start(commits.len(), "commits");
 
     // Commits are read here (git2 repositories are not shared between
-    // threads) and stored by workers, so that many Adds are in flight and
-    // the store commits them in groups.
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<AddRequest>(options.parallelism * 2);
-    let receiver = Arc::new(std::sync::Mutex::new(receiver));
-    let stored = Arc::new(AtomicUsize::new(0));
-    let failure: Arc<std::sync::Mutex<Option<anyhow::Error>>> =
-        Arc::new(std::sync::Mutex::new(None));
-    let workers: Vec<_> = (0..options.parallelism.max(1))
-        .map(|_| {
-            let receiver = Arc::clone(&receiver);
-            let sink = Arc::clone(&sink);
-            let stored = Arc::clone(&stored);
-            let failure = Arc::clone(&failure);
-            std::thread::spawn(move || {
-                loop {
-                    let next = receiver
-                        .lock()
-                        .ok()
-                        .and_then(|receiver| receiver.recv().ok());
-                    let Some(request) = next else { break };
-                    match sink.add(request) {
-                        Ok(()) => {
-                            stored.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(error) => {
-                            if let Ok(mut slot) = failure.lock() {
-                                slot.get_or_insert(error);
-                            }
-                            break;
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-
+    // threads) and stored by the pool's workers.
+    let pool = AddPool::new(sink.clone(), options.parallelism);
     let mut last_update = Instant::now();
+    let mut num_merges_queued = 0usize;
     for (done, oid) in commits.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             report.interrupted = true;
             break;
         }
-        if failure.lock().map(|slot| slot.is_some()).unwrap_or(true) {
+        if pool.failed() {
             break;
         }
         let session = session_id(&repository, *oid);
-        if sink.has_session(&options.user_id, &session)? {
+        if sink.stored_messages(&options.user_id, &session)? > 0 {
             report.already_imported += 1;
         } else {
             match commit_add(&repo, *oid, &repository, options)? {
@@ -414,162 +391,42 @@ pub fn import(
                 Some(add) => {
                     report.binary_files_skipped += add.binary_files;
                     report.oversized_diffs_skipped += usize::from(add.oversized);
-                    if sender.send(add.request).is_err() {
+                    num_merges_queued += usize::from(add.merge);
+                    if !pool.submit(vec![add.request]) {
                         break;
                     }
                 }
             }
         }
         if last_update.elapsed() >= Duration::from_millis(200) {
-            report.imported = stored.load(Ordering::Relaxed);
+            report.imported = pool.adds_stored();
             report.seconds = started.elapsed().as_secs_f64();
-            progress.update(done + 1, &report);
+            progress.update(done + 1, &status(&report));
             last_update = Instant::now();
         }
     }
-    drop(sender);
-    for worker in workers {
-        let _ = worker.join();
-    }
-    report.imported = stored.load(Ordering::Relaxed);
+    let outcome = pool.finish();
+    report.imported = outcome.adds_stored;
     report.seconds = started.elapsed().as_secs_f64();
-    progress.finish(&report);
-    if let Some(error) = failure.lock().ok().and_then(|mut slot| slot.take()) {
+    progress.finish();
+    if let Err(error) = outcome.result {
         return Err(error.context(format!(
             "import stopped after {} commit(s); run it again to resume",
             report.imported
         )));
     }
+    report.merges_imported = num_merges_queued;
     Ok(report)
 }
 
-/// Writes straight into a data directory no server holds.
-pub struct DirectSink {
-    service: Arc<crate::service::Service>,
-    runtime: tokio::runtime::Handle,
-    reader: std::sync::Mutex<rusqlite::Connection>,
-}
-
-impl DirectSink {
-    /// A sink over an opened service, driven on `runtime`.
-    pub fn new(
-        service: Arc<crate::service::Service>,
-        runtime: tokio::runtime::Handle,
-    ) -> anyhow::Result<DirectSink> {
-        let reader = crate::store::open_reader(service.data_dir())?;
-        Ok(DirectSink {
-            service,
-            runtime,
-            reader: std::sync::Mutex::new(reader),
-        })
-    }
-}
-
-impl Sink for DirectSink {
-    fn has_session(&self, user_id: &str, session_id: &str) -> anyhow::Result<bool> {
-        let reader = self
-            .reader
-            .lock()
-            .map_err(|_| anyhow::anyhow!("store reader poisoned"))?;
-        Ok(crate::store::session_exists(&reader, user_id, session_id)?)
-    }
-
-    fn add(&self, request: AddRequest) -> anyhow::Result<()> {
-        self.runtime.block_on(self.service.add(request))?;
-        Ok(())
-    }
-}
-
-/// Writes through a running server's Add endpoint.
-pub struct ServerSink {
-    agent: ureq::Agent,
-    base_url: String,
-    api_key: Option<String>,
-}
-
-impl ServerSink {
-    /// A sink posting to `base_url` (e.g. `http://127.0.0.1:8080`).
-    pub fn new(base_url: &str, api_key: Option<String>) -> ServerSink {
-        let agent = crate::client::agent(Duration::from_secs(600));
-        ServerSink {
-            agent,
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key,
-        }
-    }
-
-    fn authorization(&self) -> Option<String> {
-        self.api_key.as_ref().map(|key| format!("Bearer {key}"))
-    }
-}
-
-impl Sink for ServerSink {
-    fn has_session(&self, user_id: &str, session_id: &str) -> anyhow::Result<bool> {
-        let url = format!(
-            "{}/v1/sessions/{}?user_id={}",
-            self.base_url,
-            crate::client::encode(session_id),
-            crate::client::encode(user_id)
-        );
-        let mut request = self.agent.get(&url);
-        if let Some(value) = self.authorization() {
-            request = request.header("Authorization", value);
-        }
-        let response = request
-            .call()
-            .with_context(|| format!("cannot reach {}", self.base_url))?;
-        match response.status().as_u16() {
-            200 => Ok(true),
-            404 => Ok(false),
-            status => bail!("GET {url} answered HTTP {status}"),
-        }
-    }
-
-    fn add(&self, request: AddRequest) -> anyhow::Result<()> {
-        let messages: Vec<serde_json::Value> = request
-            .messages
-            .iter()
-            .map(|message| {
-                serde_json::json!({
-                    "role": message.role.as_str(),
-                    "content": message.content,
-                    "timestamp": message.timestamp_ms,
-                })
-            })
-            .collect();
-        let body = serde_json::json!({
-            "request_id": request.request_id,
-            "user_id": request.user_id,
-            "session_id": request.session_id,
-            "messages": messages,
-        });
-        let url = format!("{}/add", self.base_url);
-        // Transient answers are retried a few times, as the platform does.
-        let mut attempt = 0;
-        loop {
-            let mut post = self.agent.post(&url);
-            if let Some(value) = self.authorization() {
-                post = post.header("Authorization", value);
-            }
-            let mut response = post
-                .send_json(&body)
-                .with_context(|| format!("cannot reach {}", self.base_url))?;
-            let status = response.status().as_u16();
-            if status == 200 {
-                return Ok(());
-            }
-            attempt += 1;
-            if attempt < 5 && matches!(status, 408 | 409 | 425 | 429 | 500 | 502 | 503 | 504) {
-                std::thread::sleep(Duration::from_millis(200 * attempt));
-                continue;
-            }
-            let text = response.body_mut().read_to_string().unwrap_or_default();
-            bail!(
-                "POST {url} answered HTTP {status}: {}",
-                text.chars().take(300).collect::<String>()
-            );
-        }
-    }
+/// The progress line's status.
+fn status(report: &ImportReport) -> String {
+    format!(
+        "{} imported ({:.1}/s), {} already there",
+        report.imported,
+        report.rate(),
+        report.already_imported
+    )
 }
 
 #[cfg(test)]
@@ -583,6 +440,17 @@ mod tests {
             vec!["#123", "#45"]
         );
         assert!(issue_references("no refs here").is_empty());
+    }
+
+    #[test]
+    fn merge_tasks_lead_with_the_pull_request_title() {
+        assert_eq!(
+            merge_task(
+                "Merge pull request #123 from user/fix-divide\n\nRaise ValueError on divide by zero"
+            ),
+            "Raise ValueError on divide by zero\n\n(Merge pull request #123 from user/fix-divide)"
+        );
+        assert_eq!(merge_task("Merge branch 'docs'"), "Merge branch 'docs'");
     }
 
     #[test]

@@ -1,0 +1,171 @@
+//! Claude Code project logs (`~/.claude/projects/<project>/<session>.jsonl`):
+//! one JSON event per line. `user` and `assistant` events carry
+//! `message.content`, a string or parts (`text`, `tool_use` {id, name,
+//! input}, `tool_result` {tool_use_id, content, is_error}); summaries,
+//! progress, snapshots, system events and meta lines (`isMeta`) are
+//! skipped, and so are `thinking` parts.
+//!
+//! One event is one message, except that consecutive assistant events of
+//! one model response (the same `message.id`, written a block a line) make
+//! one message: a transcript that grows only appends messages.
+
+use serde_json::Value;
+
+use super::render::{Messages, content_text, timestamp_of, tool_call, tool_result};
+use crate::domain::Role;
+
+/// The messages of the events (complete JSON lines) of one transcript.
+pub fn messages(events: &[Value]) -> Messages {
+    let mut messages = Messages::default();
+    let mut pending: Option<(String, Vec<String>, Option<i64>)> = None;
+    for event in events {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if !matches!(kind, "user" | "assistant")
+            || event.get("isMeta").and_then(Value::as_bool) == Some(true)
+        {
+            continue;
+        }
+        let Some(message) = event.get("message") else {
+            continue;
+        };
+        let timestamp = timestamp_of(event.get("timestamp"));
+        let content = message.get("content").unwrap_or(&Value::Null);
+        if kind == "assistant" {
+            let response_id = message
+                .get("id")
+                .and_then(Value::as_str)
+                .or_else(|| event.get("uuid").and_then(Value::as_str))
+                .unwrap_or("")
+                .to_string();
+            let parts = assistant_parts(content);
+            match &mut pending {
+                Some((id, texts, _)) if !id.is_empty() && *id == response_id => {
+                    texts.extend(parts);
+                }
+                _ => {
+                    flush(&mut messages, pending.take());
+                    pending = Some((response_id, parts, timestamp));
+                }
+            }
+            continue;
+        }
+        flush(&mut messages, pending.take());
+        messages.push(Role::User, &user_text(content), timestamp);
+    }
+    flush(&mut messages, pending.take());
+    messages
+}
+
+fn flush(messages: &mut Messages, pending: Option<(String, Vec<String>, Option<i64>)>) {
+    if let Some((_, texts, timestamp)) = pending {
+        messages.push(Role::Assistant, &texts.join("\n\n"), timestamp);
+    }
+}
+
+/// An assistant event's parts as texts: text, and tool calls rendered.
+fn assistant_parts(content: &Value) -> Vec<String> {
+    let Value::Array(parts) = content else {
+        return vec![content_text(content)];
+    };
+    parts
+        .iter()
+        .filter_map(|part| match part.get("type").and_then(Value::as_str) {
+            Some("text") => part.get("text").and_then(Value::as_str).map(str::to_string),
+            Some("tool_use" | "server_tool_use") => {
+                let name = part.get("name").and_then(Value::as_str).unwrap_or("tool");
+                Some(tool_call(name, part.get("input").unwrap_or(&Value::Null)))
+            }
+            _ => None,
+        })
+        .filter(|text| !text.trim().is_empty())
+        .collect()
+}
+
+/// A user event's text: what the person wrote, and tool results (each its
+/// output, `ERROR:` first when the tool failed).
+fn user_text(content: &Value) -> String {
+    let Value::Array(parts) = content else {
+        return content_text(content);
+    };
+    parts
+        .iter()
+        .filter_map(|part| match part.get("type").and_then(Value::as_str) {
+            Some("text") => part.get("text").and_then(Value::as_str).map(str::to_string),
+            Some("tool_result") => {
+                let output = content_text(part.get("content").unwrap_or(&Value::Null));
+                let is_error = part.get("is_error").and_then(Value::as_bool) == Some(true);
+                Some(tool_result(&output, is_error))
+            }
+            _ => None,
+        })
+        .filter(|text| !text.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// Whether the events look like a Claude Code log.
+pub fn detect(events: &[Value]) -> bool {
+    events.iter().take(50).any(|event| {
+        matches!(
+            event.get("type").and_then(Value::as_str),
+            Some("user" | "assistant")
+        ) && event.get("message").is_some_and(Value::is_object)
+    })
+}
+
+/// The session id the log names (`sessionId`), if any.
+pub fn session_id(events: &[Value]) -> Option<String> {
+    events.iter().find_map(|event| {
+        event
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .filter(|id| !id.trim().is_empty())
+            .map(str::to_string)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(events: &[Value], expected: &[(Role, &str)]) {
+        let got: Vec<(Role, String)> = messages(events)
+            .into_vec()
+            .into_iter()
+            .map(|message| (message.role, message.content))
+            .collect();
+        let expected: Vec<(Role, String)> = expected
+            .iter()
+            .map(|(role, text)| (*role, text.to_string()))
+            .collect();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn one_response_written_a_block_a_line_is_one_message() {
+        check(
+            &[
+                json!({"type": "summary", "summary": "Fix it"}),
+                json!({"type": "user", "message": {"role": "user", "content": "tests fail"}}),
+                json!({"type": "assistant", "message": {"id": "m1", "content": [{"type": "thinking", "thinking": "hm"}]}}),
+                json!({"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "Running them."}]}}),
+                json!({"type": "assistant", "message": {"id": "m1", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest -x"}}]}}),
+                json!({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1 failed", "is_error": true}]}}),
+                json!({"type": "user", "isMeta": true, "message": {"content": "<local-command-caveat>"}}),
+                json!({"type": "assistant", "message": {"id": "m2", "content": [{"type": "tool_use", "id": "t2", "name": "Edit", "input": {"file_path": "a.py", "old_string": "x", "new_string": "y"}}]}}),
+                json!({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "ok"}]}]}}),
+            ],
+            &[
+                (Role::User, "tests fail"),
+                (Role::Assistant, "Running them.\n\n```bash\npytest -x\n```"),
+                (Role::User, "ERROR: 1 failed"),
+                (
+                    Role::Assistant,
+                    r#"{"name": "Edit", "arguments": {"file_path":"a.py","new_string":"y","old_string":"x"}}"#,
+                ),
+                (Role::User, "ok"),
+            ],
+        );
+    }
+}

@@ -1,0 +1,298 @@
+//! What every transcript format renders into: messages in the shapes the
+//! ingest extractors read. A shell command is a ```` ```bash ```` fence in
+//! the assistant's message and its output the next user message (as
+//! mini-swe-agent trajectories are stored); any other tool call is a JSON
+//! object `{"name": ..., "arguments": {...}}` on its own lines, its result
+//! the next user message (`ERROR:` first when the tool failed).
+
+use serde_json::Value;
+
+use crate::domain::{Message, Role};
+
+/// One transcript read from a file: one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transcript {
+    /// The session id (stable across reads of a growing file).
+    pub session_id: String,
+    /// The messages, in order.
+    pub messages: Vec<Message>,
+}
+
+/// Tool names whose calls are shell commands.
+const SHELL_TOOLS: &[&str] = &[
+    "bash",
+    "shell",
+    "exec_command",
+    "local_shell",
+    "container.exec",
+    "execute_bash",
+    "run_shell_command",
+    "run_command",
+    "execute_command",
+    "terminal",
+];
+
+/// Messages under construction: empty text is dropped, except a tool's
+/// result, which is kept (as "(no output)") so a call keeps its answer.
+#[derive(Debug, Default)]
+pub struct Messages {
+    messages: Vec<Message>,
+}
+
+impl Messages {
+    /// Appends a message unless its text is blank.
+    pub fn push(&mut self, role: Role, text: &str, timestamp_ms: Option<i64>) {
+        if text.trim().is_empty() {
+            return;
+        }
+        self.messages.push(Message {
+            role,
+            content: text.trim_end().to_string(),
+            timestamp_ms,
+        });
+    }
+
+    /// Appends a tool's result as a user message.
+    pub fn push_result(&mut self, output: &str, is_error: bool, timestamp_ms: Option<i64>) {
+        self.push(Role::User, &tool_result(output, is_error), timestamp_ms);
+    }
+
+    /// The messages.
+    pub fn into_vec(self) -> Vec<Message> {
+        self.messages
+    }
+}
+
+/// A tool result as a message's text.
+pub fn tool_result(output: &str, is_error: bool) -> String {
+    let output = if output.trim().is_empty() {
+        "(no output)"
+    } else {
+        output
+    };
+    if is_error {
+        format!("ERROR: {output}")
+    } else {
+        output.to_string()
+    }
+}
+
+/// A tool call as text: a bash fence for a shell command, else the JSON
+/// object `{"name": ..., "arguments": ...}` on its own line.
+pub fn tool_call(name: &str, arguments: &Value) -> String {
+    if let Some(command) = shell_command(name, arguments) {
+        return bash_fence(&command);
+    }
+    let name_json = serde_json::to_string(name).unwrap_or_else(|_| "\"tool\"".to_string());
+    let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".to_string());
+    format!("{{\"name\": {name_json}, \"arguments\": {arguments_json}}}")
+}
+
+/// A command as a bash fence (a longer fence when the command holds one).
+pub fn bash_fence(command: &str) -> String {
+    let mut fence = "```".to_string();
+    while command.contains(fence.as_str()) {
+        fence.push('`');
+    }
+    format!("{fence}bash\n{}\n{fence}", command.trim_end())
+}
+
+/// The command of a shell tool's call, if it is one.
+fn shell_command(name: &str, arguments: &Value) -> Option<String> {
+    let lowered = name.to_ascii_lowercase();
+    if !SHELL_TOOLS.contains(&lowered.as_str()) {
+        return None;
+    }
+    let field = match arguments {
+        Value::String(text) => return Some(text.clone()),
+        Value::Object(object) => object
+            .get("command")
+            .or_else(|| object.get("cmd"))
+            .or_else(|| object.get("code"))?,
+        _ => return None,
+    };
+    match field {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(parts) => {
+            let words: Vec<&str> = parts.iter().filter_map(Value::as_str).collect();
+            if words.len() != parts.len() || words.is_empty() {
+                return None;
+            }
+            // ["bash", "-lc", "script"]: the script itself.
+            if words.len() == 3
+                && matches!(words[0], "bash" | "sh" | "zsh" | "/bin/bash" | "/bin/sh")
+                && matches!(words[1], "-c" | "-lc" | "-c -l")
+            {
+                return Some(words[2].to_string());
+            }
+            Some(words.join(" "))
+        }
+        _ => None,
+    }
+}
+
+/// The text of a content value: a string, or the `text` of its parts
+/// (images and other parts left out), joined by blank lines.
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(text) => Some(text.as_str()),
+                Value::Object(object) => object.get("text").and_then(Value::as_str),
+                _ => None,
+            })
+            .filter(|text| !text.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// JSON arguments given as a string: parsed when they are JSON, else kept
+/// as the string.
+pub fn parse_arguments(arguments: &Value) -> Value {
+    match arguments {
+        Value::String(text) => serde_json::from_str(text).unwrap_or_else(|_| arguments.clone()),
+        Value::Null => Value::Object(serde_json::Map::new()),
+        other => other.clone(),
+    }
+}
+
+/// Unix milliseconds of an RFC 3339 / ISO 8601 timestamp
+/// (`2025-05-26T07:27:40.079Z`, `2025-01-27T22:44:56.900854`, with an
+/// offset or without, read as UTC then); `None` when it is not one.
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (date, time) = text.split_once(['T', ' '])?;
+    let days = super::super::git::days_from_civil_date(date)?;
+    let (clock, offset_seconds) = split_offset(time)?;
+    let mut fields = clock.split(':');
+    let hours: i64 = fields.next()?.parse().ok()?;
+    let minutes: i64 = fields.next()?.parse().ok()?;
+    let seconds_text = fields.next().unwrap_or("0");
+    if fields.next().is_some() || hours > 23 || minutes > 59 {
+        return None;
+    }
+    let (whole, fraction) = seconds_text.split_once('.').unwrap_or((seconds_text, ""));
+    let seconds: i64 = whole.parse().ok()?;
+    if seconds > 60 || !fraction.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    let millis: i64 = format!("{fraction:0<3}").get(..3)?.parse().ok()?;
+    let total = days * 86_400 + hours * 3600 + minutes * 60 + seconds - offset_seconds;
+    let year_ok = (-62_135_596_800..253_402_300_800).contains(&total);
+    year_ok.then_some(total * 1000 + millis)
+}
+
+/// `12:00:00.5+02:00` into the clock and the offset in seconds.
+fn split_offset(time: &str) -> Option<(&str, i64)> {
+    if let Some(clock) = time.strip_suffix(['Z', 'z']) {
+        return Some((clock, 0));
+    }
+    match time.rfind(['+', '-']) {
+        Some(index) => {
+            let (clock, offset) = time.split_at(index);
+            let sign = if offset.starts_with('-') { -1 } else { 1 };
+            let digits: String = offset[1..].chars().filter(char::is_ascii_digit).collect();
+            if digits.len() != 4 {
+                return None;
+            }
+            let hours: i64 = digits[..2].parse().ok()?;
+            let minutes: i64 = digits[2..].parse().ok()?;
+            Some((clock, sign * (hours * 3600 + minutes * 60)))
+        }
+        None => Some((time, 0)),
+    }
+}
+
+/// A timestamp field of a JSON object: an RFC 3339 string, or Unix seconds
+/// or milliseconds.
+pub fn timestamp_of(value: Option<&Value>) -> Option<i64> {
+    match value? {
+        Value::String(text) => parse_timestamp(text),
+        Value::Number(number) => {
+            let number = number.as_f64()?;
+            let millis = if number > 1e11 {
+                number
+            } else {
+                number * 1000.0
+            };
+            (0.0..253_402_300_800_000.0)
+                .contains(&millis)
+                .then_some(millis as i64)
+        }
+        _ => None,
+    }
+}
+
+/// A short stable hash of a text (16 hex digits of its SHA-256).
+pub fn short_hash(text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shell_calls_become_bash_fences_and_others_json_objects() {
+        assert_eq!(
+            tool_call(
+                "Bash",
+                &json!({"command": "pytest -q", "description": "run"})
+            ),
+            "```bash\npytest -q\n```"
+        );
+        assert_eq!(
+            tool_call("shell", &json!({"command": ["bash", "-lc", "ls src"]})),
+            "```bash\nls src\n```"
+        );
+        assert_eq!(
+            tool_call("exec_command", &json!({"cmd": "cargo test"})),
+            "```bash\ncargo test\n```"
+        );
+        assert_eq!(
+            tool_call(
+                "Edit",
+                &json!({"file_path": "a.py", "old_string": "x", "new_string": "y"})
+            ),
+            r#"{"name": "Edit", "arguments": {"file_path":"a.py","new_string":"y","old_string":"x"}}"#
+        );
+        assert_eq!(
+            bash_fence("cat <<EOF\n```\nEOF"),
+            "````bash\ncat <<EOF\n```\nEOF\n````"
+        );
+    }
+
+    #[test]
+    fn results_keep_their_place_and_errors_say_so() {
+        assert_eq!(tool_result("", false), "(no output)");
+        assert_eq!(tool_result("exit 1", true), "ERROR: exit 1");
+    }
+
+    #[test]
+    fn timestamps_parse_with_and_without_zones() {
+        assert_eq!(parse_timestamp("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_timestamp("2025-05-26T07:27:40.079Z"),
+            Some(1_748_244_460_079)
+        );
+        assert_eq!(
+            parse_timestamp("2025-01-27T22:44:56.900854"),
+            Some(1_738_017_896_900)
+        );
+        assert_eq!(parse_timestamp("1970-01-01T02:00:00+02:00"), Some(0));
+        assert_eq!(parse_timestamp("yesterday"), None);
+        assert_eq!(parse_timestamp("2025-13-01T00:00:00Z"), None);
+    }
+}

@@ -1,0 +1,600 @@
+//! Edits an agent made without writing a diff, turned into unified diffs
+//! (rendered with `similar`) so that the diff path extracts their files and
+//! enclosing definitions like any other change:
+//!
+//! - file-editor tool calls: `str_replace_editor` / OpenHands' file editor
+//!   (`create`, `str_replace`, `insert`, `undo_edit`), Claude Code's `Edit`,
+//!   `MultiEdit`, `Write` and `NotebookEdit`, and `apply_patch` calls;
+//! - text formats: aider's SEARCH/REPLACE blocks and whole-file edits
+//!   ([`aider`]), `*** Begin Patch` patches ([`apply_patch`]).
+//!
+//! [`Tracker`] follows one session: what the observations showed of each file
+//! ([`workspace`]), the edits and the files they created or removed (scratch
+//! files), and whether the run declared itself done (`submit` / `finish`
+//! calls, aider's "Applied edit to" lines).
+//!
+//! Pure and bounded like the rest of ingest: caps on edits per message, bytes
+//! diffed per edit, files and bytes remembered.
+
+pub mod aider;
+pub mod apply_patch;
+pub mod render;
+pub mod workspace;
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::text::{contains_str, lines_with_offsets};
+use super::toolcall::ToolCall;
+
+pub use self::render::Change;
+pub use self::workspace::RenderedEdit;
+
+/// Edits read per message.
+const MAX_EDITS_PER_MESSAGE: usize = 64;
+/// Lines of one observation read as a numbered file view.
+const MAX_VIEW_LINES: usize = 20_000;
+
+/// One edit operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditOp {
+    /// The whole file's new text (`create`, `Write`, an added file);
+    /// `create` when the tool says the file is new.
+    Write {
+        /// The new text.
+        content: String,
+        /// The tool created the file.
+        create: bool,
+    },
+    /// Replace `old` by `new` (every occurrence when `all`).
+    Replace {
+        /// The text replaced.
+        old: String,
+        /// The replacement.
+        new: String,
+        /// Replace every occurrence.
+        all: bool,
+    },
+    /// Insert `text` after line `after_line` (0 = at the top).
+    Insert {
+        /// The line after which the text goes.
+        after_line: usize,
+        /// The text inserted.
+        text: String,
+    },
+    /// Revert the last edit of the file.
+    Undo,
+    /// Remove the file.
+    Delete,
+}
+
+/// An edit of one file, with the byte range of the message it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEdit {
+    /// The file, as the agent named it (normalized by [`Tracker`]).
+    pub path: String,
+    /// What is done to it.
+    pub op: EditOp,
+    /// Byte offset in the message where the edit starts.
+    pub start: usize,
+    /// Byte offset just past it.
+    pub end: usize,
+}
+
+/// Names of file-editor tools.
+const EDITOR_TOOLS: &[&str] = &[
+    "str_replace_editor",
+    "str_replace_based_edit_tool",
+    "edit_file",
+    "file_editor",
+    "text_editor",
+];
+/// Names of tools that end a run.
+const FINISH_TOOLS: &[&str] = &["submit", "finish", "attempt_completion", "task_complete"];
+
+/// The edits one tool call makes (none for a call that only reads).
+pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdit> {
+    let at = |path: &str, op: EditOp| FileEdit {
+        path: path.to_string(),
+        op,
+        start: call.start,
+        end: call.end,
+    };
+    let string = |keys: &[&str]| call.string(keys).map(str::to_string);
+    let path = call
+        .string(&["path", "file_path", "notebook_path", "file", "filename"])
+        .unwrap_or("");
+    if call.is_named(EDITOR_TOOLS) {
+        let command = call.string(&["command"]).unwrap_or("");
+        if path.is_empty() {
+            if command != "view" {
+                problems.push(format!("{} {command} without a path: skipped", call.name));
+            }
+            return Vec::new();
+        }
+        return match command {
+            "create" | "write" => vec![at(
+                path,
+                EditOp::Write {
+                    content: string(&["file_text", "content"]).unwrap_or_default(),
+                    create: true,
+                },
+            )],
+            "str_replace" => vec![at(
+                path,
+                EditOp::Replace {
+                    old: string(&["old_str"]).unwrap_or_default(),
+                    new: string(&["new_str"]).unwrap_or_default(),
+                    all: false,
+                },
+            )],
+            "insert" => {
+                let after_line = match call.arguments.get("insert_line") {
+                    Some(Value::Number(number)) => number.as_u64(),
+                    Some(Value::String(text)) => text.trim().parse().ok(),
+                    _ => None,
+                };
+                match after_line {
+                    Some(line) => vec![at(
+                        path,
+                        EditOp::Insert {
+                            after_line: usize::try_from(line).unwrap_or(usize::MAX / 2),
+                            text: string(&["new_str", "text"]).unwrap_or_default(),
+                        },
+                    )],
+                    None => {
+                        problems.push(format!("insert into {path} without insert_line: skipped"));
+                        Vec::new()
+                    }
+                }
+            }
+            "undo_edit" => vec![at(path, EditOp::Undo)],
+            _ => Vec::new(),
+        };
+    }
+    if call.is_named(&["Edit"]) && !path.is_empty() {
+        return vec![at(
+            path,
+            EditOp::Replace {
+                old: string(&["old_string"]).unwrap_or_default(),
+                new: string(&["new_string"]).unwrap_or_default(),
+                all: call
+                    .arguments
+                    .get("replace_all")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            },
+        )];
+    }
+    if call.is_named(&["MultiEdit"]) && !path.is_empty() {
+        let Some(Value::Array(items)) = call.arguments.get("edits") else {
+            problems.push(format!(
+                "MultiEdit of {path} without an edits list: skipped"
+            ));
+            return Vec::new();
+        };
+        return items
+            .iter()
+            .take(MAX_EDITS_PER_MESSAGE)
+            .filter_map(|item| {
+                let old = item.get("old_string").and_then(Value::as_str)?;
+                let new = item.get("new_string").and_then(Value::as_str).unwrap_or("");
+                Some(at(
+                    path,
+                    EditOp::Replace {
+                        old: old.to_string(),
+                        new: new.to_string(),
+                        all: item
+                            .get("replace_all")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    },
+                ))
+            })
+            .collect();
+    }
+    if call.is_named(&["Write", "write_file", "create_file"]) && !path.is_empty() {
+        return vec![at(
+            path,
+            EditOp::Write {
+                content: string(&["content", "file_text", "text"]).unwrap_or_default(),
+                create: false,
+            },
+        )];
+    }
+    if call.is_named(&["NotebookEdit"]) && !path.is_empty() {
+        let source = string(&["new_source"]).unwrap_or_default();
+        let mode = call.string(&["edit_mode"]).unwrap_or("replace");
+        let op = if mode == "delete" {
+            EditOp::Replace {
+                old: source,
+                new: String::new(),
+                all: false,
+            }
+        } else {
+            // The cell's old source is not in the call: its new source is the change.
+            EditOp::Insert {
+                after_line: 0,
+                text: source,
+            }
+        };
+        return vec![at(path, op)];
+    }
+    if call.is_named(&["apply_patch"]) {
+        let text = call
+            .string(&["input", "patch", "content"])
+            .map(str::to_string)
+            .or_else(|| {
+                call.arguments
+                    .get("cmd")
+                    .and_then(Value::as_array)
+                    .and_then(|parts| parts.last())
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        return apply_patch::patch_edits(&text, 0, problems)
+            .into_iter()
+            .map(|edit| FileEdit {
+                start: call.start,
+                end: call.end,
+                ..edit
+            })
+            .collect();
+    }
+    Vec::new()
+}
+
+/// The path a tool call reads with line numbers (`view`, `Read`, `cat -n`).
+fn viewed_path(call: &ToolCall) -> Option<String> {
+    if call.is_named(EDITOR_TOOLS) && call.string(&["command"]) == Some("view") {
+        return call.string(&["path"]).map(str::to_string);
+    }
+    if call.is_named(&["Read", "read_file", "view_file"]) {
+        return call
+            .string(&["file_path", "path", "file"])
+            .map(str::to_string);
+    }
+    if call.is_named(&["bash", "execute_bash", "Bash", "shell"]) {
+        return call.string(&["command", "cmd"]).and_then(numbered_cat_path);
+    }
+    None
+}
+
+/// The file of a `cat -n FILE` / `nl -ba FILE` command.
+fn numbered_cat_path(command: &str) -> Option<String> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    match words.as_slice() {
+        ["cat", "-n", file] | ["nl", "-ba", file] => Some(file.to_string()),
+        _ => None,
+    }
+}
+
+/// The lines of a numbered view: `   12\ttext` (`cat -n`) or `    12→text`
+/// (Claude Code's Read), the longest run of consecutive numbers.
+fn numbered_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut best: Vec<(usize, &str)> = Vec::new();
+    let mut run: Vec<(usize, &str)> = Vec::new();
+    for line in lines_with_offsets(text).take(MAX_VIEW_LINES) {
+        let trimmed = line.text.trim_start();
+        let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
+        let rest = trimmed.get(digits..).unwrap_or("");
+        let content = rest.strip_prefix('\t').or_else(|| rest.strip_prefix('→'));
+        let number = trimmed.get(..digits).and_then(|d| d.parse::<usize>().ok());
+        match (number, content) {
+            (Some(number), Some(content))
+                if run
+                    .last()
+                    .is_none_or(|(previous, _)| *previous + 1 == number) =>
+            {
+                run.push((number, content));
+            }
+            (Some(number), Some(content)) => {
+                if run.len() > best.len() {
+                    best = std::mem::take(&mut run);
+                }
+                run = vec![(number, content)];
+            }
+            _ => {
+                if run.len() > best.len() {
+                    best = std::mem::take(&mut run);
+                }
+                run.clear();
+            }
+        }
+    }
+    if run.len() > best.len() {
+        best = run;
+    }
+    best
+}
+
+/// The file named in an editor's view header ("Here's the result of
+/// running `cat -n` on /path:").
+fn view_header_path(text: &str) -> Option<&str> {
+    const MARKER: &str = "result of running `cat -n` on ";
+    let at = text.find(MARKER)?;
+    let rest = text.get(at + MARKER.len()..)?;
+    let end = rest.find([':', '\n']).unwrap_or(rest.len());
+    rest.get(..end)
+        .map(str::trim)
+        .filter(|path| !path.is_empty())
+}
+
+/// Sandbox roots that agents' paths start with, cut so paths read as in a diff.
+const SANDBOX_ROOTS: &[&str] = &["/testbed/", "/repo/", "/app/", "/code/", "/src/repo/"];
+
+/// Follows the edits of one session.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    workspace: workspace::Workspace,
+    /// The project root the task names (`<uploaded_files>`), with a final `/`.
+    root: Option<String>,
+    /// The file the last agent message asked to see with line numbers.
+    pending_view: Option<String>,
+    /// Files created by edits (normalized).
+    created: HashSet<String>,
+    /// Files that existed before the session and were edited.
+    edited_existing: HashSet<String>,
+    /// Files removed after their creation (by an edit or `rm`).
+    removed: HashSet<String>,
+    /// Number of edits rendered.
+    num_edits: usize,
+    /// Edit count at each file's last edit, and at the last diff seen.
+    last_edit_of: HashMap<String, usize>,
+    /// The run said it was done (`submit`, `finish`, "Applied edit to").
+    completed: bool,
+}
+
+impl Tracker {
+    /// Sets the project root named by the task (`/workspace/django__django__3.0`).
+    pub fn set_root(&mut self, root: &str) {
+        let trimmed = root.trim().trim_end_matches('/');
+        if trimmed.starts_with('/') && trimmed.len() > 1 && !trimmed.contains(char::is_whitespace) {
+            self.root = Some(format!("{trimmed}/"));
+        }
+    }
+
+    /// The path as a diff would name it: the project root and sandbox roots
+    /// cut, `./` dropped.
+    pub fn normalize(&self, path: &str) -> String {
+        let path = path.trim();
+        if let Some(root) = &self.root
+            && let Some(rest) = path.strip_prefix(root.as_str())
+        {
+            return rest.to_string();
+        }
+        for root in SANDBOX_ROOTS {
+            if let Some(rest) = path.strip_prefix(root) {
+                return rest.to_string();
+            }
+        }
+        if let Some(rest) = path.strip_prefix("/workspace/") {
+            // `/workspace/<repo>/path`: the repository directory is the root.
+            return rest
+                .split_once('/')
+                .map_or(rest, |(_, inner)| inner)
+                .to_string();
+        }
+        path.strip_prefix("./").unwrap_or(path).to_string()
+    }
+
+    /// Reads an agent message: its edits rendered as diffs (in message
+    /// order), the files it asks to view, `submit` / `finish` calls and `rm`
+    /// of created files. Problems go to `problems`.
+    pub fn agent_message(
+        &mut self,
+        message: &str,
+        calls: &[ToolCall],
+        commands: &[String],
+        problems: &mut Vec<String>,
+    ) -> Vec<(FileEdit, RenderedEdit)> {
+        let mut edits = Vec::new();
+        self.pending_view = None;
+        for call in calls {
+            if call.is_named(FINISH_TOOLS) {
+                self.completed = true;
+            }
+            if let Some(path) = viewed_path(call) {
+                self.pending_view = Some(self.normalize(&path));
+            }
+            edits.extend(edits_of_call(call, problems));
+        }
+        if calls.is_empty() {
+            edits.extend(aider::search_replace_edits(message, problems));
+            edits.extend(aider::whole_file_edits(message));
+        }
+        let in_calls = |at: usize| calls.iter().any(|call| call.start <= at && at < call.end);
+        edits.extend(
+            apply_patch::patch_edits(message, 0, problems)
+                .into_iter()
+                .filter(|edit| !in_calls(edit.start)),
+        );
+        for command in commands {
+            if let Some(path) = numbered_cat_path(command) {
+                self.pending_view = Some(self.normalize(&path));
+            }
+            self.note_removals(command);
+        }
+        edits.sort_by_key(|edit| edit.start);
+        edits.truncate(MAX_EDITS_PER_MESSAGE);
+        let mut rendered = Vec::new();
+        for mut edit in edits {
+            edit.path = self.normalize(&edit.path);
+            let path = edit.path.clone();
+            let was_known = self.workspace.knows(&path);
+            if let Some(result) = self.workspace.apply(&edit, problems) {
+                self.num_edits += 1;
+                self.last_edit_of.insert(path.clone(), self.num_edits);
+                match result.change {
+                    Change::Added if !was_known && !self.edited_existing.contains(&path) => {
+                        self.created.insert(path.clone());
+                        self.removed.remove(&path);
+                    }
+                    Change::Deleted if self.created.contains(&path) => {
+                        self.removed.insert(path.clone());
+                    }
+                    Change::Modified | Change::Deleted if !self.created.contains(&path) => {
+                        self.edited_existing.insert(path.clone());
+                    }
+                    _ => {}
+                }
+                rendered.push((edit, result));
+            }
+        }
+        rendered
+    }
+
+    /// `rm` of files the session created makes them scratch files.
+    fn note_removals(&mut self, command: &str) {
+        if !contains_str!(command, "rm ") {
+            return;
+        }
+        for part in command.split(['\n', ';', '&', '|']) {
+            let mut words = part.split_whitespace();
+            if words.next() != Some("rm") {
+                continue;
+            }
+            for word in words.filter(|word| !word.starts_with('-')).take(64) {
+                let path = self.normalize(word.trim_matches(['"', '\'']));
+                let matched: Vec<String> = self
+                    .created
+                    .iter()
+                    .filter(|created| {
+                        **created == path
+                            || created.ends_with(&format!("/{path}"))
+                            || path.ends_with(&format!("/{created}"))
+                    })
+                    .cloned()
+                    .collect();
+                self.removed.extend(matched);
+            }
+        }
+    }
+
+    /// Reads an observation: a numbered view of the file the last agent
+    /// message asked for (or that the view's header names), and aider's
+    /// "Applied edit to" confirmations.
+    pub fn observation(&mut self, message: &str) {
+        if contains_str!(message, "Applied edit to ") {
+            self.completed = true;
+        }
+        let header_path = view_header_path(message).map(|path| self.normalize(path));
+        let Some(path) = header_path.or_else(|| self.pending_view.take()) else {
+            return;
+        };
+        let lines = numbered_lines(message);
+        if !lines.is_empty() {
+            self.workspace.observe_view(&path, &lines);
+        }
+    }
+
+    /// Notes that a diff of these files was shown after the edits so far: a
+    /// file created by an edit and absent from it is a scratch file.
+    pub fn diff_seen(&mut self, paths: &[String]) {
+        if self.created.is_empty() || paths.is_empty() {
+            return;
+        }
+        let shown: HashSet<&str> = paths.iter().map(String::as_str).collect();
+        // Only a diff that holds some edited file is a diff of the work.
+        if !self
+            .last_edit_of
+            .keys()
+            .any(|path| shown.contains(path.as_str()))
+        {
+            return;
+        }
+        let absent: Vec<String> = self
+            .created
+            .iter()
+            .filter(|path| !shown.contains(path.as_str()))
+            .cloned()
+            .collect();
+        self.removed.extend(absent);
+    }
+
+    /// Files the session created and then removed (or left out of its final diff).
+    pub fn scratch_files(&self) -> &HashSet<String> {
+        &self.removed
+    }
+
+    /// Whether the edits change a file that existed before the session.
+    pub fn edits_existing(&self) -> bool {
+        !self.edited_existing.is_empty()
+    }
+
+    /// Whether any edit was rendered.
+    pub fn has_edits(&self) -> bool {
+        self.num_edits > 0
+    }
+
+    /// Whether the run said it was done.
+    pub fn completed(&self) -> bool {
+        self.completed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::toolcall;
+
+    fn agent(tracker: &mut Tracker, message: &str) -> Vec<RenderedEdit> {
+        let calls = toolcall::parse(message).calls;
+        let mut problems = Vec::new();
+        tracker
+            .agent_message(message, &calls, &[], &mut problems)
+            .into_iter()
+            .map(|(_, rendered)| rendered)
+            .collect()
+    }
+
+    #[test]
+    fn an_editor_view_places_a_later_str_replace() {
+        let mut tracker = Tracker::default();
+        tracker.set_root("/workspace/pkg__pkg__1.0");
+        agent(
+            &mut tracker,
+            r#"{"name": "str_replace_editor", "arguments": {"command": "view", "path": "/workspace/pkg__pkg__1.0/pkg/table.py"}}"#,
+        );
+        tracker.observation("Here's the result of running `cat -n` on /workspace/pkg__pkg__1.0/pkg/table.py:\n    40\tclass Table:\n    41\t    def update_many(self, rows):\n    42\t        a = 1\n    43\t        b = 2\n    44\t        c = 3\n    45\t        d = 4\n    46\t        return rows\n");
+        let rendered = agent(
+            &mut tracker,
+            "<function=str_replace_editor>\n<parameter=command>str_replace</parameter>\n<parameter=path>/workspace/pkg__pkg__1.0/pkg/table.py</parameter>\n<parameter=old_str>        return rows</parameter>\n<parameter=new_str>        return list(rows)</parameter>\n</function>",
+        );
+        assert_eq!(rendered.len(), 1);
+        assert_eq!(rendered[0].path, "pkg/table.py");
+        assert!(
+            rendered[0]
+                .diff
+                .contains("@@ -41,6 +41,6 @@ class Table:\n     def update_many"),
+            "{}",
+            rendered[0].diff
+        );
+        assert!(tracker.edits_existing());
+    }
+
+    #[test]
+    fn a_created_then_removed_file_is_scratch() {
+        let mut tracker = Tracker::default();
+        agent(
+            &mut tracker,
+            r#"{"type": "tool_use", "name": "Write", "input": {"file_path": "/testbed/repro.py", "content": "print(1)\n"}}"#,
+        );
+        let mut problems = Vec::new();
+        tracker.agent_message(
+            "",
+            &[],
+            &["rm /testbed/repro.py".to_string()],
+            &mut problems,
+        );
+        assert!(tracker.scratch_files().contains("repro.py"));
+    }
+
+    #[test]
+    fn numbered_views_of_claude_code_reads() {
+        let lines = numbered_lines("     1→import os\n     2→\n     3→def f():\n");
+        assert_eq!(lines, vec![(1, "import os"), (2, ""), (3, "def f():")]);
+    }
+}

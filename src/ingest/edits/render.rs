@@ -1,0 +1,214 @@
+//! Renders an edit as a unified diff with `similar`: `--- a/path` /
+//! `+++ b/path` headers and `@@` hunks numbered from the line the old text
+//! starts at. A hunk's context reaches back to the definition enclosing its
+//! first change (when the text holds it, within a bound), and its header names
+//! the type around that definition, as git's function context does, so the
+//! diff path finds `Table.update_many` rather than `Table`.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use similar::{Algorithm, ChangeTag, TextDiff};
+
+use crate::ingest::symbols::{DefinitionKind, line_definition};
+use crate::language::LineScan;
+
+/// Context lines around each change.
+const CONTEXT_LINES: usize = 3;
+/// Lines a hunk's context may reach back to include its enclosing definition.
+const MAX_DEFINITION_LOOK_BACK: usize = 120;
+/// Lines looked back for the type that encloses that definition.
+const MAX_TYPE_LOOK_BACK: usize = 2_000;
+/// Time the diff algorithm may take before it settles for a coarser diff.
+const MAX_DIFF_TIME: Duration = Duration::from_millis(20);
+
+/// What the diff does to the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The file is new (`--- /dev/null`).
+    Added,
+    /// The file existed and is edited.
+    Modified,
+    /// The file is removed (`+++ /dev/null`).
+    Deleted,
+}
+
+/// The unified diff of `old` -> `new` for `path`, where `old` starts at line
+/// `first_line` (1-based) of the file. Empty when nothing changed.
+pub fn unified_diff(path: &str, change: Change, old: &str, new: &str, first_line: usize) -> String {
+    let diff = TextDiff::configure()
+        .algorithm(Algorithm::Myers)
+        .timeout(MAX_DIFF_TIME)
+        .diff_lines(old, new);
+    let groups = diff.grouped_ops(CONTEXT_LINES);
+    let mut out = String::new();
+    if groups.is_empty() && change == Change::Modified {
+        return out;
+    }
+    let old_header = match change {
+        Change::Added => "/dev/null".to_string(),
+        _ => format!("a/{path}"),
+    };
+    let new_header = match change {
+        Change::Deleted => "/dev/null".to_string(),
+        _ => format!("b/{path}"),
+    };
+    let _ = writeln!(out, "diff --git a/{path} b/{path}");
+    match change {
+        Change::Added => out.push_str("new file mode 100644\n"),
+        Change::Deleted => out.push_str("deleted file mode 100644\n"),
+        Change::Modified => {}
+    }
+    let _ = writeln!(out, "--- {old_header}\n+++ {new_header}");
+    let new_lines: Vec<&str> = diff.iter_new_slices().collect();
+    let family = LineScan::from_path(path);
+    let offset = first_line.saturating_sub(1);
+    let mut previous_new_end = 0usize;
+    for group in &groups {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let mut old_start = first.old_range().start;
+        let mut new_start = first.new_range().start;
+        let old_end = last.old_range().end;
+        let new_end = last.new_range().end;
+        // The first changed line on the new side (or where removal happened).
+        let change_row = group
+            .iter()
+            .find(|op| op.tag() != similar::DiffTag::Equal)
+            .map_or(new_start, |op| op.new_range().start);
+        let (definition_row, type_line) = family.map_or((None, None), |family| {
+            enclosing(&new_lines, change_row, family)
+        });
+        let mut extra: Vec<&str> = Vec::new();
+        if let Some(row) = definition_row
+            && row < new_start
+            && row >= previous_new_end
+            && new_start - row <= MAX_DEFINITION_LOOK_BACK
+        {
+            extra = new_lines.get(row..new_start).unwrap_or(&[]).to_vec();
+            old_start -= extra.len().min(old_start);
+            new_start = row;
+        }
+        previous_new_end = new_end;
+        let old_length = old_end - old_start;
+        let new_length = new_end - new_start;
+        let header = type_line.map(str::trim).unwrap_or("");
+        let _ = writeln!(
+            out,
+            "@@ -{},{} +{},{} @@{}{}",
+            if old_length == 0 {
+                old_start + offset
+            } else {
+                old_start + offset + 1
+            },
+            old_length,
+            if new_length == 0 {
+                new_start + offset
+            } else {
+                new_start + offset + 1
+            },
+            new_length,
+            if header.is_empty() { "" } else { " " },
+            header,
+        );
+        for line in extra {
+            push_line(&mut out, ' ', line);
+        }
+        for op in group {
+            for change in diff.iter_changes(op) {
+                let marker = match change.tag() {
+                    ChangeTag::Equal => ' ',
+                    ChangeTag::Delete => '-',
+                    ChangeTag::Insert => '+',
+                };
+                push_line(&mut out, marker, change.value());
+            }
+        }
+    }
+    out
+}
+
+fn push_line(out: &mut String, marker: char, line: &str) {
+    out.push(marker);
+    out.push_str(line.strip_suffix('\n').unwrap_or(line));
+    out.push('\n');
+}
+
+fn indentation(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// The row of the definition enclosing `row` (a line above it, less
+/// indented, that defines something) and the line of the type enclosing
+/// that definition, looking back a bounded number of lines.
+fn enclosing<'a>(
+    lines: &[&'a str],
+    row: usize,
+    family: LineScan,
+) -> (Option<usize>, Option<&'a str>) {
+    let Some(changed) = lines
+        .iter()
+        .skip(row)
+        .take(8)
+        .find(|line| !line.trim().is_empty())
+    else {
+        return (None, None);
+    };
+    let mut limit = indentation(changed);
+    let mut definition_row = None;
+    let lowest = row.saturating_sub(MAX_TYPE_LOOK_BACK);
+    let mut candidate = row;
+    while candidate > lowest && limit > 0 {
+        candidate -= 1;
+        let Some(line) = lines.get(candidate) else {
+            break;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let indent = indentation(line);
+        if indent >= limit {
+            continue;
+        }
+        limit = indent;
+        match line_definition(line, family, indent == 0) {
+            Some((DefinitionKind::Type, _)) => return (definition_row, Some(line)),
+            Some((DefinitionKind::Function, _)) if definition_row.is_none() => {
+                definition_row = Some(candidate);
+            }
+            _ => {}
+        }
+    }
+    (definition_row, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacement_in_a_method_reaches_back_to_it_and_names_its_class() {
+        let old = "class Table:\n    def update_many(self, rows):\n        a = 1\n        b = 2\n        c = 3\n        d = 4\n        return rows\n";
+        let new = old.replace("return rows", "return list(rows)");
+        let diff = unified_diff("pkg/table.py", Change::Modified, old, &new, 10);
+        assert_eq!(
+            diff,
+            "diff --git a/pkg/table.py b/pkg/table.py\n--- a/pkg/table.py\n+++ b/pkg/table.py\n@@ -11,6 +11,6 @@ class Table:\n     def update_many(self, rows):\n         a = 1\n         b = 2\n         c = 3\n         d = 4\n-        return rows\n+        return list(rows)\n"
+        );
+    }
+
+    #[test]
+    fn a_new_file_is_all_added() {
+        let diff = unified_diff("x.py", Change::Added, "", "a = 1\n", 1);
+        assert!(
+            diff.contains("--- /dev/null\n+++ b/x.py\n@@ -0,0 +1,1 @@\n+a = 1\n"),
+            "{diff}"
+        );
+    }
+
+    #[test]
+    fn nothing_changed_renders_nothing() {
+        assert_eq!(unified_diff("x.py", Change::Modified, "a\n", "a\n", 1), "");
+    }
+}

@@ -1,0 +1,273 @@
+//! Diagnostics of type checkers and linters, and `Error: TypeError: ...`
+//! lines printed by scripts, as error records with their file and line:
+//!
+//! - mypy: `pkg/a.py:12: error: Incompatible types ...  [assignment]`
+//! - pyright: `/r/pkg/a.py:12:5 - error: "x" is not defined (reportUndefinedVariable)`
+//! - ruff / flake8 / pylint: `pkg/a.py:12:5: F401 'os' imported but unused`
+//! - tsc: `src/a.ts(12,5): error TS2322: ...` and `src/a.ts:12:5 - error TS2322: ...`
+//! - eslint (stylish): a path line, then `  12:5  error  Message  rule-name`
+//!
+//! The error type is the diagnostic's code (`assignment`, `F401`, `TS2322`,
+//! `no-unused-vars`), or `error` when it has none. Tracebacks and compiler
+//! errors are [`super::trace`]'s.
+
+use std::sync::LazyLock;
+
+use super::text::{Pattern, contains_str, lines_with_offsets, truncate_to_bytes};
+use super::trace::ParsedError;
+use super::{ErrorRecord, Frame};
+
+/// Diagnostics kept per text.
+const MAX_DIAGNOSTICS: usize = 50;
+/// Bytes kept of a diagnostic's message.
+const MAX_MESSAGE_BYTES: usize = 300;
+
+static MYPY: LazyLock<Pattern> = LazyLock::new(|| {
+    Pattern::new(r"^\s*([\w./\\-]+\.pyi?):(\d+)(?::\d+)?: error: (.+?)(?:\s+\[([\w-]+)\])?\s*$")
+});
+static PYRIGHT: LazyLock<Pattern> = LazyLock::new(|| {
+    Pattern::new(r"^\s*([\w./\\-]+\.pyi?):(\d+):\d+ - error: (.+?)(?:\s+\((report\w+)\))?\s*$")
+});
+static FLAKE8: LazyLock<Pattern> = LazyLock::new(|| {
+    Pattern::new(r"^\s*([\w./\\-]+\.pyi?):(\d+):\d+: ([A-Z]{1,3}\d{2,4})(?: \[\*\])? (.+?)\s*$")
+});
+static TSC: LazyLock<Pattern> = LazyLock::new(|| {
+    Pattern::new(
+        r"^\s*([\w./\\-]+\.(?:ts|tsx|js|jsx|mts|cts))(?:\((\d+),\d+\)|:(\d+):\d+) ?[:-] error (TS\d+): (.+?)\s*$",
+    )
+});
+static ESLINT_FILE: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r"^(/?[\w./\\-]+\.(?:js|jsx|ts|tsx|mjs|cjs|vue))\s*$"));
+static ESLINT_ROW: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r"^\s+(\d+):\d+\s+error\s+(.+?)\s{2,}(@?[\w/-]+)\s*$"));
+static SCRIPT_ERROR: LazyLock<Pattern> =
+    LazyLock::new(|| Pattern::new(r"^\s*Error: ([A-Z]\w*(?:Error|Exception)): (.+?)\s*$"));
+
+/// This module's patterns, each compiled at first use or by [`warm_up`].
+fn patterns() -> [&'static Pattern; 7] {
+    [
+        &*MYPY,
+        &*PYRIGHT,
+        &*FLAKE8,
+        &*TSC,
+        &*ESLINT_FILE,
+        &*ESLINT_ROW,
+        &*SCRIPT_ERROR,
+    ]
+}
+
+/// Compiles this module's patterns now rather than at first use (see
+/// [`super::warm_up`]); answers whether every one compiled.
+pub(super) fn warm_up() -> bool {
+    patterns().iter().all(|pattern| pattern.is_valid())
+}
+
+fn record(error_type: &str, message: &str, file: Option<&str>, line: Option<u32>) -> ErrorRecord {
+    ErrorRecord {
+        error_type: error_type.to_string(),
+        message: truncate_to_bytes(message.trim(), MAX_MESSAGE_BYTES).to_string(),
+        frames: file
+            .map(|file| Frame {
+                file: file.to_string(),
+                line,
+                function: None,
+            })
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Cheap test: could `text` hold a diagnostic at all?
+fn may_contain(text: &str) -> bool {
+    contains_str!(text, "error")
+        || contains_str!(text, "Error: ")
+        || (text.contains(".py:") && text.bytes().any(|b| b.is_ascii_uppercase()))
+}
+
+/// The diagnostics in `text`, in order, each with the byte range of its line.
+pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
+    let mut found = Vec::new();
+    if !may_contain(text) {
+        return found;
+    }
+    let mut eslint_file: Option<&str> = None;
+    for line in lines_with_offsets(text) {
+        if found.len() >= MAX_DIAGNOSTICS {
+            break;
+        }
+        let content = line.text;
+        if content.len() > 2_000 {
+            continue;
+        }
+        let parsed = if let Some(captures) = MYPY.captures(content) {
+            let code = captures.get(4).map_or("error", |m| m.as_str());
+            Some(record(
+                code,
+                captures.get(3).map_or("", |m| m.as_str()),
+                captures.get(1).map(|m| m.as_str()),
+                captures.get(2).and_then(|m| m.as_str().parse().ok()),
+            ))
+        } else if let Some(captures) = PYRIGHT.captures(content) {
+            let code = captures.get(4).map_or("error", |m| m.as_str());
+            Some(record(
+                code,
+                captures.get(3).map_or("", |m| m.as_str()),
+                captures.get(1).map(|m| m.as_str()),
+                captures.get(2).and_then(|m| m.as_str().parse().ok()),
+            ))
+        } else if let Some(captures) = FLAKE8.captures(content) {
+            Some(record(
+                captures.get(3).map_or("error", |m| m.as_str()),
+                captures.get(4).map_or("", |m| m.as_str()),
+                captures.get(1).map(|m| m.as_str()),
+                captures.get(2).and_then(|m| m.as_str().parse().ok()),
+            ))
+        } else if let Some(captures) = TSC.captures(content) {
+            Some(record(
+                captures.get(4).map_or("error", |m| m.as_str()),
+                captures.get(5).map_or("", |m| m.as_str()),
+                captures.get(1).map(|m| m.as_str()),
+                captures
+                    .get(2)
+                    .or_else(|| captures.get(3))
+                    .and_then(|m| m.as_str().parse().ok()),
+            ))
+        } else if let Some(captures) = ESLINT_FILE.captures(content) {
+            eslint_file = captures.get(1).map(|m| m.as_str());
+            None
+        } else if let (Some(file), Some(captures)) = (eslint_file, ESLINT_ROW.captures(content)) {
+            Some(record(
+                captures.get(3).map_or("error", |m| m.as_str()),
+                captures.get(2).map_or("", |m| m.as_str()),
+                Some(file),
+                captures.get(1).and_then(|m| m.as_str().parse().ok()),
+            ))
+        } else if let Some(captures) = SCRIPT_ERROR.captures(content) {
+            Some(record(
+                captures.get(1).map_or("Error", |m| m.as_str()),
+                captures.get(2).map_or("", |m| m.as_str()),
+                None,
+                None,
+            ))
+        } else {
+            if content.trim().is_empty() {
+                eslint_file = None;
+            }
+            None
+        };
+        if let Some(record) = parsed {
+            found.push(ParsedError {
+                record,
+                start: line.start,
+                end: line.end,
+            });
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (error type, message, (file, line)).
+    type Expected<'a> = (&'a str, &'a str, Option<(&'a str, u32)>);
+    type Got = (String, String, Option<(String, u32)>);
+
+    fn check(text: &str, expected: &[Expected<'_>]) {
+        let got: Vec<Got> = parse_diagnostics(text)
+            .into_iter()
+            .map(|error| {
+                let frame = error
+                    .record
+                    .frames
+                    .first()
+                    .map(|frame| (frame.file.clone(), frame.line.unwrap_or(0)));
+                (error.record.error_type, error.record.message, frame)
+            })
+            .collect();
+        let expected: Vec<Got> = expected
+            .iter()
+            .map(|(kind, message, frame)| {
+                (
+                    kind.to_string(),
+                    message.to_string(),
+                    frame.map(|(file, line)| (file.to_string(), line)),
+                )
+            })
+            .collect();
+        assert_eq!(got, expected, "{text}");
+    }
+
+    #[test]
+    fn mypy_and_pyright() {
+        check(
+            "pkg/a.py:12: error: Incompatible return value type (got \"int\", expected \"str\")  [return-value]\npkg/a.py:13: note: see here\nFound 1 error in 1 file",
+            &[(
+                "return-value",
+                "Incompatible return value type (got \"int\", expected \"str\")",
+                Some(("pkg/a.py", 12)),
+            )],
+        );
+        check(
+            "  /repo/pkg/b.py:7:5 - error: \"foo\" is not defined (reportUndefinedVariable)",
+            &[(
+                "reportUndefinedVariable",
+                "\"foo\" is not defined",
+                Some(("/repo/pkg/b.py", 7)),
+            )],
+        );
+    }
+
+    #[test]
+    fn ruff_flake8_tsc_and_eslint() {
+        check(
+            "pkg/c.py:3:1: F401 [*] `os` imported but unused\npkg/c.py:9:80: E501 line too long (88 > 79 characters)",
+            &[
+                ("F401", "`os` imported but unused", Some(("pkg/c.py", 3))),
+                (
+                    "E501",
+                    "line too long (88 > 79 characters)",
+                    Some(("pkg/c.py", 9)),
+                ),
+            ],
+        );
+        check(
+            "src/a.ts(12,5): error TS2322: Type 'string' is not assignable to type 'number'.\nsrc/b.tsx:3:1 - error TS2304: Cannot find name 'React'.",
+            &[
+                (
+                    "TS2322",
+                    "Type 'string' is not assignable to type 'number'.",
+                    Some(("src/a.ts", 12)),
+                ),
+                (
+                    "TS2304",
+                    "Cannot find name 'React'.",
+                    Some(("src/b.tsx", 3)),
+                ),
+            ],
+        );
+        check(
+            "/home/u/app/src/index.js\n  4:7   error  'x' is assigned a value but never used  no-unused-vars\n\n✖ 1 problem",
+            &[(
+                "no-unused-vars",
+                "'x' is assigned a value but never used",
+                Some(("/home/u/app/src/index.js", 4)),
+            )],
+        );
+    }
+
+    #[test]
+    fn script_errors_and_grep_lines_that_are_not_diagnostics() {
+        check(
+            "Error: TypeError: cannot read property 'x' of undefined",
+            &[("TypeError", "cannot read property 'x' of undefined", None)],
+        );
+        check("pkg/a.py:12:    def error(self): pass\n", &[]);
+    }
+
+    #[test]
+    fn every_pattern_compiles() {
+        assert!(warm_up());
+    }
+}

@@ -1,0 +1,411 @@
+//! Tool calls and tool results in a message, whatever shape the agent's
+//! framework gave them once flattened to text: SWE-agent's XML function calls
+//! (`<function=bash><parameter=command>ls</parameter></function>`), OpenAI
+//! `tool_calls` objects (`function.arguments` a JSON string), Anthropic
+//! `tool_use` / `tool_result` content parts (`input`, `is_error`), and plain
+//! JSON objects of a call (`{"name": ..., "arguments": {...}}`).
+//!
+//! Each call carries its name, its arguments as a JSON object and the byte
+//! range it came from. What a call means (a shell command, an edit) is left to
+//! [`super::command`] and [`super::edits`].
+
+use serde_json::{Map, Value};
+
+use super::text::{contains_str, json_spans};
+
+/// Tool calls kept per message.
+pub const MAX_TOOL_CALLS_PER_MESSAGE: usize = 64;
+/// Tool results kept per message.
+const MAX_TOOL_RESULTS_PER_MESSAGE: usize = 64;
+/// JSON nesting walked when looking for calls.
+const MAX_JSON_DEPTH: usize = 8;
+/// Parameters read of one XML call.
+const MAX_XML_PARAMETERS: usize = 32;
+/// Problems reported per message.
+const MAX_PROBLEMS: usize = 8;
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The tool's name as the agent wrote it (`str_replace_editor`, `Edit`, `bash`).
+    pub name: String,
+    /// The arguments (empty when they were missing or did not parse).
+    pub arguments: Map<String, Value>,
+    /// Byte offset in the message where the call starts.
+    pub start: usize,
+    /// Byte offset just past it.
+    pub end: usize,
+}
+
+impl ToolCall {
+    /// The string argument under the first of `keys` that holds one.
+    pub fn string(&self, keys: &[&str]) -> Option<&str> {
+        keys.iter()
+            .find_map(|key| self.arguments.get(*key).and_then(Value::as_str))
+    }
+
+    /// Whether the tool is named one of `names` (ASCII case-insensitive).
+    pub fn is_named(&self, names: &[&str]) -> bool {
+        names
+            .iter()
+            .any(|name| self.name.eq_ignore_ascii_case(name))
+    }
+}
+
+/// One tool result (an Anthropic `tool_result` part).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    /// Its text (text parts joined by newlines).
+    pub text: String,
+    /// Whether the tool reported an error.
+    pub is_error: bool,
+}
+
+/// The calls and results of one message, with what could not be read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCalls {
+    /// Calls in message order.
+    pub calls: Vec<ToolCall>,
+    /// Results in message order.
+    pub results: Vec<ToolResult>,
+    /// What could not be read (bounded).
+    pub problems: Vec<String>,
+}
+
+impl ToolCalls {
+    fn problem(&mut self, text: String) {
+        if self.problems.len() < MAX_PROBLEMS {
+            self.problems.push(text);
+        }
+    }
+}
+
+/// Every tool call and tool result in `message`.
+pub fn parse(message: &str) -> ToolCalls {
+    let mut found = ToolCalls {
+        calls: xml_calls(message),
+        ..ToolCalls::default()
+    };
+    if message.contains('{') {
+        for span in json_spans(message) {
+            let Some(json_text) = message.get(span.start..span.end) else {
+                continue;
+            };
+            let Ok(value) = serde_json::from_str::<Value>(json_text) else {
+                continue;
+            };
+            walk(&value, span.start, span.end, 0, &mut found);
+        }
+    }
+    found.calls.sort_by_key(|call| call.start);
+    found.calls.truncate(MAX_TOOL_CALLS_PER_MESSAGE);
+    found
+}
+
+/// SWE-agent's XML function calls:
+/// `<function=NAME>` then `<parameter=KEY>VALUE</parameter>` up to
+/// `</function>` (or the end of the message when it is missing).
+pub fn xml_calls(message: &str) -> Vec<ToolCall> {
+    let mut calls = Vec::new();
+    if !contains_str!(message, "<function=") {
+        return calls;
+    }
+    let mut position = 0;
+    while calls.len() < MAX_TOOL_CALLS_PER_MESSAGE {
+        let Some(rest) = message.get(position..) else {
+            break;
+        };
+        let Some(found) = rest.find("<function=") else {
+            break;
+        };
+        let start = position + found;
+        let name_start = start + "<function=".len();
+        let Some(name_length) = message.get(name_start..).and_then(|tail| tail.find('>')) else {
+            break;
+        };
+        let name = message
+            .get(name_start..name_start + name_length)
+            .unwrap_or("")
+            .trim();
+        let body_start = name_start + name_length + 1;
+        let body_tail = message.get(body_start..).unwrap_or("");
+        let (body_length, end) = match body_tail.find("</function>") {
+            Some(close) => (close, body_start + close + "</function>".len()),
+            None => {
+                // An unclosed call runs to the next call or the end.
+                let next = body_tail.find("<function=").unwrap_or(body_tail.len());
+                (next, body_start + next)
+            }
+        };
+        let body = body_tail.get(..body_length).unwrap_or("");
+        if is_plain_name(name) {
+            calls.push(ToolCall {
+                name: name.to_string(),
+                arguments: xml_parameters(body),
+                start,
+                end,
+            });
+        }
+        position = end.max(start + 1);
+    }
+    calls
+}
+
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// `<parameter=KEY>VALUE</parameter>` pairs; a value without its closing tag
+/// runs to the next parameter or the end of the body.
+fn xml_parameters(body: &str) -> Map<String, Value> {
+    let mut arguments = Map::new();
+    let mut position = 0;
+    while arguments.len() < MAX_XML_PARAMETERS {
+        let Some(found) = body
+            .get(position..)
+            .and_then(|rest| rest.find("<parameter="))
+        else {
+            break;
+        };
+        let key_start = position + found + "<parameter=".len();
+        let Some(key_length) = body.get(key_start..).and_then(|rest| rest.find('>')) else {
+            break;
+        };
+        let key = body
+            .get(key_start..key_start + key_length)
+            .unwrap_or("")
+            .trim();
+        let value_start = key_start + key_length + 1;
+        let tail = body.get(value_start..).unwrap_or("");
+        let (value_length, next) = match tail.find("</parameter>") {
+            Some(close) => (close, value_start + close + "</parameter>".len()),
+            None => {
+                let next = tail.find("<parameter=").unwrap_or(tail.len());
+                (next, value_start + next)
+            }
+        };
+        let mut value = tail.get(..value_length).unwrap_or("");
+        // The tags usually stand on their own lines.
+        value = value.strip_prefix('\n').unwrap_or(value);
+        value = value.strip_suffix('\n').unwrap_or(value);
+        if is_plain_name(key) {
+            arguments.insert(key.to_string(), Value::String(value.to_string()));
+        }
+        position = next.max(key_start);
+    }
+    arguments
+}
+
+/// Text of a `tool_result` content: a string, or text parts joined.
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(text) => Some(text.as_str()),
+                other => other.get("text").and_then(Value::as_str),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Arguments of a call: an object, or a string holding one.
+fn arguments_of(
+    name: &str,
+    value: Option<&Value>,
+    found: &mut ToolCalls,
+) -> Option<Map<String, Value>> {
+    match value? {
+        Value::Object(map) => Some(map.clone()),
+        Value::String(text) if text.trim().is_empty() => Some(Map::new()),
+        Value::String(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => Some(map),
+            _ => {
+                found.problem(format!(
+                    "arguments of tool call {name} are not a JSON object; call kept without them"
+                ));
+                Some(Map::new())
+            }
+        },
+        _ => None,
+    }
+}
+
+fn walk(value: &Value, start: usize, end: usize, depth: usize, found: &mut ToolCalls) {
+    if depth > MAX_JSON_DEPTH || found.calls.len() >= MAX_TOOL_CALLS_PER_MESSAGE {
+        return;
+    }
+    match value {
+        Value::Array(items) => {
+            for item in items.iter().take(256) {
+                walk(item, start, end, depth + 1, found);
+            }
+        }
+        Value::Object(object) => {
+            let kind = object.get("type").and_then(Value::as_str);
+            if kind == Some("tool_result") {
+                if found.results.len() < MAX_TOOL_RESULTS_PER_MESSAGE {
+                    found.results.push(ToolResult {
+                        text: result_text(object.get("content")),
+                        is_error: object
+                            .get("is_error")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    });
+                }
+                return;
+            }
+            let function = object.get("function").and_then(Value::as_object);
+            let name = object
+                .get("name")
+                .and_then(Value::as_str)
+                .or_else(|| function.and_then(|f| f.get("name")).and_then(Value::as_str));
+            if let Some(name) = name.filter(|name| is_plain_name(name)) {
+                let arguments = ["input", "arguments", "parameters", "args"]
+                    .iter()
+                    .find_map(|key| object.get(*key))
+                    .or_else(|| function.and_then(|f| f.get("arguments")));
+                if let Some(arguments) = arguments_of(name, arguments, found) {
+                    found.calls.push(ToolCall {
+                        name: name.to_string(),
+                        arguments,
+                        start,
+                        end,
+                    });
+                    return;
+                }
+            }
+            for key in [
+                "tool_calls",
+                "content",
+                "message",
+                "function_call",
+                "messages",
+            ] {
+                if let Some(inner) = object.get(key)
+                    && (inner.is_object() || inner.is_array())
+                {
+                    walk(inner, start, end, depth + 1, found);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: &[(&str, &[(&str, &str)])]) {
+        let parsed = parse(input);
+        let got: Vec<(String, Vec<(String, String)>)> = parsed
+            .calls
+            .iter()
+            .map(|call| {
+                let mut arguments: Vec<(String, String)> = call
+                    .arguments
+                    .iter()
+                    .map(|(key, value)| {
+                        let text = value
+                            .as_str()
+                            .map_or_else(|| value.to_string(), str::to_string);
+                        (key.clone(), text)
+                    })
+                    .collect();
+                arguments.sort();
+                (call.name.clone(), arguments)
+            })
+            .collect();
+        let expected: Vec<(String, Vec<(String, String)>)> = expected
+            .iter()
+            .map(|(name, arguments)| {
+                let mut arguments: Vec<(String, String)> = arguments
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), value.to_string()))
+                    .collect();
+                arguments.sort();
+                (name.to_string(), arguments)
+            })
+            .collect();
+        assert_eq!(got, expected, "calls of:\n{input}");
+        for call in &parsed.calls {
+            assert!(input.get(call.start..call.end).is_some());
+        }
+    }
+
+    #[test]
+    fn swe_agent_xml_calls() {
+        check(
+            "Let me look.\n\n<function=bash>\n<parameter=command>grep -rn update_many src/</parameter>\n</function>",
+            &[("bash", &[("command", "grep -rn update_many src/")])],
+        );
+        check(
+            "<function=str_replace_editor>\n<parameter=command>str_replace</parameter>\n<parameter=path>/testbed/a.py</parameter>\n<parameter=old_str>\nx = 1\n</parameter>\n<parameter=new_str>\nx = 2\n</parameter>\n</function>",
+            &[(
+                "str_replace_editor",
+                &[
+                    ("command", "str_replace"),
+                    ("new_str", "x = 2"),
+                    ("old_str", "x = 1"),
+                    ("path", "/testbed/a.py"),
+                ],
+            )],
+        );
+        // Unclosed tags: the value runs to the end.
+        check("<function=submit>\n", &[("submit", &[])]);
+        check(
+            "<function=bash><parameter=command>ls -la",
+            &[("bash", &[("command", "ls -la")])],
+        );
+    }
+
+    #[test]
+    fn openai_and_anthropic_calls() {
+        check(
+            r#"{"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "str_replace_editor", "arguments": "{\"command\": \"view\", \"path\": \"/workspace/a.py\"}"}}]}"#,
+            &[(
+                "str_replace_editor",
+                &[("command", "view"), ("path", "/workspace/a.py")],
+            )],
+        );
+        check(
+            r#"{"type": "tool_use", "id": "toolu_1", "name": "Edit", "input": {"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}}"#,
+            &[(
+                "Edit",
+                &[
+                    ("file_path", "/r/a.py"),
+                    ("new_string", "b"),
+                    ("old_string", "a"),
+                ],
+            )],
+        );
+        let parsed = parse(
+            r#"{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": true, "content": [{"type": "text", "text": "String to replace not found"}]}"#,
+        );
+        assert_eq!(
+            parsed.results,
+            vec![ToolResult {
+                text: "String to replace not found".to_string(),
+                is_error: true
+            }]
+        );
+    }
+
+    #[test]
+    fn invalid_json_arguments_give_a_problem_and_keep_the_call() {
+        let parsed = parse(
+            r#"{"type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls"}}"#,
+        );
+        assert_eq!(parsed.calls.len(), 1);
+        assert!(parsed.calls[0].arguments.is_empty());
+        assert_eq!(parsed.problems.len(), 1, "{:?}", parsed.problems);
+    }
+}
