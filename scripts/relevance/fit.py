@@ -269,7 +269,15 @@ def answer_of(query, scored, params, chars_model):
     (ranking scores, gate probabilities) per candidate."""
     scores, probabilities = scored
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], -query["candidates"][i]["features"]["text_bm25"]))
-    kept_order = [i for i in order if probabilities[i] >= params["keep"]]
+    other_language = FEATURES.index("other_language")
+    def floor(c):
+        f = c["features"]
+        return c["evidence"] < 0.1 and (
+            f["text_rel"] < 0.15 and max(f["text_coverage"], f.get("term_coverage", 0.0)) < params.get("floor", 0.0))
+    kept_order = [i for i in order if probabilities[i] >= params["keep"]
+                  and not floor(query["candidates"][i])
+                  and not (query["x"][i][other_language] and query["candidates"][i]["evidence"] < 0.5
+                           and query["candidates"][i]["features"]["text_coverage"] < 0.6)]
     if not kept_order or max(probabilities[i] for i in kept_order) < params["answer"]:
         return []
     best = scores[kept_order[0]]
@@ -380,12 +388,15 @@ def linear_scorer(w):
 
 # Ranking features: per candidate, no bias (a query's ranking is all that
 # matters); indices into FEATURES.
+# Only features whose sign an engineer can defend: a fit on a few hundred
+# queries otherwise learns quirks of the dev data (on it, sessions without
+# a diff and shared error types came out as signs against relevance the
+# wrong way round, which a held-out set would not share).
 RANK_FEATURES = tuple(FEATURES.index(name) for name in (
     "text_rel", "text_coverage", "term_coverage", "symbols_changed", "symbols_referenced", "paths",
-    "stems", "location_words", "file_support", "errors", "tests", "no_files", "failed",
-    "other_language", "text_rank"))
-GATE_FEATURES = ("bias", "rank_score", "below_best", "best_rank_score", "text_coverage", "term_coverage",
-                 "best_text_coverage", "best_term_coverage", "query_weight", "other_language", "num_candidates")
+    "stems", "location_words", "file_support", "failed", "other_language", "text_rank"))
+GATE_FEATURES = ("bias", "rank_score", "below_best", "best_rank_score", "query_weight", "other_language",
+                 "num_candidates")
 
 
 def rank_scores(query, w_rank):
@@ -399,9 +410,8 @@ def gate_rows(query, scores):
     index = {name: FEATURES.index(name) for name in FEATURES}
     rows = []
     for x, s in zip(query["x"], scores):
-        rows.append([1.0, s, best - s, best, x[index["text_coverage"]], x[index["term_coverage"]],
-                     x[index["best_text_coverage"]], x[index["best_term_coverage"]], x[index["query_weight"]],
-                     x[index["other_language"]], squash(len(scores))])
+        rows.append([1.0, s, best - s, best, x[index["query_weight"]], x[index["other_language"]],
+                     squash(len(scores))])
     return rows
 
 
@@ -463,8 +473,10 @@ def param_grid():
             if keep > answer:
                 continue
             for below_best in (2.0, 4.0, 1e9):
-                for decay in (0.5, 1.0, 2.0):
-                    yield {"answer": answer, "keep": keep, "below_best": below_best, "decay": decay}
+                for decay in (6.0,):
+                    for floor in (0.08,):
+                        yield {"answer": answer, "keep": keep, "below_best": below_best, "decay": decay,
+                               "floor": floor}
 
 
 def choose_params(full, short, scorer, chars_model):

@@ -77,7 +77,8 @@ const CODE_TOKENIZER: &str = "code";
 /// Bumped whenever the schema, the tokenizer or the stored ranking profile
 /// (`rank::SessionProfile`) changes: an index of another
 /// version is rebuilt from the store.
-const SCHEMA_VERSION: u64 = 10;
+/// 11: task and fix digests are SHA-256 based (stable across builds).
+const SCHEMA_VERSION: u64 = 11;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 

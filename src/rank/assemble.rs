@@ -165,10 +165,12 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
 /// 0 as its score falls below the best one's: the context goes where the
 /// ranking is most confident, and a doubtful session costs little.
 pub fn room(best: f32, score: f32) -> f32 {
-    /// Per unit of score below the best, room shrinks by e^-6 (a session a
-    /// sixth of a unit below the best gets ~37% of the room).
-    const DECAY: f32 = 6.0;
-    (-DECAY * (best - score).max(0.0)).exp().clamp(0.0, 1.0)
+    // Per unit of ranking score below the best, room shrinks by
+    // e^-ROOM_DECAY (e^-6: a session a sixth of a unit below the best gets
+    // ~37% of the room).
+    (-super::relevance::ROOM_DECAY * (best - score).max(0.0))
+        .exp()
+        .clamp(0.0, 1.0)
 }
 
 /// Whether a session given `room` shows more than its ranking profile
@@ -446,6 +448,7 @@ mod tests {
             symbols_changed: vec!["parse".to_string()],
             features: Features::default(),
             evidence: 0.0,
+            probability: 1.0,
             score,
             dropped: None,
             candidate: 0,

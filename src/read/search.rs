@@ -32,6 +32,10 @@ pub struct Explained {
     pub num_sessions: usize,
     /// Every candidate: kept ones first, best first.
     pub candidates: Vec<rank::Scored>,
+    /// A candidate less likely relevant than this is dropped.
+    pub keep_probability: f32,
+    /// An answer none of whose candidates is this likely relevant is empty.
+    pub answer_probability: f32,
     /// The query's rarest terms the memory holds (finds messages).
     #[serde(skip)]
     pub rarest_terms: Vec<String>,
@@ -299,6 +303,8 @@ impl Searcher {
             query,
             num_sessions,
             candidates,
+            keep_probability: rank::KEEP_PROBABILITY,
+            answer_probability: rank::ANSWER_PROBABILITY,
             rarest_terms: found.rarest_terms,
         })
     }
