@@ -278,7 +278,10 @@ def answer_of(query, scored, params, chars_model):
                   and not floor(query["candidates"][i])
                   and not (query["x"][i][other_language] and query["candidates"][i]["evidence"] < 0.5
                            and query["candidates"][i]["features"]["text_coverage"] < 0.6)]
-    if not kept_order or max(probabilities[i] for i in kept_order) < params["answer"]:
+    def grounded(c):
+        f = c["features"]
+        return c["evidence"] >= 0.1 or f["text_coverage"] >= 0.08 or f.get("term_coverage", 0.0) >= 0.5
+    if not any(probabilities[i] >= params["answer"] and grounded(query["candidates"][i]) for i in kept_order):
         return []
     best = scores[kept_order[0]]
     kept, seen = [], set()

@@ -24,6 +24,9 @@ pub const MIN_EVIDENCE: f32 = 0.1;
 /// term coverage: a rare term found in a long session (an error code, a
 /// hash) covers the query in full however long the session is.
 pub const MIN_COVERAGE_WITHOUT_EVIDENCE: f32 = 0.08;
+/// Term coverage that grounds an answer on its own: the session holds
+/// most of the query's weight (a rare exact term, an error code).
+pub const GROUNDING_TERM_COVERAGE: f32 = 0.5;
 /// Code evidence that keeps a session of another language (a binding,
 /// a generated file): it names what the query names.
 pub const OTHER_LANGUAGE_EVIDENCE: f32 = 0.5;
@@ -104,7 +107,12 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
                 entry.dropped = Some(DropReason::BelowFloor);
                 continue;
             }
-            confident |= entry.probability >= ANSWER_PROBABILITY;
+            // An answer needs a likely candidate that shares code facts or
+            // enough of the query's text with it.
+            confident |= entry.probability >= ANSWER_PROBABILITY
+                && (entry.evidence >= MIN_EVIDENCE
+                    || entry.features.text_coverage >= MIN_COVERAGE_WITHOUT_EVIDENCE
+                    || entry.features.term_coverage >= GROUNDING_TERM_COVERAGE);
         }
         if let Some(best) = best_kept
             && entry.score < best - MAX_BELOW_BEST

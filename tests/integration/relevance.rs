@@ -51,6 +51,42 @@ async fn store_short_sessions(app: &TestApp, user_id: &str, name: &str, count: u
 }
 
 #[tokio::test]
+async fn an_exact_marker_in_a_long_session_is_found() {
+    let app = TestApp::new();
+    // Short sessions make the long one far longer than the average.
+    for index in 0..60 {
+        let text = format!("Fix the typo in section {index} of the README");
+        let session = format!("short-{index}");
+        let (status, answer) = app
+            .add(&add_body(&session, "team", &session, &[&text]))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    let marker = |index: u64| format!("mk{:016x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    for index in 0..108u64 {
+        let text = format!(
+            "step {index}: ran the integration suite again after the retry change; \
+             the worker pool drained, the queue was flushed and the log was rotated. \
+             marker {} recorded for this run",
+            marker(index)
+        );
+        let request_id = format!("long-{index}");
+        let (status, answer) = app
+            .add(&add_body(&request_id, "team", "long", &[&text]))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    let query = marker(57);
+    let items = app.search("team", &query, 10).await;
+    assert!(
+        !items.is_empty(),
+        "{:#}",
+        explain(&app, "team", &query).await
+    );
+    assert_eq!(items[0]["session_id"], "long");
+}
+
+#[tokio::test]
 async fn one_users_statistics_never_move_another_users_ranking() {
     let app = TestApp::new();
     store_short_sessions(&app, "alpha", "alpha", 3).await;
