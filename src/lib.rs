@@ -37,10 +37,12 @@ pub use api::{ApiOptions, app};
 pub use bench::load as bench_load;
 /// The command line (the binary's whole `main`).
 pub use cli::main;
-/// A message's author.
-pub use domain::Role;
+/// A message's author; a Search as the API validates it.
+pub use domain::{Role, SearchRequest};
 /// Extraction: a session's messages in, its derived record out.
 pub use ingest::{IngestMessage, SessionRecord, extract_session};
+/// Searches over a read-only view of a data directory.
+pub use read::search::Searcher;
 /// The store, the index and the writer behind the HTTP service.
 pub use service::{Service, ServiceOptions};
 /// Unix milliseconds now.

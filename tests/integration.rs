@@ -25,5 +25,7 @@ mod import;
 #[path = "integration/operations.rs"]
 mod operations;
 
+#[path = "integration/relevance.rs"]
+mod relevance;
 #[path = "integration/security.rs"]
 mod security;
