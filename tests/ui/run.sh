@@ -66,7 +66,9 @@ if not files:
 for number, path in enumerate(files):
     with open(path, encoding="utf-8") as handle:
         fixture = json.load(handle)
-    session_id = fixture["source"]["session_id"]
+    # Fixtures from outside the benchmark have no session id: the file's
+    # name stands for it.
+    session_id = fixture["source"].get("session_id") or os.path.splitext(os.path.basename(path))[0]
     body = {
         "user_id": "fixtures",
         "session_id": session_id,
