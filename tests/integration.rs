@@ -4,6 +4,9 @@
 #[path = "integration/support.rs"]
 mod support;
 
+#[path = "integration/boundaries.rs"]
+mod boundaries;
+
 #[path = "integration/contract.rs"]
 mod contract;
 
@@ -27,5 +30,6 @@ mod operations;
 
 #[path = "integration/relevance.rs"]
 mod relevance;
+
 #[path = "integration/security.rs"]
 mod security;
