@@ -42,6 +42,9 @@ trap cleanup EXIT
 
 key="ui-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 log="$workdir/server.log"
+# Created before the server starts, so that reading it never races the
+# server's own redirection.
+: >"$log"
 env -u CODEMEM_API_KEY -u CODEMEM_API_KEY_FILE \
     "$binary" serve --listen 127.0.0.1:0 --data-dir "$workdir/data" --api-key "$key" 2>"$log" &
 server_pid=$!
