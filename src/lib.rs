@@ -4,22 +4,47 @@
 //! tantivy with a code-aware tokenizer, and ranks them for a new task
 //! (Search), each user's memory apart from every other's. See
 //! `ARCHITECTURE.md` for the map of modules.
+//!
+//! Every module is private: the crate's surface is the facade below, what
+//! the binary (`cli::main`) and the integration tests use. So the dead-code
+//! lint sees every item nothing calls, and a module's boundary (ingest and
+//! rank are pure, read writes nothing) is a matter of its imports, checked
+//! by the compiler, not a convention.
 
-pub mod api;
-pub mod bench;
-pub mod cli;
-pub mod client;
-pub mod domain;
-pub mod import;
-pub mod index;
-pub mod ingest;
-pub mod language;
-pub mod mcp;
-pub mod metrics;
-pub mod rank;
-pub mod read;
-pub mod redact;
-pub mod service;
-pub mod store;
-pub mod time;
-pub mod tokenize;
+mod api;
+mod bench;
+mod cli;
+mod client;
+mod domain;
+mod import;
+mod index;
+mod ingest;
+mod language;
+mod mcp;
+mod metrics;
+mod rank;
+mod read;
+mod redact;
+mod service;
+mod store;
+mod time;
+mod tokenize;
+
+/// The HTTP service: the router over a [`Service`] and its options.
+pub use api::auth::ApiKeys;
+pub use api::{ApiOptions, app};
+/// `codemem bench load`: concurrent clients against a running server.
+pub use bench::check_incremental as bench_check_incremental;
+pub use bench::load as bench_load;
+/// The command line (the binary's whole `main`).
+pub use cli::main;
+/// A message's author; a Search as the API validates it.
+pub use domain::{Role, SearchRequest};
+/// Extraction: a session's messages in, its derived record out.
+pub use ingest::{EXTRACTOR_VERSION, IngestMessage, SessionRecord, extract_session};
+/// Searches over a read-only view of a data directory.
+pub use read::search::Searcher;
+/// The store, the index and the writer behind the HTTP service.
+pub use service::{Service, ServiceOptions};
+/// Unix milliseconds now.
+pub use time::now_ms;

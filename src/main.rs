@@ -1,4 +1,4 @@
-//! The `codemem` binary: everything lives in the library; see `cli`.
+//! The `codemem` binary: everything lives in the library; see its `cli` module.
 
 /// mimalloc rather than the system allocator: extraction, tokenizing and
 /// indexing allocate many small, short-lived values, which it serves about a
@@ -8,5 +8,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    codemem::cli::main()
+    codemem::main()
 }

@@ -2,8 +2,12 @@
 //! text format (version 0.0.4) for `GET /metrics`.
 //!
 //! Small on purpose: fixed buckets, atomics on the hot path, one mutex per
-//! new label set. Labels never hold user ids or other unbounded values
-//! (routes are matched templates, statuses are numbers).
+//! new label set. Every label has a bounded set of values, whatever clients
+//! send: routes are matched templates (or `unmatched`), methods are the
+//! standard ones (or `other`, see [`method_label`]), statuses are numbers.
+//! A maintained metrics crate (`metrics` with its Prometheus exporter) would
+//! not bound labels any better: it records whatever label values it is
+//! handed, so the bound has to be made here either way.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -72,21 +76,43 @@ impl Histogram {
     }
 }
 
+/// The methods counted under their own name; any other is counted as
+/// `other`, so a client cannot grow the label set by inventing methods.
+const KNOWN_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE",
+];
+
+/// The `method` label of a request method: the method itself when it is a
+/// standard one, else `other`.
+pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+/// Route template, method label, status.
+type SeriesKey = (String, &'static str, u16);
+
 /// Requests by route template, method and status, with their latency.
 #[derive(Debug, Default)]
 pub struct HttpMetrics {
-    series: Mutex<BTreeMap<(String, String, u16), std::sync::Arc<Histogram>>>,
+    /// Keyed by route template, method label and status. A std `Mutex`:
+    /// held only to find or insert an entry, never across an await.
+    series: Mutex<BTreeMap<SeriesKey, std::sync::Arc<Histogram>>>,
 }
 
 impl HttpMetrics {
-    /// Counts one answered request.
+    /// Counts one answered request. `method` is recorded through
+    /// [`method_label`].
     pub fn observe(&self, route: &str, method: &str, status: u16, elapsed: Duration) {
         let histogram = {
             let Ok(mut series) = self.series.lock() else {
                 return;
             };
             series
-                .entry((route.to_string(), method.to_string(), status))
+                .entry((route.to_string(), method_label(method), status))
                 .or_default()
                 .clone()
         };
@@ -182,5 +208,24 @@ mod tests {
             "codemem_http_requests_total{route=\"/v1/add\",method=\"POST\",status=\"422\"} 1\n"
         ));
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn invented_methods_share_one_other_label() {
+        let metrics = HttpMetrics::default();
+        for index in 0..1000 {
+            let method = format!("X{index:04}{}", "Q".repeat(4000));
+            metrics.observe("/health", &method, 405, Duration::from_millis(1));
+        }
+        metrics.observe("/health", "GET", 200, Duration::from_millis(1));
+        let mut out = String::new();
+        metrics.write(&mut out);
+        assert!(out.contains(
+            "codemem_http_requests_total{route=\"/health\",method=\"other\",status=\"405\"} 1000\n"
+        ));
+        assert!(out.contains("method=\"GET\""));
+        assert!(out.len() < 16 * 1024, "{} bytes", out.len());
+        assert_eq!(method_label("PATCH"), "PATCH");
+        assert_eq!(method_label("get"), "other");
     }
 }

@@ -396,23 +396,6 @@ pub fn last_seq(conn: &Connection) -> Result<i64, StoreError> {
     )
 }
 
-/// Counts of what is stored, for health and logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoreCounts {
-    /// Adds in the request log.
-    pub num_requests: i64,
-    /// Messages stored.
-    pub num_messages: i64,
-}
-
-/// Counts what is stored.
-pub fn counts(conn: &Connection) -> Result<StoreCounts, StoreError> {
-    Ok(StoreCounts {
-        num_requests: conn.query_row("SELECT COUNT(*) FROM requests", [], |row| row.get(0))?,
-        num_messages: conn.query_row("SELECT COUNT(*) FROM messages", [], |row| row.get(0))?,
-    })
-}
-
 /// All messages of one session of one user, in session order (by Add, then
 /// by index within the Add).
 pub fn session_messages(
@@ -752,17 +735,6 @@ pub fn clear_user_deletions(conn: &Connection, user_ids: &[String]) -> Result<()
         )?;
     }
     Ok(())
-}
-
-/// Whether a user has a session of this id.
-pub fn session_exists(
-    conn: &Connection,
-    user_id: &str,
-    session_id: &str,
-) -> Result<bool, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM sessions WHERE user_id = ?1 AND session_id = ?2")?
-        .exists(params![user_id, session_id])?)
 }
 
 /// Every session of a user, most recently updated first.

@@ -91,6 +91,27 @@ fn push_term(tokens: &mut Vec<CodeToken>, raw: &str, offset_from: usize, positio
     });
 }
 
+/// The lowercased parts of every identifier in `text`, split as the
+/// tokenizer splits them (`LatexPrinter._print_Mul` -> latex, printer,
+/// print, mul; `HTTPServer` -> http, server): the words other modules
+/// match against indexed terms.
+pub fn word_parts(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut parts = Vec::new();
+    for word in text.split(|c: char| !is_word_char(c)) {
+        if word.is_empty() {
+            continue;
+        }
+        identifier_parts(word, &mut parts);
+        words.extend(
+            parts
+                .iter()
+                .map(|&(start, end)| word[start..end].to_lowercase()),
+        );
+    }
+    words
+}
+
 fn is_word_char(c: char) -> bool {
     c == '_' || c.is_alphanumeric()
 }
@@ -210,6 +231,18 @@ mod tests {
     fn check(text: &str, expected: &[&str]) {
         let terms: Vec<String> = code_tokens(text).into_iter().map(|t| t.text).collect();
         assert_eq!(terms, expected, "terms of {text:?}");
+    }
+
+    #[test]
+    fn word_parts_split_as_the_tokenizer_does() {
+        assert_eq!(
+            word_parts("LatexPrinter._print_Mul"),
+            vec!["latex", "printer", "print", "mul"]
+        );
+        assert_eq!(
+            word_parts("src/HTTPServer.rs"),
+            vec!["src", "http", "server", "rs"]
+        );
     }
 
     #[test]

@@ -4,6 +4,9 @@
 #[path = "integration/support.rs"]
 mod support;
 
+#[path = "integration/boundaries.rs"]
+mod boundaries;
+
 #[path = "integration/contract.rs"]
 mod contract;
 
@@ -24,6 +27,12 @@ mod import;
 
 #[path = "integration/operations.rs"]
 mod operations;
+
+#[path = "integration/relevance.rs"]
+mod relevance;
+
+#[path = "integration/security.rs"]
+mod security;
 
 #[path = "integration/writes.rs"]
 mod writes;

@@ -300,6 +300,119 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
     errors.finish(request)
 }
 
+/// Why a body is not the JSON codemem reads.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON at all, or not UTF-8 text.
+    #[error("{0}")]
+    Syntax(String),
+}
+
+/// Parses a request body as JSON, refusing what `serde_json::Value` would
+/// silently accept or report unclearly: an object naming the same key
+/// twice (which one counts is up to each reader, so `"user_id"` given twice
+/// could scope a write to either), and unpaired UTF-16 surrogate escapes.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, JsonError> {
+    use serde::Deserialize as _;
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = StrictValue::deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value.0))
+        .map_err(|error| JsonError::Syntax(describe_json_error(&error)))?;
+    Ok(value)
+}
+
+/// A clearer reason for the errors serde_json words for its own parser.
+fn describe_json_error(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    if text.contains("hex escape") || text.contains("surrogate") {
+        format!(
+            "a string holds an unpaired UTF-16 surrogate escape (\\ud800 to \\udfff not in a high-low pair) at line {} column {}; strings must be valid Unicode",
+            error.line(),
+            error.column()
+        )
+    } else {
+        text
+    }
+}
+
+/// A JSON value read with duplicate object keys refused.
+struct StrictValue(Value);
+
+impl<'de> serde::Deserialize<'de> for StrictValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<StrictValue, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::from(value))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_string()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        serde::Deserialize::deserialize(deserializer).map(|StrictValue(value)| value)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(access.size_hint().unwrap_or(0).min(4096));
+        while let Some(StrictValue(item)) = access.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            let StrictValue(value) = access.next_value()?;
+            if object.contains_key(&key) {
+                let shown: String = key.chars().take(100).collect();
+                return Err(serde::de::Error::custom(format!(
+                    "the key {shown:?} appears twice in one object"
+                )));
+            }
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
 /// The Add answer: the three ids echoed byte for byte.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct AddResponse {
@@ -368,13 +481,6 @@ impl From<MemoryItem> for ItemDto {
             },
         }
     }
-}
-
-/// Query string of the inspection routes.
-#[derive(Debug, serde::Deserialize)]
-pub struct UserQuery {
-    /// The scope to inspect.
-    pub user_id: Option<String>,
 }
 
 /// One line of `GET /v1/sessions`.
@@ -562,6 +668,29 @@ mod tests {
         assert_eq!(fields(parse_search(&body)), vec!["query"]);
         let body = json!({"query": "q", "user_id": "u", "top_k": 1000, "options": ["A. x"]});
         assert_eq!(parse_search(&body).expect("valid").top_k, 1000);
+    }
+
+    #[test]
+    fn duplicate_keys_and_lone_surrogates_are_refused_with_a_reason() {
+        let cases = [
+            (r#"{"user_id":"u1","user_id":"u2"}"#, "appears twice"),
+            (r#"{"a":{"b":1,"b":1}}"#, "\"b\" appears twice"),
+            (r#"[{"x":1},{"x":1,"x":2}]"#, "appears twice"),
+            (r#"{"query":"\ud800"}"#, "unpaired UTF-16 surrogate"),
+            (r#"{"query":"\udc00x"}"#, "unpaired UTF-16 surrogate"),
+            (r#"{"query":"\ud800\u0041"}"#, "unpaired UTF-16 surrogate"),
+            (r#"{"a":1} x"#, "trailing characters"),
+        ];
+        for (body, expected) in cases {
+            let error = parse_json(body.as_bytes()).expect_err(body).to_string();
+            assert!(error.contains(expected), "{body}: {error}");
+        }
+        let ok = parse_json(r#"{"a":[{"b":1},{"b":2}],"c":"\ud83d\ude00","d":-1.5e3}"#.as_bytes())
+            .expect("valid");
+        assert_eq!(ok["c"], "\u{1f600}");
+        assert_eq!(ok["a"][1]["b"], 2);
+        assert_eq!(ok["d"], -1500.0);
+        assert!(parse_json(&b"[".repeat(100_000)).is_err());
     }
 
     #[test]

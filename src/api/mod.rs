@@ -11,22 +11,33 @@
 pub mod auth;
 pub mod dto;
 pub mod error;
+pub mod guard;
+pub mod limits;
 pub mod openapi;
+pub mod serve;
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{get, post};
-use axum::{Json, Router, middleware};
+use axum::{Extension, Json, Router, middleware};
+
+/// The scope of the request's key; `None` when the service runs without
+/// keys.
+type KeyScope = Option<Extension<Arc<Scope>>>;
+
+fn scope_of(scope: &KeyScope) -> Option<&Scope> {
+    scope.as_ref().map(|Extension(scope)| scope.as_ref())
+}
 use serde_json::Value;
 
-use self::auth::ApiKeys;
+use self::auth::{ApiKeys, Scope, authorize};
 #[allow(unused_imports)] // named by the OpenAPI annotations
 use self::dto::ItemDto;
-use self::dto::{AddResponse, SearchResponse, SessionSummaryDto, UserQuery};
+use self::dto::{AddResponse, SearchResponse, SessionSummaryDto};
 use self::error::ApiError;
 use crate::read::search::Explained;
 use crate::service::{Health, Service};
@@ -44,6 +55,19 @@ pub struct ApiOptions {
     /// A request not answered within this is answered 503 with
     /// `Retry-After` (an Add retried with its request_id is stored once).
     pub request_timeout: std::time::Duration,
+    /// A body not received within this is answered 408; no in-flight slot
+    /// is held while it arrives.
+    pub body_read_timeout: std::time::Duration,
+    /// The `Host` values served (a guard against DNS rebinding).
+    pub allowed_hosts: guard::AllowedHosts,
+    /// Browser origins besides the server's own that may call the API
+    /// (CSRF protection lets them through, CORS answers them); each
+    /// `scheme://host[:port]`, as a browser sends it.
+    pub trusted_origins: Vec<String>,
+    /// Refuse an Add whose ids hold what looks like a credential (set with
+    /// `--redact-secrets`: content is masked, but masking an id would merge
+    /// distinct scopes).
+    pub refuse_secret_ids: bool,
 }
 
 /// The default number of requests handled at once.
@@ -51,6 +75,9 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 256;
 /// The default request timeout: ten minutes (an Add of a long trajectory
 /// on a loaded machine takes seconds, never minutes).
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The default time a request body may take to arrive.
+pub const DEFAULT_BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The default body limit: 64 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -62,6 +89,10 @@ impl Default for ApiOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            allowed_hosts: guard::AllowedHosts::default(),
+            trusted_origins: Vec::new(),
+            refuse_secret_ids: false,
         }
     }
 }
@@ -70,6 +101,7 @@ impl Default for ApiOptions {
 struct AppState {
     service: Arc<Service>,
     max_body_bytes: usize,
+    refuse_secret_ids: bool,
     http_metrics: Arc<crate::metrics::HttpMetrics>,
 }
 
@@ -79,26 +111,47 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
     let state = AppState {
         service,
         max_body_bytes: options.max_body_bytes,
+        refuse_secret_ids: options.refuse_secret_ids,
         http_metrics: Arc::clone(&http_metrics),
     };
     let keys = Arc::new(options.keys);
-    let load = Arc::new(LoadLimit {
+    let limits = Arc::new(limits::Limits {
+        max_body_bytes: options.max_body_bytes,
+        body_read_timeout: options.body_read_timeout,
         permits: Arc::new(tokio::sync::Semaphore::new(options.max_in_flight.max(1))),
         max_in_flight: options.max_in_flight.max(1),
-        timeout: options.request_timeout,
+        request_timeout: options.request_timeout,
     });
-    Router::new()
+    let mut csrf = tower_http::csrf::CsrfLayer::new();
+    for origin in &options.trusted_origins {
+        match csrf.clone().add_trusted_origin(origin) {
+            Ok(layer) => csrf = layer,
+            Err(error) => tracing::warn!(%error, "trusted origin skipped"),
+        }
+    }
+    let csrf = csrf.with_rejection_response(guard::cross_origin_refused);
+    let cors = trusted_origins_cors(&options.trusted_origins);
+    let allowed_hosts = Arc::new(options.allowed_hosts);
+    let json_routes = Router::new()
         .route("/add", post(add))
         .route("/v1/add", post(add))
         .route("/search", post(search))
         .route("/v1/search", post(search))
-        .route("/v1/search/explain", post(explain))
+        .route("/v1/search/explain", post(explain));
+    Router::new()
+        .merge(json_routes)
         .route("/v1/users", get(list_users))
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{*session_id}", get(session_detail))
         .route("/v1/users/{*user_id}", axum::routing::delete(delete_user))
+        // Outermost first: the key, the declared type, then the body read
+        // and the in-flight slot.
+        .route_layer(middleware::from_fn_with_state(
+            limits,
+            limits::limit_request,
+        ))
+        .route_layer(middleware::from_fn(guard::require_json))
         .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
-        .route_layer(middleware::from_fn_with_state(load, limit_load))
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/ui", get(ui_page))
@@ -108,8 +161,37 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .layer(csrf)
+        .layer(tower::util::option_layer(cors))
+        .layer(middleware::from_fn_with_state(
+            allowed_hosts,
+            guard::check_host,
+        ))
         .layer(middleware::from_fn_with_state(http_metrics, record_metrics))
         .with_state(state)
+}
+
+/// CORS for the trusted origins alone (`tower_http::cors`); with none,
+/// no CORS layer at all: no CORS header is ever sent, so browsers keep
+/// other origins from reading answers.
+fn trusted_origins_cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
+    use axum::http::{HeaderName, HeaderValue, header};
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    if origins.is_empty() {
+        return None;
+    }
+    let cors = tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::AllowOrigin::list(origins))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            HeaderName::from_static("x-api-key"),
+        ]);
+    Some(cors)
 }
 
 /// Middleware: counts every answer by route template, method and status.
@@ -123,54 +205,16 @@ async fn record_metrics(
         .get::<axum::extract::MatchedPath>()
         .map_or("unmatched", |path| path.as_str())
         .to_string();
-    let method = request.method().as_str().to_string();
+    let method = crate::metrics::method_label(request.method().as_str());
     let started = std::time::Instant::now();
     let response = next.run(request).await;
     metrics.observe(
         &route,
-        &method,
+        method,
         response.status().as_u16(),
         started.elapsed(),
     );
     response
-}
-
-/// The concurrency limit and timeout of the routes that do work.
-struct LoadLimit {
-    permits: Arc<tokio::sync::Semaphore>,
-    max_in_flight: usize,
-    timeout: std::time::Duration,
-}
-
-/// Middleware: 503 with `Retry-After` when `max_in_flight` requests are
-/// being handled already, or when one takes longer than the timeout.
-async fn limit_load(
-    State(limit): State<Arc<LoadLimit>>,
-    request: axum::extract::Request,
-    next: middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let Ok(_permit) = Arc::clone(&limit.permits).try_acquire_owned() else {
-        return ApiError::unavailable(
-            format!(
-                "busy: {} requests in flight, the limit; retry shortly",
-                limit.max_in_flight
-            ),
-            1,
-        )
-        .into_response();
-    };
-    match tokio::time::timeout(limit.timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::unavailable(
-            format!(
-                "not answered within the request timeout of {} s; retry (an Add retried with the same request_id is stored once)",
-                limit.timeout.as_secs_f64()
-            ),
-            1,
-        )
-        .into_response(),
-    }
 }
 
 /// Bodies larger than this are parsed on the blocking pool: parsing a few
@@ -196,7 +240,7 @@ async fn read_request<T: Send + 'static>(
     })?;
     let is_small = bytes.len() <= INLINE_PARSE_BYTES;
     let parse_bytes = move || {
-        let value: Value = serde_json::from_slice(&bytes).map_err(ApiError::malformed_json)?;
+        let value = dto::parse_json(&bytes).map_err(ApiError::malformed_json)?;
         parse(&value).map_err(ApiError::invalid_fields)
     };
     if is_small {
@@ -215,9 +259,14 @@ async fn read_request<T: Send + 'static>(
               (status = 413, description = "The session would hold more message content than the per-session limit; nothing of the Add was stored", body = openapi::ErrorBody)))]
 async fn add(
     State(state): State<AppState>,
+    scope: KeyScope,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<AddResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_add).await?;
+    authorize(scope_of(&scope), &request.user_id)?;
+    if state.refuse_secret_ids {
+        refuse_secret_ids(&request)?;
+    }
     let response = AddResponse {
         success: true,
         request_id: request.request_id.clone(),
@@ -228,6 +277,30 @@ async fn add(
     let outcome = state.service.add(request).await?;
     tracing::debug!(num_messages, ?outcome, "add answered");
     Ok(Json(response))
+}
+
+/// 422 when an id of the Add holds what looks like a credential.
+fn refuse_secret_ids(request: &crate::domain::AddRequest) -> Result<(), ApiError> {
+    let errors: Vec<error::FieldError> = [
+        ("request_id", &request.request_id),
+        ("user_id", &request.user_id),
+        ("session_id", &request.session_id),
+    ]
+    .into_iter()
+    .filter_map(|(field, id)| {
+        crate::redact::find_secret(id).map(|kind| error::FieldError {
+            field: field.to_string(),
+            message: format!(
+                "holds what looks like a credential ({kind}); ids are stored as sent, so it is refused"
+            ),
+        })
+    })
+    .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(errors))
+    }
 }
 
 /// The same as `POST /add`.
@@ -244,9 +317,11 @@ fn add_v1() {}
     responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse)))]
 async fn search(
     State(state): State<AppState>,
+    scope: KeyScope,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SearchResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
+    authorize(scope_of(&scope), &request.user_id)?;
     let items = state.service.search(request).await?;
     Ok(Json(SearchResponse {
         data: items.into_iter().map(Into::into).collect(),
@@ -265,30 +340,61 @@ fn search_v1() {}
     responses((status = 200, description = "Candidates, kept ones first", body = openapi::Explanation)))]
 async fn explain(
     State(state): State<AppState>,
+    scope: KeyScope,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Explained>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
+    authorize(scope_of(&scope), &request.user_id)?;
     Ok(Json(state.service.explain(request).await?))
 }
 
-/// The `user_id` of an inspection request: required, non-empty.
-fn inspected_user(query: Result<Query<UserQuery>, QueryRejection>) -> Result<String, ApiError> {
-    let user_id = query.ok().and_then(|Query(query)| query.user_id);
-    match user_id {
-        Some(user_id) if !user_id.is_empty() => Ok(user_id),
-        _ => Err(ApiError::invalid_fields(vec![error::FieldError {
+/// The `user_id` of an inspection request's query string: required,
+/// non-empty, given once.
+fn inspected_user(query: Option<&str>) -> Result<String, ApiError> {
+    let field_error = |message: &str| {
+        ApiError::invalid_fields(vec![error::FieldError {
             field: "user_id".to_string(),
-            message: "query parameter required, non-empty".to_string(),
-        }])),
+            message: message.to_string(),
+        }])
+    };
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+        .map_err(|_| field_error("the query string is not valid form encoding"))?;
+    let mut values = pairs
+        .into_iter()
+        .filter(|(name, _)| name == "user_id")
+        .map(|(_, value)| value);
+    match (values.next(), values.next()) {
+        (None, _) => Err(field_error("query parameter required, non-empty")),
+        (Some(_), Some(_)) => Err(field_error(
+            "given more than once; give exactly one user_id",
+        )),
+        (Some(user_id), None) if user_id.is_empty() => {
+            Err(field_error("query parameter required, non-empty"))
+        }
+        (Some(user_id), None) => Ok(user_id),
     }
 }
 
 /// Users holding sessions, with counts.
 #[utoipa::path(get, path = "/v1/users", tag = "inspection",
     responses((status = 200, description = "Users, most recently active first", body = openapi::UserList)))]
-async fn list_users(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn list_users(
+    State(state): State<AppState>,
+    scope: KeyScope,
+) -> Result<Json<Value>, ApiError> {
+    let scope = scope_of(&scope);
+    if scope.is_some_and(|scope| !scope.allows_user_list()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this API key may not list users (grant list-users in the keys file)",
+        ));
+    }
     let users = state.service.list_users().await?;
-    let data: Vec<dto::UserSummaryDto> = users.into_iter().map(Into::into).collect();
+    let data: Vec<dto::UserSummaryDto> = users
+        .into_iter()
+        .filter(|user| scope.is_none_or(|scope| scope.allows_user(&user.user_id)))
+        .map(Into::into)
+        .collect();
     Ok(Json(serde_json::json!({ "data": data })))
 }
 
@@ -305,7 +411,7 @@ async fn ui_page() -> impl axum::response::IntoResponse {
             (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (
                 axum::http::header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:",
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
             ),
         ],
         UI_PAGE,
@@ -318,9 +424,11 @@ async fn ui_page() -> impl axum::response::IntoResponse {
     responses((status = 200, description = "Sessions, most recently updated first", body = openapi::SessionList)))]
 async fn list_sessions(
     State(state): State<AppState>,
-    query: Result<Query<UserQuery>, QueryRejection>,
+    scope: KeyScope,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let user_id = inspected_user(query)?;
+    let user_id = inspected_user(query.as_deref())?;
+    authorize(scope_of(&scope), &user_id)?;
     let sessions = state.service.list_sessions(user_id).await?;
     let data: Vec<SessionSummaryDto> = sessions.into_iter().map(Into::into).collect();
     Ok(Json(serde_json::json!({ "data": data })))
@@ -335,9 +443,11 @@ async fn list_sessions(
 async fn session_detail(
     State(state): State<AppState>,
     Path(session_id): Path<String>,
-    query: Result<Query<UserQuery>, QueryRejection>,
+    scope: KeyScope,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let user_id = inspected_user(query)?;
+    let user_id = inspected_user(query.as_deref())?;
+    authorize(scope_of(&scope), &user_id)?;
     let detail = state
         .service
         .session_detail(user_id, session_id.clone())
@@ -358,8 +468,10 @@ async fn session_detail(
     responses((status = 200, description = "What was removed (zeros for an unknown user)", body = openapi::UserDeleted)))]
 async fn delete_user(
     State(state): State<AppState>,
+    scope: KeyScope,
     Path(user_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    authorize(scope_of(&scope), &user_id)?;
     if user_id.is_empty() {
         return Err(ApiError::invalid_fields(vec![error::FieldError {
             field: "user_id".to_string(),
@@ -372,16 +484,26 @@ async fn delete_user(
     ))
 }
 
-/// Health: the writer runs, and what the index holds.
+/// Health: the writer runs, and what the index holds; 503 when the writer
+/// cannot take Adds (the platform takes any 2xx as healthy).
 #[utoipa::path(get, path = "/health", tag = "contract",
-    responses((status = 200, description = "Up", body = Health)))]
-async fn health(State(state): State<AppState>) -> Json<Health> {
-    Json(state.service.health())
+    responses((status = 200, description = "Up", body = Health),
+              (status = 503, description = "The writer cannot take Adds (stopping or stopped)", body = openapi::ErrorBody)))]
+async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
+    let health = state.service.health();
+    if health.status != "ok" {
+        return Err(ApiError::unavailable(
+            format!("{}: the writer cannot take Adds", health.status),
+            1,
+        ));
+    }
+    Ok(Json(health))
 }
 
 /// The same as `GET /health`.
 #[utoipa::path(get, path = "/v1/health", tag = "contract",
-    responses((status = 200, description = "Up", body = Health)))]
+    responses((status = 200, description = "Up", body = Health),
+              (status = 503, description = "The writer cannot take Adds (stopping or stopped)", body = openapi::ErrorBody)))]
 #[allow(dead_code)]
 fn health_v1() {}
 
@@ -533,13 +655,33 @@ static OPENAPI: std::sync::LazyLock<Value> = std::sync::LazyLock::new(openapi::d
 async fn not_found(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        format!("no route for {method} {}", uri.path()),
+        format!(
+            "no route for {} {}",
+            echoed(method.as_str()),
+            echoed(uri.path())
+        ),
     )
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!("{method} is not allowed on {}", uri.path()),
+        format!(
+            "{} is not allowed on {}",
+            echoed(method.as_str()),
+            echoed(uri.path())
+        ),
     )
+}
+
+/// The longest piece of a request (method, path) echoed in a reason.
+const MAX_ECHOED_CHARS: usize = 200;
+
+/// `text` as echoed in an error reason: cut at [`MAX_ECHOED_CHARS`], so a
+/// client cannot make every answer as large as its request line.
+fn echoed(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_ECHOED_CHARS) {
+        Some((end, _)) => format!("{}...", &text[..end]).into(),
+        None => text.into(),
+    }
 }

@@ -232,13 +232,23 @@ pub struct ApiDoc;
 struct SecurityAndErrors;
 
 /// Error answers any protected route may give.
-const SHARED_ERRORS: [(&str, &str); 5] = [
+const SHARED_ERRORS: [(&str, &str); 9] = [
     ("400", "The body is not JSON."),
     (
         "401",
         "A key is required and none, or a wrong one, was given.",
     ),
+    (
+        "403",
+        "A browser page of another origin sent it, or the key may not touch this user.",
+    ),
+    ("408", "The body did not arrive in time."),
     ("413", "The body is larger than the limit."),
+    ("415", "The body is not declared `application/json`."),
+    (
+        "421",
+        "The Host named is not served (neither the listen address nor an allowed host).",
+    ),
     (
         "422",
         "Fields are missing or invalid; `detail.errors` lists them.",
@@ -248,6 +258,9 @@ const SHARED_ERRORS: [(&str, &str); 5] = [
         "Overloaded, timed out or shutting down; retry after `Retry-After` seconds.",
     ),
 ];
+
+/// Answers only a request with a body can get.
+const BODY_ERRORS: [&str; 3] = ["408", "413", "415"];
 
 impl utoipa::Modify for SecurityAndErrors {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -295,10 +308,20 @@ impl utoipa::Modify for SecurityAndErrors {
             .flatten()
             {
                 if open {
+                    // Open routes still check the Host.
+                    for (status, description) in SHARED_ERRORS {
+                        if status == "421" {
+                            operation
+                                .responses
+                                .responses
+                                .entry(status.to_string())
+                                .or_insert_with(|| error(description));
+                        }
+                    }
                     continue;
                 }
                 for (status, description) in SHARED_ERRORS {
-                    if status == "413" && operation.request_body.is_none() {
+                    if BODY_ERRORS.contains(&status) && operation.request_body.is_none() {
                         continue;
                     }
                     operation
@@ -395,9 +418,14 @@ mod tests {
             assert!(document["paths"].get(path).is_some(), "{path} missing");
         }
         let add = &document["paths"]["/v1/add"]["post"]["responses"];
-        for status in ["200", "400", "401", "413", "422", "503"] {
+        for status in [
+            "200", "400", "401", "403", "408", "413", "415", "421", "422", "503",
+        ] {
             assert!(add.get(status).is_some(), "add lacks {status}");
         }
+        let users = &document["paths"]["/v1/users"]["get"]["responses"];
+        assert!(users.get("403").is_some() && users.get("415").is_none());
+        assert!(document["paths"]["/health"]["get"]["responses"]["421"].is_object());
     }
 
     /// Bodies the document describes are what the parsers accept, and

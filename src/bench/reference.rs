@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
 /// Query terms kept (codemem's query analysis keeps as many).
@@ -203,15 +203,6 @@ async fn search(State(reference): State<Arc<Reference>>, Json(body): Json<Value>
         Ok(Ok(rows)) => (StatusCode::OK, Json(json!({ "data": rows }))),
         _ => refuse(StatusCode::SERVICE_UNAVAILABLE, "search failed"),
     }
-}
-
-/// Rows the reference holds (for the report).
-pub fn count_rows(data_dir: &Path) -> Option<i64> {
-    let conn = Connection::open(data_dir.join("fts5.sqlite3")).ok()?;
-    conn.query_row("SELECT COUNT(*) FROM chunks", [], |row| row.get(0))
-        .optional()
-        .ok()
-        .flatten()
 }
 
 #[cfg(test)]

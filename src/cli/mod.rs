@@ -250,6 +250,14 @@ struct ServeArgs {
     #[arg(long, env = "CODEMEM_API_KEY_FILE")]
     api_key_file: Option<PathBuf>,
 
+    /// File of scoped keys: each line a key's SHA-256 digest (hex), the
+    /// user ids it may use (comma-separated; `prefix*` and `*` allowed),
+    /// and optionally `list-users`; # comments and blank lines skipped.
+    /// Combines with --api-key and --api-key-file (whose keys reach every
+    /// user). See the README.
+    #[arg(long, env = "CODEMEM_KEYS_FILE")]
+    keys_file: Option<PathBuf>,
+
     /// Largest request body accepted, in bytes; larger ones get 413.
     #[arg(long, env = "CODEMEM_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -289,6 +297,49 @@ struct ServeArgs {
     /// request's `max_chars` says otherwise (the first item is always given).
     #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     search_budget: u64,
+
+    /// A Host name served besides the listen address (loopback names and
+    /// IPs with the port), e.g. the name a reverse proxy forwards;
+    /// `name:port` requires that port. Repeatable; `*` serves any Host
+    /// (no DNS-rebinding guard). Other Hosts get 421.
+    #[arg(
+        long = "allowed-host",
+        env = "CODEMEM_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    allowed_hosts: Vec<String>,
+
+    /// A browser origin (`https://app.example`) besides the server's own
+    /// that may call the API: CSRF protection lets it through and CORS
+    /// answers it. Repeatable.
+    #[arg(
+        long = "allowed-origin",
+        env = "CODEMEM_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    allowed_origins: Vec<String>,
+
+    /// Seconds a request body may take to arrive (408 past it); no
+    /// in-flight slot is held meanwhile.
+    #[arg(long, env = "CODEMEM_BODY_READ_TIMEOUT_SECS", default_value_t = api::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    body_read_timeout_secs: u64,
+
+    /// Seconds a request head may take to arrive, and a kept-alive
+    /// connection may stay idle, before the connection is closed.
+    #[arg(long, env = "CODEMEM_HEADER_READ_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    header_read_timeout_secs: u64,
+
+    /// Connections open at once; past it new ones are closed at once.
+    #[arg(long, env = "CODEMEM_MAX_CONNECTIONS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_connections: u32,
+
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "CODEMEM_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "CODEMEM_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.

@@ -69,10 +69,22 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
 }
 
 pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.api_key.is_some() && std::env::var_os("CODEMEM_API_KEY").is_none() {
+        tracing::warn!(
+            "--api-key on the command line is visible to every local user (ps); set CODEMEM_API_KEY or use --api-key-file or --keys-file instead"
+        );
+    }
     let mut keys = ApiKeys::new(args.api_key.iter());
     if let Some(path) = &args.api_key_file {
         keys.add_file(path)?;
     }
+    if let Some(path) = &args.keys_file {
+        keys.add_keys_file(path)?;
+    }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(api::serve::tls_config(cert, key)?),
+        _ => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("codemem-worker")
@@ -99,9 +111,10 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         } else {
             "auth disabled: no API key configured".to_string()
         };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         tracing::info!(
             data_dir = %args.data_dir.display(),
-            "codemem listening on http://{address} ({auth})"
+            "codemem listening on {scheme}://{address} ({auth})"
         );
         let app = api::app(
             service.clone(),
@@ -110,12 +123,19 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 max_body_bytes: args.max_body_bytes,
                 max_in_flight: args.max_in_flight as usize,
                 request_timeout: std::time::Duration::from_secs(args.request_timeout_secs),
+                body_read_timeout: std::time::Duration::from_secs(args.body_read_timeout_secs),
+                allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
+                trusted_origins: args.allowed_origins.clone(),
+                refuse_secret_ids: args.redact_secrets,
             },
         );
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("server failed")?;
+        let serve_options = api::serve::ServeOptions {
+            header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
+            max_connections: args.max_connections as usize,
+            shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
+            tls,
+        };
+        api::serve::serve(listener, app, serve_options, shutdown_signal()).await;
         tracing::info!("no longer accepting requests; finishing queued adds");
         service.shutdown().await;
         tracing::info!("stopped");

@@ -21,7 +21,6 @@ pub mod transcript;
 
 pub use git::{
     DEFAULT_MAX_DIFF_BYTES, ImportOptions, ImportReport, check_repository, import_history,
-    repository_name, session_id,
 };
 pub use sink::{DirectSink, ServerSink, Sink};
 pub use transcript::{TranscriptOptions, TranscriptReport, import_transcripts};
@@ -34,13 +33,4 @@ pub trait Progress {
     fn update(&mut self, done: usize, status: &str);
     /// The import (or one pass of a watch) ended.
     fn finish(&mut self);
-}
-
-/// No progress output.
-pub struct Quiet;
-
-impl Progress for Quiet {
-    fn start(&mut self, _: usize, _: &str) {}
-    fn update(&mut self, _: usize, _: &str) {}
-    fn finish(&mut self) {}
 }

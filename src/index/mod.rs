@@ -25,7 +25,8 @@ pub mod directory;
 
 use std::path::{Path, PathBuf};
 
-use tantivy::collector::{Count, TopDocs};
+use tantivy::DocSet;
+use tantivy::collector::TopDocs;
 use tantivy::directory::error::OpenDirectoryError;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
@@ -76,7 +77,8 @@ const CODE_TOKENIZER: &str = "code";
 /// Bumped whenever the schema, the tokenizer or the stored ranking profile
 /// (`rank::SessionProfile`) changes: an index of another
 /// version is rebuilt from the store.
-const SCHEMA_VERSION: u64 = 10;
+/// 11: task and fix digests are SHA-256 based (stable across builds).
+const SCHEMA_VERSION: u64 = 11;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 
@@ -223,34 +225,41 @@ impl TokenStream for CodeTokenStream {
     }
 }
 
-/// BM25 statistics with the document frequencies a search already read:
-/// tantivy would otherwise look each query term up in every segment again
-/// when it builds the query's weights (a sixth of a large scope's search).
-struct KnownFrequencies<'a> {
-    searcher: &'a tantivy::Searcher,
+/// BM25 statistics of one user's session documents: their number, their
+/// summed text length and each query term's document frequency, all
+/// counted within the scope. A user's ranking then depends on their own
+/// memory only, and no score reveals what another user stores. Handed to
+/// tantivy's scoring, which would otherwise look each term up in every
+/// segment again (over every user's documents).
+struct ScopeStatistics {
+    num_docs: u64,
+    num_tokens: u64,
     doc_freqs: std::collections::HashMap<Term, u64>,
 }
 
-impl tantivy::query::Bm25StatisticsProvider for KnownFrequencies<'_> {
-    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        self.searcher.total_num_tokens(field)
+impl tantivy::query::Bm25StatisticsProvider for ScopeStatistics {
+    fn total_num_tokens(&self, _field: Field) -> tantivy::Result<u64> {
+        Ok(self.num_tokens)
     }
 
     fn total_num_docs(&self) -> tantivy::Result<u64> {
-        self.searcher.total_num_docs()
+        Ok(self.num_docs)
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        match self.doc_freqs.get(term) {
-            Some(df) => Ok(*df),
-            None => self.searcher.doc_freq(term),
-        }
+        Ok(self.doc_freqs.get(term).copied().unwrap_or(0))
     }
+}
+
+/// tantivy's BM25 IDF of a term held by `df` of `num_docs` documents.
+fn bm25_idf(num_docs: u64, df: u64) -> f32 {
+    let num_docs = num_docs.max(df) as f32;
+    let df = df as f32;
+    (1.0 + (num_docs - df + 0.5) / (df + 0.5)).ln()
 }
 
 /// The searchable side of the index, shared by all searches.
 pub struct SearchIndex {
-    index: Index,
     reader: IndexReader,
     fields: Fields,
 }
@@ -310,11 +319,7 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
     Ok((
-        SearchIndex {
-            index,
-            reader,
-            fields,
-        },
+        SearchIndex { reader, fields },
         IndexWriterHandle {
             writer,
             fields,
@@ -350,11 +355,7 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
-    Ok(SearchIndex {
-        index,
-        reader,
-        fields,
-    })
+    Ok(SearchIndex { reader, fields })
 }
 
 /// `None` when there is no index; `Some(Err)` when there is one that cannot
@@ -541,6 +542,18 @@ pub struct SessionHit {
     pub profile_json: Option<String>,
     /// BM25 of the query terms over its whole text.
     pub text_score: f32,
+    /// The summed IDF of the query terms its text holds, however often
+    /// and however long the text: a rare term found in a long trajectory
+    /// counts in full.
+    pub matched_weight: f32,
+}
+
+/// The live session documents of one scope.
+struct ScopeDocuments {
+    /// Per segment, in the searcher's order.
+    docs: Vec<tantivy::BitSet>,
+    num_docs: u64,
+    num_tokens: u64,
 }
 
 /// A document's segment and number within it.
@@ -557,7 +570,8 @@ pub struct SessionCandidates {
     pub hits: Vec<SessionHit>,
     /// Session documents in the scope.
     pub scope_size: u64,
-    /// The sum of the query terms' IDF over session texts: the scale of a
+    /// The sum of the query terms' IDF over the scope's session texts
+    /// (document frequencies counted within the scope): the scale of a
     /// text score (a session holding every term scores about this much
     /// times k1 + 1), so that `text_score / query_weight` compares across
     /// queries. Terms no session holds count at full weight: a query made
@@ -606,8 +620,8 @@ impl SearchIndex {
         known: &dyn Fn(&DocKey) -> bool,
     ) -> Result<SessionCandidates, IndexError> {
         let searcher = self.reader.searcher();
-        let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
-        let scope_size = searcher.search(&scope, &Count)? as u64;
+        let scope = self.scope_documents(&searcher, user_id)?;
+        let scope_size = scope.num_docs;
         let terms: Vec<&String> = terms.iter().take(MAX_SESSION_QUERY_TERMS).collect();
         if terms.is_empty() || limit == 0 || scope_size == 0 {
             return Ok(SessionCandidates {
@@ -617,55 +631,82 @@ impl SearchIndex {
                 rarest_terms: Vec::new(),
             });
         }
-        let num_docs = searcher
-            .segment_readers()
-            .iter()
-            .map(|segment| u64::from(segment.num_docs()))
-            .sum::<u64>() as f32;
-        let mut query_weight = 0.0f32;
-        let mut by_rarity: Vec<(u64, &String)> = Vec::with_capacity(terms.len());
-        let mut statistics = KnownFrequencies {
-            searcher: &searcher,
+        // Each term's documents within the scope: its document frequency
+        // there, and which documents hold it (for the matched weight).
+        let mut statistics = ScopeStatistics {
+            num_docs: scope_size,
+            num_tokens: scope.num_tokens,
             doc_freqs: std::collections::HashMap::with_capacity(terms.len()),
         };
+        let mut holders: Vec<Vec<(u32, u32)>> = Vec::with_capacity(terms.len());
         for term in &terms {
             let key = Term::from_field_text(self.fields.session_text, term);
-            let df = searcher.doc_freq(&key)?;
-            statistics.doc_freqs.insert(key, df);
-            if df > 0 {
-                by_rarity.push((df, term));
+            let mut held = Vec::new();
+            for (segment_ord, (segment, docs)) in searcher
+                .segment_readers()
+                .iter()
+                .zip(&scope.docs)
+                .enumerate()
+            {
+                let inverted = segment.inverted_index(self.fields.session_text)?;
+                let Some(mut postings) = inverted
+                    .read_postings(&key, IndexRecordOption::Basic)
+                    .map_err(tantivy::TantivyError::from)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != tantivy::TERMINATED {
+                    if docs.contains(doc) {
+                        held.push((segment_ord as u32, doc));
+                    }
+                    doc = postings.advance();
+                }
             }
-            let df = df as f32;
-            // tantivy's BM25 IDF.
-            query_weight += (1.0 + (num_docs - df + 0.5) / (df + 0.5)).ln();
+            statistics.doc_freqs.insert(key, held.len() as u64);
+            holders.push(held);
         }
+        let idfs: Vec<f32> = holders
+            .iter()
+            .map(|held| bm25_idf(scope_size, held.len() as u64))
+            .collect();
+        let query_weight: f32 = idfs.iter().sum();
+        let mut matched_weights: std::collections::HashMap<(u32, u32), f32> =
+            std::collections::HashMap::new();
+        for (held, idf) in holders.iter().zip(&idfs) {
+            for address in held {
+                *matched_weights.entry(*address).or_default() += idf;
+            }
+        }
+        let mut by_rarity: Vec<(usize, &String)> = holders
+            .iter()
+            .zip(&terms)
+            .filter(|(held, _)| !held.is_empty())
+            .map(|(held, term)| (held.len(), *term))
+            .collect();
         by_rarity.sort();
         let rarest_terms: Vec<String> = by_rarity
             .iter()
             .take(MAX_MESSAGE_QUERY_TERMS)
             .map(|(_, term)| (*term).clone())
             .collect();
-        let by_field = |field: Field| -> Result<Vec<(f32, tantivy::DocAddress)>, IndexError> {
-            let should: Vec<(Occur, Box<dyn Query>)> = terms
-                .iter()
-                .map(|term| {
-                    let query: Box<dyn Query> = Box::new(TermQuery::new(
-                        Term::from_field_text(field, term),
-                        IndexRecordOption::WithFreqs,
-                    ));
-                    (Occur::Should, query)
-                })
-                .collect();
-            let mut clauses = self.scoped(user_id, KIND_SESSION);
-            clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
-            let query = BooleanQuery::new(clauses);
-            Ok(searcher.search_with_statistics_provider(
-                &query,
-                &TopDocs::with_limit(limit).order_by_score(),
-                &statistics,
-            )?)
-        };
-        let by_text = by_field(self.fields.session_text)?;
+        let should: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|term| {
+                let query: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(self.fields.session_text, term),
+                    IndexRecordOption::WithFreqs,
+                ));
+                (Occur::Should, query)
+            })
+            .collect();
+        let mut clauses = self.scoped(user_id, KIND_SESSION);
+        clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
+        let by_text = searcher.search_with_statistics_provider(
+            &BooleanQuery::new(clauses),
+            &TopDocs::with_limit(limit).order_by_score(),
+            &statistics,
+        )?;
         let mut hits = Vec::with_capacity(by_text.len());
         for (text_score, address) in by_text {
             let key = DocKey {
@@ -688,6 +729,10 @@ impl SearchIndex {
                 key,
                 profile_json,
                 text_score,
+                matched_weight: matched_weights
+                    .get(&(address.segment_ord, address.doc_id))
+                    .copied()
+                    .unwrap_or(0.0),
             });
         }
         Ok(SessionCandidates {
@@ -696,6 +741,41 @@ impl SearchIndex {
             query_weight,
             rarest_terms,
         })
+    }
+
+    /// The live session documents of `user_id`, per segment, with their
+    /// number and their summed `session_text` length.
+    fn scope_documents(
+        &self,
+        searcher: &tantivy::Searcher,
+        user_id: &str,
+    ) -> Result<ScopeDocuments, IndexError> {
+        let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
+        let weight = scope.weight(tantivy::query::EnableScoring::disabled_from_searcher(
+            searcher,
+        ))?;
+        let mut documents = ScopeDocuments {
+            docs: Vec::with_capacity(searcher.segment_readers().len()),
+            num_docs: 0,
+            num_tokens: 0,
+        };
+        for segment in searcher.segment_readers() {
+            let mut docs = tantivy::BitSet::with_max_value(segment.max_doc());
+            let fieldnorms = segment.get_fieldnorms_reader(self.fields.session_text)?;
+            let alive = segment.alive_bitset();
+            let mut scorer = weight.scorer(segment, 1.0)?;
+            let mut doc = scorer.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|alive| alive.is_alive(doc)) {
+                    docs.insert(doc);
+                    documents.num_docs += 1;
+                    documents.num_tokens += u64::from(fieldnorms.fieldnorm(doc));
+                }
+                doc = scorer.advance();
+            }
+            documents.docs.push(docs);
+        }
+        Ok(documents)
     }
 
     /// The best `limit` messages of the given sessions of `user_id` for
@@ -760,10 +840,5 @@ impl SearchIndex {
     /// Number of documents visible to searches.
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
-    }
-
-    /// The underlying tantivy index.
-    pub fn tantivy_index(&self) -> &Index {
-        &self.index
     }
 }

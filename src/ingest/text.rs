@@ -258,6 +258,7 @@ impl<'a> TextView<'a> {
     }
 
     /// Whether this view is a decoded string literal rather than the raw text.
+    #[cfg(test)]
     pub fn is_decoded(&self) -> bool {
         self.raw_offsets.is_some()
     }

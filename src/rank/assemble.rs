@@ -50,9 +50,6 @@ const ERROR_SCORE_SHARE: f32 = 0.9;
 const MESSAGE_SCORE_SHARE: f32 = 0.8;
 /// An experience item is cut to the budget left only if this much is left.
 const MIN_CUT_ITEM_CHARS: usize = 300;
-/// The fewest characters the first item is cut to, whatever the budget (it
-/// is always given): below it a cut item says nothing.
-const MIN_FIRST_ITEM_CHARS: usize = 16;
 /// Files and symbols listed in an experience item.
 const LISTED: usize = 8;
 /// Characters of the key error's message in an experience item: its first
@@ -100,15 +97,16 @@ pub struct MatchedMessage<'a> {
     pub created_at_ms: i64,
 }
 
-/// Cuts `text` to at most `max` characters, marking the cut.
+/// Cuts `text` to at most `max` characters, marking the cut when there is
+/// room for the mark.
 fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
-    let kept: String = text
-        .chars()
-        .take(max.saturating_sub(CUT_MARK.chars().count()))
-        .collect();
+    if max <= CUT_MARK.chars().count() {
+        return text.chars().take(max).collect();
+    }
+    let kept: String = text.chars().take(max - CUT_MARK.chars().count()).collect();
     format!("{kept}{CUT_MARK}")
 }
 
@@ -167,10 +165,12 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
 /// 0 as its score falls below the best one's: the context goes where the
 /// ranking is most confident, and a doubtful session costs little.
 pub fn room(best: f32, score: f32) -> f32 {
-    /// Per unit of score below the best, room shrinks by e^-6 (a session a
-    /// sixth of a unit below the best gets ~37% of the room).
-    const DECAY: f32 = 6.0;
-    (-DECAY * (best - score).max(0.0)).exp().clamp(0.0, 1.0)
+    // Per unit of ranking score below the best, room shrinks by
+    // e^-ROOM_DECAY (e^-6: a session a sixth of a unit below the best gets
+    // ~37% of the room).
+    (-super::relevance::ROOM_DECAY * (best - score).max(0.0))
+        .exp()
+        .clamp(0.0, 1.0)
 }
 
 /// Whether a session given `room` shows more than its ranking profile
@@ -385,7 +385,7 @@ pub fn assemble(
                 content
             } else if items.is_empty() {
                 // The first item is always given, cut to the budget.
-                clip(&content, budget_chars.max(MIN_FIRST_ITEM_CHARS))
+                clip(&content, budget_chars)
             } else if index == 0 && remaining >= MIN_CUT_ITEM_CHARS {
                 // A session's experience cut to what is left still says
                 // what was done where.
@@ -448,6 +448,7 @@ mod tests {
             symbols_changed: vec!["parse".to_string()],
             features: Features::default(),
             evidence: 0.0,
+            probability: 1.0,
             score,
             dropped: None,
             candidate: 0,

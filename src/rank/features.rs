@@ -25,6 +25,9 @@ pub struct Features {
     /// how much of the query the session covers, comparable across
     /// queries.
     pub text_coverage: f32,
+    /// The share of the query's weight (summed IDF) in terms its text
+    /// holds at all: unlike BM25, not diluted by a long text.
+    pub term_coverage: f32,
     /// IDF-weighted query names matching symbols the session changed.
     pub symbols_changed: f32,
     /// IDF-weighted query names matching symbols it only referenced.
@@ -205,6 +208,11 @@ impl<'a> QueryContext<'a> {
             text_rel: self.text_rel(candidate),
             text_coverage: if self.query_weight > 0.0 {
                 candidate.text_bm25 / self.query_weight
+            } else {
+                0.0
+            },
+            term_coverage: if self.query_weight > 0.0 {
+                (candidate.matched_weight / self.query_weight).min(1.0)
             } else {
                 0.0
             },

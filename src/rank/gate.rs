@@ -1,35 +1,32 @@
 //! The noise gate: which scored candidates an answer keeps. It drops a
-//! session of another language, one with no code fact in common and too
-//! little text, one far below the best, a duplicate of a task or a diff
-//! kept already, and everything past the tenth; the same task met again
-//! passes whatever its language or evidence.
+//! session of another language, one the relevance model finds unlikely
+//! relevant ([`super::relevance`]), one far below the best, a duplicate of
+//! a task or a diff kept already, and everything past the tenth; when no
+//! candidate is likely enough relevant, it keeps nothing. The same task
+//! met again passes whatever its language or evidence.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::relevance::{ANSWER_PROBABILITY, KEEP_PROBABILITY, MAX_BELOW_BEST};
 use super::{Candidate, Scored};
 use crate::language::Language;
 
-/// A session with no code fact in common with the query and less
-/// relative text similarity than this shares only common words.
+/// A session with no code fact in common ([`MIN_EVIDENCE`]), less than this
+/// share of the best match's text similarity and less than
+/// [`MIN_COVERAGE_WITHOUT_EVIDENCE`] of the query's weight in either
+/// coverage shares nothing with the query worth showing.
 pub const MIN_TEXT_REL_WITHOUT_EVIDENCE: f32 = 0.15;
 /// Code evidence that counts as "a code fact in common".
 pub const MIN_EVIDENCE: f32 = 0.1;
-/// A session with no code fact in common whose text covers less of the
-/// query than this (its BM25 over the sum of the query terms' IDF)
-/// matches only a few common words. On the dev benchmark every relevant
-/// session covers at least 0.089 (98% at least 0.12), while the best
-/// match for a task of another repository covers less than 0.08 in
-/// about a fifth of cases.
-pub const MIN_TEXT_COVERAGE_WITHOUT_EVIDENCE: f32 = 0.08;
-/// A kept session scores at least the best one's minus this: when the
-/// best names the query's code many times over (several units of code
-/// evidence), a session sharing only words with the query is its tail.
-/// Kept generous: sessions below the best already get little room (see
-/// `assemble::room`), and a tighter cut lost relevant sessions on dev
-/// (2.5: noisy nDCG@10 0.818, repo 0.583; 4.0: 0.822, 0.596).
-pub const MAX_BELOW_BEST: f32 = 4.0;
+/// See [`MIN_TEXT_REL_WITHOUT_EVIDENCE`]. The larger of BM25 coverage and
+/// term coverage: a rare term found in a long session (an error code, a
+/// hash) covers the query in full however long the session is.
+pub const MIN_COVERAGE_WITHOUT_EVIDENCE: f32 = 0.08;
+/// Term coverage that grounds an answer on its own: the session holds
+/// most of the query's weight (a rare exact term, an error code).
+pub const GROUNDING_TERM_COVERAGE: f32 = 0.5;
 /// Code evidence that keeps a session of another language (a binding,
 /// a generated file): it names what the query names.
 pub const OTHER_LANGUAGE_EVIDENCE: f32 = 0.5;
@@ -46,8 +43,13 @@ pub const MAX_KEPT: usize = 10;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DropReason {
-    /// No code fact in common and too little text similarity.
+    /// Less likely relevant than the gate keeps
+    /// ([`super::relevance::KEEP_PROBABILITY`]), or nothing in common with
+    /// the query worth showing.
     BelowFloor,
+    /// No candidate of the query is likely enough relevant
+    /// ([`super::relevance::ANSWER_PROBABILITY`]): the answer is empty.
+    NotConfident,
     /// Its code is in another language than the query's code base.
     OtherCodeBase,
     /// Past the number of sessions an answer holds.
@@ -61,34 +63,54 @@ pub enum DropReason {
     },
 }
 
+/// Whether a session's language is of another code base than the query's.
+pub(super) fn is_other_language(query: Option<Language>, session: Option<Language>) -> bool {
+    match (query, session) {
+        (Some(query), Some(session)) => session.family() != query.family(),
+        _ => false,
+    }
+}
+
 /// Marks what the gate drops, in place; `scored` is best first.
 pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: Option<Language>) {
     let mut best_kept: Option<f32> = None;
     let mut num_kept = 0usize;
+    // Whether a candidate past the language and probability checks is
+    // likely enough relevant for the answer to say anything.
+    let mut confident = false;
     // Digest -> the session kept with it.
     let mut seen_tasks: HashMap<&str, &str> = HashMap::new();
     let mut seen_fixes: HashMap<&str, &str> = HashMap::new();
     for entry in scored.iter_mut() {
         // The same task again is relevant whatever its language or evidence.
-        if !entry.features.same_task {
-            let other_language = match (language, entry.language) {
-                (Some(query), Some(session)) => session.family() != query.family(),
-                _ => false,
-            };
-            if other_language
+        if entry.features.same_task {
+            confident = true;
+        } else {
+            if is_other_language(language, entry.language)
                 && entry.evidence < OTHER_LANGUAGE_EVIDENCE
                 && entry.features.text_coverage < OTHER_LANGUAGE_COVERAGE
             {
                 entry.dropped = Some(DropReason::OtherCodeBase);
                 continue;
             }
-            if entry.evidence < MIN_EVIDENCE
-                && (entry.features.text_rel < MIN_TEXT_REL_WITHOUT_EVIDENCE
-                    || entry.features.text_coverage < MIN_TEXT_COVERAGE_WITHOUT_EVIDENCE)
+            let coverage = entry
+                .features
+                .text_coverage
+                .max(entry.features.term_coverage);
+            if entry.probability < KEEP_PROBABILITY
+                || (entry.evidence < MIN_EVIDENCE
+                    && entry.features.text_rel < MIN_TEXT_REL_WITHOUT_EVIDENCE
+                    && coverage < MIN_COVERAGE_WITHOUT_EVIDENCE)
             {
                 entry.dropped = Some(DropReason::BelowFloor);
                 continue;
             }
+            // An answer needs a likely candidate that shares code facts or
+            // enough of the query's text with it.
+            confident |= entry.probability >= ANSWER_PROBABILITY
+                && (entry.evidence >= MIN_EVIDENCE
+                    || entry.features.text_coverage >= MIN_COVERAGE_WITHOUT_EVIDENCE
+                    || entry.features.term_coverage >= GROUNDING_TERM_COVERAGE);
         }
         if let Some(best) = best_kept
             && entry.score < best - MAX_BELOW_BEST
@@ -116,5 +138,10 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
         }
         best_kept.get_or_insert(entry.score);
         num_kept += 1;
+    }
+    if !confident {
+        for entry in scored.iter_mut().filter(|entry| entry.dropped.is_none()) {
+            entry.dropped = Some(DropReason::NotConfident);
+        }
     }
 }

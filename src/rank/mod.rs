@@ -22,6 +22,7 @@ mod features;
 mod gate;
 mod paths;
 mod profile;
+mod relevance;
 mod weight;
 
 use std::collections::HashMap;
@@ -38,7 +39,8 @@ use self::query::QueryFacts;
 pub use self::features::Features;
 pub use self::gate::DropReason;
 pub use self::paths::is_test_path;
-pub use self::profile::{ProfileKeys, SessionProfile, task_digest};
+pub use self::profile::{SessionProfile, task_digest};
+pub use self::relevance::{ANSWER_PROBABILITY, KEEP_PROBABILITY};
 
 /// A session the index found for a query.
 #[derive(Debug, Clone)]
@@ -47,6 +49,9 @@ pub struct Candidate {
     pub profile: std::sync::Arc<SessionProfile>,
     /// BM25 of the query over its whole text (task and evidence).
     pub text_bm25: f32,
+    /// The summed IDF of the query terms its text holds (see
+    /// `index::SessionHit::matched_weight`).
+    pub matched_weight: f32,
 }
 
 /// One candidate, scored.
@@ -70,8 +75,10 @@ pub struct Scored {
     pub features: Features,
     /// Code evidence: the part of the score from code facts in common.
     pub evidence: f32,
-    /// The fused score.
+    /// The ranking score (see `relevance`).
     pub score: f32,
+    /// The probability that it is relevant, which the gate reads.
+    pub probability: f32,
     /// `None` when kept.
     pub dropped: Option<DropReason>,
     /// Its position among the candidates `rank` was given.
@@ -79,31 +86,11 @@ pub struct Scored {
     candidate: usize,
 }
 
-/// The lowercased identifier parts of a text: split at every character
-/// that is not a letter or digit and at lower-to-upper case changes
-/// (`LatexPrinter._print_Mul` -> latex, printer, print, mul).
+/// The lowercased identifier parts of a text, split as the tokenizer
+/// splits them ([`crate::tokenize::word_parts`]), so that the location
+/// words of a session match the terms of a query.
 fn identifier_parts(text: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut previous_lower = false;
-    for character in text.chars() {
-        if !character.is_ascii_alphanumeric() {
-            if !current.is_empty() {
-                parts.push(std::mem::take(&mut current));
-            }
-            previous_lower = false;
-            continue;
-        }
-        if character.is_ascii_uppercase() && previous_lower && !current.is_empty() {
-            parts.push(std::mem::take(&mut current));
-        }
-        previous_lower = character.is_ascii_lowercase() || character.is_ascii_digit();
-        current.push(character.to_ascii_lowercase());
-    }
-    if !current.is_empty() {
-        parts.push(current);
-    }
-    parts
+    crate::tokenize::word_parts(text)
 }
 
 /// Per-candidate sets used to match the query, borrowed from its profile.
@@ -151,14 +138,65 @@ pub fn rank(
         .map(|candidate| candidate_keys(&candidate.profile))
         .collect();
     let context = QueryContext::new(query, candidates, &keys, num_sessions, query_weight);
+    let features: Vec<Features> = candidates
+        .iter()
+        .zip(&keys)
+        .map(|(candidate, keys)| context.features(candidate, keys))
+        .collect();
+    // Positions by text similarity: a ranking input, and the order the
+    // language of a query without explicit code is voted in.
+    let mut by_text: Vec<usize> = (0..candidates.len()).collect();
+    by_text.sort_by(|&a, &b| {
+        candidates[b]
+            .text_bm25
+            .total_cmp(&candidates[a].text_bm25)
+            .then(a.cmp(&b))
+    });
+    let mut text_rank = vec![0usize; candidates.len()];
+    for (position, &index) in by_text.iter().enumerate() {
+        text_rank[index] = position;
+    }
+    let language = query.language.or_else(|| {
+        voted_language(
+            by_text
+                .iter()
+                .map(|&index| (candidates[index].profile.language, features[index].text_rel)),
+        )
+    });
+    let facts: Vec<relevance::CandidateFacts> = candidates
+        .iter()
+        .zip(&text_rank)
+        .map(|(candidate, &text_rank)| relevance::CandidateFacts {
+            failed: candidate.profile.outcome == OutcomeStatus::Failed,
+            other_language: gate::is_other_language(language, candidate.profile.language),
+            text_rank,
+        })
+        .collect();
+    let scores: Vec<f32> = features
+        .iter()
+        .zip(&facts)
+        .map(|(features, facts)| {
+            let mut score = relevance::rank_score(features, *facts);
+            if features.same_task {
+                score += weight::SAME_TASK;
+            }
+            score
+        })
+        .collect();
+    let summary = relevance::QuerySummary {
+        best_rank_score: scores.iter().copied().fold(f32::MIN, f32::max),
+        query_weight,
+        num_candidates: candidates.len(),
+    };
 
     let mut scored: Vec<Scored> = candidates
         .iter()
-        .zip(&keys)
+        .zip(features)
         .enumerate()
-        .map(|(position, (candidate, keys))| {
-            let features = context.features(candidate, keys);
-            let (evidence, score) = weight::score(&features, candidate.profile.outcome);
+        .map(|(position, (candidate, features))| {
+            let (evidence, _) = weight::score(&features, candidate.profile.outcome);
+            let score = scores[position];
+            let probability = relevance::probability(facts[position], score, &summary);
             Scored {
                 session_id: candidate.profile.session_id.clone(),
                 task_line: candidate.profile.task_line.clone(),
@@ -182,6 +220,7 @@ pub fn rank(
                 features,
                 evidence,
                 score,
+                probability,
                 dropped: None,
                 candidate: position,
             }
@@ -196,7 +235,6 @@ pub fn rank(
                 .then(a.session_id.cmp(&b.session_id))
         })
     });
-    let language = query.language.or_else(|| voted_language(&scored));
     gate::apply(&mut scored, candidates, language);
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
@@ -204,18 +242,19 @@ pub fn rank(
 }
 
 /// The language of the code base a query without explicit code is about:
-/// the one of the sessions most similar to it (the best ten, each weighted
-/// by its text similarity), when the vote is clear (at least twice the
-/// runner-up's weight); a split vote decides nothing. Languages vote by
-/// family ([`Language::family`]): C and C++ headers, JavaScript and
-/// TypeScript share code bases.
-fn voted_language(scored: &[Scored]) -> Option<Language> {
+/// the one of the sessions most similar to it by text (the best ten, each
+/// weighted by its relative text similarity), when the vote is clear (at
+/// least twice the runner-up's weight); a split vote decides nothing.
+/// Languages vote by family ([`Language::family`]): C and C++ headers,
+/// JavaScript and TypeScript share code bases. `by_text` is each
+/// candidate's language and relative text similarity, most similar first.
+fn voted_language(by_text: impl Iterator<Item = (Option<Language>, f32)>) -> Option<Language> {
     const VOTERS: usize = 10;
     const CLEAR_MARGIN: f32 = 2.0;
     let mut votes: HashMap<Language, f32> = HashMap::new();
-    for entry in scored.iter().take(VOTERS) {
-        if let Some(language) = entry.language {
-            *votes.entry(language.family()).or_default() += entry.features.text_rel;
+    for (language, text_rel) in by_text.take(VOTERS) {
+        if let Some(language) = language {
+            *votes.entry(language.family()).or_default() += text_rel;
         }
     }
     let mut ranked: Vec<(Language, f32)> = votes.into_iter().collect();
@@ -263,6 +302,7 @@ mod tests {
         Candidate {
             profile: std::sync::Arc::new(SessionProfile::from_record(id, record, 1, 0)),
             text_bm25,
+            matched_weight: 0.0,
         }
     }
 
@@ -426,6 +466,25 @@ mod tests {
             identifier_parts("LatexPrinter._print_Mul"),
             vec!["latex", "printer", "print", "mul"]
         );
+    }
+
+    #[test]
+    fn location_words_split_acronyms_as_the_tokenizer_does() {
+        // `HTTPServer` was one word, `httpserver`, which no query term
+        // `http` or `server` matched.
+        assert_eq!(
+            identifier_parts("HTTPServer.handle"),
+            vec!["http", "server", "handle"]
+        );
+        let query = query::analyze("the http server drops keep-alive connections");
+        let record = record(
+            "keep-alive connections dropped",
+            &["net/HTTPServer.go"],
+            &["HTTPServer.serve"],
+            "go",
+        );
+        let ranked = rank(&query, &[candidate("fix", &record, 5.0)], 1, 10.0);
+        assert!(ranked[0].features.location_words > 0.0, "{ranked:#?}");
     }
 
     #[test]

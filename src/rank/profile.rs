@@ -7,7 +7,6 @@
 
 use crate::language::Language;
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
@@ -115,13 +114,19 @@ fn unique(values: impl IntoIterator<Item = String>) -> Vec<String> {
         .collect()
 }
 
+/// The first 8 bytes of the SHA-256 of the parts (each length-prefixed, so
+/// no two lists of parts collide by concatenation), in hex: stored in the
+/// index, so it must not change between builds (`DefaultHasher` may, with
+/// any Rust release).
 fn digest(parts: &[&str]) -> String {
-    // Collapsing duplicates only needs a stable, well-mixed 64-bit value.
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
     for part in parts {
-        part.hash(&mut hasher);
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
     }
-    format!("{:016x}", hasher.finish())
+    let hash = hasher.finalize();
+    hash[..8].iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// The digest of a task statement as a session record keeps it (trimmed,
@@ -275,4 +280,18 @@ fn location_words(files: &[String], symbols_changed: &[String]) -> HashSet<Strin
         add_parts(symbol);
     }
     words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_are_stable_across_builds() {
+        // A fixed value: a digest stored in the index must mean the same
+        // to every later build (`DefaultHasher` promises no such thing).
+        assert_eq!(task_digest("  Fix the\n parser "), "1ec87f4ff1945679");
+        assert_eq!(digest(&["a", "bc"]), digest(&["a", "bc"]));
+        assert_ne!(digest(&["a", "bc"]), digest(&["ab", "c"]));
+    }
 }

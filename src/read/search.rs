@@ -32,6 +32,10 @@ pub struct Explained {
     pub num_sessions: usize,
     /// Every candidate: kept ones first, best first.
     pub candidates: Vec<rank::Scored>,
+    /// A candidate less likely relevant than this is dropped.
+    pub keep_probability: f32,
+    /// An answer none of whose candidates is this likely relevant is empty.
+    pub answer_probability: f32,
     /// The query's rarest terms the memory holds (finds messages).
     #[serde(skip)]
     pub rarest_terms: Vec<String>,
@@ -47,6 +51,8 @@ pub struct Searcher {
     /// entry is right for as long as its segment lives. Bounded: cleared
     /// when full. A std mutex: held only to look up or insert.
     profiles: Mutex<HashMap<index::DocKey, Arc<rank::SessionProfile>>>,
+    /// Profiles the cache holds at most before it is cleared.
+    max_cached_profiles: usize,
     budget_chars: usize,
 }
 
@@ -78,8 +84,16 @@ impl Searcher {
             data_dir,
             readers: Mutex::new(Vec::new()),
             profiles: Mutex::new(HashMap::new()),
+            max_cached_profiles: MAX_CACHED_PROFILES,
             budget_chars: budget_chars.max(1),
         }
+    }
+
+    /// The same searcher with a profile cache of at most `max_profiles`
+    /// entries (20,000 by default).
+    pub fn with_max_cached_profiles(mut self, max_profiles: usize) -> Searcher {
+        self.max_cached_profiles = max_profiles.max(1);
+        self
     }
 
     /// A searcher over a data directory a server built (and may still
@@ -226,10 +240,24 @@ impl Searcher {
         let started = std::time::Instant::now();
         let query = rank::query::analyze(&request.query);
         let analyzed_at = started.elapsed();
+        // Profiles the cache holds are pinned here when the index is told
+        // it need not read them: the cache may be cleared (or another
+        // search may clear it) before they are used.
+        let pinned: std::cell::RefCell<HashMap<index::DocKey, Arc<rank::SessionProfile>>> =
+            std::cell::RefCell::new(HashMap::new());
         let known = |key: &index::DocKey| {
-            self.profiles
+            let cached = self
+                .profiles
                 .lock()
-                .is_ok_and(|profiles| profiles.contains_key(key))
+                .ok()
+                .and_then(|profiles| profiles.get(key).cloned());
+            match cached {
+                Some(profile) => {
+                    pinned.borrow_mut().insert(*key, profile);
+                    true
+                }
+                None => false,
+            }
         };
         let found = self.index.search_sessions(
             &request.user_id,
@@ -237,6 +265,7 @@ impl Searcher {
             MAX_CANDIDATES_PER_FIELD,
             &known,
         )?;
+        let mut pinned = pinned.into_inner();
         let candidates: Vec<rank::Candidate> = found
             .hits
             .into_iter()
@@ -252,15 +281,12 @@ impl Searcher {
                         self.remember_profile(hit.key, Arc::clone(&parsed));
                         parsed
                     }
-                    None => self
-                        .profiles
-                        .lock()
-                        .ok()
-                        .and_then(|profiles| profiles.get(&hit.key).cloned())?,
+                    None => pinned.remove(&hit.key)?,
                 };
                 Some(rank::Candidate {
                     profile,
                     text_bm25: hit.text_score,
+                    matched_weight: hit.matched_weight,
                 })
             })
             .collect();
@@ -277,13 +303,15 @@ impl Searcher {
             query,
             num_sessions,
             candidates,
+            keep_probability: rank::KEEP_PROBABILITY,
+            answer_probability: rank::ANSWER_PROBABILITY,
             rarest_terms: found.rarest_terms,
         })
     }
 
     fn remember_profile(&self, key: index::DocKey, profile: Arc<rank::SessionProfile>) {
         if let Ok(mut profiles) = self.profiles.lock() {
-            if profiles.len() >= MAX_CACHED_PROFILES {
+            if profiles.len() >= self.max_cached_profiles {
                 profiles.clear();
             }
             profiles.insert(key, profile);

@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use self::derive::EXTRACTOR_VERSION;
 use self::derive::{ExtractorCache, Prepared, catch_up, derive_session, prepare_add};
 use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;

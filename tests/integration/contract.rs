@@ -3,8 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use codemem::api::ApiOptions;
-use codemem::api::auth::ApiKeys;
+use codemem::{ApiKeys, ApiOptions};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -567,23 +566,40 @@ async fn a_saturated_server_answers_503_with_retry_after_and_health_stays_open()
         max_in_flight: 1,
         ..ApiOptions::default()
     });
+    // A stalled upload holds no in-flight slot (it is taken once the body
+    // is read), so it cannot saturate the server by itself.
     let (request, sender) = stalled_add();
     let router = app.router.clone();
     let in_flight = tokio::spawn(async move { router.oneshot(request).await });
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let response = app
-        .router
-        .clone()
-        .oneshot(
-            Request::builder()
-                .method("POST")
-                .uri("/search")
-                .header("content-type", "application/json")
-                .body(Body::from(r#"{"query": "x", "user_id": "u", "top_k": 1}"#))
-                .expect("request"),
-        )
-        .await
-        .expect("infallible");
+    // Adds sent at once: while the writer stores one, it holds the slot.
+    let adds: Vec<_> = (0..8)
+        .map(|index| {
+            let router = app.router.clone();
+            let body = add_body(&format!("sat-{index}"), "other", "s", &["saturating add"]);
+            tokio::spawn(async move {
+                router
+                    .oneshot(
+                        Request::builder()
+                            .method("POST")
+                            .uri("/add")
+                            .header("content-type", "application/json")
+                            .body(Body::from(body.to_string()))
+                            .expect("request"),
+                    )
+                    .await
+                    .expect("infallible")
+            })
+        })
+        .collect();
+    let mut responses = Vec::new();
+    for add in adds {
+        responses.push(add.await.expect("task"));
+    }
+    let response = responses
+        .iter()
+        .find(|response| response.status() != StatusCode::OK)
+        .expect("one Add found the server busy");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         response
@@ -778,7 +794,7 @@ async fn retention_purges_sessions_idle_for_longer_and_nothing_else() {
             rusqlite::Connection::open(app.dir.path().join("codemem.sqlite3")).expect("store");
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .expect("busy timeout");
-        let forty_days_ago = codemem::time::now_ms() - 40 * 86_400_000;
+        let forty_days_ago = codemem::now_ms() - 40 * 86_400_000;
         conn.execute(
             "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
             [forty_days_ago],
@@ -835,16 +851,16 @@ async fn a_service_opened_with_retention_purges_idle_sessions_at_start_up() {
     drop(service);
     {
         let conn = rusqlite::Connection::open(dir.path().join("codemem.sqlite3")).expect("store");
-        let forty_days_ago = codemem::time::now_ms() - 40 * 86_400_000;
+        let forty_days_ago = codemem::now_ms() - 40 * 86_400_000;
         conn.execute(
             "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
             [forty_days_ago],
         )
         .expect("age the session");
     }
-    let mut options = codemem::service::ServiceOptions::new(dir.path());
+    let mut options = codemem::ServiceOptions::new(dir.path());
     options.retention = Some(std::time::Duration::from_secs(30 * 86_400));
-    let service = codemem::service::Service::open(options).expect("service reopens");
+    let service = codemem::Service::open(options).expect("service reopens");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let sessions = service

@@ -505,7 +505,7 @@ fn sixteen_clients_of_adds_and_searches_get_no_error() {
         .unwrap_or(5);
     let (_guard, dir) = data_dir();
     let server = ServerProcess::start(&dir, &[]);
-    let report = codemem::bench::load(
+    let report = codemem::bench_load(
         &format!("http://{}", server.address),
         16,
         std::time::Duration::from_secs(seconds),

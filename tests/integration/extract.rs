@@ -6,8 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use codemem::domain::Role;
-use codemem::ingest::{self, IngestMessage, SessionRecord};
+use codemem::{IngestMessage, Role, SessionRecord};
 use serde_json::Value;
 
 fn fixtures_dir() -> PathBuf {
@@ -55,7 +54,7 @@ fn extract(messages: &[(Role, String)]) -> SessionRecord {
             .iter()
             .map(|(role, content)| (*role, content.as_str())),
     );
-    ingest::extract_session(&inputs).0
+    codemem::extract_session(&inputs).0
 }
 
 /// The one way these tests check a record: against its snapshot.

@@ -2,8 +2,7 @@
 //! `GET /v1/sessions` and `GET /v1/sessions/{id}`.
 
 use axum::http::StatusCode;
-use codemem::api::ApiOptions;
-use codemem::api::auth::ApiKeys;
+use codemem::{ApiKeys, ApiOptions};
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, add_body, fixture_messages, reason};

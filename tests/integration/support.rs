@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use codemem::api::{self, ApiOptions};
-use codemem::service::{Service, ServiceOptions};
+use codemem::{ApiOptions, Service, ServiceOptions};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -44,7 +43,7 @@ impl TestApp {
         let mut service_options = ServiceOptions::new(dir.path());
         configure(&mut service_options);
         let service = Service::open(service_options).expect("service opens");
-        let router = api::app(service.clone(), options);
+        let router = codemem::app(service.clone(), options);
         TestApp {
             dir,
             service,
@@ -64,6 +63,13 @@ impl TestApp {
         let mut builder = Request::builder().method(method).uri(path);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
+        }
+        // A body is JSON unless the caller says otherwise, as a client sends it.
+        let typed = headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+        if body.is_some() && !typed {
+            builder = builder.header("content-type", "application/json");
         }
         let request = builder
             .body(body.map(Body::from).unwrap_or_else(Body::empty))
@@ -173,6 +179,7 @@ impl ServerProcess {
                 let address = line
                     .split("listening on http://")
                     .nth(1)
+                    .or_else(|| line.split("listening on https://").nth(1))
                     .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
                 // Stored before the address is announced: a test that reads
                 // the lines once start() returns must see this one.

@@ -6,8 +6,7 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use codemem::domain::Role;
-use codemem::ingest::{self, IngestMessage};
+use codemem::{IngestMessage, Role, extract_session};
 
 use crate::support::{ServerProcess, TestApp, add_body, data_dir, reason};
 
@@ -48,7 +47,7 @@ fn derived_json(messages: &[(Role, String)]) -> String {
             .iter()
             .map(|(role, content)| (*role, content.as_str())),
     );
-    serde_json::to_string(&ingest::extract_session(&inputs).0).expect("json")
+    serde_json::to_string(&extract_session(&inputs).0).expect("json")
 }
 
 #[tokio::test]
@@ -186,7 +185,7 @@ fn records_of_an_older_extractor_are_derived_again_at_start_up_while_search_answ
         let outdated: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM sessions WHERE extractor_version < ?1",
-                [codemem::service::EXTRACTOR_VERSION],
+                [codemem::EXTRACTOR_VERSION],
                 |row| row.get(0),
             )
             .expect("count");
@@ -218,7 +217,7 @@ fn records_of_an_older_extractor_are_derived_again_at_start_up_while_search_answ
 #[test]
 fn resumed_extraction_equals_extraction_of_the_whole_over_dev_sessions() {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/incremental");
-    let report = codemem::bench::check_incremental(&fixture, 3, 0x5eed).expect("check");
+    let report = codemem::bench_check_incremental(&fixture, 3, 0x5eed).expect("check");
     assert_eq!(report.num_sessions, 39);
     assert!(report.num_chunks > 3 * report.num_sessions);
     assert_eq!(

@@ -42,6 +42,9 @@ trap cleanup EXIT
 
 key="ui-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 log="$workdir/server.log"
+# Created before the server starts, so that reading it never races the
+# server's own redirection.
+: >"$log"
 env -u CODEMEM_API_KEY -u CODEMEM_API_KEY_FILE \
     "$binary" serve --listen 127.0.0.1:0 --data-dir "$workdir/data" --api-key "$key" 2>"$log" &
 server_pid=$!
@@ -66,7 +69,9 @@ if not files:
 for number, path in enumerate(files):
     with open(path, encoding="utf-8") as handle:
         fixture = json.load(handle)
-    session_id = fixture["source"]["session_id"]
+    # Fixtures from outside the benchmark have no session id: the file's
+    # name stands for it.
+    session_id = fixture["source"].get("session_id") or os.path.splitext(os.path.basename(path))[0]
     body = {
         "user_id": "fixtures",
         "session_id": session_id,

@@ -11,7 +11,7 @@
 
 mod code_views;
 
-pub use self::code_views::{CodeSnippet, code_snippets};
+pub use self::code_views::code_snippets;
 
 use std::collections::HashSet;
 use std::sync::LazyLock;

@@ -73,7 +73,9 @@ impl ParseBudget {
     }
 
     /// A budget whose clock only stops truly runaway parses (a minute each):
-    /// for tests and offline tools, where determinism matters more than latency.
+    /// for tests, where determinism matters more than latency (offline tools
+    /// use [`ignore_wall_clock`]).
+    #[cfg(test)]
     pub fn generous() -> ParseBudget {
         ParseBudget {
             remaining_bytes: usize::MAX,

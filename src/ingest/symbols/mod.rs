@@ -50,13 +50,11 @@ mod tags;
 
 pub use self::budget::{ParseBudget, ignore_wall_clock};
 pub use self::grammar::check_query;
-pub use self::hunk::{HunkSymbols, hunk_symbols};
-pub use self::language::{grammar_of_path_and_text, looks_like_cpp};
+pub use self::hunk::hunk_symbols;
+pub use self::language::looks_like_cpp;
 pub use self::line_scan::{DefinitionKind, line_definition};
 pub use self::python_scan::python_scan_definitions;
-pub use self::tags::{
-    Definition, Reference, Tags, extract_tags, extract_tags_in_rows, extract_tags_within,
-};
+pub use self::tags::extract_tags_within;
 
 pub(super) use self::line_scan::warm_up;
 

@@ -57,6 +57,7 @@ pub struct Tags {
 
 /// Definitions and references of `source` with a fresh default budget; see
 /// [`extract_tags_within`].
+#[cfg(test)]
 pub fn extract_tags(language: Grammar, source: &str) -> Option<Rc<Tags>> {
     extract_tags_within(language, source, &mut ParseBudget::default())
 }

@@ -1,0 +1,598 @@
+#!/usr/bin/env python3
+"""Fit the relevance model of the noise gate, honestly: leave one repository out.
+
+Reads the dumps `collect.py` wrote (every candidate of every benchmark query
+with its features and its gold grade), fits a logistic regression of
+"this candidate is relevant" (grade >= 1) and simulates the gate and the
+ranking of `rank::rank` and the answer's size of `rank::assemble` to compute
+the benchmark's metrics per condition (R@5, nDCG@10, noise share, empty
+share, as `amlbench.py` scores them).
+
+    python3 scripts/relevance/fit.py --full dumps/full.jsonl.gz --short dumps/short.jsonl.gz \
+        [--loro] [--rust]
+
+--loro: for each repository, fit the model and choose the gate thresholds on
+the other repositories, score the held one; report the mean over queries
+and the worst repository per condition. Without it: in-sample figures.
+--rust: print the weights table of the model fitted on everything, as Rust.
+--validate REPORT: compare the simulation of the served model (the
+candidates' own scores and verdicts) with an `amlbench.py run --json-out`
+report.
+
+Standard-library Python only; no network.
+"""
+
+import argparse
+import collections
+import gzip
+import json
+import math
+import sys
+
+CONDITIONS = ("relevant", "noisy", "noise_only", "repo")
+NDCG_DEPTH = 10
+BUDGET_CHARS = 12_000
+MIN_ITEM_CHARS = 600
+MAX_KEPT = 10
+
+# The features the model reads, in the order of the Rust table. Each is
+# computed by `features()` below and by `rank::relevance` in Rust alike.
+FEATURES = (
+    "bias",
+    "text_rel",
+    "text_coverage",
+    "term_coverage",
+    "symbols_changed",
+    "symbols_referenced",
+    "paths",
+    "stems",
+    "location_words",
+    "file_support",
+    "errors",
+    "tests",
+    "no_files",
+    "failed",
+    "other_language",
+    "best_text_coverage",
+    "best_term_coverage",
+    "text_rank",
+    "query_weight",
+)
+
+
+def read_dump(path):
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def language_family(language):
+    if language in ("c", "cpp", "objective-c"):
+        return "c-family"
+    if language in ("javascript", "typescript"):
+        return "javascript"
+    return language
+
+
+def query_language(query, by_text):
+    """The query's language, else the clear vote of the ten candidates most
+    similar by text (weighted by relative text similarity)."""
+    if query.get("query_language"):
+        return language_family(query["query_language"])
+    votes = collections.defaultdict(float)
+    for candidate in by_text[:10]:
+        if candidate.get("language"):
+            votes[language_family(candidate["language"])] += candidate["features"]["text_rel"]
+    ranked = sorted(votes.items(), key=lambda item: (-item[1], item[0]))
+    if not ranked:
+        return None
+    if len(ranked) == 1 or ranked[0][1] >= 2.0 * ranked[1][1]:
+        return ranked[0][0]
+    return None
+
+
+def squash(value):
+    """log(1 + x): counts and IDF sums grow without bound; their first units
+    say the most."""
+    return math.log1p(max(0.0, value))
+
+
+def features(query):
+    """One feature vector per candidate of a query (candidates in the dump's
+    order)."""
+    candidates = query["candidates"]
+    by_text = sorted(candidates, key=lambda c: -c["features"]["text_bm25"])
+    text_rank = {c["session_id"]: position for position, c in enumerate(by_text)}
+    language = query_language(query, by_text)
+    best_text_coverage = max((c["features"]["text_coverage"] for c in candidates), default=0.0)
+    best_term_coverage = max((c["features"].get("term_coverage", 0.0) for c in candidates), default=0.0)
+    query_weight = 0.0
+    for c in candidates:
+        f = c["features"]
+        if f["text_coverage"] > 0:
+            query_weight = f["text_bm25"] / f["text_coverage"]
+            break
+    rows = []
+    for c in candidates:
+        f = c["features"]
+        other = (
+            language is not None
+            and c.get("language") is not None
+            and language_family(c["language"]) != language
+        )
+        rows.append([
+            1.0,
+            f["text_rel"],
+            min(f["text_coverage"], 2.0),
+            f.get("term_coverage", 0.0),
+            squash(f["symbols_changed"]),
+            squash(f["symbols_referenced"]),
+            squash(f["paths"]),
+            squash(f["stems"]),
+            squash(f["location_words"]),
+            squash(f["file_support"]),
+            squash(f["errors"]),
+            squash(f["tests"]),
+            1.0 if f["no_files"] else 0.0,
+            1.0 if c.get("outcome") == "failed" else 0.0,
+            1.0 if other else 0.0,
+            min(best_text_coverage, 2.0),
+            best_term_coverage,
+            squash(text_rank[c["session_id"]]),
+            squash(query_weight),
+        ])
+    return rows
+
+
+def prepare(queries):
+    for query in queries:
+        query["x"] = features(query)
+        query["y"] = [1.0 if c["grade"] >= 1 else 0.0 for c in query["candidates"]]
+    return queries
+
+
+# --------------------------------------------------------------------------- model
+
+def solve(matrix, vector):
+    """Gaussian elimination with partial pivoting."""
+    n = len(vector)
+    a = [row[:] + [vector[i]] for i, row in enumerate(matrix)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        a[col], a[pivot] = a[pivot], a[col]
+        if abs(a[col][col]) < 1e-12:
+            continue
+        for r in range(n):
+            if r != col and a[r][col] != 0.0:
+                factor = a[r][col] / a[col][col]
+                row_r, row_c = a[r], a[col]
+                for k in range(col, n + 1):
+                    row_r[k] -= factor * row_c[k]
+    return [a[i][n] / a[i][i] if abs(a[i][i]) > 1e-12 else 0.0 for i in range(n)]
+
+
+def sigmoid(z):
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def fit_logistic(rows, labels, weights, l2=1.0, iterations=12, start=None):
+    """L2-regularised logistic regression by Newton's method (the bias is
+    not penalised)."""
+    n = len(rows[0])
+    w = list(start) if start else [0.0] * n
+    for _ in range(iterations):
+        gradient = [0.0] * n
+        hessian = [[0.0] * n for _ in range(n)]
+        for x, y, weight in zip(rows, labels, weights):
+            p = sigmoid(sum(wi * xi for wi, xi in zip(w, x)))
+            g = weight * (p - y)
+            h = weight * p * (1.0 - p)
+            for i in range(n):
+                xi = x[i]
+                if xi == 0.0:
+                    continue
+                gradient[i] += g * xi
+                hxi = h * xi
+                row = hessian[i]
+                for j in range(i, n):
+                    if x[j] != 0.0:
+                        row[j] += hxi * x[j]
+        for i in range(n):
+            for j in range(i):
+                hessian[i][j] = hessian[j][i]
+        for i in range(1, n):
+            gradient[i] += l2 * w[i]
+            hessian[i][i] += l2
+        hessian[0][0] += 1e-6
+        step = solve(hessian, gradient)
+        w = [wi - si for wi, si in zip(w, step)]
+        if max(abs(s) for s in step) < 1e-6:
+            break
+    return w
+
+
+def training_set(queries, held_repo=None):
+    rows, labels, weights = [], [], []
+    for query in queries:
+        if held_repo is not None and query["repo"] == held_repo:
+            continue
+        for x, y, c in zip(query["x"], query["y"], query["candidates"]):
+            if held_repo is not None and c.get("session_repo") == held_repo:
+                continue
+            rows.append(x)
+            labels.append(y)
+            weights.append(1.0)
+    return rows, labels, weights
+
+
+# --------------------------------------------------------------------------- simulation
+
+def room(best, score, decay):
+    return math.exp(-decay * max(0.0, best - score))
+
+
+class CharsModel:
+    """Characters a kept session's items hold, from its room (0..1): fitted
+    on the answers the collector saw (`answer`), by least squares on
+    [1, room, room if room >= 0.5]."""
+
+    def __init__(self, coefficients=(250.0, 1500.0, 2500.0)):
+        self.coefficients = coefficients
+
+    @classmethod
+    def fit(cls, queries, decay=6.0):
+        rows, targets = [], []
+        for query in queries:
+            answer = query.get("answer") or []
+            if not answer:
+                continue
+            best = answer[0]["score"]
+            for entry in answer:
+                r = room(best, entry["score"], decay)
+                rows.append([1.0, r, r if r >= 0.5 else 0.0])
+                targets.append(entry["chars"])
+        if len(rows) < 10:
+            return cls()
+        xtx = [[sum(a[i] * a[j] for a in rows) for j in range(3)] for i in range(3)]
+        xty = [sum(a[i] * t for a, t in zip(rows, targets)) for i in range(3)]
+        return cls(tuple(solve(xtx, xty)))
+
+    def chars(self, r):
+        a, b, c = self.coefficients
+        return max(60.0, a + b * r + (c * r if r >= 0.5 else 0.0))
+
+
+def answer_of(query, scored, params, chars_model):
+    """The simulated answer: [(instance_id, chars)] best first. `scored` is
+    (ranking scores, gate probabilities) per candidate."""
+    scores, probabilities = scored
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], -query["candidates"][i]["features"]["text_bm25"]))
+    other_language = FEATURES.index("other_language")
+    def floor(c):
+        f = c["features"]
+        return c["evidence"] < 0.1 and (
+            f["text_rel"] < 0.15 and max(f["text_coverage"], f.get("term_coverage", 0.0)) < params.get("floor", 0.0))
+    kept_order = [i for i in order if probabilities[i] >= params["keep"]
+                  and not floor(query["candidates"][i])
+                  and not (query["x"][i][other_language] and query["candidates"][i]["evidence"] < 0.5
+                           and query["candidates"][i]["features"]["text_coverage"] < 0.6)]
+    def grounded(c):
+        f = c["features"]
+        return c["evidence"] >= 0.1 or f["text_coverage"] >= 0.08 or f.get("term_coverage", 0.0) >= 0.5
+    if not any(probabilities[i] >= params["answer"] and grounded(query["candidates"][i]) for i in kept_order):
+        return []
+    best = scores[kept_order[0]]
+    kept, seen = [], set()
+    for i in kept_order:
+        score = scores[i]
+        if best - score > params["below_best"]:
+            break
+        instance = query["candidates"][i]["instance_id"] or query["candidates"][i]["session_id"]
+        if instance in seen:
+            continue
+        seen.add(instance)
+        kept.append((instance, score))
+        if len(kept) >= min(MAX_KEPT, BUDGET_CHARS // MIN_ITEM_CHARS):
+            break
+    answer, used = [], 0.0
+    for instance, score in kept:
+        chars = chars_model.chars(room(best, score, params["decay"]))
+        if used + chars > BUDGET_CHARS:
+            chars = BUDGET_CHARS - used
+            if answer and chars < 300:
+                break
+        answer.append((instance, chars))
+        used += chars
+    return answer
+
+
+def metrics(query, answer):
+    gold = query["gold_instances"]
+    ranked = [instance for instance, _ in answer]
+    total = sum(chars for _, chars in answer)
+    noise = sum(chars for instance, chars in answer if instance not in gold)
+    result = {"noise_share": noise / total if total else 0.0, "empty": 0.0 if answer else 1.0,
+              "items": len(answer), "chars": total}
+    if gold:
+        result["recall@5"] = sum(1 for i in ranked[:5] if i in gold) / len(gold)
+        dcg = sum(gold.get(i, 0) / math.log2(k + 1) for k, i in enumerate(ranked[:NDCG_DEPTH], 1))
+        ideal = sorted(gold.values(), reverse=True)[:NDCG_DEPTH]
+        idcg = sum(g / math.log2(k + 1) for k, g in enumerate(ideal, 1))
+        result["ndcg@10"] = dcg / idcg if idcg else 0.0
+    return result
+
+
+def evaluate(queries, scorer, params, chars_model):
+    """Per-query metrics of every query."""
+    out = []
+    for query in queries:
+        scores = scorer(query)
+        m = metrics(query, answer_of(query, scores, params, chars_model))
+        m["condition"] = query["condition"]
+        m["repo"] = query["repo"]
+        out.append(m)
+    return out
+
+
+def summarize(records):
+    by_condition = {}
+    for condition in CONDITIONS:
+        selected = [r for r in records if r["condition"] == condition]
+        if not selected:
+            continue
+        summary = {"queries": len(selected)}
+        for metric in ("recall@5", "ndcg@10", "noise_share", "empty", "items", "chars"):
+            values = [r[metric] for r in selected if metric in r]
+            summary[metric] = sum(values) / len(values) if values else None
+        per_repo = collections.defaultdict(list)
+        for r in selected:
+            per_repo[r["repo"]].append(r)
+        worst = {}
+        for metric, pick in (("recall@5", min), ("ndcg@10", min), ("noise_share", max), ("empty", min)):
+            values = {}
+            for repo, rs in per_repo.items():
+                vs = [r[metric] for r in rs if metric in r]
+                if vs:
+                    values[repo] = sum(vs) / len(vs)
+            if values:
+                repo = pick(values, key=lambda k: values[k])
+                worst[metric] = (values[repo], repo)
+        summary["worst"] = worst
+        summary["per_repo"] = {repo: len(rs) for repo, rs in per_repo.items()}
+        by_condition[condition] = summary
+    return by_condition
+
+
+def objective(summary_full, summary_short):
+    """What the thresholds are chosen for: the targets, as one number."""
+    total = 0.0
+    for summary, weight in ((summary_full, 1.0), (summary_short, 0.6)):
+        if not summary:
+            continue
+        noisy, repo, only, relevant = (summary.get(c, {}) for c in ("noisy", "repo", "noise_only", "relevant"))
+        total += weight * (
+            (noisy.get("ndcg@10") or 0) - 0.5 * max(0.0, (noisy.get("noise_share") or 0) - 0.15)
+            + (repo.get("ndcg@10") or 0) - 0.5 * max(0.0, (repo.get("noise_share") or 0) - 0.45)
+            + 0.4 * (only.get("empty") or 0)
+            - 6.0 * max(0.0, 0.99 - (relevant.get("recall@5") or 0))
+        )
+    return total
+
+
+def linear_scorer(w):
+    """One pointwise model: ranks and gates by the same probability."""
+    def score(query):
+        p = [sigmoid(sum(wi * xi for wi, xi in zip(w, x))) for x in query["x"]]
+        return p, p
+    return score
+
+
+# Ranking features: per candidate, no bias (a query's ranking is all that
+# matters); indices into FEATURES.
+# Only features whose sign an engineer can defend: a fit on a few hundred
+# queries otherwise learns quirks of the dev data (on it, sessions without
+# a diff and shared error types came out as signs against relevance the
+# wrong way round, which a held-out set would not share).
+RANK_FEATURES = tuple(FEATURES.index(name) for name in (
+    "text_rel", "text_coverage", "term_coverage", "symbols_changed", "symbols_referenced", "paths",
+    "stems", "location_words", "file_support", "failed", "other_language", "text_rank"))
+GATE_FEATURES = ("bias", "rank_score", "below_best", "best_rank_score", "query_weight", "other_language",
+                 "num_candidates")
+
+
+def rank_scores(query, w_rank):
+    return [sum(w * x[i] for w, i in zip(w_rank, RANK_FEATURES)) for x in query["x"]]
+
+
+def gate_rows(query, scores):
+    if not scores:
+        return []
+    best = max(scores)
+    index = {name: FEATURES.index(name) for name in FEATURES}
+    rows = []
+    for x, s in zip(query["x"], scores):
+        rows.append([1.0, s, best - s, best, x[index["query_weight"]], x[index["other_language"]],
+                     squash(len(scores))])
+    return rows
+
+
+def fit_pairwise(queries, held_repo=None, l2=1.0, max_pairs=300, start=None, iterations=12):
+    """A ranking of the candidates of one query: logistic regression on the
+    differences of (more relevant, less relevant) pairs of one query."""
+    import random
+    rng = random.Random(7)
+    rows, labels, weights = [], [], []
+    for query in queries:
+        if held_repo is not None and query["repo"] == held_repo:
+            continue
+        cands = [(c["grade"], [x[i] for i in RANK_FEATURES]) for x, c in zip(query["x"], query["candidates"])
+                 if held_repo is None or c.get("session_repo") != held_repo]
+        pairs = [(a, b) for a in cands for b in cands if a[0] > b[0]]
+        if len(pairs) > max_pairs:
+            pairs = rng.sample(pairs, max_pairs)
+        for (ga, xa), (gb, xb) in pairs:
+            diff = [u - v for u, v in zip(xa, xb)]
+            # Both orientations, so that no bias is needed.
+            rows.append(diff)
+            labels.append(1.0)
+            weights.append(1.0)
+            rows.append([-d for d in diff])
+            labels.append(0.0)
+            weights.append(1.0)
+    # fit_logistic treats feature 0 as an unpenalised bias: prepend a zero column.
+    w = fit_logistic([[0.0] + r for r in rows], labels, weights, l2=l2, iterations=iterations,
+                     start=[0.0] + start if start else None)
+    return w[1:]
+
+
+def fit_gate(queries, w_rank, held_repo=None, l2=1.0, start=None, iterations=12):
+    rows, labels, weights = [], [], []
+    for query in queries:
+        if held_repo is not None and query["repo"] == held_repo:
+            continue
+        g = gate_rows(query, rank_scores(query, w_rank))
+        for row, y, c in zip(g, query["y"], query["candidates"]):
+            if held_repo is not None and c.get("session_repo") == held_repo:
+                continue
+            rows.append(row)
+            labels.append(y)
+            weights.append(1.0)
+    return fit_logistic(rows, labels, weights, l2=l2, iterations=iterations, start=start)
+
+
+def two_stage_scorer(w_rank, w_gate):
+    def score(query):
+        s = rank_scores(query, w_rank)
+        p = [sigmoid(sum(wi * xi for wi, xi in zip(w_gate, row))) for row in gate_rows(query, s)]
+        return s, p
+    return score
+
+
+def param_grid():
+    for answer in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
+        for keep in (0.05, 0.1, 0.15, 0.2, 0.3, 0.4):
+            if keep > answer:
+                continue
+            for below_best in (2.0, 4.0, 1e9):
+                for decay in (6.0,):
+                    for floor in (0.08,):
+                        yield {"answer": answer, "keep": keep, "below_best": below_best, "decay": decay,
+                               "floor": floor}
+
+
+def choose_params(full, short, scorer, chars_model):
+    """The thresholds that serve the objective best on these queries; the
+    scores are computed once."""
+    cache_full = [(q, scorer(q)) for q in full]
+    cache_short = [(q, scorer(q)) for q in short]
+    best, best_value = None, -1e9
+    for params in param_grid():
+        records_full = []
+        for q, s in cache_full:
+            m = metrics(q, answer_of(q, s, params, chars_model))
+            m["condition"], m["repo"] = q["condition"], q["repo"]
+            records_full.append(m)
+        records_short = []
+        for q, s in cache_short:
+            m = metrics(q, answer_of(q, s, params, chars_model))
+            m["condition"], m["repo"] = q["condition"], q["repo"]
+            records_short.append(m)
+        value = objective(summarize(records_full), summarize(records_short) if short else None)
+        if value > best_value:
+            best, best_value = params, value
+    return best
+
+
+def print_summary(title, summary):
+    print(f"\n{title}")
+    print(f"  {'condition':<11} {'queries':>7} {'R@5':>6} {'nDCG@10':>8} {'noise':>6} {'empty':>6} {'items':>6} {'chars':>7}   worst repository (R@5 / nDCG / noise / empty)")
+    for condition in CONDITIONS:
+        s = summary.get(condition)
+        if not s:
+            continue
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"
+        worst = s["worst"]
+        worst_text = "  ".join(
+            f"{metric.split('@')[0]} {value:.3f} ({repo})" for metric, (value, repo) in worst.items()
+            if not (condition == "noise_only" and metric in ("recall@5", "ndcg@10"))
+        )
+        print(f"  {condition:<11} {s['queries']:>7} {fmt(s['recall@5']):>6} {fmt(s['ndcg@10']):>8} {fmt(s['noise_share']):>6} "
+              f"{fmt(s['empty']):>6} {s['items']:>6.1f} {s['chars']:>7.0f}   {worst_text}")
+
+
+def rust_table(w_rank, w_gate, params):
+    rank_names = [FEATURES[i] for i in RANK_FEATURES]
+    lines = ["// Written by `scripts/relevance/fit.py --rust`."]
+    lines.append(f"pub const RANK: [f32; {len(w_rank)}] = [")
+    for name, value in zip(rank_names, w_rank):
+        lines.append(f"    {value:.5f}, // {name}")
+    lines.append("];")
+    lines.append(f"pub const GATE: [f32; {len(w_gate)}] = [")
+    for name, value in zip(GATE_FEATURES, w_gate):
+        lines.append(f"    {value:.5f}, // {name}")
+    lines.append("];")
+    for name, value in params.items():
+        lines.append(f"// {name}: {value}")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", required=True)
+    parser.add_argument("--short")
+    parser.add_argument("--loro", action="store_true")
+    parser.add_argument("--rust", action="store_true")
+    parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument("--served", action="store_true", help="simulate the served scores and verdicts")
+    args = parser.parse_args()
+    full = prepare(read_dump(args.full))
+    short = prepare(read_dump(args.short)) if args.short else []
+    chars_model = CharsModel.fit(full + short)
+    print(f"chars model: {chars_model.coefficients}", file=sys.stderr)
+
+    if args.served:
+        def served(query):
+            s = [c["score"] for c in query["candidates"]]
+            p = [0.0 if c["dropped"] else 1.0 for c in query["candidates"]]
+            return s, p
+        params = {"answer": 0.5, "keep": 0.5, "below_best": 1e9, "decay": 6.0}
+        print_summary("served (simulated)", summarize(evaluate(full, served, params, chars_model)))
+        if short:
+            print_summary("served, short queries (simulated)", summarize(evaluate(short, served, params, chars_model)))
+        return
+
+    everything = full + short
+    w_rank_all = fit_pairwise(everything, l2=args.l2)
+    w_gate_all = fit_gate(everything, w_rank_all, l2=args.l2)
+    scorer_all = two_stage_scorer(w_rank_all, w_gate_all)
+    params_all = choose_params(full, short, scorer_all, chars_model)
+    print(f"in-sample thresholds: {params_all}", file=sys.stderr)
+    print_summary("in-sample, full queries", summarize(evaluate(full, scorer_all, params_all, chars_model)))
+    if short:
+        print_summary("in-sample, short queries", summarize(evaluate(short, scorer_all, params_all, chars_model)))
+
+    if args.loro:
+        repos = sorted({q["repo"] for q in full})
+        held_full, held_short = [], []
+        for repo in repos:
+            w_rank = fit_pairwise(everything, held_repo=repo, l2=args.l2, start=w_rank_all, iterations=4)
+            w_gate = fit_gate(everything, w_rank, held_repo=repo, l2=args.l2, start=w_gate_all, iterations=4)
+            scorer = two_stage_scorer(w_rank, w_gate)
+            train_full = [q for q in full if q["repo"] != repo]
+            train_short = [q for q in short if q["repo"] != repo]
+            params = choose_params(train_full, train_short, scorer, chars_model)
+            held_full += evaluate([q for q in full if q["repo"] == repo], scorer, params, chars_model)
+            held_short += evaluate([q for q in short if q["repo"] == repo], scorer, params, chars_model)
+            print(f"  fold {repo}: {params}", file=sys.stderr)
+        print_summary("LORO, full queries", summarize(held_full))
+        if short:
+            print_summary("LORO, short queries", summarize(held_short))
+
+    if args.rust:
+        print(rust_table(w_rank_all, w_gate_all, params_all))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+//! The relevance model: how a candidate ranks (a linear score fitted on
+//! pairs of one query's candidates, the more relevant above the less) and
+//! how likely it is to be relevant at all (a logistic regression over that
+//! score, its distance from the best and what the query and its best
+//! candidates share), which the gate reads ([`super::gate`]).
+//!
+//! The weights and thresholds are written by `scripts/relevance/fit.py
+//! --rust` from the features `scripts/relevance/collect.py` reads off
+//! `POST /v1/search/explain` on the dev benchmark; the thresholds were
+//! chosen, and every figure in the README was measured, leaving each
+//! repository out in turn (see `scripts/relevance/README.md`). No weight
+//! names a repository.
+
+use super::features::Features;
+
+/// Ranking weights, in the order of [`rank_inputs`]. Only features whose
+/// sign an engineer can defend are read: fitted freely, sessions without a
+/// diff and shared error types came out the wrong way round, quirks of the
+/// dev data that another set of repositories would not share.
+const RANK: [f32; NUM_RANK_INPUTS] = [
+    0.99793,  // text_rel
+    0.52296,  // text_coverage
+    0.72551,  // term_coverage
+    0.09231,  // symbols_changed
+    0.50119,  // symbols_referenced
+    0.32912,  // paths
+    1.21084,  // stems
+    0.48800,  // location_words
+    1.19073,  // file_support
+    -0.70272, // failed
+    -0.38896, // other_language
+    -0.09352, // text_rank
+];
+
+/// Gate weights, in the order of [`gate_inputs`].
+const GATE: [f32; NUM_GATE_INPUTS] = [
+    1.39474,  // bias
+    0.48981,  // rank_score
+    -0.27457, // below_best
+    0.21524,  // best_rank_score
+    -0.13333, // query_weight
+    -1.61322, // other_language
+    -1.10313, // num_candidates
+];
+
+/// A candidate less likely relevant than this is dropped.
+pub const KEEP_PROBABILITY: f32 = 0.05;
+/// An answer whose most likely candidate is below this is empty: nothing
+/// in the memory is confidently about the task.
+pub const ANSWER_PROBABILITY: f32 = 0.2;
+/// A kept session ranks at most this far below the best one.
+pub const MAX_BELOW_BEST: f32 = 4.0;
+/// Per unit of ranking score below the best, a session's room in the
+/// answer shrinks by e^-this (see `assemble::room`).
+pub const ROOM_DECAY: f32 = 6.0;
+
+const NUM_RANK_INPUTS: usize = 12;
+const NUM_GATE_INPUTS: usize = 7;
+
+/// Text coverage past this adds nothing (BM25 saturates, and a long query
+/// repeated verbatim would otherwise dominate).
+const MAX_TEXT_COVERAGE: f32 = 2.0;
+
+/// ln(1 + x): counts and IDF sums grow without bound; their first units
+/// say the most.
+fn squash(value: f32) -> f32 {
+    value.max(0.0).ln_1p()
+}
+
+/// What ranking reads of a candidate besides its features.
+#[derive(Debug, Clone, Copy)]
+pub struct CandidateFacts {
+    /// Its attempt failed.
+    pub failed: bool,
+    /// Its code is in another language than the query's code base.
+    pub other_language: bool,
+    /// Its position among the candidates by BM25 over the whole text
+    /// (0: the best).
+    pub text_rank: usize,
+}
+
+fn rank_inputs(features: &Features, facts: CandidateFacts) -> [f32; NUM_RANK_INPUTS] {
+    let flag = |value: bool| if value { 1.0 } else { 0.0 };
+    [
+        features.text_rel,
+        features.text_coverage.min(MAX_TEXT_COVERAGE),
+        features.term_coverage,
+        squash(features.symbols_changed),
+        squash(features.symbols_referenced),
+        squash(features.paths),
+        squash(features.stems),
+        squash(features.location_words),
+        squash(features.file_support),
+        flag(facts.failed),
+        flag(facts.other_language),
+        squash(facts.text_rank as f32),
+    ]
+}
+
+fn dot(weights: &[f32], inputs: &[f32]) -> f32 {
+    weights.iter().zip(inputs).map(|(w, x)| w * x).sum()
+}
+
+/// The ranking score of a candidate (higher ranks first).
+pub fn rank_score(features: &Features, facts: CandidateFacts) -> f32 {
+    dot(&RANK, &rank_inputs(features, facts))
+}
+
+/// What the gate's model reads of the query as a whole.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuerySummary {
+    /// The best candidate's ranking score.
+    pub best_rank_score: f32,
+    /// The sum of the query terms' IDF in the user's scope.
+    pub query_weight: f32,
+    /// Candidates the index found.
+    pub num_candidates: usize,
+}
+
+fn gate_inputs(facts: CandidateFacts, score: f32, query: &QuerySummary) -> [f32; NUM_GATE_INPUTS] {
+    [
+        1.0,
+        score,
+        query.best_rank_score - score,
+        query.best_rank_score,
+        squash(query.query_weight),
+        if facts.other_language { 1.0 } else { 0.0 },
+        squash(query.num_candidates as f32),
+    ]
+}
+
+/// The probability that a candidate with this ranking `score` is relevant
+/// to the query (grade 1 or 2 on the benchmark: it changed a file the
+/// query's fix changes).
+pub fn probability(facts: CandidateFacts, score: f32, query: &QuerySummary) -> f32 {
+    let logit = dot(&GATE, &gate_inputs(facts, score, query));
+    1.0 / (1.0 + (-logit).exp())
+}
