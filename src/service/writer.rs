@@ -299,8 +299,15 @@ fn write_batch(
                 request_id: job.request.request_id.clone(),
                 user_id: job.request.user_id.clone(),
             }),
-            Verdict::Admission(Admission::Duplicate { .. }) => {
-                Ok(AddAnswer::Done(AddOutcome::AlreadyStored, None))
+            Verdict::Admission(Admission::Duplicate { seq }) => {
+                let answer = AddAnswer::Done(AddOutcome::AlreadyStored, None);
+                // A retry of an Add still indexed in slices is answered
+                // with it, once it is searchable.
+                if let Some(original) = sliced.iter_mut().find(|add| add.seq == seq) {
+                    original.retries.push((job.reply, answer));
+                    continue;
+                }
+                Ok(answer)
             }
             Verdict::Admission(Admission::Inserted { seq }) => {
                 sessions.insert((job.request.user_id.clone(), job.request.session_id.clone()));
@@ -312,6 +319,7 @@ fn write_batch(
                         next: 0,
                         reply: job.reply,
                         answer,
+                        retries: Vec::new(),
                     });
                     continue;
                 }
@@ -379,6 +387,8 @@ struct SlicedAdd {
     next: usize,
     reply: oneshot::Sender<Result<AddAnswer, ServiceError>>,
     answer: AddAnswer,
+    /// Retries of it (same request id and body) that arrived meanwhile.
+    retries: Vec<(oneshot::Sender<Result<AddAnswer, ServiceError>>, AddAnswer)>,
 }
 
 /// Every sliced Add as done (a catch-up indexed all of them).
@@ -390,6 +400,9 @@ fn finish_all(sliced: &mut VecDeque<SlicedAdd>) -> Vec<SlicedAdd> {
 fn answer_sliced(done: Vec<SlicedAdd>) {
     for add in done {
         let _ = add.reply.send(Ok(add.answer));
+        for (reply, answer) in add.retries {
+            let _ = reply.send(Ok(answer));
+        }
     }
 }
 
@@ -436,9 +449,11 @@ fn index_slices(
         Err(error) => {
             tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
             for add in sliced.drain(..) {
-                let _ = add
-                    .reply
-                    .send(Err(ServiceError::NotYetSearchable(error.to_string())));
+                let replies = std::iter::once(add.reply)
+                    .chain(add.retries.into_iter().map(|(reply, _)| reply));
+                for reply in replies {
+                    let _ = reply.send(Err(ServiceError::NotYetSearchable(error.to_string())));
+                }
             }
             false
         }

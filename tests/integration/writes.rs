@@ -395,3 +395,34 @@ fn a_kill_while_a_big_add_is_indexed_in_slices_loses_and_duplicates_nothing() {
     assert_eq!(partial, 0);
     assert_eq!(server.terminate(), Some(0));
 }
+
+#[test]
+fn a_retry_of_a_big_add_sent_while_it_is_indexed_is_answered_once_it_is_searchable() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    let address = server.address;
+    let body = big_add_body("big-retried", "u", "retried", 40);
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let body = &body;
+                scope.spawn(move || {
+                    crate::support::http_request(address, "POST", "/add", Some(body), &[]).0
+                })
+            })
+            .collect();
+        senders
+            .into_iter()
+            .map(|sender| sender.join().expect("sender"))
+            .collect()
+    });
+    assert_eq!(statuses, vec![200, 200]);
+    let (stored, indexed) = store_and_index_counts(&server, &dir);
+    assert_eq!(indexed as i64, stored, "stored and indexed once");
+    let (_, health) = server.request("GET", "/health", None);
+    assert_eq!(
+        health["indexed_seq"], 1,
+        "answered after the last slice: {health}"
+    );
+    assert_eq!(server.terminate(), Some(0));
+}
