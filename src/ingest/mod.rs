@@ -860,8 +860,11 @@ impl SessionBuilder {
             && (self.edits.completed() || self.last_test_run == Some(true));
         let outcome = outcome::decide(outcome::OutcomeSignals {
             final_diff: self.last_agent_message_has_diff || edits_are_fix,
+            // A run that declared itself done stands by the files it
+            // created too (scratch files are already dropped).
             final_diff_edits_existing: if edits_are_fix {
                 self.edits.edits_existing()
+                    || (self.edits.completed() && !self.files_changed.values.is_empty())
             } else {
                 self.last_agent_diff_edits_existing
             },
