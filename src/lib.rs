@@ -40,8 +40,10 @@ pub use bench::load as bench_load;
 pub use cli::main;
 /// A message's author; a Search as the API validates it.
 pub use domain::{Role, SearchRequest};
+/// Agent transcripts on disk read as sessions of messages.
+pub use import::transcript::read_transcripts;
 /// Extraction: a session's messages in, its derived record out.
-pub use ingest::{EXTRACTOR_VERSION, IngestMessage, SessionRecord, extract_session};
+pub use ingest::{EXTRACTOR_VERSION, IngestMessage, OutcomeStatus, SessionRecord, extract_session};
 /// Searches over a read-only view of a data directory.
 pub use read::search::Searcher;
 /// The store, the index and the writer behind the HTTP service.

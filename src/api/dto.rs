@@ -63,9 +63,31 @@ fn required_id(object: &Map<String, Value>, name: &str, errors: &mut Errors) -> 
     None
 }
 
-/// Text of a `content` or `query`: a non-empty string, or an array of parts
-/// whose `text` parts are joined by newlines (image parts are not stored:
-/// codemem remembers text).
+/// Part types whose content is not kept (codemem remembers text).
+pub const SKIPPED_PART_TYPES: [&str; 4] =
+    ["image_url", "image", "input_image", "redacted_thinking"];
+/// Part types of a tool call (Anthropic `tool_use`, OpenAI Responses
+/// `function_call` / `custom_tool_call`, `tool_call` objects): kept as the
+/// call's JSON object on a line of its own.
+pub const CALL_PART_TYPES: [&str; 5] = [
+    "tool_use",
+    "server_tool_use",
+    "tool_call",
+    "function_call",
+    "custom_tool_call",
+];
+/// Part types of a tool result (Anthropic `tool_result`, OpenAI Responses
+/// outputs): kept as their text, after `ERROR: ` when `is_error`.
+pub const RESULT_PART_TYPES: [&str; 3] = [
+    "tool_result",
+    "function_call_output",
+    "custom_tool_call_output",
+];
+/// The reasoning part, whose text is under `thinking`.
+pub const THINKING_PART_TYPE: &str = "thinking";
+
+/// Text of a `content` or `query`: a non-empty string, or an array of parts,
+/// each rendered as text (see [`part_text`]) and joined by newlines.
 fn text_or_parts(value: Option<&Value>, field: &str, errors: &mut Errors) -> Option<String> {
     match value {
         None | Some(Value::Null) => errors.push(field, "field required"),
@@ -75,34 +97,111 @@ fn text_or_parts(value: Option<&Value>, field: &str, errors: &mut Errors) -> Opt
             let mut texts = Vec::new();
             let mut ok = true;
             for (index, part) in parts.iter().enumerate() {
-                let part_field = format!("{field}[{index}]");
-                let kind = part.get("type").and_then(Value::as_str);
-                match (kind, part.get("text")) {
-                    (Some("text"), Some(Value::String(text))) => texts.push(text.as_str()),
-                    (Some("text"), _) => {
-                        errors.push(format!("{part_field}.text"), "must be a string");
-                        ok = false;
-                    }
-                    (Some("image_url"), _) => {}
-                    _ => {
-                        errors.push(
-                            format!("{part_field}.type"),
-                            "must be \"text\" or \"image_url\"",
-                        );
+                match part_text(part, &format!("{field}[{index}]")) {
+                    Ok(Some(text)) => texts.push(text),
+                    Ok(None) => {}
+                    Err((part_field, message)) => {
+                        errors.push(part_field, message);
                         ok = false;
                     }
                 }
             }
-            let joined = texts.join("\n");
             if ok && texts.iter().all(|text| text.is_empty()) {
                 errors.push(field, "has no text: codemem stores text parts only");
             } else if ok {
-                return Some(joined);
+                return Some(texts.join("\n"));
             }
         }
         Some(_) => errors.push(field, "must be a string or an array of parts"),
     }
     None
+}
+
+/// One content part as the text ingest reads, `None` for a part not kept,
+/// or the bad field and why: `text` and any other typed part carrying a
+/// string `text` give it; `thinking` its `thinking`; a tool call (name in
+/// `name` or `function.name`, arguments in `input`, `arguments` or
+/// `function.arguments`) its `{"name", "arguments"}` JSON object; a tool
+/// result the text of its `content` or `output`, after `ERROR: ` when its
+/// `is_error` is true; images are not kept.
+fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, String)> {
+    let bad = |name: &str, message: &str| Err((format!("{part_field}{name}"), message.to_string()));
+    let Some(object) = part.as_object() else {
+        return bad("", "must be an object with a \"type\"");
+    };
+    let Some(kind) = object.get("type").and_then(Value::as_str) else {
+        return bad(".type", "must be a string");
+    };
+    let string = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
+    if SKIPPED_PART_TYPES.contains(&kind) {
+        return Ok(None);
+    }
+    if kind == THINKING_PART_TYPE {
+        return match string(object.get("thinking")) {
+            Some(text) => Ok(Some(text)),
+            None => bad(".thinking", "must be a string"),
+        };
+    }
+    if CALL_PART_TYPES.contains(&kind) {
+        let function = object.get("function").and_then(Value::as_object);
+        let name = string(object.get("name"))
+            .filter(|name| !name.is_empty())
+            .or_else(|| string(function.and_then(|function| function.get("name"))))
+            .filter(|name| !name.is_empty());
+        let Some(name) = name else {
+            return bad(".name", "must be a non-empty string (or function.name)");
+        };
+        let arguments = ["input", "arguments"]
+            .iter()
+            .find_map(|key| object.get(*key))
+            .or_else(|| function.and_then(|function| function.get("arguments")))
+            .unwrap_or(&Value::Null);
+        return Ok(Some(crate::ingest::toolcall::render_call(&name, arguments)));
+    }
+    if RESULT_PART_TYPES.contains(&kind) {
+        let is_error = match object.get("is_error") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(flag)) => *flag,
+            Some(_) => return bad(".is_error", "must be a boolean"),
+        };
+        let output = object
+            .get("content")
+            .or_else(|| object.get("output"))
+            .map(result_text)
+            .unwrap_or_default();
+        return Ok(Some(crate::ingest::toolcall::render_result(
+            &output, is_error,
+        )));
+    }
+    match object.get("text") {
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        _ if kind == "text" => bad(".text", "must be a string"),
+        _ => bad(
+            ".type",
+            &format!(
+                "unknown part type {kind:?} without a string \"text\": parts are \"text\", images, \"thinking\", tool calls ({}), tool results ({}), or any type with a \"text\"",
+                CALL_PART_TYPES.join(", "),
+                RESULT_PART_TYPES.join(", ")
+            ),
+        ),
+    }
+}
+
+/// Text of a tool result's `content` or `output`: a string, or its parts'
+/// text (strings, `text` fields) joined by newlines.
+fn result_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| match part {
+                Value::String(text) => Some(text.as_str()),
+                other => other.get("text").and_then(Value::as_str),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }
 
 fn optional_timestamp(value: Option<&Value>, field: &str, errors: &mut Errors) -> Option<i64> {
@@ -644,6 +743,87 @@ mod tests {
         let request = parse_add(&body).expect("valid");
         assert_eq!(request.messages[0].content, "a\nb");
         assert_eq!(request.messages[0].timestamp_ms, Some(1_704_067_200_000));
+    }
+
+    #[test]
+    fn tool_parts_become_text_ingest_reads() {
+        let body = json!({
+            "request_id": "r", "user_id": "u", "session_id": "s",
+            "messages": [
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "look at a.py", "signature": "x"},
+                    {"type": "text", "text": "Fixing it."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Edit",
+                     "input": {"file_path": "/r/a.py", "old_string": "x = 1", "new_string": "x = 2"}},
+                    {"type": "function_call", "call_id": "c1", "name": "shell",
+                     "arguments": "{\"command\": [\"bash\", \"-lc\", \"pytest\"]}"},
+                    {"type": "tool_call", "id": "c2",
+                     "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}},
+                    {"type": "output_text", "text": "done", "annotations": []}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": true,
+                     "content": [{"type": "text", "text": "String to replace not found"}]},
+                    {"type": "function_call_output", "call_id": "c1", "output": "1 passed"},
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": []}
+                ]}
+            ]
+        });
+        let request = parse_add(&body).expect("valid");
+        let assistant = &request.messages[0].content;
+        let lines: Vec<&str> = assistant.lines().collect();
+        assert_eq!(lines[0], "look at a.py");
+        assert_eq!(lines[1], "Fixing it.");
+        let call: Value = serde_json::from_str(lines[2]).expect("a call on its own line");
+        assert_eq!(call["name"], "Edit");
+        assert_eq!(call["arguments"]["new_string"], "x = 2");
+        let call: Value = serde_json::from_str(lines[3]).expect("a call on its own line");
+        assert_eq!(call["arguments"]["command"][2], "pytest");
+        let call: Value = serde_json::from_str(lines[4]).expect("a call on its own line");
+        assert_eq!(
+            (&call["name"], &call["arguments"]["command"]),
+            (&json!("bash"), &json!("ls"))
+        );
+        assert_eq!(lines[5], "done");
+        assert_eq!(
+            request.messages[1].content,
+            "ERROR: String to replace not found\n1 passed\n(no output)"
+        );
+    }
+
+    #[test]
+    fn unknown_and_malformed_parts_are_rejected() {
+        for (part, field) in [
+            (
+                json!({"type": "audio", "audio": {}}),
+                "messages[0].content[0].type",
+            ),
+            (json!({"text": "no type"}), "messages[0].content[0].type"),
+            (json!("bare string"), "messages[0].content[0]"),
+            (
+                json!({"type": "text", "text": 3}),
+                "messages[0].content[0].text",
+            ),
+            (
+                json!({"type": "tool_use", "input": {}}),
+                "messages[0].content[0].name",
+            ),
+            (
+                json!({"type": "tool_result", "is_error": "yes"}),
+                "messages[0].content[0].is_error",
+            ),
+            (
+                json!({"type": "thinking"}),
+                "messages[0].content[0].thinking",
+            ),
+        ] {
+            let body = json!({"request_id": "r", "user_id": "u", "session_id": "s",
+                              "messages": [{"role": "user", "content": [part]}]});
+            assert_eq!(fields(parse_add(&body)), vec![field], "{body}");
+        }
+        let images_only = json!({"request_id": "r", "user_id": "u", "session_id": "s",
+            "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]});
+        assert_eq!(fields(parse_add(&images_only)), vec!["messages[0].content"]);
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub struct AddBody {
 pub struct MessageBody {
     /// Who wrote it.
     pub role: RoleName,
-    /// Its text, or parts of which the text parts are kept.
+    /// Its text, or parts, kept as text.
     pub content: ContentBody,
     /// Unix milliseconds.
     #[schema(minimum = -62135596800000_i64, maximum = 253402300799999_i64)]
@@ -62,7 +62,8 @@ pub enum RoleName {
     Assistant,
 }
 
-/// Text, or an array of parts (text and image parts; images are not kept).
+/// Text, or an array of parts (text, tool calls and results, images; images
+/// are not kept).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 #[schema(as = Content)]
@@ -70,7 +71,7 @@ pub enum RoleName {
 pub enum ContentBody {
     /// Plain text.
     Text(NonEmptyText),
-    /// Parts; at least one text part with text.
+    /// Parts; at least one that gives text.
     Parts(Vec<ContentPart>),
 }
 
@@ -80,22 +81,110 @@ pub enum ContentBody {
 #[allow(dead_code)]
 pub struct NonEmptyText(pub String);
 
-/// One part of a message's content.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// One part of a message's content: text, an image (not kept), reasoning,
+/// a tool call, a tool result, or any other typed part carrying text. Its
+/// schema in the document is [`content_part_schema`]; this type checks the
+/// same rules when a test reads a body the way the document describes it.
+#[derive(Debug, ToSchema)]
 #[schema(as = ContentPart)]
 #[allow(dead_code)]
-pub enum ContentPart {
-    /// A text part.
-    Text {
-        /// The text.
-        text: String,
-    },
-    /// An image part (accepted, not kept).
-    ImageUrl {
-        /// The image reference.
-        image_url: Option<Value>,
-    },
+pub struct ContentPart {
+    /// The part's type.
+    #[schema(rename = "type")]
+    pub kind: String,
+}
+
+impl<'de> Deserialize<'de> for ContentPart {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| serde::de::Error::custom("a part needs a string type"))?;
+        let is_string = |key: &str| value.get(key).is_some_and(Value::is_string);
+        let is_name = |value: Option<&Value>| {
+            value
+                .and_then(Value::as_str)
+                .is_some_and(|name| !name.is_empty())
+        };
+        let valid = if dto::SKIPPED_PART_TYPES.contains(&kind) {
+            true
+        } else if kind == dto::THINKING_PART_TYPE {
+            is_string("thinking")
+        } else if dto::CALL_PART_TYPES.contains(&kind) {
+            is_name(value.get("name")) || is_name(value.pointer("/function/name"))
+        } else if dto::RESULT_PART_TYPES.contains(&kind) {
+            matches!(
+                value.get("is_error"),
+                None | Some(Value::Null | Value::Bool(_))
+            )
+        } else {
+            is_string("text")
+        };
+        if valid {
+            Ok(Self {
+                kind: kind.to_string(),
+            })
+        } else {
+            Err(serde::de::Error::custom(format!("invalid {kind} part")))
+        }
+    }
+}
+
+/// The JSON Schema of [`ContentPart`], the rules of `dto`'s part parser.
+fn content_part_schema() -> Value {
+    use serde_json::json;
+    let known: Vec<&str> = ["text", dto::THINKING_PART_TYPE]
+        .into_iter()
+        .chain(dto::SKIPPED_PART_TYPES)
+        .chain(dto::CALL_PART_TYPES)
+        .chain(dto::RESULT_PART_TYPES)
+        .collect();
+    let name = json!({"type": "string", "minLength": 1});
+    json!({
+        "description": "One part of a message's content. `text` parts, and parts of any other type with a string `text` (`input_text`, `output_text`, ...), give their text; `thinking` parts their `thinking`; images (`image_url`, `image`, `input_image`) and `redacted_thinking` are not kept. A tool call (`tool_use`, `server_tool_use`, `tool_call`, `function_call`, `custom_tool_call`) is kept as the JSON object `{\"name\", \"arguments\"}` on a line of its own (name from `name` or `function.name`, arguments from `input`, `arguments` or `function.arguments`); a tool result (`tool_result`, `function_call_output`, `custom_tool_call_output`) as the text of its `content` or `output`, after `ERROR: ` when `is_error` is true. Parts are joined by newlines.",
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"type": "string"}},
+        "anyOf": [
+            {"properties": {"type": {"const": "text"}, "text": {"type": "string"}}, "required": ["text"]},
+            {"properties": {"type": {"enum": dto::SKIPPED_PART_TYPES}}},
+            {"properties": {"type": {"const": dto::THINKING_PART_TYPE}, "thinking": {"type": "string"}},
+             "required": ["thinking"]},
+            {"properties": {"type": {"enum": dto::CALL_PART_TYPES}, "name": name}, "required": ["name"]},
+            {"properties": {"type": {"enum": dto::CALL_PART_TYPES},
+                            "function": {"type": "object", "properties": {"name": name}, "required": ["name"]}},
+             "required": ["function"]},
+            {"properties": {"type": {"enum": dto::RESULT_PART_TYPES}, "is_error": {"type": ["boolean", "null"]}}},
+            {"properties": {"type": {"not": {"enum": known}}, "text": {"type": "string"}}, "required": ["text"]}
+        ]
+    })
+}
+
+/// What an array of parts must contain: one part that gives text.
+fn part_with_text_schema() -> Value {
+    use serde_json::json;
+    let not_plain: Vec<&str> = [dto::THINKING_PART_TYPE]
+        .into_iter()
+        .chain(dto::SKIPPED_PART_TYPES)
+        .chain(dto::CALL_PART_TYPES)
+        .chain(dto::RESULT_PART_TYPES)
+        .collect();
+    let tools: Vec<&str> = dto::CALL_PART_TYPES
+        .into_iter()
+        .chain(dto::RESULT_PART_TYPES)
+        .collect();
+    json!({
+        "anyOf": [
+            {"type": "object", "required": ["type", "text"],
+             "properties": {"type": {"type": "string", "not": {"enum": not_plain}},
+                            "text": {"type": "string", "minLength": 1}}},
+            {"type": "object", "required": ["type", "thinking"],
+             "properties": {"type": {"const": dto::THINKING_PART_TYPE},
+                            "thinking": {"type": "string", "minLength": 1}}},
+            {"type": "object", "required": ["type"], "properties": {"type": {"enum": tools}}}
+        ]
+    })
 }
 
 /// The body of a Search (`POST /search`, `POST /v1/search`,
@@ -350,8 +439,12 @@ impl utoipa::Modify for SecurityAndErrors {
 /// The document as JSON.
 pub fn document() -> Value {
     let mut document = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
-    // What utoipa's types cannot say: an array of parts holds at least one
-    // text part with text (the parsers refuse content without text).
+    // What utoipa's types cannot say: which parts are accepted, and that an
+    // array of parts holds at least one that gives text (the parsers refuse
+    // content without text).
+    if let Some(part) = document.pointer_mut("/components/schemas/ContentPart") {
+        *part = content_part_schema();
+    }
     if let Some(branches) = document
         .pointer_mut("/components/schemas/Content/oneOf")
         .and_then(Value::as_array_mut)
@@ -361,17 +454,7 @@ pub fn document() -> Value {
                 && let Some(branch) = branch.as_object_mut()
             {
                 branch.insert("minItems".to_string(), Value::from(1));
-                branch.insert(
-                    "contains".to_string(),
-                    serde_json::json!({
-                        "type": "object",
-                        "properties": {
-                            "type": { "const": "text" },
-                            "text": { "type": "string", "minLength": 1 }
-                        },
-                        "required": ["type", "text"]
-                    }),
-                );
+                branch.insert("contains".to_string(), part_with_text_schema());
             }
         }
     }
@@ -438,6 +521,16 @@ mod tests {
             json!({"request_id": "r", "user_id": "u", "session_id": "s",
                    "messages": [{"role": "assistant", "content": [{"type": "text", "text": "t"},
                                                                   {"type": "image_url", "image_url": {"url": "x"}}]}]}),
+            json!({"request_id": "r", "user_id": "u", "session_id": "s",
+                   "messages": [{"role": "assistant", "content": [
+                       {"type": "thinking", "thinking": "t"},
+                       {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+                       {"type": "function_call", "name": "", "function": {"name": "f"}},
+                       {"type": "output_text", "text": "x"},
+                       {"type": "image", "source": {}}]},
+                       {"role": "user", "content": [
+                       {"type": "tool_result", "tool_use_id": "t1", "is_error": true, "content": "boom"},
+                       {"type": "function_call_output", "output": [{"type": "input_text", "text": "ok"}]}]}]}),
         ];
         for body in accepted {
             assert!(serde_json::from_value::<AddBody>(body.clone()).is_ok());
@@ -449,6 +542,19 @@ mod tests {
             json!({"request_id": "r", "user_id": "u", "session_id": "s", "messages": [{"role": "user"}]}),
             json!({"user_id": "u", "session_id": "s", "messages": [{"role": "user", "content": "t"}]}),
         ];
+        let parts_refused = [
+            json!({"type": "audio", "audio": {}}),
+            json!({"type": "text", "text": 1}),
+            json!({"type": "tool_use", "name": "", "input": {}}),
+            json!({"type": "tool_call", "function": {"arguments": "{}"}}),
+            json!({"type": "tool_result", "is_error": 1}),
+            json!({"type": "thinking", "signature": "s"}),
+            json!({"text": "t"}),
+        ];
+        let refused = refused.into_iter().chain(parts_refused.into_iter().map(|part| {
+            json!({"request_id": "r", "user_id": "u", "session_id": "s",
+                   "messages": [{"role": "user", "content": [{"type": "text", "text": "t"}, part]}]})
+        }));
         for body in refused {
             assert!(serde_json::from_value::<AddBody>(body.clone()).is_err());
             assert!(dto::parse_add(&body).is_err(), "{body}");

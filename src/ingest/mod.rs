@@ -59,7 +59,7 @@ use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 /// The version of extraction: bump it with any change that changes the
 /// records `extract_session` gives. Stored records of an older version are
 /// derived again from their messages (by the service, at start-up).
-pub const EXTRACTOR_VERSION: i64 = 1;
+pub const EXTRACTOR_VERSION: i64 = 2;
 /// Characters kept of the task statement.
 pub const MAX_TASK_CHARS: usize = 4_000;
 /// Evidence items kept per session.
@@ -872,8 +872,11 @@ impl SessionBuilder {
             && (self.edits.completed() || self.last_test_run == Some(true));
         let outcome = outcome::decide(outcome::OutcomeSignals {
             final_diff: self.last_agent_message_has_diff || edits_are_fix,
+            // A run that declared itself done stands by the files it
+            // created too (scratch files are already dropped).
             final_diff_edits_existing: if edits_are_fix {
                 self.edits.edits_existing()
+                    || (self.edits.completed() && !self.files_changed.values.is_empty())
             } else {
                 self.last_agent_diff_edits_existing
             },

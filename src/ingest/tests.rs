@@ -599,3 +599,25 @@ fn a_stored_record_with_an_unknown_evidence_kind_fails_to_parse_clearly() {
         "{error}"
     );
 }
+
+/// An OpenHands run whose task was to create a file, which it did and then
+/// called `finish`, ended `unknown`: a created file was never taken as a fix.
+#[test]
+fn run_that_created_a_file_and_finished_is_resolved() {
+    let create = r#"{"name": "str_replace_editor", "arguments": {"command": "create", "path": "/workspace/game.py", "file_text": "class Game:\n    def move(self):\n        return 1\n"}}"#;
+    let messages = [
+        (Role::User, "Write a 2048 game in game.py."),
+        (Role::Assistant, create),
+        (
+            Role::User,
+            "File created successfully at: /workspace/game.py",
+        ),
+        (Role::Assistant, r#"{"name": "finish", "arguments": {}}"#),
+    ];
+    let (record, _) = session(&messages);
+    assert_eq!(record.files_changed, vec!["game.py"]);
+    assert_eq!(record.outcome.status, OutcomeStatus::Resolved);
+    // Without the finish call the run does not say it is done.
+    let (record, _) = session(&messages[..3]);
+    assert_eq!(record.outcome.status, OutcomeStatus::Unknown);
+}

@@ -23,6 +23,9 @@ const MAX_JSON_DEPTH: usize = 8;
 const MAX_XML_PARAMETERS: usize = 32;
 /// Problems reported per message.
 const MAX_PROBLEMS: usize = 8;
+/// What starts a tool result the tool reported as failed, once rendered as
+/// text ([`render_result`]); a message that starts with it is a failed result.
+pub const ERROR_RESULT_PREFIX: &str = "ERROR: ";
 
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,12 +83,52 @@ impl ToolCalls {
     }
 }
 
+/// A tool call as text this module reads back: the JSON object
+/// `{"name": ..., "arguments": ...}` (meant to stand on a line of its own).
+/// Arguments given as a string are parsed when they hold a JSON object, and
+/// kept under `input` otherwise (a free-form tool's input, such as a patch).
+pub fn render_call(name: &str, arguments: &Value) -> String {
+    let arguments = match arguments {
+        Value::Object(_) => arguments.clone(),
+        Value::Null => Value::Object(Map::new()),
+        Value::String(text) => match serde_json::from_str::<Value>(text) {
+            Ok(object @ Value::Object(_)) => object,
+            _ if text.trim().is_empty() => Value::Object(Map::new()),
+            _ => serde_json::json!({ "input": text }),
+        },
+        other => serde_json::json!({ "input": other }),
+    };
+    serde_json::json!({ "name": name, "arguments": arguments }).to_string()
+}
+
+/// A tool result as text: its output, after [`ERROR_RESULT_PREFIX`] when the
+/// tool reported an error, and `(no output)` when it gave none.
+pub fn render_result(output: &str, is_error: bool) -> String {
+    let output = if output.trim().is_empty() {
+        "(no output)"
+    } else {
+        output
+    };
+    if is_error {
+        format!("{ERROR_RESULT_PREFIX}{output}")
+    } else {
+        output.to_string()
+    }
+}
+
 /// Every tool call and tool result in `message`.
 pub fn parse(message: &str) -> ToolCalls {
     let mut found = ToolCalls {
         calls: xml_calls(message),
         ..ToolCalls::default()
     };
+    if message.trim_start().starts_with(ERROR_RESULT_PREFIX) {
+        // A failed result rendered as text; its text is the message itself.
+        found.results.push(ToolResult {
+            text: String::new(),
+            is_error: true,
+        });
+    }
     if message.contains('{') {
         for span in json_spans(message) {
             let Some(json_text) = message.get(span.start..span.end) else {
@@ -397,6 +440,36 @@ mod tests {
                 is_error: true
             }]
         );
+    }
+
+    #[test]
+    fn rendered_calls_and_results_read_back() {
+        let call = render_call(
+            "Edit",
+            &serde_json::json!({"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}),
+        );
+        check(
+            &format!("Editing.\n{call}"),
+            &[(
+                "Edit",
+                &[
+                    ("file_path", "/r/a.py"),
+                    ("new_string", "b"),
+                    ("old_string", "a"),
+                ],
+            )],
+        );
+        let call = render_call("bash", &Value::String(r#"{"command": "ls"}"#.to_string()));
+        check(&call, &[("bash", &[("command", "ls")])]);
+        let patch = "*** Begin Patch\n*** End Patch";
+        let call = render_call("apply_patch", &Value::String(patch.to_string()));
+        check(&call, &[("apply_patch", &[("input", patch)])]);
+
+        assert_eq!(render_result("  ", false), "(no output)");
+        let failed = parse(&render_result("Traceback (most recent call last):", true));
+        assert_eq!(failed.results.len(), 1);
+        assert!(failed.results[0].is_error);
+        assert!(parse(&render_result("fine", false)).results.is_empty());
     }
 
     #[test]
