@@ -84,6 +84,15 @@ fn may_contain(text: &str) -> bool {
         || (text.contains(".py:") && text.bytes().any(|b| b.is_ascii_uppercase()))
 }
 
+/// Whether `line` may be an eslint file line: it ends in a script
+/// extension (each pattern runs only on lines holding its literal part).
+fn may_name_script(line: &str) -> bool {
+    let trimmed = line.trim_end();
+    [".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".vue"]
+        .iter()
+        .any(|extension| trimmed.ends_with(extension))
+}
+
 /// The diagnostics in `text`, in order, each with the byte range of its line.
 pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
     let mut found = Vec::new();
@@ -99,7 +108,11 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
         if content.len() > 2_000 {
             continue;
         }
-        let parsed = if let Some(captures) = MYPY.captures(content) {
+        let python_row = content.contains(".py:") || content.contains(".pyi:");
+        let parsed = if python_row
+            && content.contains(": error: ")
+            && let Some(captures) = MYPY.captures(content)
+        {
             let code = captures.get(4).map_or("error", |m| m.as_str());
             Some(record(
                 code,
@@ -107,7 +120,10 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                 captures.get(1).map(|m| m.as_str()),
                 captures.get(2).and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if let Some(captures) = PYRIGHT.captures(content) {
+        } else if python_row
+            && content.contains(" - error: ")
+            && let Some(captures) = PYRIGHT.captures(content)
+        {
             let code = captures.get(4).map_or("error", |m| m.as_str());
             Some(record(
                 code,
@@ -115,14 +131,16 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                 captures.get(1).map(|m| m.as_str()),
                 captures.get(2).and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if let Some(captures) = FLAKE8.captures(content) {
+        } else if python_row && let Some(captures) = FLAKE8.captures(content) {
             Some(record(
                 captures.get(3).map_or("error", |m| m.as_str()),
                 captures.get(4).map_or("", |m| m.as_str()),
                 captures.get(1).map(|m| m.as_str()),
                 captures.get(2).and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if let Some(captures) = TSC.captures(content) {
+        } else if content.contains(" error TS")
+            && let Some(captures) = TSC.captures(content)
+        {
             Some(record(
                 captures.get(4).map_or("error", |m| m.as_str()),
                 captures.get(5).map_or("", |m| m.as_str()),
@@ -132,17 +150,24 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                     .or_else(|| captures.get(3))
                     .and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if let Some(captures) = ESLINT_FILE.captures(content) {
+        } else if may_name_script(content)
+            && let Some(captures) = ESLINT_FILE.captures(content)
+        {
             eslint_file = captures.get(1).map(|m| m.as_str());
             None
-        } else if let (Some(file), Some(captures)) = (eslint_file, ESLINT_ROW.captures(content)) {
+        } else if let Some(file) = eslint_file
+            && content.contains("error")
+            && let Some(captures) = ESLINT_ROW.captures(content)
+        {
             Some(record(
                 captures.get(3).map_or("error", |m| m.as_str()),
                 captures.get(2).map_or("", |m| m.as_str()),
                 Some(file),
                 captures.get(1).and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if let Some(captures) = SCRIPT_ERROR.captures(content) {
+        } else if content.contains("Error: ")
+            && let Some(captures) = SCRIPT_ERROR.captures(content)
+        {
             Some(record(
                 captures.get(1).map_or("Error", |m| m.as_str()),
                 captures.get(2).map_or("", |m| m.as_str()),

@@ -384,6 +384,16 @@ struct SessionBuilder {
     /// (not only new files: a run that only adds a reproduction script has
     /// not fixed anything).
     last_agent_diff_edits_existing: bool,
+    /// That diff came only from edit operations (none written as a diff).
+    last_agent_diff_from_edits_only: bool,
+    /// Files that edit operations changed.
+    files_from_edits: HashSet<String>,
+    /// Files that a diff written out (by the agent or a tool) changed.
+    files_from_written_diffs: HashSet<String>,
+    /// Files of the diff the last agent message wrote.
+    final_written_diff_files: Vec<String>,
+    /// Files of the diffs written in the message being read.
+    message_written_diff_files: Vec<String>,
     /// Set by `add_diffs` for the message being read.
     message_diff_edits_existing: bool,
     last_message_has_error: bool,
@@ -449,13 +459,18 @@ impl SessionBuilder {
             let answered = self.pending_command.map(|(command_index, _)| command_index);
             self.attach_observation(message);
             self.add_tool_results(answered, &tool_calls.results);
-            self.edits.observation(content);
+            if is_task {
+                self.edits.task(content);
+            } else {
+                self.edits.observation(content);
+            }
         }
 
         let views = text::message_views(content);
         let mut message_has_diff = false;
         let mut message_has_error = false;
         self.message_diff_edits_existing = false;
+        self.message_written_diff_files.clear();
         for view in &views {
             message_has_diff |= self.add_diffs(message_index, content, view);
             message_has_error |= self.add_errors(message_index, content, view);
@@ -468,8 +483,11 @@ impl SessionBuilder {
         }
         if is_agent {
             self.add_commands(message_index, content);
+            let written_diff = message_has_diff;
             message_has_diff |= self.add_edits(message_index, content, &tool_calls.calls);
             self.last_agent_message_has_diff = message_has_diff;
+            self.last_agent_diff_from_edits_only = message_has_diff && !written_diff;
+            self.final_written_diff_files = std::mem::take(&mut self.message_written_diff_files);
             self.last_agent_diff_edits_existing = self.message_diff_edits_existing;
             if content.trim_start().starts_with('{') && text::json_spans(content).is_empty() {
                 self.diagnose(
@@ -583,6 +601,9 @@ impl SessionBuilder {
             view.raw_range(content, start, end)
         });
         self.edits.diff_seen(&paths);
+        self.files_from_written_diffs.extend(paths.iter().cloned());
+        self.message_written_diff_files
+            .extend(paths.iter().cloned());
         !paths.is_empty()
     }
 
@@ -615,9 +636,9 @@ impl SessionBuilder {
                 text::floor_char_boundary(content, edit.start),
                 text::ceil_char_boundary(content, edit.end.max(edit.start)),
             );
-            any |= !self
-                .add_diff_text(message_index, &result.diff, &|_, _| range)
-                .is_empty();
+            let paths = self.add_diff_text(message_index, &result.diff, &|_, _| range);
+            any |= !paths.is_empty();
+            self.files_from_edits.extend(paths);
         }
         any
     }
@@ -810,7 +831,13 @@ impl SessionBuilder {
     /// diff) are not changes: their paths, the symbols found only in them and
     /// their fix evidence go.
     fn drop_scratch_files(&mut self) {
-        let scratch = self.edits.scratch_files();
+        let scratch = self.edits.scratch_files().clone();
+        self.drop_files(&scratch);
+    }
+
+    /// Removes `scratch` files, the symbols only they hold and their fix
+    /// evidence from the record.
+    fn drop_files(&mut self, scratch: &HashSet<String>) {
         if scratch.is_empty() {
             return;
         }
@@ -829,6 +856,69 @@ impl SessionBuilder {
                 .as_ref()
                 .is_none_or(|file| !scratch.contains(file))
         });
+    }
+
+    /// Files changed only by edit operations that the diff the run ended
+    /// with leaves out: edits the tool refused (SWE-agent's linter), undid or
+    /// reverted. The written diff is the net change.
+    fn drop_edits_outside_final_diff(&mut self) {
+        if !self.last_agent_message_has_diff
+            || self.last_agent_diff_from_edits_only
+            || self.final_written_diff_files.is_empty()
+            || self.files_from_edits.is_empty()
+        {
+            return;
+        }
+        let same_file = |a: &str, b: &str| {
+            a == b
+                || a.strip_suffix(b).is_some_and(|head| head.ends_with('/'))
+                || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
+        };
+        let dropped: HashSet<String> = self
+            .files_from_edits
+            .iter()
+            .filter(|path| {
+                !self.files_from_written_diffs.contains(*path)
+                    && !self
+                        .final_written_diff_files
+                        .iter()
+                        .any(|kept| same_file(path, kept))
+            })
+            .cloned()
+            .collect();
+        self.drop_files(&dropped);
+    }
+
+    /// A path only edits named that is another changed path seen from
+    /// elsewhere (an editor's `/pytest-dev__pytest/src/a.py`, or `a.py`
+    /// created after a `cd`, beside the final diff's `src/a.py`) is that
+    /// file: the name a written diff gave is kept, else the relative one.
+    fn merge_path_twins(&mut self) {
+        let values = &self.files_changed.values;
+        let written = &self.files_from_written_diffs;
+        let twins: HashSet<String> = values
+            .iter()
+            .filter(|path| !written.contains(*path) && self.files_from_edits.contains(*path))
+            .filter(|path| {
+                values.iter().any(|other| {
+                    other != *path
+                        && (written.contains(other)
+                            || (path.starts_with('/') && !other.starts_with('/')))
+                        && (path
+                            .strip_suffix(other.as_str())
+                            .is_some_and(|head| head.ends_with('/'))
+                            || other
+                                .strip_suffix(path.as_str())
+                                .is_some_and(|head| head.ends_with('/')))
+                })
+            })
+            .cloned()
+            .collect();
+        if !twins.is_empty() {
+            self.files_changed
+                .values
+                .retain(|path| !twins.contains(path));
+        }
     }
 
     fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
@@ -865,13 +955,21 @@ impl SessionBuilder {
             .map(|(language, _)| *language);
 
         self.drop_scratch_files();
-        // Without a final diff, the run's edits are its fix once it says it
-        // is done or its tests pass at the end.
-        let edits_are_fix = !self.last_agent_message_has_diff
+        let mut refused = self.edits.refused_files();
+        refused.retain(|path| !self.files_from_written_diffs.contains(path));
+        self.drop_files(&refused);
+        self.drop_edits_outside_final_diff();
+        self.merge_path_twins();
+        // Without a final written diff (the last message's edits rendered as
+        // diffs do not count as one), the run's edits are its fix once it
+        // says it is done or its tests pass at the end.
+        let edits_are_fix = (!self.last_agent_message_has_diff
+            || self.last_agent_diff_from_edits_only)
             && self.edits.has_edits()
             && (self.edits.completed() || self.last_test_run == Some(true));
         let outcome = outcome::decide(outcome::OutcomeSignals {
-            final_diff: self.last_agent_message_has_diff || edits_are_fix,
+            final_diff: (self.last_agent_message_has_diff && !self.last_agent_diff_from_edits_only)
+                || edits_are_fix,
             // A run that declared itself done stands by the files it
             // created too (scratch files are already dropped).
             final_diff_edits_existing: if edits_are_fix {

@@ -308,6 +308,7 @@ struct Measured {
     symbols_found: usize,
     resolved_sessions: usize,
     resolved_found: usize,
+    outcomes: std::collections::BTreeMap<String, usize>,
     misses: Vec<String>,
 }
 
@@ -320,10 +321,22 @@ fn same_path(found: &str, truth: &str) -> bool {
             .is_some_and(|head| head.ends_with('/'))
 }
 
-/// A symbol's last segment (`Class.method` -> `method`), so a qualified and
-/// an unqualified name of one definition agree.
+/// A symbol's last segment (`Class.method` -> `method`).
 fn symbol_leaf(symbol: &str) -> &str {
     symbol.rsplit(['.', ':']).next().unwrap_or(symbol)
+}
+
+/// Whether the definition `found` is the changed definition `truth` or lies
+/// inside it: a patch alone often shows only the class around a changed
+/// method (`TimeDelta`), where the session's view names the method itself
+/// (`TimeDelta._serialize`).
+fn same_definition(found: &str, truth: &str) -> bool {
+    let leaf = symbol_leaf(truth);
+    symbol_leaf(found) == leaf
+        || found
+            .split(['.', ':'])
+            .filter(|segment| !segment.is_empty())
+            .any(|segment| segment == leaf)
 }
 
 /// Held-out sessions (`fixtures/heldout/<format>/`): each transcript beside
@@ -403,13 +416,23 @@ fn heldout_sessions_are_measured() {
             if record
                 .symbols_changed
                 .iter()
-                .any(|found| symbol_leaf(found) == symbol_leaf(symbol))
+                .any(|found| same_definition(found, symbol))
             {
                 measured.symbols_found += 1;
             } else {
-                measured.misses.push(format!("{name}: definition {symbol}"));
+                measured.misses.push(format!(
+                    "{name}: definition {symbol} (found {:?})",
+                    record.symbols_changed
+                ));
             }
         }
+        if std::env::var_os("CODEMEM_HELDOUT_VERBOSE").is_some() {
+            println!("  {name}: {:?}", record.outcome);
+        }
+        *measured
+            .outcomes
+            .entry(record.outcome.status.to_string())
+            .or_default() += 1;
         if meta["resolved"] == Value::Bool(true) {
             measured.resolved_sessions += 1;
             if record.outcome.status == codemem::OutcomeStatus::Resolved {
@@ -435,7 +458,7 @@ fn heldout_sessions_are_measured() {
         let symbols = ratio(measured.symbols_found, measured.symbols_truth);
         let resolved = ratio(measured.resolved_found, measured.resolved_sessions);
         println!(
-            "{format}: {} sessions; changed-file recall {files:.2} ({}/{}), files outside the patch {}; changed-definition recall {symbols:.2} ({}/{}); resolved {resolved:.2} ({}/{})",
+            "{format}: {} sessions; changed-file recall {files:.2} ({}/{}), files outside the patch {}; changed-definition recall {symbols:.2} ({}/{}); resolved {resolved:.2} ({}/{}); outcomes {:?}",
             measured.sessions,
             measured.files_found,
             measured.files_truth,
@@ -444,6 +467,7 @@ fn heldout_sessions_are_measured() {
             measured.symbols_truth,
             measured.resolved_found,
             measured.resolved_sessions,
+            measured.outcomes,
         );
         for line in measured.scratch_counted.iter().chain(&measured.misses) {
             println!("  {line}");

@@ -199,6 +199,7 @@ fn openhands(events: &[Value]) -> Messages {
                         thought.to_string(),
                         final_thought.to_string(),
                         message.to_string(),
+                        tool_call("finish", &Value::Object(serde_json::Map::new())),
                     ])
                 }
                 _ => join(&[

@@ -172,13 +172,27 @@ fn edit_op(old: String, new: String) -> EditOp {
     }
 }
 
+/// The tag fences aider uses instead of backticks when a file holds them
+/// (`<source>` ... `</source>`), opening and closing.
+const TAG_FENCES: [(&str, &str); 5] = [
+    ("<source>", "</source>"),
+    ("<code>", "</code>"),
+    ("<pre>", "</pre>"),
+    ("<codeblock>", "</codeblock>"),
+    ("<sourcecode>", "</sourcecode>"),
+];
+
 /// Whole-file edits: a path line right above a fence whose text is the
-/// file (aider's `whole` format). Only used when the message has no
+/// file (aider's `whole` format; the fence is backticks or one of aider's
+/// tag fences such as `<source>`). Only used when the message has no
 /// SEARCH/REPLACE block and the fence is not a shell or diff block.
 pub fn whole_file_edits(message: &str) -> Vec<FileEdit> {
     let mut edits = Vec::new();
     if contains_str!(message, "<<<<<<<") {
         return edits;
+    }
+    if contains_str!(message, "</") && TAG_FENCES.iter().any(|(_, close)| message.contains(close)) {
+        edits.extend(tag_fenced_files(message));
     }
     for block in fenced_blocks(message) {
         if edits.len() >= MAX_BLOCKS {
@@ -218,9 +232,78 @@ pub fn whole_file_edits(message: &str) -> Vec<FileEdit> {
     edits
 }
 
+/// Whole files in aider's tag fences: a path line, the opening tag on the
+/// next line, the file, the closing tag on a line of its own.
+fn tag_fenced_files(message: &str) -> Vec<FileEdit> {
+    let mut edits = Vec::new();
+    let lines: Vec<_> = lines_with_offsets(message).collect();
+    let mut index = 1;
+    while index < lines.len() && edits.len() < MAX_BLOCKS {
+        let (Some(path_line), Some(open)) = (lines.get(index - 1), lines.get(index)) else {
+            break;
+        };
+        let Some((_, close)) = TAG_FENCES
+            .iter()
+            .find(|(opening, _)| open.text.trim() == *opening)
+        else {
+            index += 1;
+            continue;
+        };
+        if !looks_like_path(path_line.text) {
+            index += 1;
+            continue;
+        }
+        let Some(offset) = lines
+            .get(index + 1..)
+            .and_then(|rest| rest.iter().position(|line| line.text.trim() == *close))
+        else {
+            break;
+        };
+        let close_row = index + 1 + offset;
+        let content_start = lines
+            .get(index + 1)
+            .map_or(message.len(), |line| line.start);
+        let content_end = lines
+            .get(close_row)
+            .map_or(message.len(), |line| line.start);
+        let content = message.get(content_start..content_end).unwrap_or("");
+        if !content.trim().is_empty() {
+            edits.push(FileEdit {
+                path: clean_path(path_line.text),
+                op: EditOp::Write {
+                    content: content.to_string(),
+                    create: false,
+                },
+                start: open.start,
+                end: lines.get(close_row).map_or(message.len(), |line| line.end),
+            });
+        }
+        index = close_row + 1;
+    }
+    edits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_files_in_tag_fences() {
+        let message = "Here it is.\n\nbackend/main.sh\n<source>\n#!/usr/bin/env bash\nexec uvicorn app:app\n</source>\n\nbackend/app.py\n<source>\nx = 1\n</source>\n";
+        let edits = whole_file_edits(message);
+        assert_eq!(edits.len(), 2);
+        assert_eq!(edits[0].path, "backend/main.sh");
+        assert_eq!(
+            edits[1].op,
+            EditOp::Write {
+                content: "x = 1\n".to_string(),
+                create: false
+            }
+        );
+        // No path above the tag, or no closing tag: nothing.
+        assert!(whole_file_edits("Look:\n<source>\nx = 1\n</source>\n").is_empty());
+        assert!(whole_file_edits("a.py\n<source>\nx = 1\n").is_empty());
+    }
 
     #[test]
     fn search_replace_blocks_with_their_path() {

@@ -19,6 +19,7 @@
 pub mod aider;
 pub mod apply_patch;
 pub mod render;
+pub mod windowed;
 pub mod workspace;
 
 use std::collections::{HashMap, HashSet};
@@ -61,6 +62,15 @@ pub enum EditOp {
         /// The line after which the text goes.
         after_line: usize,
         /// The text inserted.
+        text: String,
+    },
+    /// Replace lines `first..=last` by `text` (SWE-agent's `edit 12:14`).
+    ReplaceLines {
+        /// The first line replaced (1-based).
+        first: usize,
+        /// The last line replaced (`first - 1` inserts before `first`).
+        last: usize,
+        /// The new lines.
         text: String,
     },
     /// Revert the last edit of the file.
@@ -262,6 +272,43 @@ fn viewed_path(call: &ToolCall) -> Option<String> {
     None
 }
 
+/// What a tool answers when it did not apply an edit: SWE-agent's linter
+/// ("Your changes have NOT been applied"), an editor that did not find the
+/// text to replace.
+fn is_refusal(observation: &str) -> bool {
+    // The verdict opens or closes the answer (SWE-agent shows the refused
+    // edit's window between its two sentences).
+    const WINDOW: usize = 2_048;
+    let refused = |text: &str| {
+        contains_str!(text, "Your changes have NOT been applied")
+            || contains_str!(text, "Your proposed edit has introduced new syntax error")
+            || contains_str!(text, "No replacement was performed")
+            || contains_str!(text, "String to replace not found")
+    };
+    if observation.len() <= 2 * WINDOW {
+        return refused(observation);
+    }
+    let head = crate::ingest::text::truncate_to_bytes(observation, WINDOW);
+    let tail_start = crate::ingest::text::ceil_char_boundary(
+        observation,
+        observation.len().saturating_sub(WINDOW),
+    );
+    refused(head) || refused(observation.get(tail_start..).unwrap_or(""))
+}
+
+/// An empty file made by SWE-agent's `create FILE`.
+fn created_empty(path: &str, start: usize, end: usize) -> FileEdit {
+    FileEdit {
+        path: path.to_string(),
+        op: EditOp::Write {
+            content: String::new(),
+            create: true,
+        },
+        start,
+        end,
+    }
+}
+
 /// The file of a `cat -n FILE` / `nl -ba FILE` command.
 fn numbered_cat_path(command: &str) -> Option<String> {
     let words: Vec<&str> = command.split_whitespace().collect();
@@ -345,6 +392,17 @@ pub struct Tracker {
     last_edit_of: HashMap<String, usize>,
     /// The run said it was done (`submit`, `finish`, "Applied edit to").
     completed: bool,
+    /// The file SWE-agent's windowed editor has open (normalized).
+    open_file: Option<String>,
+    /// The lines its `set_cursors` selected last.
+    cursors: Option<(usize, usize)>,
+    /// Files the last agent message's edits changed, until the next
+    /// observation says whether the tool applied them.
+    awaiting_verdict: Vec<String>,
+    /// Per file, edits the tool applied and edits it refused.
+    verdicts: HashMap<String, (usize, usize)>,
+    /// Edits the tool refused.
+    num_refused: usize,
 }
 
 impl Tracker {
@@ -395,6 +453,7 @@ impl Tracker {
         commands: &[String],
         problems: &mut Vec<String>,
     ) -> Vec<(FileEdit, RenderedEdit)> {
+        self.settle_verdict(false);
         let mut edits = Vec::new();
         self.pending_view = None;
         for call in calls {
@@ -404,7 +463,26 @@ impl Tracker {
             if let Some(path) = viewed_path(call) {
                 self.pending_view = Some(self.normalize(&path));
             }
+            if let Some(file) = windowed::created_file(Some(call), None) {
+                edits.push(created_empty(file, call.start, call.end));
+                self.open_file = Some(self.normalize(file));
+                continue;
+            }
+            if let Some(edit) = self
+                .open_file
+                .as_deref()
+                .and_then(|open_file| windowed::call_edit(call, open_file))
+            {
+                edits.push(edit);
+                continue;
+            }
             edits.extend(edits_of_call(call, problems));
+        }
+        if let Some(selected) = windowed::cursors(message) {
+            self.cursors = Some(selected);
+        }
+        if let Some(open_file) = self.open_file.as_deref() {
+            edits.extend(windowed::range_edits(message, open_file, self.cursors));
         }
         if calls.is_empty() {
             edits.extend(aider::search_replace_edits(message, problems));
@@ -417,8 +495,19 @@ impl Tracker {
                 .filter(|edit| !in_calls(edit.start)),
         );
         for command in commands {
+            // SWE-agent's `submit` as a command rather than a call.
+            if FINISH_TOOLS.contains(&command.trim()) {
+                self.completed = true;
+            }
             if let Some(path) = numbered_cat_path(command) {
                 self.pending_view = Some(self.normalize(&path));
+            }
+            if calls.is_empty()
+                && let Some(file) = windowed::created_file(None, Some(command))
+            {
+                let at = message.find(command.as_str()).unwrap_or(0);
+                edits.push(created_empty(file, at, at + command.len()));
+                self.open_file = Some(self.normalize(file));
             }
             self.note_removals(command);
         }
@@ -428,6 +517,7 @@ impl Tracker {
         for mut edit in edits {
             edit.path = self.normalize(&edit.path);
             let path = edit.path.clone();
+            self.awaiting_verdict.push(path.clone());
             let was_known = self.workspace.knows(&path);
             if let Some(result) = self.workspace.apply(&edit, problems) {
                 self.num_edits += 1;
@@ -482,8 +572,23 @@ impl Tracker {
     /// message asked for (or that the view's header names), and aider's
     /// "Applied edit to" confirmations.
     pub fn observation(&mut self, message: &str) {
+        self.read_observation(message, true);
+    }
+
+    /// Reads the task message as an observation, except for the windowed
+    /// editor's state: a task's demonstration shows another repository's
+    /// windows and directory.
+    pub fn task(&mut self, message: &str) {
+        self.read_observation(message, false);
+    }
+
+    fn read_observation(&mut self, message: &str, windowed_state: bool) {
         if contains_str!(message, "Applied edit to ") {
             self.completed = true;
+        }
+        self.settle_verdict(is_refusal(message));
+        if windowed_state && self.windowed_observation(message) {
+            return;
         }
         let header_path = view_header_path(message).map(|path| self.normalize(path));
         let Some(path) = header_path.or_else(|| self.pending_view.take()) else {
@@ -493,6 +598,31 @@ impl Tracker {
         if !lines.is_empty() {
             self.workspace.observe_view(&path, &lines);
         }
+    }
+
+    /// SWE-agent's windowed editor state in an observation: the root (the
+    /// first current directory), the open file and the window shown; answers
+    /// whether the observation was a window.
+    fn windowed_observation(&mut self, message: &str) -> bool {
+        if self.root.is_none()
+            && let Some(directory) = windowed::current_directory(message)
+        {
+            self.set_root(directory);
+        }
+        if let Some(path) = windowed::open_file(message) {
+            self.open_file = Some(self.normalize(path));
+        }
+        let Some(path) = windowed::window_path(message) else {
+            return false;
+        };
+        let path = self.normalize(path);
+        let lines = windowed::window_lines(message);
+        if !lines.is_empty() {
+            self.workspace.observe_view(&path, &lines);
+        }
+        self.open_file = Some(path);
+        self.pending_view = None;
+        true
     }
 
     /// Notes that a diff of these files was shown after the edits so far: a
@@ -519,6 +649,36 @@ impl Tracker {
         self.removed.extend(absent);
     }
 
+    /// Records whether the tool applied the edits awaiting its verdict; a
+    /// refused edit is undone in the workspace.
+    fn settle_verdict(&mut self, refused: bool) {
+        for path in std::mem::take(&mut self.awaiting_verdict) {
+            let counts = self.verdicts.entry(path.clone()).or_default();
+            if refused {
+                counts.1 += 1;
+                self.num_refused += 1;
+                let undo = FileEdit {
+                    path,
+                    op: EditOp::Undo,
+                    start: 0,
+                    end: 0,
+                };
+                self.workspace.apply(&undo, &mut Vec::new());
+            } else {
+                counts.0 += 1;
+            }
+        }
+    }
+
+    /// Files every edit of which the tool refused.
+    pub fn refused_files(&self) -> HashSet<String> {
+        self.verdicts
+            .iter()
+            .filter(|(_, (applied, refused))| *applied == 0 && *refused > 0)
+            .map(|(path, _)| path.clone())
+            .collect()
+    }
+
     /// Files the session created and then removed (or left out of its final diff).
     pub fn scratch_files(&self) -> &HashSet<String> {
         &self.removed
@@ -529,9 +689,9 @@ impl Tracker {
         !self.edited_existing.is_empty()
     }
 
-    /// Whether any edit was rendered.
+    /// Whether any edit was rendered that the tool did not refuse.
     pub fn has_edits(&self) -> bool {
-        self.num_edits > 0
+        self.num_edits > self.num_refused
     }
 
     /// Whether the run said it was done.

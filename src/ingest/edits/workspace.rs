@@ -305,6 +305,50 @@ impl Workspace {
                 let diff = unified_diff(path, Change::Modified, "", &inserted, after_line + 1);
                 rendered(diff, Change::Modified)
             }
+            EditOp::ReplaceLines { first, last, text } => {
+                let (text, was_cut) = capped(text);
+                if was_cut {
+                    problems.push(format!(
+                        "edit of {path} longer than {MAX_EDIT_BYTES} bytes: its first lines diffed"
+                    ));
+                }
+                let inserted = with_final_newline(text);
+                if let Some(known) = self.files.get(path).cloned()
+                    && *first >= known.first_line
+                    && *last < known.first_line + known.text.lines().count()
+                {
+                    let offset_of = |row: usize| {
+                        lines_with_offsets(&known.text)
+                            .nth(row)
+                            .map_or(known.text.len(), |line| line.start)
+                    };
+                    let from = offset_of(first - known.first_line);
+                    let to = offset_of((last + 1).saturating_sub(known.first_line));
+                    let mut replaced = String::with_capacity(known.text.len() + inserted.len());
+                    replaced.push_str(known.text.get(..from).unwrap_or(""));
+                    replaced.push_str(&inserted);
+                    replaced.push_str(known.text.get(to.max(from)..).unwrap_or(""));
+                    let diff = unified_diff(
+                        path,
+                        Change::Modified,
+                        &known.text,
+                        &replaced,
+                        known.first_line,
+                    );
+                    self.push_undo(path);
+                    self.keep(
+                        path,
+                        KnownText {
+                            text: replaced,
+                            ..known
+                        },
+                    );
+                    return rendered(diff, Change::Modified);
+                }
+                // Lines not shown: the new lines alone, where they go.
+                let diff = unified_diff(path, Change::Modified, "", &inserted, *first);
+                rendered(diff, Change::Modified)
+            }
             EditOp::Undo => {
                 let previous = self.undo.get_mut(path).and_then(Vec::pop);
                 match (previous, self.files.get(path).cloned()) {
@@ -362,6 +406,46 @@ mod tests {
             start: 0,
             end: 0,
         }
+    }
+
+    #[test]
+    fn a_line_range_edit_replaces_the_viewed_lines() {
+        let mut workspace = Workspace::default();
+        let view: Vec<(usize, &str)> = vec![
+            (20, "class Table:"),
+            (21, "    def update_many(self, rows):"),
+            (22, "        return None"),
+            (23, ""),
+        ];
+        workspace.observe_view("db/table.py", &view);
+        let mut problems = Vec::new();
+        let replace = |first, last, text: &str| {
+            edit(
+                "db/table.py",
+                EditOp::ReplaceLines {
+                    first,
+                    last,
+                    text: text.to_string(),
+                },
+            )
+        };
+        let rendered = workspace
+            .apply(&replace(22, 22, "        return len(rows)"), &mut problems)
+            .expect("rendered");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(
+            rendered
+                .diff
+                .contains("-        return None\n+        return len(rows)"),
+            "{}",
+            rendered.diff
+        );
+        assert!(rendered.diff.contains("@@ -20,"), "{}", rendered.diff);
+        // Lines never shown: the new lines alone, at their place.
+        let rendered = workspace
+            .apply(&replace(90, 91, "x = 1"), &mut problems)
+            .expect("rendered");
+        assert!(rendered.diff.contains("+x = 1"), "{}", rendered.diff);
     }
 
     #[test]
