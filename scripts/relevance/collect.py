@@ -14,10 +14,10 @@ items), and writes one JSON line per query:
      "answer": [{"session_id", "chars", "score"}]}
 
 Standard-library Python; imports `amlbench` from the evaluation directory
-(`--eval-dir`, default `/work/shared/eval`). Usage:
+(`--eval-dir`, default `../shared/eval`). Usage:
 
     python3 scripts/relevance/collect.py --url http://127.0.0.1:8080 \
-        --bench /work/shared/eval/data/dev [--scopes short-scopes.jsonl] \
+        --bench ../shared/eval/data/dev [--scopes short-scopes.jsonl] \
         [--ingest] --out dumps/full.jsonl.gz
 """
 
@@ -135,9 +135,9 @@ def collect(url, bench, scopes, workers):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8080")
-    parser.add_argument("--bench", default="/work/shared/eval/data/dev")
+    parser.add_argument("--bench", default="../shared/eval/data/dev")
     parser.add_argument("--scopes", help="a scopes file to query instead of the bench's own (same user ids)")
-    parser.add_argument("--eval-dir", default="/work/shared/eval")
+    parser.add_argument("--eval-dir", default="../shared/eval")
     parser.add_argument("--ingest", action="store_true", help="send every Add first (idempotent)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", required=True)

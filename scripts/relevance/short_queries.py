@@ -3,7 +3,7 @@
 non-empty line (the short-query condition). Same user ids, gold and scopes,
 so it runs against the same ingested memory:
 
-    python3 scripts/relevance/short_queries.py /work/shared/eval/data/dev/scopes.jsonl > short/scopes.jsonl
+    python3 scripts/relevance/short_queries.py ../shared/eval/data/dev/scopes.jsonl > short/scopes.jsonl
 """
 
 import json
