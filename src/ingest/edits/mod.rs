@@ -321,29 +321,42 @@ fn numbered_cat_path(command: &str) -> Option<String> {
 /// The lines of a numbered view: `   12\ttext` (`cat -n`) or `    12→text`
 /// (Claude Code's Read), the longest run of consecutive numbers.
 fn numbered_lines(text: &str) -> Vec<(usize, &str)> {
-    let mut best: Vec<(usize, &str)> = Vec::new();
-    let mut run: Vec<(usize, &str)> = Vec::new();
-    for line in lines_with_offsets(text).take(MAX_VIEW_LINES) {
+    longest_numbered_run(lines_with_offsets(text).take(MAX_VIEW_LINES).map(|line| {
         let trimmed = line.text.trim_start();
         let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
         let rest = trimmed.get(digits..).unwrap_or("");
-        let content = rest.strip_prefix('\t').or_else(|| rest.strip_prefix('→'));
-        let number = trimmed.get(..digits).and_then(|d| d.parse::<usize>().ok());
-        match (number, content) {
-            (Some(number), Some(content))
+        let content = rest.strip_prefix('\t').or_else(|| rest.strip_prefix('→'))?;
+        let number = trimmed
+            .get(..digits)
+            .and_then(|d| d.parse::<usize>().ok())?;
+        Some((number, content))
+    }))
+}
+
+/// The longest run of consecutively numbered lines among `lines` (`None`
+/// for a line without a number, which ends a run); the first such run wins
+/// a tie.
+fn longest_numbered_run<'a>(
+    lines: impl Iterator<Item = Option<(usize, &'a str)>>,
+) -> Vec<(usize, &'a str)> {
+    let mut best: Vec<(usize, &str)> = Vec::new();
+    let mut run: Vec<(usize, &str)> = Vec::new();
+    for line in lines {
+        match line {
+            Some((number, content))
                 if run
                     .last()
                     .is_none_or(|(previous, _)| *previous + 1 == number) =>
             {
                 run.push((number, content));
             }
-            (Some(number), Some(content)) => {
+            Some(numbered) => {
                 if run.len() > best.len() {
                     best = std::mem::take(&mut run);
                 }
-                run = vec![(number, content)];
+                run = vec![numbered];
             }
-            _ => {
+            None => {
                 if run.len() > best.len() {
                     best = std::mem::take(&mut run);
                 }

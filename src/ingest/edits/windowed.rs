@@ -7,7 +7,7 @@
 //! and `line`. What the window showed places the edit, as a `cat -n` view
 //! does for other editors.
 
-use super::{EditOp, FileEdit};
+use super::{EditOp, FileEdit, longest_numbered_run};
 use crate::ingest::text::{contains_str, lines_with_offsets};
 use crate::ingest::toolcall::ToolCall;
 
@@ -69,52 +69,30 @@ pub fn current_directory(observation: &str) -> Option<&str> {
 /// The `12:text` lines after a window header: the longest run of
 /// consecutive numbers.
 pub fn window_lines(observation: &str) -> Vec<(usize, &str)> {
-    let mut best: Vec<(usize, &str)> = Vec::new();
-    let mut run: Vec<(usize, &str)> = Vec::new();
     let mut after_header = false;
-    for line in lines_with_offsets(observation).take(MAX_WINDOW_LINES) {
-        if line.text.trim_start().starts_with("[File: ") {
-            after_header = true;
-            continue;
-        }
-        if !after_header {
-            continue;
-        }
-        let digits = line.text.bytes().take_while(u8::is_ascii_digit).count();
-        let number = line
-            .text
-            .get(..digits)
-            .and_then(|digits| digits.parse::<usize>().ok());
-        let content = line
-            .text
-            .get(digits..)
-            .and_then(|rest| rest.strip_prefix(':'));
-        match (number, content) {
-            (Some(number), Some(content))
-                if run
-                    .last()
-                    .is_none_or(|(previous, _)| *previous + 1 == number) =>
-            {
-                run.push((number, content));
+    let lines = lines_with_offsets(observation)
+        .take(MAX_WINDOW_LINES)
+        .filter_map(|line| {
+            // Lines up to a window header, and the header, take no part.
+            if line.text.trim_start().starts_with("[File: ") {
+                after_header = true;
+                return None;
             }
-            (Some(number), Some(content)) => {
-                if run.len() > best.len() {
-                    best = std::mem::take(&mut run);
-                }
-                run = vec![(number, content)];
+            if !after_header {
+                return None;
             }
-            _ => {
-                if run.len() > best.len() {
-                    best = std::mem::take(&mut run);
-                }
-                run.clear();
-            }
-        }
-    }
-    if run.len() > best.len() {
-        best = run;
-    }
-    best
+            let digits = line.text.bytes().take_while(u8::is_ascii_digit).count();
+            let number = line
+                .text
+                .get(..digits)
+                .and_then(|digits| digits.parse::<usize>().ok());
+            let content = line
+                .text
+                .get(digits..)
+                .and_then(|rest| rest.strip_prefix(':'));
+            Some(number.zip(content))
+        });
+    longest_numbered_run(lines)
 }
 
 /// The lines a `set_cursors START END` command of `message` selects (the

@@ -133,6 +133,27 @@ impl Workspace {
         self.files.insert(path.to_string(), known);
     }
 
+    /// Replaces the known text of `path` (`known`) with `replaced`, keeping
+    /// the old text for an undo; answers the diff between them.
+    fn replace_known(&mut self, path: &str, known: KnownText, replaced: String) -> String {
+        let diff = unified_diff(
+            path,
+            Change::Modified,
+            &known.text,
+            &replaced,
+            known.first_line,
+        );
+        self.push_undo(path);
+        self.keep(
+            path,
+            KnownText {
+                text: replaced,
+                ..known
+            },
+        );
+        diff
+    }
+
     fn push_undo(&mut self, path: &str) {
         if let Some(current) = self.files.get(path).cloned() {
             let stack = self.undo.entry(path.to_string()).or_default();
@@ -228,27 +249,14 @@ impl Workspace {
                         text.push_str(rest);
                         text
                     } else {
-                        let mut text = String::with_capacity(known.text.len());
-                        text.push_str(known.text.get(..first_at).unwrap_or(""));
-                        text.push_str(new_capped);
-                        text.push_str(known.text.get(first_at + old_capped.len()..).unwrap_or(""));
-                        text
+                        splice(
+                            &known.text,
+                            first_at,
+                            first_at + old_capped.len(),
+                            new_capped,
+                        )
                     };
-                    let diff = unified_diff(
-                        path,
-                        Change::Modified,
-                        &known.text,
-                        &replaced,
-                        known.first_line,
-                    );
-                    self.push_undo(path);
-                    self.keep(
-                        path,
-                        KnownText {
-                            text: replaced,
-                            ..known
-                        },
-                    );
+                    let diff = self.replace_known(path, known, replaced);
                     return rendered(diff, Change::Modified);
                 }
                 if self.files.contains_key(path) && !old_capped.is_empty() {
@@ -281,25 +289,8 @@ impl Workspace {
                     let split = lines_with_offsets(&known.text)
                         .nth(keep_lines)
                         .map_or(known.text.len(), |line| line.start);
-                    let mut replaced = String::with_capacity(known.text.len() + inserted.len());
-                    replaced.push_str(known.text.get(..split).unwrap_or(""));
-                    replaced.push_str(&inserted);
-                    replaced.push_str(known.text.get(split..).unwrap_or(""));
-                    let diff = unified_diff(
-                        path,
-                        Change::Modified,
-                        &known.text,
-                        &replaced,
-                        known.first_line,
-                    );
-                    self.push_undo(path);
-                    self.keep(
-                        path,
-                        KnownText {
-                            text: replaced,
-                            ..known
-                        },
-                    );
+                    let replaced = splice(&known.text, split, split, &inserted);
+                    let diff = self.replace_known(path, known, replaced);
                     return rendered(diff, Change::Modified);
                 }
                 let diff = unified_diff(path, Change::Modified, "", &inserted, after_line + 1);
@@ -324,25 +315,8 @@ impl Workspace {
                     };
                     let from = offset_of(first - known.first_line);
                     let to = offset_of((last + 1).saturating_sub(known.first_line));
-                    let mut replaced = String::with_capacity(known.text.len() + inserted.len());
-                    replaced.push_str(known.text.get(..from).unwrap_or(""));
-                    replaced.push_str(&inserted);
-                    replaced.push_str(known.text.get(to.max(from)..).unwrap_or(""));
-                    let diff = unified_diff(
-                        path,
-                        Change::Modified,
-                        &known.text,
-                        &replaced,
-                        known.first_line,
-                    );
-                    self.push_undo(path);
-                    self.keep(
-                        path,
-                        KnownText {
-                            text: replaced,
-                            ..known
-                        },
-                    );
+                    let replaced = splice(&known.text, from, to.max(from), &inserted);
+                    let diff = self.replace_known(path, known, replaced);
                     return rendered(diff, Change::Modified);
                 }
                 // Lines not shown: the new lines alone, where they go.
@@ -393,6 +367,16 @@ impl Workspace {
             }
         }
     }
+}
+
+/// `text` with its bytes `from..to` replaced by `inserted` (out-of-range or
+/// mid-character bounds keep nothing of that side).
+fn splice(text: &str, from: usize, to: usize, inserted: &str) -> String {
+    let mut spliced = String::with_capacity(text.len() + inserted.len());
+    spliced.push_str(text.get(..from).unwrap_or(""));
+    spliced.push_str(inserted);
+    spliced.push_str(text.get(to..).unwrap_or(""));
+    spliced
 }
 
 #[cfg(test)]
