@@ -5,24 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, fixture_messages, reason};
-
-/// Stores fixture sessions under `user_id`, each as one session of chunks
-/// of 20 messages (the platform's chunking).
-async fn store(app: &TestApp, user_id: &str, names: &[&str]) {
-    for name in names {
-        for (index, messages) in fixture_messages(name).chunks(20).enumerate() {
-            let body = json!({
-                "request_id": format!("{name}:chunk-{index}"),
-                "user_id": user_id,
-                "session_id": name,
-                "messages": messages,
-            });
-            let (status, answer) = app.add(&body).await;
-            assert_eq!(status, StatusCode::OK, "{answer}");
-        }
-    }
-}
+use crate::support::{TestApp, fixture_messages, reason, store_fixtures};
 
 const MEMORY: &[&str] = &[
     "mini-swe-agent-sympy-13480",
@@ -36,7 +19,7 @@ const MEMORY: &[&str] = &[
 #[tokio::test]
 async fn the_session_that_changed_the_named_code_comes_first() {
     let app = TestApp::new();
-    store(&app, "team", MEMORY).await;
+    store_fixtures(&app, "team", MEMORY).await;
     let query = "lambdify with modules='mpmath' loses precision: `_print_Rational` in \
                  sympy/printing/pycode.py prints 1/3 as a float division";
     let items = app.search("team", query, 100).await;
@@ -88,7 +71,7 @@ async fn the_session_that_changed_the_named_code_comes_first() {
 #[tokio::test]
 async fn a_task_about_code_the_memory_never_saw_gets_nothing() {
     let app = TestApp::new();
-    store(&app, "team", MEMORY).await;
+    store_fixtures(&app, "team", MEMORY).await;
     let items = app
         .search(
             "team",
@@ -102,7 +85,7 @@ async fn a_task_about_code_the_memory_never_saw_gets_nothing() {
 #[tokio::test]
 async fn max_chars_bounds_the_answer() {
     let app = TestApp::new();
-    store(&app, "team", MEMORY).await;
+    store_fixtures(&app, "team", MEMORY).await;
     let (status, body) = app
         .post(
             "/v1/search",
@@ -136,7 +119,7 @@ async fn max_chars_bounds_the_answer() {
 #[tokio::test]
 async fn explain_shows_every_candidate_with_features_and_verdict() {
     let app = TestApp::new();
-    store(&app, "team", MEMORY).await;
+    store_fixtures(&app, "team", MEMORY).await;
     let query =
         "fowlkes_mallows_score overflows: RuntimeWarning in sklearn/metrics/cluster/supervised.py";
     let (status, body) = app
@@ -190,7 +173,7 @@ async fn explain_shows_every_candidate_with_features_and_verdict() {
 #[tokio::test]
 async fn one_users_experience_never_ranks_for_another() {
     let app = TestApp::new();
-    store(&app, "alpha", &["resolution-sympy-14976"]).await;
+    store_fixtures(&app, "alpha", &["resolution-sympy-14976"]).await;
     let query = "`_print_Rational` in sympy/printing/pycode.py";
     assert!(!app.search("alpha", query, 10).await.is_empty());
     assert_eq!(app.search("beta", query, 10).await, Vec::<Value>::new());
@@ -368,7 +351,7 @@ async fn a_session_whose_change_was_an_editor_tool_call_ranks_first_for_its_file
     let app = TestApp::new();
     let mut names = MEMORY.to_vec();
     names.push("openhands-flask-table");
-    store(&app, "team", &names).await;
+    store_fixtures(&app, "team", &names).await;
     let query = "the index() view in app.py returns str(numbers); render the numbers as a table";
     let items = app.search("team", query, 10).await;
     assert!(!items.is_empty());

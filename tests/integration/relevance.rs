@@ -5,23 +5,7 @@ use axum::http::StatusCode;
 use codemem::{SearchRequest, Searcher};
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, add_body, fixture_messages};
-
-/// Stores fixture sessions under `user_id`, in chunks of 20 messages.
-async fn store_fixtures(app: &TestApp, user_id: &str, names: &[&str]) {
-    for name in names {
-        for (index, messages) in fixture_messages(name).chunks(20).enumerate() {
-            let body = json!({
-                "request_id": format!("{name}:chunk-{index}"),
-                "user_id": user_id,
-                "session_id": name,
-                "messages": messages,
-            });
-            let (status, answer) = app.add(&body).await;
-            assert_eq!(status, StatusCode::OK, "{answer}");
-        }
-    }
-}
+use crate::support::{TestApp, add_body, store_fixtures};
 
 async fn explain(app: &TestApp, user_id: &str, query: &str) -> Value {
     let (status, body) = app

@@ -341,3 +341,20 @@ pub fn fixture_messages(name: &str) -> Vec<Value> {
         serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("JSON");
     fixture["messages"].as_array().expect("messages").clone()
 }
+
+/// Stores fixture sessions under `user_id`, each as one session of chunks
+/// of 20 messages (the platform's chunking).
+pub async fn store_fixtures(app: &TestApp, user_id: &str, names: &[&str]) {
+    for name in names {
+        for (index, messages) in fixture_messages(name).chunks(20).enumerate() {
+            let body = json!({
+                "request_id": format!("{name}:chunk-{index}"),
+                "user_id": user_id,
+                "session_id": name,
+                "messages": messages,
+            });
+            let (status, answer) = app.add(&body).await;
+            assert_eq!(status, StatusCode::OK, "{answer}");
+        }
+    }
+}
