@@ -262,6 +262,10 @@ fn bm25_idf(num_docs: u64, df: u64) -> f32 {
 pub struct SearchIndex {
     reader: IndexReader,
     fields: Fields,
+    /// Everything stored up to this sequence number is visible to
+    /// searches: set by the writer's commit right after the reload, before
+    /// any Add it covers is answered.
+    visible_seq: std::sync::atomic::AtomicI64,
 }
 
 /// The writable side, owned by the one writer thread.
@@ -319,7 +323,11 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
     Ok((
-        SearchIndex { reader, fields },
+        SearchIndex {
+            reader,
+            fields,
+            visible_seq: std::sync::atomic::AtomicI64::new(committed_seq),
+        },
         IndexWriterHandle {
             writer,
             fields,
@@ -334,8 +342,8 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
 /// directory a server may hold.
 pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
     let dir = data_dir.join(INDEX_DIR);
-    let index = match try_open_existing(&dir, false) {
-        Some(Ok((index, _))) => index,
+    let (index, seq) = match try_open_existing(&dir, false) {
+        Some(Ok(opened)) => opened,
         Some(Err(reason)) => {
             return Err(IndexError::Unusable {
                 path: dir,
@@ -355,7 +363,11 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
-    Ok(SearchIndex { reader, fields })
+    Ok(SearchIndex {
+        reader,
+        fields,
+        visible_seq: std::sync::atomic::AtomicI64::new(seq),
+    })
 }
 
 /// `None` when there is no index; `Some(Err)` when there is one that cannot
@@ -481,6 +493,9 @@ impl IndexWriterHandle {
         prepared.commit()?;
         self.committed_seq = seq;
         search_index.reader.reload()?;
+        search_index
+            .visible_seq
+            .store(seq, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
@@ -592,6 +607,11 @@ pub struct Hit {
 }
 
 impl SearchIndex {
+    /// Everything stored up to this sequence number is visible to searches.
+    pub fn visible_seq(&self) -> i64 {
+        self.visible_seq.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn scoped(&self, user_id: &str, kind: &str) -> Vec<(Occur, Box<dyn Query>)> {
         let constant = |field: Field, value: &str| -> Box<dyn Query> {
             Box::new(ConstScoreQuery::new(

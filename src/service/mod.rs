@@ -203,7 +203,6 @@ pub struct Service {
     adds_preparing: Arc<AtomicUsize>,
     /// The threads that prepare Adds; stopped first at shutdown.
     extract_pool: ExtractPool,
-    committed_seq: Arc<std::sync::atomic::AtomicI64>,
     writer_metrics: Arc<WriterMetrics>,
     /// Held for the life of the service: the directory's exclusive lock.
     _lock: File,
@@ -318,12 +317,10 @@ impl Service {
             tracing::warn!("index was rebuilt from the store");
         }
 
-        let committed_seq = Arc::new(std::sync::atomic::AtomicI64::new(writer.committed_seq()));
         let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
         let adds_preparing = Arc::new(AtomicUsize::new(0));
         let thread_preparing = Arc::clone(&adds_preparing);
         let thread_index = Arc::clone(&search_index);
-        let thread_seq = Arc::clone(&committed_seq);
         let writer_metrics = Arc::new(WriterMetrics::default());
         let thread_metrics = Arc::clone(&writer_metrics);
         let thread_data_dir = data_dir.clone();
@@ -341,7 +338,6 @@ impl Service {
                     writer,
                     &thread_index,
                     WriterReports {
-                        committed_seq: &thread_seq,
                         metrics: &thread_metrics,
                         adds_preparing: &thread_preparing,
                     },
@@ -385,7 +381,6 @@ impl Service {
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             adds_preparing,
             extract_pool,
-            committed_seq,
             writer_metrics,
             _lock: lock,
         }))
@@ -602,9 +597,7 @@ impl Service {
             .unwrap_or(false);
         Health {
             status: if writer_running { "ok" } else { "stopping" },
-            indexed_seq: self
-                .committed_seq
-                .load(std::sync::atomic::Ordering::Acquire),
+            indexed_seq: self.search_index.visible_seq(),
             num_docs: self.search_index.num_docs(),
         }
     }

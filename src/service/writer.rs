@@ -79,8 +79,6 @@ pub(super) enum WriteJob {
 
 /// What the writer thread reports to the rest of the service.
 pub(super) struct WriterReports<'a> {
-    /// Highest sequence number committed to the index.
-    pub(super) committed_seq: &'a std::sync::atomic::AtomicI64,
     /// Counts for `/metrics`.
     pub(super) metrics: &'a WriterMetrics,
     /// Adds being prepared before the writer (read only).
@@ -118,7 +116,6 @@ pub(super) fn writer_loop(
         max_session_bytes,
     } = limits;
     let WriterReports {
-        committed_seq,
         metrics,
         adds_preparing,
     } = reports;
@@ -219,7 +216,6 @@ pub(super) fn writer_loop(
             }
             Some(WriteJob::Add(_)) | None => {}
         }
-        committed_seq.store(writer.committed_seq(), std::sync::atomic::Ordering::Release);
     }
     let indexed_seq = writer.committed_seq();
     match writer.close(data_dir) {
