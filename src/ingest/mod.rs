@@ -317,7 +317,8 @@ impl SessionBuilder {
         self.message_written_diff_files.clear();
         for view in &views {
             message_has_diff |= self.add_diffs(message_index, content, view);
-            message_has_error |= self.add_errors(message_index, content, view);
+            message_has_error |=
+                self.add_errors(message_index, content, view, !is_agent && !is_task);
             if !is_task {
                 self.add_tests(view);
             }
@@ -584,12 +585,29 @@ impl SessionBuilder {
         paths
     }
 
-    /// Returns whether the view had at least one error.
-    fn add_errors(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
+    /// Returns whether the view had at least one error; the frames of an
+    /// `observed` one (a tool's answer) tell the edit tracker which
+    /// function ran each line.
+    fn add_errors(
+        &mut self,
+        message_index: usize,
+        content: &str,
+        view: &TextView<'_>,
+        observed: bool,
+    ) -> bool {
         let mut parsed = trace::parse_errors(&view.text);
         parsed.extend(lint::parse_diagnostics(&view.text));
         let any = !parsed.is_empty();
         for error in parsed {
+            if observed {
+                for frame in &error.record.frames {
+                    if let (Some(line), Some(function)) = (frame.line, &frame.function)
+                        && Language::from_path(&frame.file) == Some(Language::Python)
+                    {
+                        self.edits.frame_seen(&frame.file, line as usize, function);
+                    }
+                }
+            }
             if error.record.error_type == "Traceback" && error.record.frames.is_empty() {
                 self.diagnose(
                     message_index,

@@ -426,6 +426,14 @@ fn heldout_sessions_are_measured() {
                 ));
             }
         }
+        if let Some(directory) = std::env::var_os("CODEMEM_HELDOUT_DUMP") {
+            // The record of each session, to read a miss.
+            let dump = PathBuf::from(directory).join(format!("{name}.json"));
+            let _ = std::fs::write(
+                dump,
+                serde_json::to_string_pretty(&record).expect("serialize"),
+            );
+        }
         if std::env::var_os("CODEMEM_HELDOUT_VERBOSE").is_some() {
             println!("  {name}: {:?}", record.outcome);
         }

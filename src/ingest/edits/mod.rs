@@ -18,6 +18,7 @@
 
 pub mod aider;
 pub mod apply_patch;
+pub mod outline;
 pub mod render;
 pub mod windowed;
 pub mod workspace;
@@ -309,6 +310,84 @@ fn created_empty(path: &str, start: usize, end: usize) -> FileEdit {
     }
 }
 
+/// A search call that answers numbered lines (`search_file`, a shell
+/// `grep -n`): `Some(file searched)`, the file `None` when not named.
+fn searched_file(call: &ToolCall) -> Option<Option<String>> {
+    if call.is_named(&["search_file"]) {
+        return Some(
+            call.string(&["file", "path", "file_path"])
+                .map(str::to_string),
+        );
+    }
+    if call.is_named(&["bash", "execute_bash", "Bash", "shell"]) {
+        return call.string(&["command", "cmd"]).and_then(numbered_search);
+    }
+    None
+}
+
+/// A `search_file TERM [FILE]` or `grep -n ... [FILE]` command: `Some(the
+/// file searched)` (`None` when the command names no single file).
+fn numbered_search(command: &str) -> Option<Option<String>> {
+    let command = command.trim();
+    if let Some(rest) = command.strip_prefix("search_file ") {
+        let words = shell_words(rest);
+        return Some(words.get(1).cloned());
+    }
+    let rest = command.strip_prefix("grep ")?;
+    if command.contains(['|', ';', '&', '>']) {
+        return None;
+    }
+    let words = shell_words(rest);
+    let flags: Vec<&String> = words.iter().filter(|word| word.starts_with('-')).collect();
+    let numbered = flags
+        .iter()
+        .any(|flag| !flag.starts_with("--") && flag.contains('n'))
+        || flags.iter().any(|flag| *flag == "--line-number");
+    if !numbered {
+        return None;
+    }
+    let recursive = flags.iter().any(|flag| {
+        (!flag.starts_with("--") && flag.contains(['r', 'R'])) || *flag == "--recursive"
+    });
+    let operands: Vec<&String> = words.iter().filter(|word| !word.starts_with('-')).collect();
+    Some(match operands.as_slice() {
+        [_, file] if !recursive => Some((*file).clone()),
+        _ => None,
+    })
+}
+
+/// Words of a command, quotes removed (no escapes).
+fn shell_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    for character in text.chars() {
+        match (quote, character) {
+            (Some(open), c) if c == open => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => quote = Some(character),
+            (None, c) if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// `12:text` -> `(12, "text")`.
+fn numbered_search_line(text: &str) -> Option<(usize, &str)> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let number = text.get(..digits)?.parse::<usize>().ok()?;
+    let content = text.get(digits..)?.strip_prefix(':')?;
+    (number >= 1).then_some((number, content))
+}
+
 /// The file of a `cat -n FILE` / `nl -ba FILE` command.
 fn numbered_cat_path(command: &str) -> Option<String> {
     let words: Vec<&str> = command.split_whitespace().collect();
@@ -393,6 +472,9 @@ pub struct Tracker {
     root: Option<String>,
     /// The file the last agent message asked to see with line numbers.
     pending_view: Option<String>,
+    /// The last agent message searched with line numbers (`search_file`,
+    /// `grep -n`): the file searched, when one is named.
+    pending_search: Option<Option<String>>,
     /// Files created by edits (normalized).
     created: HashSet<String>,
     /// Files that existed before the session and were edited.
@@ -469,7 +551,11 @@ impl Tracker {
         self.settle_verdict(false);
         let mut edits = Vec::new();
         self.pending_view = None;
+        self.pending_search = None;
         for call in calls {
+            if let Some(searched) = searched_file(call) {
+                self.pending_search = Some(searched.map(|path| self.normalize(&path)));
+            }
             if call.is_named(FINISH_TOOLS) {
                 self.completed = true;
             }
@@ -514,6 +600,9 @@ impl Tracker {
             }
             if let Some(path) = numbered_cat_path(command) {
                 self.pending_view = Some(self.normalize(&path));
+            }
+            if let Some(searched) = numbered_search(command) {
+                self.pending_search = Some(searched.map(|path| self.normalize(&path)));
             }
             if calls.is_empty()
                 && let Some(file) = windowed::created_file(None, Some(command))
@@ -600,6 +689,9 @@ impl Tracker {
             self.completed = true;
         }
         self.settle_verdict(is_refusal(message));
+        if let Some(searched) = self.pending_search.take() {
+            self.search_results(message, searched);
+        }
         if windowed_state && self.windowed_observation(message) {
             return;
         }
@@ -611,6 +703,54 @@ impl Tracker {
         if !lines.is_empty() {
             self.workspace.observe_view(&path, &lines);
         }
+    }
+
+    /// Numbered lines of a search's answer (`Line 12:text` under SWE-agent's
+    /// `Found N matches for "X" in PATH:`, `PATH:12:text` or, when one file
+    /// was searched, `12:text` from `grep -n`) go to the files' outlines.
+    fn search_results(&mut self, message: &str, searched: Option<String>) {
+        let mut found: HashMap<String, Vec<(usize, &str)>> = HashMap::new();
+        let mut current = searched;
+        for line in lines_with_offsets(message).take(MAX_VIEW_LINES) {
+            let text = line.text;
+            if let Some(rest) = text.strip_prefix("Found ")
+                && let Some((_, path)) = rest.rsplit_once(" in ")
+            {
+                current = Some(self.normalize(path.trim_end().trim_end_matches(':')));
+                continue;
+            }
+            let numbered = text.strip_prefix("Line ").unwrap_or(text);
+            if let Some((number, content)) = numbered_search_line(numbered)
+                && let Some(path) = &current
+            {
+                found
+                    .entry(path.clone())
+                    .or_default()
+                    .push((number, content));
+                continue;
+            }
+            if let Some((path, rest)) = text.split_once(':')
+                && !path.is_empty()
+                && !path.contains(char::is_whitespace)
+                && crate::language::Language::from_path(path).is_some()
+                && let Some((number, content)) = numbered_search_line(rest)
+            {
+                found
+                    .entry(self.normalize(path))
+                    .or_default()
+                    .push((number, content));
+            }
+        }
+        for (path, lines) in found {
+            self.workspace.observe_lines(&path, &lines);
+        }
+    }
+
+    /// Notes a traceback frame of an observation: line `line` of `file`
+    /// ran inside `function`.
+    pub fn frame_seen(&mut self, file: &str, line: usize, function: &str) {
+        let path = self.normalize(file);
+        self.workspace.observe_frame(&path, line, function);
     }
 
     /// SWE-agent's windowed editor state in an observation: the root (the
@@ -629,7 +769,7 @@ impl Tracker {
             return false;
         };
         let path = self.normalize(path);
-        let lines = windowed::window_lines(message);
+        let lines = windowed::window_lines(windowed::current_text_part(message));
         if !lines.is_empty() {
             self.workspace.observe_view(&path, &lines);
         }
@@ -768,6 +908,47 @@ mod tests {
             &mut problems,
         );
         assert!(tracker.scratch_files().contains("repro.py"));
+    }
+
+    #[test]
+    fn search_commands_that_answer_numbered_lines() {
+        assert_eq!(
+            numbered_search("search_file \"class TimeDelta\" src/fields.py"),
+            Some(Some("src/fields.py".to_string()))
+        );
+        assert_eq!(
+            numbered_search("grep -n 'def get' pkg/a.py"),
+            Some(Some("pkg/a.py".to_string()))
+        );
+        assert_eq!(numbered_search("grep -rn 'def get' pkg"), Some(None));
+        assert_eq!(numbered_search("grep 'def get' pkg/a.py"), None);
+        assert_eq!(numbered_search("grep -n x a.py | head"), None);
+    }
+
+    #[test]
+    fn a_search_result_names_the_class_of_a_later_window_edit() {
+        // marshmallow-1867 (windowed editor): `search_file` shows the class
+        // line, the window the edit is made from starts below it.
+        let mut tracker = Tracker::default();
+        let mut problems = Vec::new();
+        tracker.agent_message(
+            "```\nsearch_file \"class TimeDelta\" src/marshmallow/fields.py\n```",
+            &[],
+            &["search_file \"class TimeDelta\" src/marshmallow/fields.py".to_string()],
+            &mut problems,
+        );
+        tracker.observation("Found 1 matches for \"class TimeDelta\" in /repo/src/marshmallow/fields.py:\nLine 1421:class TimeDelta(Field):\nEnd of matches for \"class TimeDelta\" in /repo/src/marshmallow/fields.py\n(Open file: n/a)\n(Current directory: /repo)\nbash-$");
+        tracker.observation("[File: /repo/src/marshmallow/fields.py (1997 lines total)]\n(1469 more lines above)\n1470:    def _serialize(self, value, attr, obj, **kwargs):\n1471:        return int(value.total_seconds())\n1472:\n(525 more lines below)\n(Open file: /repo/src/marshmallow/fields.py)\n(Current directory: /repo)\nbash-$");
+        let rendered = agent(
+            &mut tracker,
+            "```\nedit 1471:1471\n        return int(round(value.total_seconds()))\nend_of_edit\n```",
+        );
+        assert_eq!(rendered.len(), 1);
+        assert!(
+            rendered[0].diff.contains("@@ class TimeDelta(Field):\n"),
+            "{}",
+            rendered[0].diff
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! the type around that definition, as git's function context does, so the
 //! diff path finds `Table.update_many` rather than `Table`.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -33,9 +34,33 @@ pub enum Change {
     Deleted,
 }
 
+/// What is known of a file around the text diffed, from its outline: lines
+/// seen above it, and functions tracebacks say enclose its lines.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Surroundings<'a> {
+    /// Lines above the text (`(number, text)`, nearest first; gaps allowed).
+    pub above: Vec<(usize, &'a str)>,
+    /// `(line, function)`: a traceback ran line `line` of the old text inside `function`.
+    pub anchors: Vec<(usize, &'a str)>,
+}
+
 /// The unified diff of `old` -> `new` for `path`, where `old` starts at line
 /// `first_line` (1-based) of the file. Empty when nothing changed.
 pub fn unified_diff(path: &str, change: Change, old: &str, new: &str, first_line: usize) -> String {
+    unified_diff_in(path, change, old, new, first_line, &Surroundings::default())
+}
+
+/// [`unified_diff`], with what is known around the text: a hunk whose
+/// enclosing definition or type is above the text takes its header from the
+/// lines seen there, or from a traceback frame inside the text.
+pub fn unified_diff_in(
+    path: &str,
+    change: Change,
+    old: &str,
+    new: &str,
+    first_line: usize,
+    surroundings: &Surroundings<'_>,
+) -> String {
     let diff = TextDiff::configure()
         .algorithm(Algorithm::Myers)
         .timeout(MAX_DIFF_TIME)
@@ -61,6 +86,7 @@ pub fn unified_diff(path: &str, change: Change, old: &str, new: &str, first_line
     }
     let _ = writeln!(out, "--- {old_header}\n+++ {new_header}");
     let new_lines: Vec<&str> = diff.iter_new_slices().collect();
+    let old_lines: Vec<&str> = diff.iter_old_slices().collect();
     let family = LineScan::from_path(path);
     let offset = first_line.saturating_sub(1);
     let mut previous_new_end = 0usize;
@@ -77,8 +103,35 @@ pub fn unified_diff(path: &str, change: Change, old: &str, new: &str, first_line
             .iter()
             .find(|op| op.tag() != similar::DiffTag::Equal)
             .map_or(new_start, |op| op.new_range().start);
+        let old_change_row = group
+            .iter()
+            .find(|op| op.tag() != similar::DiffTag::Equal)
+            .map_or(old_start, |op| op.old_range().start);
         let (definition_row, type_line) = family.map_or((None, None), |family| {
-            enclosing(&new_lines, change_row, family)
+            let (definition_row, found) = enclosing(&new_lines, change_row, family);
+            let header = match found {
+                Found::Type(line) => Some(Cow::Borrowed(line)),
+                Found::Open(limit) => {
+                    outer_header(surroundings, limit, definition_row.is_none(), family).or_else(
+                        || {
+                            definition_row
+                                .is_none()
+                                .then(|| {
+                                    anchored_function(
+                                        &old_lines,
+                                        old_change_row,
+                                        first_line,
+                                        surroundings,
+                                        family,
+                                    )
+                                })
+                                .flatten()
+                        },
+                    )
+                }
+                Found::Closed => None,
+            };
+            (definition_row, header)
         });
         let mut extra: Vec<&str> = Vec::new();
         if let Some(row) = definition_row
@@ -93,7 +146,7 @@ pub fn unified_diff(path: &str, change: Change, old: &str, new: &str, first_line
         previous_new_end = new_end;
         let old_length = old_end - old_start;
         let new_length = new_end - new_start;
-        let header = type_line.map(str::trim).unwrap_or("");
+        let header = type_line.as_deref().map(str::trim).unwrap_or("");
         let _ = writeln!(
             out,
             "@@ -{},{} +{},{} @@{}{}",
@@ -139,21 +192,37 @@ fn indentation(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
 
+/// A line that neither opens nor closes a scope for the look back: blank,
+/// or a lone brace under a C-style header (`static int f(void)` then `{` at
+/// column 0 is still inside `f`).
+fn opens_nothing(line: &str) -> bool {
+    let trimmed = line.trim();
+    trimmed.is_empty() || trimmed == "{"
+}
+
+/// How the look back from a change ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found<'a> {
+    /// The type enclosing the change (its line).
+    Type(&'a str),
+    /// The top of the text was reached with scopes still open: lines less
+    /// indented than this may enclose the change.
+    Open(usize),
+    /// Nothing more encloses the change (column 0 reached, or the bound).
+    Closed,
+}
+
 /// The row of the definition enclosing `row` (a line above it, less
 /// indented, that defines something) and the line of the type enclosing
 /// that definition, looking back a bounded number of lines.
-fn enclosing<'a>(
-    lines: &[&'a str],
-    row: usize,
-    family: LineScan,
-) -> (Option<usize>, Option<&'a str>) {
+fn enclosing<'a>(lines: &[&'a str], row: usize, family: LineScan) -> (Option<usize>, Found<'a>) {
     let Some(changed) = lines
         .iter()
         .skip(row)
         .take(8)
         .find(|line| !line.trim().is_empty())
     else {
-        return (None, None);
+        return (None, Found::Closed);
     };
     let mut limit = indentation(changed);
     let mut definition_row = None;
@@ -164,7 +233,7 @@ fn enclosing<'a>(
         let Some(line) = lines.get(candidate) else {
             break;
         };
-        if line.trim().is_empty() {
+        if opens_nothing(line) {
             continue;
         }
         let indent = indentation(line);
@@ -173,14 +242,88 @@ fn enclosing<'a>(
         }
         limit = indent;
         match line_definition(line, family, indent == 0) {
-            Some((DefinitionKind::Type, _)) => return (definition_row, Some(line)),
+            Some((DefinitionKind::Type, _)) => return (definition_row, Found::Type(line)),
             Some((DefinitionKind::Function, _)) if definition_row.is_none() => {
                 definition_row = Some(candidate);
             }
             _ => {}
         }
     }
-    (definition_row, None)
+    if candidate == 0 && limit > 0 {
+        (definition_row, Found::Open(limit))
+    } else {
+        (definition_row, Found::Closed)
+    }
+}
+
+/// The look back continued in the lines seen above the text (`limit`: the
+/// indentation an enclosing line must be under): the enclosing type's line,
+/// else, when `want_function`, the enclosing function's.
+fn outer_header<'a>(
+    surroundings: &Surroundings<'a>,
+    mut limit: usize,
+    want_function: bool,
+    family: LineScan,
+) -> Option<Cow<'a, str>> {
+    let mut function = None;
+    for (_, line) in surroundings.above.iter().take(MAX_TYPE_LOOK_BACK) {
+        if limit == 0 {
+            break;
+        }
+        if opens_nothing(line) {
+            continue;
+        }
+        let indent = indentation(line);
+        if indent >= limit {
+            continue;
+        }
+        limit = indent;
+        match line_definition(line, family, indent == 0) {
+            Some((DefinitionKind::Type, _)) => return Some(Cow::Borrowed(*line)),
+            Some((DefinitionKind::Function, _)) if want_function && function.is_none() => {
+                function = Some(Cow::Borrowed(*line));
+            }
+            _ => {}
+        }
+    }
+    function
+}
+
+/// The function a traceback frame places inside the text and that also
+/// encloses the change: from the frame's line to the change's (rows of
+/// `old`, the change indented) every line is indented and none defines
+/// anything. Python only: the header is written `def NAME(...)`, its
+/// signature not being known.
+fn anchored_function<'a>(
+    old: &[&str],
+    change_row: usize,
+    first_line: usize,
+    surroundings: &Surroundings<'a>,
+    family: LineScan,
+) -> Option<Cow<'a, str>> {
+    if family != LineScan::Python {
+        return None;
+    }
+    let changed_indent = old
+        .get(change_row..)?
+        .iter()
+        .take(8)
+        .find(|line| !line.trim().is_empty())
+        .map(|line| indentation(line))?;
+    if changed_indent == 0 {
+        return None;
+    }
+    surroundings.anchors.iter().find_map(|(line, name)| {
+        let anchor_row = line.checked_sub(first_line)?;
+        let (low, high) = (change_row.min(anchor_row), change_row.max(anchor_row));
+        let between = old.get(low..=high)?;
+        let same_scope = between.iter().all(|line| {
+            line.trim().is_empty()
+                || (indentation(line) > 0 && line_definition(line, family, false).is_none())
+        });
+        (same_scope && crate::ingest::text::is_identifier(name))
+            .then(|| Cow::Owned(format!("def {name}(...)")))
+    })
 }
 
 #[cfg(test)]

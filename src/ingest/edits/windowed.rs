@@ -78,7 +78,9 @@ pub fn window_lines(observation: &str) -> Vec<(usize, &str)> {
                 after_header = true;
                 return None;
             }
-            if !after_header {
+            if !after_header || is_cursor_marker(line.text) {
+                // The cursors variant marks the selected lines between
+                // window lines: the run goes on across its markers.
                 return None;
             }
             let digits = line.text.bytes().take_while(u8::is_ascii_digit).count();
@@ -93,6 +95,26 @@ pub fn window_lines(observation: &str) -> Vec<(usize, &str)> {
             Some(number.zip(content))
         });
     longest_numbered_run(lines)
+}
+
+/// A cursor marker line of the windowed editor's cursors variant
+/// (`<<<<< START CURSOR >>>>>`, `<<<<< END CURSOR >>>>>`).
+fn is_cursor_marker(line: &str) -> bool {
+    let trimmed = line.trim();
+    trimmed.starts_with("<<<<< ") && trimmed.ends_with(" CURSOR >>>>>")
+}
+
+/// The part of an observation that shows the file as it is: after a refused
+/// edit, the linter shows the edit as it would have looked, then "the
+/// original code before your edit", which is the file's text.
+pub fn current_text_part(observation: &str) -> &str {
+    if !contains_str!(observation, "This is the original code before your edit") {
+        return observation;
+    }
+    observation
+        .find("This is the original code before your edit")
+        .and_then(|at| observation.get(at..))
+        .unwrap_or(observation)
 }
 
 /// The lines a `set_cursors START END` command of `message` selects (the
@@ -262,6 +284,32 @@ mod tests {
         );
         assert_eq!(open_file("(Open file: n/a)"), None);
         assert!(window_lines("12:not a window\n13:either").is_empty());
+    }
+
+    #[test]
+    fn cursor_markers_do_not_cut_the_window() {
+        // marshmallow-1867, cursors variant: the markers sit between window lines.
+        let window = "[File: /repo/src/marshmallow/fields.py (1997 lines total)]\n(1373 more lines above)\n1421:class TimeDelta(Field):\n1422:    def _serialize(self, value, attr, obj, **kwargs):\n<<<<< START CURSOR >>>>>\n1423:        return int(value.total_seconds())\n<<<<< END CURSOR >>>>>\n1424:\n(573 more lines below)";
+        let lines = window_lines(window);
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert_eq!(lines[0], (1421, "class TimeDelta(Field):"));
+        assert_eq!(lines[3], (1424, ""));
+    }
+
+    #[test]
+    fn a_refused_edit_shows_the_original_code_as_the_file() {
+        // pydicom-1458: the linter refused the edit; the first window is the
+        // edit as it would have looked, the second the file as it is.
+        let observation = "Your proposed edit has introduced new syntax error(s).\n\nThis is how your edit would have looked if applied\n-------------------------------------------------\n[File: /repo/numpy_handler.py (373 lines total)]\n(285 more lines above)\n286:\n287:        'BitsAllocated', 'Rows'\n288:    ]\n(85 more lines below)\n-------------------------------------------------\n\nThis is the original code before your edit\n-------------------------------------------------\n[File: /repo/numpy_handler.py (372 lines total)]\n(285 more lines above)\n286:\n287:    required_elements = [\n288:        'BitsAllocated', 'Rows',\n(84 more lines below)\n-------------------------------------------------\nYour changes have NOT been applied.";
+        assert_eq!(
+            window_lines(current_text_part(observation)),
+            vec![
+                (286, ""),
+                (287, "    required_elements = ["),
+                (288, "        'BitsAllocated', 'Rows',")
+            ]
+        );
+        assert_eq!(current_text_part(WINDOW), WINDOW);
     }
 
     #[test]

@@ -5,11 +5,19 @@
 //! definition) and the run updated, so later edits land in the edited text.
 //! Without a view, an edit is diffed on its own text.
 //!
+//! A view that overlaps or touches the known run extends it; a view apart
+//! from it replaces it, and the lines it held go to the file's [`Outline`]
+//! (the sparse model of what else was seen: earlier windows, search results,
+//! traceback frames), from which a later view that reaches them takes them
+//! back and a diff takes the definition enclosing a change when the run does
+//! not show it.
+//!
 //! Bounded: files kept, bytes kept per file and in all, undo depth.
 
 use std::collections::HashMap;
 
-use super::render::{Change, unified_diff};
+use super::outline::Outline;
+use super::render::{Change, Surroundings, unified_diff, unified_diff_in};
 use super::{EditOp, FileEdit};
 use crate::ingest::text::lines_with_offsets;
 
@@ -26,6 +34,10 @@ const MAX_UNDO_DEPTH: usize = 4;
 pub const MAX_EDIT_BYTES: usize = 256 * 1024;
 /// Occurrences replaced by one `replace_all` edit.
 const MAX_REPLACEMENTS: usize = 1_000;
+/// Bytes kept of all files' outlines.
+const MAX_TOTAL_OUTLINE_BYTES: usize = 4 * 1024 * 1024;
+/// Outline lines above a text that a diff looks through.
+const MAX_LINES_ABOVE: usize = 2_000;
 
 /// A run of a file's lines as last seen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +67,10 @@ pub struct Workspace {
     files: HashMap<String, KnownText>,
     undo: HashMap<String, Vec<KnownText>>,
     total_bytes: usize,
+    /// What was seen of each file outside its known run.
+    outlines: HashMap<String, Outline>,
+    /// Bytes held by `outlines`.
+    outline_bytes: usize,
 }
 
 fn with_final_newline(text: &str) -> String {
@@ -89,6 +105,7 @@ impl Workspace {
             .map(|known| known.text.len())
             .sum::<usize>()
             + undo
+            + self.outline_bytes
     }
 
     /// Keeps a numbered view of `path` (lines `(number, text)` in order).
@@ -103,22 +120,155 @@ impl Workspace {
             // A snippet of a file known whole: the edits tracked keep it current.
             return;
         }
-        let mut text = String::new();
-        for (_, line) in lines {
-            if text.len() + line.len() + 1 > MAX_FILE_BYTES {
-                break;
+        let last_line = first_line + lines.len() - 1;
+        // The known run, when it overlaps or touches the view, around it.
+        let mut before: Vec<String> = Vec::new();
+        let mut after: Vec<String> = Vec::new();
+        let mut run = (first_line, last_line);
+        if let Some(existing) = self.files.get(path).cloned()
+            && !existing.whole
+        {
+            let existing_count = existing.text.lines().count();
+            let existing_last = (existing.first_line + existing_count).saturating_sub(1);
+            if existing_count > 0
+                && existing.first_line <= last_line + 1
+                && first_line <= existing_last + 1
+            {
+                for (row, line) in existing.text.lines().enumerate() {
+                    let number = existing.first_line + row;
+                    if number < first_line {
+                        before.push(line.to_string());
+                    } else if number > last_line {
+                        after.push(line.to_string());
+                    }
+                }
+                run = (
+                    existing.first_line.min(first_line),
+                    existing_last.max(last_line),
+                );
+            } else {
+                let numbered: Vec<(usize, &str)> = existing
+                    .text
+                    .lines()
+                    .enumerate()
+                    .map(|(row, line)| (existing.first_line + row, line))
+                    .collect();
+                self.outline_lines(path, &numbered);
             }
-            text.push_str(line);
-            text.push('\n');
         }
+        // Lines of the outline that continue the run join it.
+        let mut prefix: Vec<String> = Vec::new();
+        let mut suffix: Vec<String> = Vec::new();
+        self.with_outline(path, |outline| {
+            while run.0 > 1
+                && let Some(line) = outline.take_line(run.0 - 1)
+            {
+                prefix.push(line);
+                run.0 -= 1;
+            }
+            while let Some(line) = outline.take_line(run.1 + 1) {
+                suffix.push(line);
+                run.1 += 1;
+            }
+            outline.forget_lines(run.0, run.1);
+        });
+        prefix.reverse();
+        let view = lines.iter().map(|(_, line)| *line);
+        let all = prefix
+            .iter()
+            .chain(&before)
+            .map(String::as_str)
+            .chain(view.clone())
+            .chain(after.iter().chain(&suffix).map(String::as_str));
+        let merged_bytes: usize = all.clone().map(|line| line.len() + 1).sum();
+        let (first, text) = if merged_bytes <= MAX_FILE_BYTES {
+            (run.0, lines_text(all))
+        } else {
+            (first_line, lines_text(view))
+        };
         self.keep(
             path,
             KnownText {
-                first_line,
+                first_line: first,
                 text,
                 whole: false,
             },
         );
+    }
+
+    /// Keeps numbered lines of `path` seen outside a view (search results):
+    /// those outside the known run go to its outline.
+    pub fn observe_lines(&mut self, path: &str, lines: &[(usize, &str)]) {
+        let run = self.files.get(path).map(|known| {
+            (
+                known.first_line,
+                known.first_line + known.text.lines().count(),
+            )
+        });
+        let outside: Vec<(usize, &str)> = lines
+            .iter()
+            .filter(|(number, _)| run.is_none_or(|(first, end)| *number < first || *number >= end))
+            .copied()
+            .collect();
+        self.outline_lines(path, &outside);
+    }
+
+    /// Notes that a traceback ran line `line` of `path` inside `function`.
+    pub fn observe_frame(&mut self, path: &str, line: usize, function: &str) {
+        self.with_outline(path, |outline| outline.add_anchor(line, function));
+    }
+
+    fn outline_lines(&mut self, path: &str, lines: &[(usize, &str)]) {
+        let mut budget = MAX_TOTAL_OUTLINE_BYTES.saturating_sub(self.outline_bytes);
+        self.with_outline(path, |outline| {
+            for (number, line) in lines {
+                if line.len() > budget || !outline.add_line(*number, line) {
+                    break;
+                }
+                budget -= line.len();
+            }
+        });
+    }
+
+    /// Runs `change` on the outline of `path` (made if the bound on files
+    /// allows), keeping the count of bytes held.
+    fn with_outline(&mut self, path: &str, change: impl FnOnce(&mut Outline)) {
+        if !self.outlines.contains_key(path) && self.outlines.len() >= MAX_FILES {
+            return;
+        }
+        let outline = self.outlines.entry(path.to_string()).or_default();
+        let held = outline.held_bytes();
+        change(outline);
+        self.outline_bytes = self.outline_bytes - held + outline.held_bytes();
+    }
+
+    /// What the outline of `path` knows around lines `first_line..first_line + count`.
+    fn surroundings(&self, path: &str, first_line: usize, count: usize) -> Surroundings<'_> {
+        self.outlines
+            .get(path)
+            .map(|outline| Surroundings {
+                above: outline.above(first_line, MAX_LINES_ABOVE),
+                anchors: outline.anchors_in(first_line, first_line + count.max(1) - 1),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Renumbers the outline of `path` after `old` (starting at line
+    /// `first_line`) became `new`.
+    fn renumber_outline(&mut self, path: &str, first_line: usize, old: &str, new: &str) {
+        if self.outlines.get(path).is_none_or(Outline::is_empty) {
+            return;
+        }
+        let (first, removed, added) = changed_lines(old, new);
+        self.with_outline(path, |outline| {
+            outline.replaced(first_line + first, removed, added);
+        });
+    }
+
+    fn forget_outline(&mut self, path: &str) {
+        if let Some(outline) = self.outlines.remove(path) {
+            self.outline_bytes -= outline.held_bytes().min(self.outline_bytes);
+        }
     }
 
     fn keep(&mut self, path: &str, known: KnownText) {
@@ -136,13 +286,15 @@ impl Workspace {
     /// Replaces the known text of `path` (`known`) with `replaced`, keeping
     /// the old text for an undo; answers the diff between them.
     fn replace_known(&mut self, path: &str, known: KnownText, replaced: String) -> String {
-        let diff = unified_diff(
+        let diff = unified_diff_in(
             path,
             Change::Modified,
             &known.text,
             &replaced,
             known.first_line,
+            &self.surroundings(path, known.first_line, known.text.lines().count()),
         );
+        self.renumber_outline(path, known.first_line, &known.text, &replaced);
         self.push_undo(path);
         self.keep(
             path,
@@ -201,6 +353,7 @@ impl Workspace {
                 }
                 let new = with_final_newline(content);
                 let previous = self.files.get(path).cloned();
+                self.forget_outline(path);
                 self.push_undo(path);
                 self.keep(
                     path,
@@ -293,7 +446,17 @@ impl Workspace {
                     let diff = self.replace_known(path, known, replaced);
                     return rendered(diff, Change::Modified);
                 }
-                let diff = unified_diff(path, Change::Modified, "", &inserted, after_line + 1);
+                let diff = unified_diff_in(
+                    path,
+                    Change::Modified,
+                    "",
+                    &inserted,
+                    after_line + 1,
+                    &self.surroundings(path, after_line + 1, 0),
+                );
+                self.with_outline(path, |outline| {
+                    outline.replaced(after_line + 1, 0, inserted.lines().count());
+                });
                 rendered(diff, Change::Modified)
             }
             EditOp::ReplaceLines { first, last, text } => {
@@ -320,7 +483,21 @@ impl Workspace {
                     return rendered(diff, Change::Modified);
                 }
                 // Lines not shown: the new lines alone, where they go.
-                let diff = unified_diff(path, Change::Modified, "", &inserted, *first);
+                let diff = unified_diff_in(
+                    path,
+                    Change::Modified,
+                    "",
+                    &inserted,
+                    *first,
+                    &self.surroundings(path, *first, 0),
+                );
+                self.with_outline(path, |outline| {
+                    outline.replaced(
+                        *first,
+                        (last + 1).saturating_sub(*first),
+                        inserted.lines().count(),
+                    );
+                });
                 rendered(diff, Change::Modified)
             }
             EditOp::Undo => {
@@ -336,6 +513,12 @@ impl Workspace {
                             &previous.text,
                             current.first_line,
                         );
+                        self.renumber_outline(
+                            path,
+                            current.first_line,
+                            &current.text,
+                            &previous.text,
+                        );
                         self.keep(path, previous);
                         rendered(diff, Change::Modified)
                     }
@@ -348,6 +531,7 @@ impl Workspace {
                 }
             }
             EditOp::Delete => {
+                self.forget_outline(path);
                 let old = self
                     .files
                     .remove(path)
@@ -367,6 +551,40 @@ impl Workspace {
             }
         }
     }
+}
+
+/// Lines joined, each ending in `\n`.
+fn lines_text<'a>(lines: impl Iterator<Item = &'a str>) -> String {
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// The lines `old` -> `new` changed: `(first row, rows removed, rows added)`
+/// between their common first and last lines.
+fn changed_lines(old: &str, new: &str) -> (usize, usize, usize) {
+    let old_lines: Vec<&str> = old.lines().collect();
+    let new_lines: Vec<&str> = new.lines().collect();
+    let common_start = old_lines
+        .iter()
+        .zip(&new_lines)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let common_end = old_lines
+        .iter()
+        .rev()
+        .zip(new_lines.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count()
+        .min(old_lines.len().min(new_lines.len()) - common_start);
+    (
+        common_start,
+        old_lines.len() - common_start - common_end,
+        new_lines.len() - common_start - common_end,
+    )
 }
 
 /// `text` with its bytes `from..to` replaced by `inserted` (out-of-range or
@@ -430,6 +648,181 @@ mod tests {
             .apply(&replace(90, 91, "x = 1"), &mut problems)
             .expect("rendered");
         assert!(rendered.diff.contains("+x = 1"), "{}", rendered.diff);
+    }
+
+    fn insert(path: &str, after_line: usize, text: &str) -> FileEdit {
+        edit(
+            path,
+            EditOp::Insert {
+                after_line,
+                text: text.to_string(),
+            },
+        )
+    }
+
+    #[test]
+    fn a_view_inside_the_known_run_keeps_the_function_header_above_it() {
+        // ponyc-4588: the whole function was viewed, then lines 314..317
+        // alone; the insert after 316 still names make_pattern_type (its
+        // `{` on a line of its own closes no scope).
+        let mut workspace = Workspace::default();
+        let path = "src/libponyc/expr/match.c";
+        workspace.observe_view(
+            path,
+            &[
+                (
+                    282,
+                    "static ast_t* make_pattern_type(pass_opt_t* opt, ast_t* pattern)",
+                ),
+                (283, "{"),
+                (284, "  switch(ast_id(pattern))"),
+                (285, "  {"),
+                (286, "    case TK_DONTCAREREF:"),
+                (287, "    case TK_MATCH_DONTCARE:"),
+                (288, "      return pattern_type;"),
+                (289, ""),
+            ],
+        );
+        workspace.observe_view(
+            path,
+            &[
+                (286, "    case TK_DONTCAREREF:"),
+                (287, "    case TK_MATCH_DONTCARE:"),
+                (288, "      return pattern_type;"),
+            ],
+        );
+        let rendered = workspace
+            .apply(
+                &insert(
+                    path,
+                    287,
+                    "      if (iso) pattern_type = trn(pattern_type);",
+                ),
+                &mut Vec::new(),
+            )
+            .expect("rendered");
+        assert!(
+            rendered
+                .diff
+                .contains("@@ -282,8 +282,9 @@\n static ast_t* make_pattern_type("),
+            "{}",
+            rendered.diff
+        );
+    }
+
+    #[test]
+    fn a_class_line_seen_in_a_search_names_the_hunk_of_a_later_window() {
+        // marshmallow-1867: the window the edit is made from starts inside
+        // TimeDelta; `search_file` showed the class line earlier.
+        let mut workspace = Workspace::default();
+        let path = "src/marshmallow/fields.py";
+        workspace.observe_lines(path, &[(1421, "class TimeDelta(Field):")]);
+        workspace.observe_view(
+            path,
+            &[
+                (1468, "        self.precision = precision"),
+                (1469, ""),
+                (
+                    1470,
+                    "    def _serialize(self, value, attr, obj, **kwargs):",
+                ),
+                (
+                    1471,
+                    "        base_unit = dt.timedelta(**{self.precision: 1})",
+                ),
+                (
+                    1472,
+                    "        return int(value.total_seconds() / base_unit.total_seconds())",
+                ),
+                (1473, ""),
+            ],
+        );
+        let rendered = workspace
+            .apply(
+                &edit(
+                    path,
+                    EditOp::ReplaceLines {
+                        first: 1472,
+                        last: 1472,
+                        text: "        return int(round(value.total_seconds()))".to_string(),
+                    },
+                ),
+                &mut Vec::new(),
+            )
+            .expect("rendered");
+        assert!(
+            rendered
+                .diff
+                .contains(" @@ class TimeDelta(Field):\n \n     def _serialize("),
+            "{}",
+            rendered.diff
+        );
+    }
+
+    #[test]
+    fn a_traceback_frame_names_the_function_of_an_edit_below_its_header() {
+        // pydicom-1458: the window starts inside get_pixeldata; the
+        // traceback ran line 293 in it.
+        let mut workspace = Workspace::default();
+        let path = "pydicom/pixel_data_handlers/numpy_handler.py";
+        workspace.observe_frame(path, 293, "get_pixeldata");
+        workspace.observe_view(
+            path,
+            &[
+                (287, "    required_elements = ["),
+                (288, "        'BitsAllocated', 'PixelRepresentation',"),
+                (289, "    ]"),
+                (290, "    missing = [elem for elem in required_elements]"),
+                (291, "    if missing:"),
+                (292, "        raise AttributeError("),
+                (293, "            'missing: ' + ', '.join(missing)"),
+                (294, "        )"),
+            ],
+        );
+        let rendered = workspace
+            .apply(
+                &edit(
+                    path,
+                    EditOp::ReplaceLines {
+                        first: 288,
+                        last: 288,
+                        text: "        'BitsAllocated',".to_string(),
+                    },
+                ),
+                &mut Vec::new(),
+            )
+            .expect("rendered");
+        assert!(
+            rendered.diff.contains("@@ def get_pixeldata(...)\n"),
+            "{}",
+            rendered.diff
+        );
+        // A frame in another function (a definition line between) names nothing.
+        let mut workspace = Workspace::default();
+        workspace.observe_frame(path, 4, "other");
+        workspace.observe_view(
+            path,
+            &[
+                (1, "    x = 1"),
+                (2, "def other():"),
+                (3, "    y = 2"),
+                (4, "    return y"),
+            ],
+        );
+        let rendered = workspace
+            .apply(
+                &edit(
+                    path,
+                    EditOp::ReplaceLines {
+                        first: 1,
+                        last: 1,
+                        text: "    x = 2".to_string(),
+                    },
+                ),
+                &mut Vec::new(),
+            )
+            .expect("rendered");
+        assert!(!rendered.diff.contains("other(...)"), "{}", rendered.diff);
     }
 
     #[test]
