@@ -62,7 +62,7 @@ use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 /// The version of extraction: bump it with any change that changes the
 /// records `extract_session` gives. Stored records of an older version are
 /// derived again from their messages (by the service, at start-up).
-pub const EXTRACTOR_VERSION: i64 = 2;
+pub const EXTRACTOR_VERSION: i64 = 3;
 /// Characters kept of the task statement.
 pub const MAX_TASK_CHARS: usize = 4_000;
 /// Evidence items kept per session.
