@@ -18,6 +18,11 @@ and the worst repository per condition. Without it: in-sample figures.
 --validate REPORT: compare the simulation of the served model (the
 candidates' own scores and verdicts) with an `amlbench.py run --json-out`
 report.
+--extra-full FILE / --extra-short FILE --extra-features a,b [--extra-gate c]:
+candidate features computed outside the server (for example by
+`localization.py`), `{query_id: {session_id: {name: value}}}`, added to the
+ranking features (and, with --extra-gate, to the gate, with the query's best
+value beside each): to measure a candidate feature before building it.
 
 Standard-library Python only; no network.
 """
@@ -58,6 +63,10 @@ FEATURES = (
     "text_rank",
     "query_weight",
 )
+# Features the server does not compute, from --extra-* (see main()).
+EXTRA_FEATURES = []
+EXTRA_VALUES = {}
+GATE_EXTRA = []
 
 
 def read_dump(path):
@@ -139,12 +148,14 @@ def features(query):
             best_term_coverage,
             squash(text_rank[c["session_id"]]),
             squash(query_weight),
-        ])
+        ] + [EXTRA_VALUES.get(query["_dump"], {}).get(query["query_id"], {}).get(c["session_id"], {}).get(name, 0.0)
+             for name in EXTRA_FEATURES])
     return rows
 
 
-def prepare(queries):
+def prepare(queries, dump="full"):
     for query in queries:
+        query["_dump"] = dump
         query["x"] = features(query)
         query["y"] = [1.0 if c["grade"] >= 1 else 0.0 for c in query["candidates"]]
     return queries
@@ -398,12 +409,17 @@ def linear_scorer(w):
 RANK_FEATURES = tuple(FEATURES.index(name) for name in (
     "text_rel", "text_coverage", "term_coverage", "symbols_changed", "symbols_referenced", "paths",
     "stems", "location_words", "file_support", "failed", "other_language", "text_rank"))
+# With --extra-features, the extra ones follow (their indices past FEATURES).
 GATE_FEATURES = ("bias", "rank_score", "below_best", "best_rank_score", "query_weight", "other_language",
                  "num_candidates")
 
 
+def rank_indices():
+    return RANK_FEATURES + tuple(range(len(FEATURES), len(FEATURES) + len(EXTRA_FEATURES)))
+
+
 def rank_scores(query, w_rank):
-    return [sum(w * x[i] for w, i in zip(w_rank, RANK_FEATURES)) for x in query["x"]]
+    return [sum(w * x[i] for w, i in zip(w_rank, rank_indices())) for x in query["x"]]
 
 
 def gate_rows(query, scores):
@@ -413,8 +429,10 @@ def gate_rows(query, scores):
     index = {name: FEATURES.index(name) for name in FEATURES}
     rows = []
     for x, s in zip(query["x"], scores):
+        extra = [len(FEATURES) + EXTRA_FEATURES.index(name) for name in GATE_EXTRA]
         rows.append([1.0, s, best - s, best, x[index["query_weight"]], x[index["other_language"]],
-                     squash(len(scores))])
+                     squash(len(scores))] + [x[i] for i in extra]
+                    + [max(other[i] for other in query["x"]) for i in extra])
     return rows
 
 
@@ -427,7 +445,7 @@ def fit_pairwise(queries, held_repo=None, l2=1.0, max_pairs=300, start=None, ite
     for query in queries:
         if held_repo is not None and query["repo"] == held_repo:
             continue
-        cands = [(c["grade"], [x[i] for i in RANK_FEATURES]) for x, c in zip(query["x"], query["candidates"])
+        cands = [(c["grade"], [x[i] for i in rank_indices()]) for x, c in zip(query["x"], query["candidates"])
                  if held_repo is None or c.get("session_repo") != held_repo]
         pairs = [(a, b) for a in cands for b in cands if a[0] > b[0]]
         if len(pairs) > max_pairs:
@@ -523,14 +541,15 @@ def print_summary(title, summary):
 
 
 def rust_table(w_rank, w_gate, params):
-    rank_names = [FEATURES[i] for i in RANK_FEATURES]
+    rank_names = [(FEATURES + tuple(EXTRA_FEATURES))[i] for i in rank_indices()]
     lines = ["// Written by `scripts/relevance/fit.py --rust`."]
     lines.append(f"pub const RANK: [f32; {len(w_rank)}] = [")
     for name, value in zip(rank_names, w_rank):
         lines.append(f"    {value:.5f}, // {name}")
     lines.append("];")
     lines.append(f"pub const GATE: [f32; {len(w_gate)}] = [")
-    for name, value in zip(GATE_FEATURES, w_gate):
+    gate_names = GATE_FEATURES + tuple(GATE_EXTRA) + tuple(f"best_{name}" for name in GATE_EXTRA)
+    for name, value in zip(gate_names, w_gate):
         lines.append(f"    {value:.5f}, // {name}")
     lines.append("];")
     for name, value in params.items():
@@ -546,9 +565,24 @@ def main():
     parser.add_argument("--rust", action="store_true")
     parser.add_argument("--l2", type=float, default=1.0)
     parser.add_argument("--served", action="store_true", help="simulate the served scores and verdicts")
+    parser.add_argument("--extra-full", help="extra candidate features of the full queries (JSON)")
+    parser.add_argument("--extra-short", help="extra candidate features of the short queries (JSON)")
+    parser.add_argument("--extra-features", default="", help="names of extra features the ranking reads")
+    parser.add_argument("--extra-gate", default="", help="names of extra features the gate reads too")
     args = parser.parse_args()
-    full = prepare(read_dump(args.full))
-    short = prepare(read_dump(args.short)) if args.short else []
+    EXTRA_FEATURES.extend(name for name in args.extra_features.split(",") if name)
+    GATE_EXTRA.extend(name for name in args.extra_gate.split(",") if name)
+    for name in GATE_EXTRA:
+        if name not in EXTRA_FEATURES:
+            parser.error(f"--extra-gate {name} is not in --extra-features")
+    for dump, path in (("full", args.extra_full), ("short", args.extra_short)):
+        if path:
+            with open(path, encoding="utf-8") as handle:
+                EXTRA_VALUES[dump] = json.load(handle)
+    if EXTRA_FEATURES and not args.extra_full:
+        parser.error("--extra-features needs --extra-full")
+    full = prepare(read_dump(args.full), "full")
+    short = prepare(read_dump(args.short), "short") if args.short else []
     chars_model = CharsModel.fit(full + short)
     print(f"chars model: {chars_model.coefficients}", file=sys.stderr)
 
