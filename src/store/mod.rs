@@ -8,7 +8,12 @@
 //!
 //! One seam, backends behind it: [`StoreConn`] is a connection to one of
 //! them and every operation below is one `match` over it (`sqlite.rs`:
-//! the embedded default, `<data-dir>/codemem.sqlite3`).
+//! the embedded default, `<data-dir>/codemem.sqlite3`; `postgres.rs`: a
+//! PostgreSQL database that several processes can share). Both keep the
+//! same contracts, held equal by one conformance suite (`tests.rs`).
+//!
+//! The store is the truth: the index is derived from it and can always be
+//! rebuilt from it.
 //!
 //! Why an enum and not a trait object: a transaction borrows its
 //! connection, and each backend's transaction type has its own lifetime
@@ -22,7 +27,13 @@
 //! Architecture invariant: this module knows nothing of HTTP, tantivy or
 //! ranking. It is called from blocking threads only.
 
+// Constructed by the conformance suite until `serve` takes a PostgreSQL
+// store (issue 19's next step).
+#[cfg_attr(not(test), allow(dead_code))]
+mod postgres;
 mod sqlite;
+#[cfg(test)]
+mod tests;
 
 use std::path::Path;
 
@@ -45,6 +56,22 @@ pub enum StoreError {
     /// A stored value does not fit the schema.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// PostgreSQL failed (a statement, or the connection while in use).
+    #[error("postgres: {0}")]
+    Postgres(#[from] ::postgres::Error),
+    /// PostgreSQL cannot be reached or refused the connection. `url` has
+    /// its password redacted.
+    #[error("postgres at {url} is unavailable: {reason}")]
+    PostgresUnavailable {
+        /// The connection URL, password redacted.
+        url: String,
+        /// What the client said.
+        reason: String,
+    },
+    /// A statement failed inside a PostgreSQL transaction, which was then
+    /// rolled back instead of committed.
+    #[error("postgres: the transaction was rolled back after a failed statement")]
+    TransactionAborted,
 }
 
 /// The file name of the database inside the data directory.
@@ -58,12 +85,16 @@ const SCHEMA_VERSION: i64 = 5;
 pub enum StoreConn {
     /// The embedded SQLite database of a data directory.
     Sqlite(rusqlite::Connection),
+    /// A PostgreSQL database.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Postgres(Box<postgres::PgConn>),
 }
 
 impl std::fmt::Debug for StoreConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreConn::Sqlite(_) => f.write_str("StoreConn::Sqlite"),
+            StoreConn::Postgres(_) => f.write_str("StoreConn::Postgres"),
         }
     }
 }
@@ -73,6 +104,7 @@ macro_rules! dispatch {
     ($conn:expr, $op:ident($($arg:expr),* $(,)?)) => {
         match $conn {
             StoreConn::Sqlite(conn) => sqlite::$op(conn, $($arg),*),
+            StoreConn::Postgres(conn) => postgres::$op(conn, $($arg),*),
         }
     };
 }
@@ -86,23 +118,27 @@ pub struct StoreTx<'a> {
 
 enum TxInner<'a> {
     Sqlite(rusqlite::Transaction<'a>),
+    Postgres(postgres::PgTx<'a>),
 }
 
 impl StoreConn {
     /// Begins the writer's transaction.
     pub fn transaction(&mut self) -> Result<StoreTx<'_>, StoreError> {
-        self.begin()
+        self.begin(false)
     }
 
     /// Begins a read-only snapshot: every read inside sees the same state
     /// of the store.
     pub fn snapshot(&self) -> Result<StoreTx<'_>, StoreError> {
-        self.begin()
+        self.begin(true)
     }
 
-    fn begin(&self) -> Result<StoreTx<'_>, StoreError> {
+    fn begin(&self, snapshot: bool) -> Result<StoreTx<'_>, StoreError> {
         let inner = match self {
+            // A deferred SQLite transaction is a snapshot from its first
+            // read (WAL), and the writer's is the only writing one.
             StoreConn::Sqlite(conn) => TxInner::Sqlite(conn.unchecked_transaction()?),
+            StoreConn::Postgres(conn) => TxInner::Postgres(conn.begin(snapshot)?),
         };
         Ok(StoreTx { conn: self, inner })
     }
@@ -113,6 +149,7 @@ impl StoreTx<'_> {
     pub fn commit(self) -> Result<(), StoreError> {
         match self.inner {
             TxInner::Sqlite(tx) => tx.commit()?,
+            TxInner::Postgres(tx) => tx.commit()?,
         }
         Ok(())
     }
