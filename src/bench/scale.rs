@@ -796,11 +796,7 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
 /// Evidence items of every stored session record.
 fn count_evidence(data_dir: &Path) -> anyhow::Result<i64> {
     let conn = crate::store::open_reader(data_dir)?;
-    Ok(conn.query_row(
-        "SELECT COALESCE(SUM(json_array_length(record_json, '$.evidence')), 0) FROM sessions",
-        [],
-        |row| row.get(0),
-    )?)
+    Ok(crate::store::count_evidence(&conn)?)
 }
 
 /// A line of the table: its label and the figure it shows.

@@ -25,7 +25,7 @@ pub struct DirectSink {
     service: Arc<crate::service::Service>,
     runtime: tokio::runtime::Handle,
     // A std Mutex: held only for one short read, never across an await.
-    reader: Mutex<rusqlite::Connection>,
+    reader: Mutex<crate::store::StoreConn>,
 }
 
 impl DirectSink {

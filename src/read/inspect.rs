@@ -5,11 +5,9 @@
 //!
 //! Architecture invariant: nothing here writes.
 
-use rusqlite::Connection;
-
 use super::ReadError;
 use crate::ingest::{self, SessionRecord};
-use crate::store::{self, StoreError, StoredSession};
+use crate::store::{self, StoreConn, StoreError, StoredSession};
 
 /// How many files, symbols and error types a session summary names.
 pub const SUMMARY_LIST_LEN: usize = 5;
@@ -128,7 +126,7 @@ impl SessionDetail {
 /// Summaries of every session of a user, most recently updated first, read
 /// with any connection to the store (the service's, or the CLI's own).
 pub fn session_summaries(
-    conn: &Connection,
+    conn: &StoreConn,
     user_id: &str,
 ) -> Result<Vec<SessionSummary>, ReadError> {
     Ok(store::sessions_of_user(conn, user_id)?
@@ -140,7 +138,7 @@ pub fn session_summaries(
 /// One session's whole record with provenance; `None` when the user has no
 /// such session.
 pub fn session_detail(
-    conn: &Connection,
+    conn: &StoreConn,
     user_id: &str,
     session_id: &str,
 ) -> Result<Option<SessionDetail>, ReadError> {

@@ -14,14 +14,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::Connection;
-
 use super::ReadError;
 use crate::domain::{MemoryItem, SearchRequest};
 use crate::index::{self, SearchIndex};
 use crate::ingest::SessionRecord;
 use crate::rank;
-use crate::store;
+use crate::store::{self, StoreConn};
 
 /// What ranking made of a Search (see [`Searcher::explain`]).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -46,7 +44,7 @@ pub struct Searcher {
     index: Arc<SearchIndex>,
     data_dir: PathBuf,
     /// Idle read connections. A std mutex: held only to push or pop.
-    readers: Mutex<Vec<Connection>>,
+    readers: Mutex<Vec<StoreConn>>,
     /// Parsed ranking profiles by document: a segment never changes, so an
     /// entry is right for as long as its segment lives. Bounded: cleared
     /// when full. A std mutex: held only to look up or insert.
@@ -321,7 +319,7 @@ impl Searcher {
     /// Runs `read` with a pooled read connection.
     pub(crate) fn with_reader<T>(
         &self,
-        read: impl FnOnce(&Connection) -> Result<T, ReadError>,
+        read: impl FnOnce(&StoreConn) -> Result<T, ReadError>,
     ) -> Result<T, ReadError> {
         let conn = self.take_reader()?;
         let result = read(&conn);
@@ -330,7 +328,7 @@ impl Searcher {
     }
 
     /// A read connection from the pool, or a new one.
-    fn take_reader(&self) -> Result<Connection, ReadError> {
+    fn take_reader(&self) -> Result<StoreConn, ReadError> {
         let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
         match pooled {
             Some(conn) => Ok(conn),
@@ -339,7 +337,7 @@ impl Searcher {
     }
 
     /// Gives a read connection back to the pool.
-    fn return_reader(&self, conn: Connection) {
+    fn return_reader(&self, conn: StoreConn) {
         if let Ok(mut pool) = self.readers.lock()
             && pool.len() < MAX_IDLE_READERS
         {

@@ -9,15 +9,13 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use rusqlite::Connection;
-
 use super::ServiceError;
 use crate::domain::AddRequest;
 use crate::index::{IndexWriterHandle, SearchIndex, SessionDoc};
 use crate::ingest::incremental::SessionExtractor;
 use crate::ingest::{self, IngestMessage, SessionRecord};
 use crate::rank;
-use crate::store::{self, Admission, StoredSession};
+use crate::store::{self, Admission, StoreConn, StoreTx, StoredSession};
 
 /// The version of the extraction that derives records (stored with each;
 /// records of an older one are derived again at start-up, see
@@ -160,15 +158,13 @@ pub(super) struct TooLarge {
 /// derives its session's record with it, on the caller's thread (a read
 /// connection: a consistent snapshot of the store).
 pub(super) fn prepare_add(
-    conn: &Connection,
+    conn: &StoreConn,
     cache: &ExtractorCache,
     request: &AddRequest,
     body_sha256: &[u8; 32],
     max_session_bytes: i64,
 ) -> Result<Result<Prepared, TooLarge>, ServiceError> {
-    let snapshot = conn
-        .unchecked_transaction()
-        .map_err(store::StoreError::from)?;
+    let snapshot = conn.snapshot()?;
     if store::prior_admission(&snapshot, request, body_sha256)?.is_some() {
         return Ok(Ok(Prepared::Known));
     }
@@ -211,7 +207,7 @@ pub(super) fn prepare_add(
 
 /// Whether the Add fits within its session's size limit.
 pub(super) fn check_size(
-    conn: &Connection,
+    conn: &StoreConn,
     request: &AddRequest,
     max_session_bytes: i64,
 ) -> Result<Result<(), TooLarge>, ServiceError> {
@@ -242,7 +238,7 @@ pub(super) enum Verdict {
 /// transaction: from `derived` when it is still current, derived here from
 /// all the session's messages when there is none.
 pub(super) fn admit_with_record(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &StoreTx<'_>,
     request: &AddRequest,
     derived: Option<&Derived>,
     max_session_bytes: i64,
@@ -302,13 +298,11 @@ pub(super) struct Rederived {
 /// Derives a stored session's record again from its messages, on the
 /// caller's thread; `None` when the session is gone.
 pub(super) fn rederive(
-    conn: &Connection,
+    conn: &StoreConn,
     user_id: &str,
     session_id: &str,
 ) -> Result<Option<Rederived>, ServiceError> {
-    let snapshot = conn
-        .unchecked_transaction()
-        .map_err(store::StoreError::from)?;
+    let snapshot = conn.snapshot()?;
     let Some(session) = store::session(&snapshot, user_id, session_id)? else {
         return Ok(None);
     };
@@ -332,7 +326,7 @@ pub(super) fn rederive(
 /// writer's transaction, and marks them for the index. Answers how many it
 /// stored.
 pub(super) fn store_rederived(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &StoreTx<'_>,
     sessions: &[Rederived],
 ) -> Result<usize, ServiceError> {
     let mut stored = 0;
@@ -367,7 +361,7 @@ pub(super) fn store_rederived(
 /// number, in groups, committing each, then the sessions re-derived without
 /// an Add. Returns how many Adds it indexed.
 pub(super) fn catch_up(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     replace: bool,
@@ -405,7 +399,7 @@ pub(super) fn catch_up(
 /// The index documents of these sessions' current records (sessions gone
 /// are left out).
 pub(super) fn session_docs(
-    conn: &Connection,
+    conn: &StoreConn,
     sessions: &std::collections::BTreeSet<(String, String)>,
 ) -> Result<Vec<SessionDoc>, ServiceError> {
     let mut docs = Vec::with_capacity(sessions.len());
@@ -420,7 +414,7 @@ pub(super) fn session_docs(
 /// Replaces the index documents of the sessions re-derived without an Add,
 /// then clears their marks.
 pub(super) fn index_rederived(
-    conn: &Connection,
+    conn: &StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
 ) -> Result<(), ServiceError> {
@@ -463,7 +457,7 @@ fn extract_json(messages: &[store::StoredMessage]) -> Result<(String, String), S
 /// Re-derives the record of one session from all its stored messages and
 /// stores it, inside the caller's transaction (or alone).
 pub(super) fn derive_session(
-    conn: &Connection,
+    conn: &StoreConn,
     user_id: &str,
     session_id: &str,
     now_ms: i64,
@@ -503,7 +497,7 @@ const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
 /// session too: their content is read from the store only as far as the
 /// text has room, so the cost does not grow with the session.
 fn session_doc(
-    conn: &Connection,
+    conn: &StoreConn,
     mut session: StoredSession,
 ) -> Result<Option<SessionDoc>, ServiceError> {
     let record: SessionRecord = match serde_json::from_str(&session.record_json) {

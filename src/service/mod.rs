@@ -292,11 +292,11 @@ impl Service {
         let stored_seq = store::last_seq(&conn)?;
         let missing = store::sessions_missing(&conn)?;
         if !missing.is_empty() {
-            let tx = conn.transaction().map_err(StoreError::from)?;
+            let tx = conn.transaction()?;
             for (user_id, session_id) in &missing {
                 derive_session(&tx, user_id, session_id, now_ms())?;
             }
-            tx.commit().map_err(StoreError::from)?;
+            tx.commit()?;
             tracing::info!(
                 num_sessions = missing.len(),
                 "derived records of earlier sessions"

@@ -86,7 +86,7 @@ impl Rederivation {
 /// Derives every outdated record again, group by group, until none is left,
 /// a group makes no progress, or `stop` is set.
 fn rederive_all(
-    conn: &rusqlite::Connection,
+    conn: &store::StoreConn,
     writer: &mpsc::Sender<WriteJob>,
     metrics: &WriterMetrics,
     stop: &AtomicBool,

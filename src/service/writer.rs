@@ -19,7 +19,6 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use std::collections::{BTreeSet, VecDeque};
@@ -31,7 +30,7 @@ use super::derive::{
 use super::{ServiceError, WriterMetrics};
 use crate::domain::{AddOutcome, AddRequest};
 use crate::index::{IndexWriterHandle, SearchIndex};
-use crate::store::{self, Admission, StoreError, StoredMessage};
+use crate::store::{self, Admission, StoreConn, StoreError, StoreTx, StoredMessage};
 use crate::time::now_ms;
 
 /// What the writer answers an Add.
@@ -105,7 +104,7 @@ pub(super) struct WriterLimits {
 pub(super) fn writer_loop(
     data_dir: &Path,
     mut receiver: mpsc::Receiver<WriteJob>,
-    mut conn: Connection,
+    mut conn: StoreConn,
     mut writer: IndexWriterHandle,
     search_index: &SearchIndex,
     reports: WriterReports<'_>,
@@ -239,7 +238,7 @@ struct BatchOptions {
 /// Stores a group of Adds in one transaction, indexes them, then replies to
 /// each. Drains `batch`. Returns whether the index is up to date.
 fn write_batch(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     batch: &mut Vec<AddJob>,
@@ -249,7 +248,7 @@ fn write_batch(
     let stored_at_ms = now_ms();
     let started = std::time::Instant::now();
     let admitted: Result<Vec<Verdict>, ServiceError> = (|| {
-        let tx = conn.transaction().map_err(StoreError::from)?;
+        let tx = conn.transaction()?;
         let mut verdicts = Vec::with_capacity(batch.len());
         // In queue order: an Add's check sees the records of the Adds
         // before it in the group.
@@ -262,7 +261,7 @@ fn write_batch(
                 stored_at_ms,
             )?);
         }
-        tx.commit().map_err(StoreError::from)?;
+        tx.commit()?;
         Ok(verdicts)
     })();
     let verdicts = match admitted {
@@ -418,7 +417,7 @@ struct SliceTurn {
 /// sliced Add (stored, not yet searchable). Returns whether the index is up
 /// to date.
 fn index_slices(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     sliced: &mut VecDeque<SlicedAdd>,
@@ -464,7 +463,7 @@ fn index_slices(
 /// their documents), else the store's last. Answers the sliced Adds it
 /// finished.
 fn index_turn(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     small_seqs: &[i64],
@@ -519,14 +518,14 @@ fn index_turn(
 /// Stores records derived again for sessions that did not move on, then
 /// replaces their index documents.
 fn rederived(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     sessions: &[Rederived],
 ) -> Result<usize, ServiceError> {
-    let tx = conn.transaction().map_err(StoreError::from)?;
+    let tx = conn.transaction()?;
     let stored = store_rederived(&tx, sessions)?;
-    tx.commit().map_err(StoreError::from)?;
+    tx.commit()?;
     index_rederived(conn, writer, search_index)?;
     Ok(stored)
 }
@@ -536,7 +535,7 @@ fn rederived(
 /// the pending record. A crash in between leaves the pending record, and
 /// start-up finishes the index part (see [`forget_deleted`]).
 fn delete_user(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     user_id: &str,
@@ -556,7 +555,7 @@ fn delete_user(
 /// Purges the sessions last changed before `cutoff_ms` from the store, then
 /// from the index, crash-safe like [`delete_user`].
 fn purge(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
     cutoff_ms: i64,
@@ -578,14 +577,14 @@ fn purge(
 /// Runs a store deletion in one transaction (which also records it as
 /// pending), then makes the index forget what it deleted.
 fn delete_then_forget(
-    conn: &mut Connection,
+    conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
-    delete: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<store::Deleted, StoreError>,
+    delete: impl FnOnce(&StoreTx<'_>) -> Result<store::Deleted, StoreError>,
 ) -> Result<store::Deleted, ServiceError> {
-    let tx = conn.transaction().map_err(StoreError::from)?;
+    let tx = conn.transaction()?;
     let deleted = delete(&tx)?;
-    tx.commit().map_err(StoreError::from)?;
+    tx.commit()?;
     forget_deleted(conn, writer, search_index)?;
     Ok(deleted)
 }
@@ -593,7 +592,7 @@ fn delete_then_forget(
 /// Removes from the index every user and session the store has deleted,
 /// and clears their pending records.
 pub(super) fn forget_deleted(
-    conn: &Connection,
+    conn: &StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
 ) -> Result<(), ServiceError> {

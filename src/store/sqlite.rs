@@ -1,44 +1,17 @@
-//! store: the source of truth. "Here is an Add, keep it; here is a
-//! sequence number, give me everything stored after it."
-//!
-//! SQLite (WAL) in `<data-dir>/codemem.sqlite3`. The request log keys every
-//! Add by `(user_id, request_id)` with the SHA-256 of its canonical body and
-//! a monotonically increasing sequence number (`seq`, never reused); raw
-//! messages hang off it in source order. The index is derived from these
-//! rows and catches up by `seq`.
-//!
-//! Architecture invariant: this module knows nothing of HTTP, tantivy or
-//! ranking. It is called from blocking threads only.
+//! The SQLite backend: today's embedded store (WAL, `synchronous=FULL`)
+//! in `<data-dir>/codemem.sqlite3`. Migrations by `PRAGMA user_version`.
+//! Every function here answers for one operation of the seam in
+//! [`super`]; the contracts are written there.
 
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
+use super::{
+    Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, StoredMessage, StoredSession,
+    StoredUser, content_bytes,
+};
 use crate::domain::{AddRequest, Role};
-
-/// Errors of the store.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// SQLite failed.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// The database was written by a newer codemem.
-    #[error("database schema version {found} is newer than this codemem supports ({supported})")]
-    SchemaTooNew {
-        /// Version found in the file.
-        found: i64,
-        /// Newest version this build knows.
-        supported: i64,
-    },
-    /// A stored value does not fit the schema.
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
-}
-
-/// The file name of the database inside the data directory.
-pub const DATABASE_FILE: &str = "codemem.sqlite3";
-
-const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE requests (
@@ -115,7 +88,7 @@ CREATE TABLE pending_session_index (
 
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
-pub fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
+pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
@@ -126,7 +99,7 @@ pub fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
 }
 
 /// Opens a read-only connection (one per blocking thread that reads).
-pub fn open_reader(data_dir: &Path) -> Result<Connection, StoreError> {
+pub(super) fn open_reader(data_dir: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
     conn.pragma_update(None, "query_only", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -170,26 +143,9 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// What the request log says about an Add.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
-    /// New: stored under this sequence number.
-    Inserted {
-        /// The sequence number given to it.
-        seq: i64,
-    },
-    /// Stored before with the same body.
-    Duplicate {
-        /// The sequence number it was stored under.
-        seq: i64,
-    },
-    /// Stored before with a different body: nothing was changed.
-    Conflict,
-}
-
 /// What the request log already says about an Add's key: `None` when it is
 /// new.
-pub fn prior_admission(
+pub(super) fn prior_admission(
     conn: &Connection,
     request: &AddRequest,
     body_sha256: &[u8; 32],
@@ -211,17 +167,8 @@ pub fn prior_admission(
     }))
 }
 
-/// Bytes of message content in an Add.
-pub fn content_bytes(request: &AddRequest) -> i64 {
-    request
-        .messages
-        .iter()
-        .map(|message| message.content.len() as i64)
-        .sum()
-}
-
 /// Bytes of message content a session holds (over its Adds).
-pub fn session_content_bytes(
+pub(super) fn session_content_bytes(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -236,8 +183,8 @@ pub fn session_content_bytes(
 
 /// Records an Add in the request log and stores its messages, inside the
 /// caller's transaction, unless the key is already taken.
-pub fn admit(
-    tx: &Transaction<'_>,
+pub(super) fn admit(
+    tx: &Connection,
     request: &AddRequest,
     body_sha256: &[u8; 32],
     stored_at_ms: i64,
@@ -277,31 +224,6 @@ pub fn admit(
     Ok(Admission::Inserted { seq })
 }
 
-/// A stored message with the ids that trace it back to its Add.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredMessage {
-    /// Row id, stable for the life of the store.
-    pub message_id: i64,
-    /// Sequence number of the Add it came with.
-    pub seq: i64,
-    /// Scope.
-    pub user_id: String,
-    /// Trajectory.
-    pub session_id: String,
-    /// The Add's request id.
-    pub request_id: String,
-    /// Index within the Add.
-    pub message_index: usize,
-    /// Who wrote it.
-    pub role: Role,
-    /// Its text.
-    pub content: String,
-    /// Message time if given.
-    pub timestamp_ms: Option<i64>,
-    /// When the Add was stored.
-    pub stored_at_ms: i64,
-}
-
 const MESSAGE_COLUMNS: &str = "m.message_id, m.seq, m.user_id, m.session_id, r.request_id,
      m.message_index, m.role, m.content, m.timestamp_ms, r.stored_at_ms";
 
@@ -327,7 +249,7 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredMe
 
 /// Messages of Adds with `seq > after_seq`, at most `limit` Adds' worth, in
 /// sequence and source order.
-pub fn messages_after(
+pub(super) fn messages_after(
     conn: &Connection,
     after_seq: i64,
     limit: usize,
@@ -343,7 +265,10 @@ pub fn messages_after(
 }
 
 /// The messages of one Add, in source order.
-pub fn messages_of_add(conn: &Connection, seq: i64) -> Result<Vec<StoredMessage>, StoreError> {
+pub(super) fn messages_of_add(
+    conn: &Connection,
+    seq: i64,
+) -> Result<Vec<StoredMessage>, StoreError> {
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
          WHERE m.seq = ?1 ORDER BY m.message_index"
@@ -356,7 +281,7 @@ pub fn messages_of_add(conn: &Connection, seq: i64) -> Result<Vec<StoredMessage>
 /// The messages with these ids that belong to `user_id`, in any order.
 /// Filtering on the user again here is deliberate: an id that leaked from
 /// another scope still yields nothing.
-pub fn messages_by_id(
+pub(super) fn messages_by_id(
     conn: &Connection,
     user_id: &str,
     message_ids: &[i64],
@@ -388,7 +313,7 @@ fn collect_messages(
 }
 
 /// The highest sequence number stored, 0 when empty.
-pub fn last_seq(conn: &Connection) -> Result<i64, StoreError> {
+pub(super) fn last_seq(conn: &Connection) -> Result<i64, StoreError> {
     Ok(
         conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM requests", [], |row| {
             row.get(0)
@@ -398,7 +323,7 @@ pub fn last_seq(conn: &Connection) -> Result<i64, StoreError> {
 
 /// All messages of one session of one user, in session order (by Add, then
 /// by index within the Add).
-pub fn session_messages(
+pub(super) fn session_messages(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -410,28 +335,6 @@ pub fn session_messages(
     ))?;
     let rows = statement.query_map(params![user_id, session_id], message_from_row)?;
     collect_messages(rows)
-}
-
-/// A derived session record as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredSession {
-    /// Scope.
-    pub user_id: String,
-    /// The session.
-    pub session_id: String,
-    /// The record, serialized by the service.
-    pub record_json: String,
-    /// What the extractors could not parse, serialized by the service.
-    pub diagnostics_json: String,
-    /// Messages the record was derived from.
-    pub num_messages: i64,
-    /// Sequence number of the last Add the record includes.
-    pub last_seq: i64,
-    /// When the record was last derived.
-    pub updated_at_ms: i64,
-    /// The version of the extractor that derived the record (0: unknown,
-    /// from a store older than versioned records).
-    pub extractor_version: i64,
 }
 
 const SESSION_COLUMNS: &str = "user_id, session_id, record_json, diagnostics_json, num_messages, last_seq, updated_at_ms, extractor_version";
@@ -450,7 +353,7 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> 
 }
 
 /// Inserts or replaces the derived record of a session.
-pub fn upsert_session(conn: &Connection, session: &StoredSession) -> Result<(), StoreError> {
+pub(super) fn upsert_session(conn: &Connection, session: &StoredSession) -> Result<(), StoreError> {
     conn.prepare_cached(&format!(
         "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (user_id, session_id) DO UPDATE SET
@@ -476,7 +379,7 @@ pub fn upsert_session(conn: &Connection, session: &StoredSession) -> Result<(), 
 
 /// The sequence number of the last Add a session's record includes, 0 when
 /// the session has no record.
-pub fn session_last_seq(
+pub(super) fn session_last_seq(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -490,7 +393,7 @@ pub fn session_last_seq(
 
 /// Up to `limit` sessions whose record an extractor older than `version`
 /// derived, as `(user_id, session_id)`, most recently changed first.
-pub fn sessions_derived_before(
+pub(super) fn sessions_derived_before(
     conn: &Connection,
     version: i64,
     limit: usize,
@@ -506,7 +409,10 @@ pub fn sessions_derived_before(
 }
 
 /// How many session records an extractor older than `version` derived.
-pub fn count_sessions_derived_before(conn: &Connection, version: i64) -> Result<i64, StoreError> {
+pub(super) fn count_sessions_derived_before(
+    conn: &Connection,
+    version: i64,
+) -> Result<i64, StoreError> {
     Ok(conn
         .prepare_cached("SELECT COUNT(*) FROM sessions WHERE extractor_version < ?1")?
         .query_row(params![version], |row| row.get(0))?)
@@ -514,7 +420,7 @@ pub fn count_sessions_derived_before(conn: &Connection, version: i64) -> Result<
 
 /// Records that a session's record changed without an Add, so that its
 /// index document is replaced (inside the caller's transaction).
-pub fn mark_session_for_index(
+pub(super) fn mark_session_for_index(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -528,7 +434,7 @@ pub fn mark_session_for_index(
 
 /// The records of the sessions marked by [`mark_session_for_index`] (those
 /// deleted since are left out).
-pub fn sessions_pending_index(conn: &Connection) -> Result<Vec<StoredSession>, StoreError> {
+pub(super) fn sessions_pending_index(conn: &Connection) -> Result<Vec<StoredSession>, StoreError> {
     let columns = SESSION_COLUMNS
         .split(", ")
         .map(|column| format!("s.{column}"))
@@ -543,7 +449,7 @@ pub fn sessions_pending_index(conn: &Connection) -> Result<Vec<StoredSession>, S
 }
 
 /// The index holds the current documents of every pending session.
-pub fn clear_sessions_pending_index(conn: &Connection) -> Result<(), StoreError> {
+pub(super) fn clear_sessions_pending_index(conn: &Connection) -> Result<(), StoreError> {
     conn.execute("DELETE FROM pending_session_index", [])?;
     Ok(())
 }
@@ -551,7 +457,7 @@ pub fn clear_sessions_pending_index(conn: &Connection) -> Result<(), StoreError>
 /// The row ids of a session's messages in session order, without their
 /// content, for callers that fetch the content of a few (see
 /// [`message_content_prefix`]).
-pub fn session_message_ids(
+pub(super) fn session_message_ids(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -566,7 +472,7 @@ pub fn session_message_ids(
 
 /// The first `max_chars` characters of a message's content (all of it when
 /// shorter); `None` when there is no such message.
-pub fn message_content_prefix(
+pub(super) fn message_content_prefix(
     conn: &Connection,
     message_id: i64,
     max_chars: usize,
@@ -578,7 +484,7 @@ pub fn message_content_prefix(
 }
 
 /// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.
-pub fn sessions_changed_between(
+pub(super) fn sessions_changed_between(
     conn: &Connection,
     after_seq: i64,
     up_to_seq: i64,
@@ -593,7 +499,7 @@ pub fn sessions_changed_between(
 
 /// Sessions that have messages but no derived record (stored before records
 /// existed), as `(user_id, session_id)`.
-pub fn sessions_missing(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+pub(super) fn sessions_missing(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
     let mut statement = conn.prepare(
         "SELECT DISTINCT m.user_id, m.session_id FROM messages m
          LEFT JOIN sessions s ON s.user_id = m.user_id AND s.session_id = m.session_id
@@ -604,7 +510,7 @@ pub fn sessions_missing(conn: &Connection) -> Result<Vec<(String, String)>, Stor
 }
 
 /// One session of a user.
-pub fn session(
+pub(super) fn session(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -618,7 +524,7 @@ pub fn session(
 }
 
 /// `(request_id, index within that Add)` of a session's first message.
-pub fn session_first_source(
+pub(super) fn session_first_source(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -636,20 +542,9 @@ pub fn session_first_source(
         .optional()?)
 }
 
-/// What deleting a user removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Deleted {
-    /// Adds (request log entries).
-    pub requests: usize,
-    /// Messages.
-    pub messages: usize,
-    /// Session records.
-    pub sessions: usize,
-}
-
 /// Deletes everything of a user from the store, inside the caller's
 /// transaction, and records that the index still has to forget them.
-pub fn delete_user(tx: &Transaction<'_>, user_id: &str) -> Result<Deleted, StoreError> {
+pub(super) fn delete_user(tx: &Connection, user_id: &str) -> Result<Deleted, StoreError> {
     let messages = tx.execute("DELETE FROM messages WHERE user_id = ?1", params![user_id])?;
     let sessions = tx.execute("DELETE FROM sessions WHERE user_id = ?1", params![user_id])?;
     let requests = tx.execute("DELETE FROM requests WHERE user_id = ?1", params![user_id])?;
@@ -668,7 +563,10 @@ pub fn delete_user(tx: &Transaction<'_>, user_id: &str) -> Result<Deleted, Store
 /// `cutoff_ms` (its messages, Adds and record), inside the caller's
 /// transaction, and records each as pending for the index. Answers the
 /// totals removed.
-pub fn purge_sessions_before(tx: &Transaction<'_>, cutoff_ms: i64) -> Result<Deleted, StoreError> {
+pub(super) fn purge_sessions_before(
+    tx: &Connection,
+    cutoff_ms: i64,
+) -> Result<Deleted, StoreError> {
     let old: Vec<(String, String)> = {
         let mut statement =
             tx.prepare_cached("SELECT user_id, session_id FROM sessions WHERE updated_at_ms < ?1")?;
@@ -698,7 +596,9 @@ pub fn purge_sessions_before(tx: &Transaction<'_>, cutoff_ms: i64) -> Result<Del
 }
 
 /// Sessions purged from the store whose index documents may remain.
-pub fn pending_session_deletions(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
+pub(super) fn pending_session_deletions(
+    conn: &Connection,
+) -> Result<Vec<(String, String)>, StoreError> {
     let mut statement =
         conn.prepare_cached("SELECT user_id, session_id FROM pending_session_deletions")?;
     let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
@@ -706,7 +606,7 @@ pub fn pending_session_deletions(conn: &Connection) -> Result<Vec<(String, Strin
 }
 
 /// The index forgot these sessions.
-pub fn clear_session_deletions(
+pub(super) fn clear_session_deletions(
     conn: &Connection,
     sessions: &[(String, String)],
 ) -> Result<(), StoreError> {
@@ -720,14 +620,17 @@ pub fn clear_session_deletions(
 }
 
 /// Users deleted from the store whose index documents may remain.
-pub fn pending_user_deletions(conn: &Connection) -> Result<Vec<String>, StoreError> {
+pub(super) fn pending_user_deletions(conn: &Connection) -> Result<Vec<String>, StoreError> {
     let mut statement = conn.prepare_cached("SELECT user_id FROM pending_user_deletions")?;
     let rows = statement.query_map([], |row| row.get(0))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// The index forgot these users.
-pub fn clear_user_deletions(conn: &Connection, user_ids: &[String]) -> Result<(), StoreError> {
+pub(super) fn clear_user_deletions(
+    conn: &Connection,
+    user_ids: &[String],
+) -> Result<(), StoreError> {
     for user_id in user_ids {
         conn.execute(
             "DELETE FROM pending_user_deletions WHERE user_id = ?1",
@@ -738,7 +641,7 @@ pub fn clear_user_deletions(conn: &Connection, user_ids: &[String]) -> Result<()
 }
 
 /// Every session of a user, most recently updated first.
-pub fn sessions_of_user(
+pub(super) fn sessions_of_user(
     conn: &Connection,
     user_id: &str,
 ) -> Result<Vec<StoredSession>, StoreError> {
@@ -752,7 +655,7 @@ pub fn sessions_of_user(
 
 /// One line per user holding sessions: how many, how many messages, and the
 /// last sequence number, most recently active first.
-pub fn users(conn: &Connection) -> Result<Vec<StoredUser>, StoreError> {
+pub(super) fn users(conn: &Connection) -> Result<Vec<StoredUser>, StoreError> {
     let mut statement = conn.prepare_cached(
         "SELECT user_id, COUNT(*), SUM(num_messages), MAX(updated_at_ms) FROM sessions
          GROUP BY user_id ORDER BY MAX(last_seq) DESC",
@@ -768,22 +671,9 @@ pub fn users(conn: &Connection) -> Result<Vec<StoredUser>, StoreError> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// What [`users`] reports of one user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredUser {
-    /// Scope.
-    pub user_id: String,
-    /// Sessions stored.
-    pub num_sessions: i64,
-    /// Messages over those sessions.
-    pub num_messages: i64,
-    /// When a record of the user was last derived.
-    pub updated_at_ms: i64,
-}
-
 /// For each message of a session, in session order: the request id of the
 /// Add it came with and its index within that Add.
-pub fn session_message_sources(
+pub(super) fn session_message_sources(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
@@ -798,4 +688,13 @@ pub fn session_message_sources(
         Ok((row.get(0)?, usize::try_from(index).unwrap_or(0)))
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Evidence items over every stored session record.
+pub(super) fn count_evidence(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn.query_row(
+        "SELECT COALESCE(SUM(json_array_length(record_json, '$.evidence')), 0) FROM sessions",
+        [],
+        |row| row.get(0),
+    )?)
 }

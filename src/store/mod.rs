@@ -1,0 +1,513 @@
+//! store: the source of truth. "Here is an Add, keep it; here is a
+//! sequence number, give me everything stored after it."
+//!
+//! The request log keys every Add by `(user_id, request_id)` with the
+//! SHA-256 of its canonical body and a monotonically increasing sequence
+//! number (`seq`, never reused); raw messages hang off it in source order.
+//! The index is derived from these rows and catches up by `seq`.
+//!
+//! One seam, backends behind it: [`StoreConn`] is a connection to one of
+//! them and every operation below is one `match` over it (`sqlite.rs`:
+//! the embedded default, `<data-dir>/codemem.sqlite3`; `postgres.rs`: a
+//! PostgreSQL database that several processes can share). Both keep the
+//! same contracts, held equal by one conformance suite (`tests.rs`).
+//!
+//! The store is the truth: the index is derived from it and can always be
+//! rebuilt from it.
+//!
+//! Why an enum and not a trait object: a transaction borrows its
+//! connection, and each backend's transaction type has its own lifetime
+//! and API, so a trait would need generic associated types or boxed
+//! transactions; with two closed backends the enum keeps every operation
+//! a plain function (`store::admit(&tx, ...)`, as callers wrote before the
+//! seam), the backends' code free functions over their own connection
+//! type, and the compiler checks that every operation covers every
+//! backend.
+//!
+//! Architecture invariant: this module knows nothing of HTTP, tantivy or
+//! ranking. It is called from blocking threads only.
+
+// Constructed by the conformance suite until `serve` takes a PostgreSQL
+// store (issue 19's next step).
+#[cfg_attr(not(test), allow(dead_code))]
+mod postgres;
+mod sqlite;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use crate::domain::{AddRequest, Role};
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The database was written by a newer codemem.
+    #[error("database schema version {found} is newer than this codemem supports ({supported})")]
+    SchemaTooNew {
+        /// Version found in the file.
+        found: i64,
+        /// Newest version this build knows.
+        supported: i64,
+    },
+    /// A stored value does not fit the schema.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// PostgreSQL failed (a statement, or the connection while in use).
+    #[error("postgres: {0}")]
+    Postgres(#[from] ::postgres::Error),
+    /// PostgreSQL cannot be reached or refused the connection. `url` has
+    /// its password redacted.
+    #[error("postgres at {url} is unavailable: {reason}")]
+    PostgresUnavailable {
+        /// The connection URL, password redacted.
+        url: String,
+        /// What the client said.
+        reason: String,
+    },
+    /// A statement failed inside a PostgreSQL transaction, which was then
+    /// rolled back instead of committed.
+    #[error("postgres: the transaction was rolled back after a failed statement")]
+    TransactionAborted,
+}
+
+/// The file name of the database inside the data directory.
+pub const DATABASE_FILE: &str = "codemem.sqlite3";
+
+/// The schema version every backend migrates to.
+const SCHEMA_VERSION: i64 = 5;
+
+/// A connection to the store, whichever backend holds it. Not `Sync`: one
+/// thread uses it at a time (the writer owns one; readers are pooled).
+pub enum StoreConn {
+    /// The embedded SQLite database of a data directory.
+    Sqlite(rusqlite::Connection),
+    /// A PostgreSQL database.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Postgres(Box<postgres::PgConn>),
+}
+
+impl std::fmt::Debug for StoreConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreConn::Sqlite(_) => f.write_str("StoreConn::Sqlite"),
+            StoreConn::Postgres(_) => f.write_str("StoreConn::Postgres"),
+        }
+    }
+}
+
+/// One operation: the same call on whichever backend `$conn` is.
+macro_rules! dispatch {
+    ($conn:expr, $op:ident($($arg:expr),* $(,)?)) => {
+        match $conn {
+            StoreConn::Sqlite(conn) => sqlite::$op(conn, $($arg),*),
+            StoreConn::Postgres(conn) => postgres::$op(conn, $($arg),*),
+        }
+    };
+}
+
+/// A transaction on a [`StoreConn`]: dereferences to the connection, so
+/// every operation runs inside it; rolled back when dropped uncommitted.
+pub struct StoreTx<'a> {
+    conn: &'a StoreConn,
+    inner: TxInner<'a>,
+}
+
+enum TxInner<'a> {
+    Sqlite(rusqlite::Transaction<'a>),
+    Postgres(postgres::PgTx<'a>),
+}
+
+impl StoreConn {
+    /// Begins the writer's transaction.
+    pub fn transaction(&mut self) -> Result<StoreTx<'_>, StoreError> {
+        self.begin(false)
+    }
+
+    /// Begins a read-only snapshot: every read inside sees the same state
+    /// of the store.
+    pub fn snapshot(&self) -> Result<StoreTx<'_>, StoreError> {
+        self.begin(true)
+    }
+
+    fn begin(&self, snapshot: bool) -> Result<StoreTx<'_>, StoreError> {
+        let inner = match self {
+            // A deferred SQLite transaction is a snapshot from its first
+            // read (WAL), and the writer's is the only writing one.
+            StoreConn::Sqlite(conn) => TxInner::Sqlite(conn.unchecked_transaction()?),
+            StoreConn::Postgres(conn) => TxInner::Postgres(conn.begin(snapshot)?),
+        };
+        Ok(StoreTx { conn: self, inner })
+    }
+}
+
+impl StoreTx<'_> {
+    /// Makes the transaction's writes durable.
+    pub fn commit(self) -> Result<(), StoreError> {
+        match self.inner {
+            TxInner::Sqlite(tx) => tx.commit()?,
+            TxInner::Postgres(tx) => tx.commit()?,
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for StoreTx<'_> {
+    type Target = StoreConn;
+
+    fn deref(&self) -> &StoreConn {
+        self.conn
+    }
+}
+
+/// Opens the SQLite database of `data_dir` for the one writer: WAL,
+/// `synchronous=FULL`, schema created or migrated.
+pub fn open_writer(data_dir: &Path) -> Result<StoreConn, StoreError> {
+    Ok(StoreConn::Sqlite(sqlite::open_writer(data_dir)?))
+}
+
+/// Opens a read-only connection to the SQLite database of `data_dir` (one
+/// per blocking thread that reads).
+pub fn open_reader(data_dir: &Path) -> Result<StoreConn, StoreError> {
+    Ok(StoreConn::Sqlite(sqlite::open_reader(data_dir)?))
+}
+
+/// What the request log says about an Add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// New: stored under this sequence number.
+    Inserted {
+        /// The sequence number given to it.
+        seq: i64,
+    },
+    /// Stored before with the same body.
+    Duplicate {
+        /// The sequence number it was stored under.
+        seq: i64,
+    },
+    /// Stored before with a different body: nothing was changed.
+    Conflict,
+}
+
+/// What the request log already says about an Add's key: `None` when it is
+/// new.
+pub fn prior_admission(
+    conn: &StoreConn,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+) -> Result<Option<Admission>, StoreError> {
+    dispatch!(conn, prior_admission(request, body_sha256))
+}
+
+/// Bytes of message content in an Add.
+pub fn content_bytes(request: &AddRequest) -> i64 {
+    request
+        .messages
+        .iter()
+        .map(|message| message.content.len() as i64)
+        .sum()
+}
+
+/// Bytes of message content a session holds (over its Adds).
+pub fn session_content_bytes(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<i64, StoreError> {
+    dispatch!(conn, session_content_bytes(user_id, session_id))
+}
+
+/// Records an Add in the request log and stores its messages, inside the
+/// caller's transaction, unless the key is already taken.
+pub fn admit(
+    tx: &StoreTx<'_>,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+    stored_at_ms: i64,
+) -> Result<Admission, StoreError> {
+    dispatch!(tx.conn, admit(request, body_sha256, stored_at_ms))
+}
+
+/// A stored message with the ids that trace it back to its Add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    /// Row id, stable for the life of the store.
+    pub message_id: i64,
+    /// Sequence number of the Add it came with.
+    pub seq: i64,
+    /// Scope.
+    pub user_id: String,
+    /// Trajectory.
+    pub session_id: String,
+    /// The Add's request id.
+    pub request_id: String,
+    /// Index within the Add.
+    pub message_index: usize,
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text.
+    pub content: String,
+    /// Message time if given.
+    pub timestamp_ms: Option<i64>,
+    /// When the Add was stored.
+    pub stored_at_ms: i64,
+}
+
+/// Messages of Adds with `seq > after_seq`, at most `limit` Adds' worth, in
+/// sequence and source order.
+pub fn messages_after(
+    conn: &StoreConn,
+    after_seq: i64,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    dispatch!(conn, messages_after(after_seq, limit))
+}
+
+/// The messages of one Add, in source order.
+pub fn messages_of_add(conn: &StoreConn, seq: i64) -> Result<Vec<StoredMessage>, StoreError> {
+    dispatch!(conn, messages_of_add(seq))
+}
+
+/// The messages with these ids that belong to `user_id`, in any order.
+/// Filtering on the user again here is deliberate: an id that leaked from
+/// another scope still yields nothing.
+pub fn messages_by_id(
+    conn: &StoreConn,
+    user_id: &str,
+    message_ids: &[i64],
+) -> Result<Vec<StoredMessage>, StoreError> {
+    dispatch!(conn, messages_by_id(user_id, message_ids))
+}
+
+/// The highest sequence number stored, 0 when empty.
+pub fn last_seq(conn: &StoreConn) -> Result<i64, StoreError> {
+    dispatch!(conn, last_seq())
+}
+
+/// All messages of one session of one user, in session order (by Add, then
+/// by index within the Add).
+pub fn session_messages(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    dispatch!(conn, session_messages(user_id, session_id))
+}
+
+/// A derived session record as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    /// Scope.
+    pub user_id: String,
+    /// The session.
+    pub session_id: String,
+    /// The record, serialized by the service.
+    pub record_json: String,
+    /// What the extractors could not parse, serialized by the service.
+    pub diagnostics_json: String,
+    /// Messages the record was derived from.
+    pub num_messages: i64,
+    /// Sequence number of the last Add the record includes.
+    pub last_seq: i64,
+    /// When the record was last derived.
+    pub updated_at_ms: i64,
+    /// The version of the extractor that derived the record (0: unknown,
+    /// from a store older than versioned records).
+    pub extractor_version: i64,
+}
+
+/// Inserts or replaces the derived record of a session.
+pub fn upsert_session(conn: &StoreConn, session: &StoredSession) -> Result<(), StoreError> {
+    dispatch!(conn, upsert_session(session))
+}
+
+/// The sequence number of the last Add a session's record includes, 0 when
+/// the session has no record.
+pub fn session_last_seq(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<i64, StoreError> {
+    dispatch!(conn, session_last_seq(user_id, session_id))
+}
+
+/// Up to `limit` sessions whose record an extractor older than `version`
+/// derived, as `(user_id, session_id)`, most recently changed first.
+pub fn sessions_derived_before(
+    conn: &StoreConn,
+    version: i64,
+    limit: usize,
+) -> Result<Vec<(String, String)>, StoreError> {
+    dispatch!(conn, sessions_derived_before(version, limit))
+}
+
+/// How many session records an extractor older than `version` derived.
+pub fn count_sessions_derived_before(conn: &StoreConn, version: i64) -> Result<i64, StoreError> {
+    dispatch!(conn, count_sessions_derived_before(version))
+}
+
+/// Records that a session's record changed without an Add, so that its
+/// index document is replaced (inside the caller's transaction).
+pub fn mark_session_for_index(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<(), StoreError> {
+    dispatch!(conn, mark_session_for_index(user_id, session_id))
+}
+
+/// The records of the sessions marked by [`mark_session_for_index`] (those
+/// deleted since are left out).
+pub fn sessions_pending_index(conn: &StoreConn) -> Result<Vec<StoredSession>, StoreError> {
+    dispatch!(conn, sessions_pending_index())
+}
+
+/// The index holds the current documents of every pending session.
+pub fn clear_sessions_pending_index(conn: &StoreConn) -> Result<(), StoreError> {
+    dispatch!(conn, clear_sessions_pending_index())
+}
+
+/// The row ids of a session's messages in session order, without their
+/// content, for callers that fetch the content of a few (see
+/// [`message_content_prefix`]).
+pub fn session_message_ids(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<i64>, StoreError> {
+    dispatch!(conn, session_message_ids(user_id, session_id))
+}
+
+/// The first `max_chars` characters of a message's content (all of it when
+/// shorter); `None` when there is no such message.
+pub fn message_content_prefix(
+    conn: &StoreConn,
+    message_id: i64,
+    max_chars: usize,
+) -> Result<Option<String>, StoreError> {
+    dispatch!(conn, message_content_prefix(message_id, max_chars))
+}
+
+/// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.
+pub fn sessions_changed_between(
+    conn: &StoreConn,
+    after_seq: i64,
+    up_to_seq: i64,
+) -> Result<Vec<StoredSession>, StoreError> {
+    dispatch!(conn, sessions_changed_between(after_seq, up_to_seq))
+}
+
+/// Sessions that have messages but no derived record (stored before records
+/// existed), as `(user_id, session_id)`.
+pub fn sessions_missing(conn: &StoreConn) -> Result<Vec<(String, String)>, StoreError> {
+    dispatch!(conn, sessions_missing())
+}
+
+/// One session of a user.
+pub fn session(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Option<StoredSession>, StoreError> {
+    dispatch!(conn, session(user_id, session_id))
+}
+
+/// `(request_id, index within that Add)` of a session's first message.
+pub fn session_first_source(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Option<(String, usize)>, StoreError> {
+    dispatch!(conn, session_first_source(user_id, session_id))
+}
+
+/// What deleting a user removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Deleted {
+    /// Adds (request log entries).
+    pub requests: usize,
+    /// Messages.
+    pub messages: usize,
+    /// Session records.
+    pub sessions: usize,
+}
+
+/// Deletes everything of a user from the store, inside the caller's
+/// transaction, and records that the index still has to forget them.
+pub fn delete_user(tx: &StoreTx<'_>, user_id: &str) -> Result<Deleted, StoreError> {
+    dispatch!(tx.conn, delete_user(user_id))
+}
+
+/// Deletes every session whose record was last derived before
+/// `cutoff_ms` (its messages, Adds and record), inside the caller's
+/// transaction, and records each as pending for the index. Answers the
+/// totals removed.
+pub fn purge_sessions_before(tx: &StoreTx<'_>, cutoff_ms: i64) -> Result<Deleted, StoreError> {
+    dispatch!(tx.conn, purge_sessions_before(cutoff_ms))
+}
+
+/// Sessions purged from the store whose index documents may remain.
+pub fn pending_session_deletions(conn: &StoreConn) -> Result<Vec<(String, String)>, StoreError> {
+    dispatch!(conn, pending_session_deletions())
+}
+
+/// The index forgot these sessions.
+pub fn clear_session_deletions(
+    conn: &StoreConn,
+    sessions: &[(String, String)],
+) -> Result<(), StoreError> {
+    dispatch!(conn, clear_session_deletions(sessions))
+}
+
+/// Users deleted from the store whose index documents may remain.
+pub fn pending_user_deletions(conn: &StoreConn) -> Result<Vec<String>, StoreError> {
+    dispatch!(conn, pending_user_deletions())
+}
+
+/// The index forgot these users.
+pub fn clear_user_deletions(conn: &StoreConn, user_ids: &[String]) -> Result<(), StoreError> {
+    dispatch!(conn, clear_user_deletions(user_ids))
+}
+
+/// Every session of a user, most recently updated first.
+pub fn sessions_of_user(conn: &StoreConn, user_id: &str) -> Result<Vec<StoredSession>, StoreError> {
+    dispatch!(conn, sessions_of_user(user_id))
+}
+
+/// One line per user holding sessions: how many, how many messages, and the
+/// last sequence number, most recently active first.
+pub fn users(conn: &StoreConn) -> Result<Vec<StoredUser>, StoreError> {
+    dispatch!(conn, users())
+}
+
+/// What [`users`] reports of one user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredUser {
+    /// Scope.
+    pub user_id: String,
+    /// Sessions stored.
+    pub num_sessions: i64,
+    /// Messages over those sessions.
+    pub num_messages: i64,
+    /// When a record of the user was last derived.
+    pub updated_at_ms: i64,
+}
+
+/// For each message of a session, in session order: the request id of the
+/// Add it came with and its index within that Add.
+pub fn session_message_sources(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<(String, usize)>, StoreError> {
+    dispatch!(conn, session_message_sources(user_id, session_id))
+}
+
+/// Evidence items over every stored session record (a figure of the scale
+/// bench).
+pub fn count_evidence(conn: &StoreConn) -> Result<i64, StoreError> {
+    dispatch!(conn, count_evidence())
+}

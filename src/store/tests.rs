@@ -1,0 +1,718 @@
+//! The store's conformance suite: every operation's contract, run against
+//! SQLite always and against PostgreSQL when `CODEMEM_TEST_POSTGRES` holds
+//! a connection URL (each test in a fresh schema, dropped at the end).
+//! Without it the PostgreSQL half says it was skipped.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::domain::{AddRequest, Message, Role};
+
+/// The environment variable naming the PostgreSQL database of the tests.
+const POSTGRES_URL_VAR: &str = "CODEMEM_TEST_POSTGRES";
+
+/// A backend under test, with what it needs kept alive and cleaned up.
+struct Backend {
+    conn: StoreConn,
+    _dir: Option<tempfile::TempDir>,
+    schema: Option<(String, String)>,
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some((url, schema)) = &self.schema {
+            let dropped = postgres::PgConn::open(url, None, false).and_then(|conn| {
+                conn.batch(&format!(
+                    "DROP SCHEMA IF EXISTS {} CASCADE",
+                    postgres::quote_identifier(schema)
+                ))
+            });
+            if let Err(error) = dropped {
+                eprintln!("cannot drop test schema {schema}: {error}");
+            }
+        }
+    }
+}
+
+fn sqlite() -> Backend {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let conn = open_writer(dir.path()).expect("open sqlite");
+    Backend {
+        conn,
+        _dir: Some(dir),
+        schema: None,
+    }
+}
+
+/// A fresh schema in the test database, `None` (with a note) without one.
+fn postgres(test: &str) -> Option<Backend> {
+    let Ok(url) = std::env::var(POSTGRES_URL_VAR) else {
+        eprintln!("{test}: PostgreSQL half skipped ({POSTGRES_URL_VAR} is not set)");
+        return None;
+    };
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let schema = format!(
+        "codemem_test_{}_{}_{test}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let conn = postgres::PgConn::open(&url, Some(&schema), true)
+        .unwrap_or_else(|error| panic!("{POSTGRES_URL_VAR}: {error}"));
+    Some(Backend {
+        conn: StoreConn::Postgres(Box::new(conn)),
+        _dir: None,
+        schema: Some((url, schema)),
+    })
+}
+
+/// Declares a test per backend for a contract `fn(&mut StoreConn)`.
+macro_rules! conformance {
+    ($($contract:ident),* $(,)?) => {
+        mod sqlite_backend {
+            $(#[test]
+            fn $contract() {
+                let mut backend = super::sqlite();
+                super::$contract(&mut backend.conn);
+            })*
+        }
+        mod postgres_backend {
+            $(#[test]
+            fn $contract() {
+                if let Some(mut backend) = super::postgres(stringify!($contract)) {
+                    super::$contract(&mut backend.conn);
+                }
+            })*
+        }
+    };
+}
+
+conformance!(
+    admission,
+    admission_rolled_back_leaves_nothing,
+    seq_is_monotonic_and_never_reused,
+    messages_read_back,
+    session_records,
+    extractor_versions_and_pending_index,
+    delete_user_records_pending,
+    purge_records_pending,
+    users_listed,
+    migration_is_idempotent,
+    evidence_counted,
+);
+
+fn add(user: &str, request: &str, session: &str, contents: &[&str]) -> AddRequest {
+    AddRequest {
+        user_id: user.to_string(),
+        session_id: session.to_string(),
+        request_id: request.to_string(),
+        messages: contents
+            .iter()
+            .enumerate()
+            .map(|(index, content)| Message {
+                role: if index % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                content: content.to_string(),
+                timestamp_ms: (index == 0).then_some(1_700_000_000_000),
+            })
+            .collect(),
+    }
+}
+
+/// Stores an Add in its own transaction; answers its sequence number.
+fn store(conn: &mut StoreConn, request: &AddRequest) -> i64 {
+    let tx = conn.transaction().expect("begin");
+    let admission = admit(&tx, request, &request.body_sha256(), 1_000).expect("admit");
+    tx.commit().expect("commit");
+    match admission {
+        Admission::Inserted { seq } => seq,
+        other => panic!("expected a new Add, got {other:?}"),
+    }
+}
+
+fn record(user: &str, session: &str, last_seq: i64, updated_at_ms: i64) -> StoredSession {
+    StoredSession {
+        user_id: user.to_string(),
+        session_id: session.to_string(),
+        record_json: format!(r#"{{"task":"{session}","evidence":[1,2]}}"#),
+        diagnostics_json: "[]".to_string(),
+        num_messages: 2,
+        last_seq,
+        updated_at_ms,
+        extractor_version: 3,
+    }
+}
+
+fn sorted<T: Ord>(mut items: Vec<T>) -> Vec<T> {
+    items.sort();
+    items
+}
+
+fn admission(conn: &mut StoreConn) {
+    let first = add("u1", "r1", "s1", &["fix the bug", "done"]);
+    let hash = first.body_sha256();
+    assert_eq!(prior_admission(conn, &first, &hash).unwrap(), None);
+    let seq = store(conn, &first);
+    assert!(seq > 0);
+    assert_eq!(
+        prior_admission(conn, &first, &hash).unwrap(),
+        Some(Admission::Duplicate { seq })
+    );
+    // The same key and body again: a duplicate, nothing stored.
+    let tx = conn.transaction().unwrap();
+    assert_eq!(
+        admit(&tx, &first, &hash, 2_000).unwrap(),
+        Admission::Duplicate { seq }
+    );
+    // The same key with another body: a conflict, nothing changed.
+    let other = add("u1", "r1", "s1", &["something else"]);
+    assert_eq!(
+        admit(&tx, &other, &other.body_sha256(), 2_000).unwrap(),
+        Admission::Conflict
+    );
+    // The same request id under another user is another key.
+    let elsewhere = add("u2", "r1", "s1", &["fix the bug", "done"]);
+    let elsewhere_seq = match admit(&tx, &elsewhere, &elsewhere.body_sha256(), 2_000).unwrap() {
+        Admission::Inserted { seq } => seq,
+        other => panic!("expected a new Add, got {other:?}"),
+    };
+    tx.commit().unwrap();
+    assert!(elsewhere_seq > seq);
+    assert_eq!(last_seq(conn).unwrap(), elsewhere_seq);
+    assert_eq!(messages_of_add(conn, seq).unwrap().len(), 2);
+    assert_eq!(
+        session_content_bytes(conn, "u1", "s1").unwrap(),
+        content_bytes(&first)
+    );
+    assert_eq!(
+        content_bytes(&first),
+        ("fix the bug".len() + "done".len()) as i64
+    );
+    assert_eq!(session_content_bytes(conn, "u1", "nothing").unwrap(), 0);
+}
+
+fn admission_rolled_back_leaves_nothing(conn: &mut StoreConn) {
+    let request = add("u1", "r1", "s1", &["hello"]);
+    {
+        let tx = conn.transaction().unwrap();
+        assert!(matches!(
+            admit(&tx, &request, &request.body_sha256(), 1).unwrap(),
+            Admission::Inserted { .. }
+        ));
+        // Dropped without commit.
+    }
+    assert_eq!(
+        prior_admission(conn, &request, &request.body_sha256()).unwrap(),
+        None
+    );
+    assert_eq!(last_seq(conn).unwrap(), 0);
+    assert!(messages_after(conn, 0, 10).unwrap().is_empty());
+    // The connection works on after the rollback.
+    store(conn, &request);
+    assert_eq!(messages_after(conn, 0, 10).unwrap().len(), 1);
+}
+
+fn seq_is_monotonic_and_never_reused(conn: &mut StoreConn) {
+    let mut seqs = Vec::new();
+    for index in 0..3 {
+        seqs.push(store(
+            conn,
+            &add("gone", &format!("r{index}"), "s", &["text"]),
+        ));
+    }
+    assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
+    let highest = seqs[2];
+    let tx = conn.transaction().unwrap();
+    delete_user(&tx, "gone").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(last_seq(conn).unwrap(), 0);
+    let after = store(conn, &add("other", "r0", "s", &["text"]));
+    assert!(after > highest, "{after} reuses a number up to {highest}");
+    // The same key as a deleted Add is new again, under a new number.
+    let again = store(conn, &add("gone", "r0", "s", &["text"]));
+    assert!(again > after);
+}
+
+fn messages_read_back(conn: &mut StoreConn) {
+    let first = store(conn, &add("u1", "a", "s1", &["one", "two"]));
+    let second = store(conn, &add("u1", "b", "s2", &["three"]));
+    let third = store(conn, &add("u1", "c", "s1", &["four", "fünf ünïcödé"]));
+    let foreign = store(conn, &add("u2", "d", "s1", &["secret"]));
+
+    let all = messages_after(conn, 0, 100).unwrap();
+    let order: Vec<(i64, usize)> = all.iter().map(|m| (m.seq, m.message_index)).collect();
+    assert_eq!(
+        order,
+        vec![
+            (first, 0),
+            (first, 1),
+            (second, 0),
+            (third, 0),
+            (third, 1),
+            (foreign, 0)
+        ]
+    );
+    let message = &all[0];
+    assert_eq!(message.user_id, "u1");
+    assert_eq!(message.session_id, "s1");
+    assert_eq!(message.request_id, "a");
+    assert_eq!(message.role, Role::User);
+    assert_eq!(message.content, "one");
+    assert_eq!(message.timestamp_ms, Some(1_700_000_000_000));
+    assert_eq!(message.stored_at_ms, 1_000);
+    assert_eq!(all[1].role, Role::Assistant);
+    assert_eq!(all[1].timestamp_ms, None);
+
+    // At most `limit` Adds' worth, after a sequence number.
+    let two_adds = messages_after(conn, first, 2).unwrap();
+    let seqs: Vec<i64> = two_adds.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, vec![second, third, third]);
+    assert!(messages_after(conn, foreign, 10).unwrap().is_empty());
+
+    let of_add = messages_of_add(conn, third).unwrap();
+    assert_eq!(of_add.len(), 2);
+    assert_eq!(of_add[1].content, "fünf ünïcödé");
+    assert!(messages_of_add(conn, foreign + 100).unwrap().is_empty());
+
+    let session = session_messages(conn, "u1", "s1").unwrap();
+    let contents: Vec<&str> = session.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, vec!["one", "two", "four", "fünf ünïcödé"]);
+    let ids = session_message_ids(conn, "u1", "s1").unwrap();
+    assert_eq!(
+        ids,
+        session.iter().map(|m| m.message_id).collect::<Vec<_>>()
+    );
+
+    // By id, only within the user.
+    let foreign_id = all[5].message_id;
+    let mut found = messages_by_id(conn, "u1", &[ids[3], ids[0], foreign_id]).unwrap();
+    found.sort_by_key(|m| m.message_id);
+    assert_eq!(found, vec![session[0].clone(), session[3].clone()]);
+    assert!(messages_by_id(conn, "u1", &[]).unwrap().is_empty());
+
+    // Prefixes count characters.
+    assert_eq!(
+        message_content_prefix(conn, ids[3], 4).unwrap().as_deref(),
+        Some("fünf")
+    );
+    assert_eq!(
+        message_content_prefix(conn, ids[0], 100)
+            .unwrap()
+            .as_deref(),
+        Some("one")
+    );
+    assert_eq!(
+        message_content_prefix(conn, foreign_id + 100, 4).unwrap(),
+        None
+    );
+
+    assert_eq!(
+        session_first_source(conn, "u1", "s1").unwrap(),
+        Some(("a".to_string(), 0))
+    );
+    assert_eq!(session_first_source(conn, "u1", "none").unwrap(), None);
+    assert_eq!(
+        session_message_sources(conn, "u1", "s1").unwrap(),
+        vec![
+            ("a".to_string(), 0),
+            ("a".to_string(), 1),
+            ("c".to_string(), 0),
+            ("c".to_string(), 1)
+        ]
+    );
+    // Every session has messages and no record yet.
+    assert_eq!(
+        sorted(sessions_missing(conn).unwrap()),
+        vec![
+            ("u1".to_string(), "s1".to_string()),
+            ("u1".to_string(), "s2".to_string()),
+            ("u2".to_string(), "s1".to_string())
+        ]
+    );
+}
+
+fn session_records(conn: &mut StoreConn) {
+    let seq = store(conn, &add("u1", "a", "s1", &["one", "two"]));
+    assert_eq!(session(conn, "u1", "s1").unwrap(), None);
+    assert_eq!(session_last_seq(conn, "u1", "s1").unwrap(), 0);
+    let first = record("u1", "s1", seq, 10);
+    upsert_session(conn, &first).unwrap();
+    assert_eq!(session(conn, "u1", "s1").unwrap(), Some(first.clone()));
+    assert_eq!(session_last_seq(conn, "u1", "s1").unwrap(), seq);
+    assert!(sessions_missing(conn).unwrap().is_empty());
+
+    // An upsert replaces every field of the record.
+    let later = store(conn, &add("u1", "b", "s1", &["three"]));
+    let replaced = StoredSession {
+        record_json: "{\"task\":\"again\"}".to_string(),
+        diagnostics_json: "[\"d\"]".to_string(),
+        num_messages: 3,
+        last_seq: later,
+        updated_at_ms: 20,
+        extractor_version: 4,
+        ..first.clone()
+    };
+    let tx = conn.transaction().unwrap();
+    upsert_session(&tx, &replaced).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(session(conn, "u1", "s1").unwrap(), Some(replaced.clone()));
+
+    let other_seq = store(conn, &add("u1", "c", "s2", &["x"]));
+    let other = record("u1", "s2", other_seq, 30);
+    upsert_session(conn, &other).unwrap();
+    assert_eq!(
+        sessions_of_user(conn, "u1").unwrap(),
+        vec![other.clone(), replaced.clone()]
+    );
+    assert!(sessions_of_user(conn, "nobody").unwrap().is_empty());
+    assert_eq!(
+        sessions_changed_between(conn, seq, other_seq).unwrap(),
+        vec![replaced.clone(), other.clone()]
+    );
+    assert_eq!(
+        sessions_changed_between(conn, later, other_seq).unwrap(),
+        vec![other]
+    );
+    assert!(
+        sessions_changed_between(conn, other_seq, i64::MAX)
+            .unwrap()
+            .is_empty()
+    );
+
+    // A snapshot reads what was committed.
+    let snapshot = conn.snapshot().unwrap();
+    assert_eq!(session(&snapshot, "u1", "s1").unwrap(), Some(replaced));
+    drop(snapshot);
+}
+
+fn extractor_versions_and_pending_index(conn: &mut StoreConn) {
+    for (index, version) in [1, 3, 2, 3].into_iter().enumerate() {
+        let session_id = format!("s{index}");
+        let seq = store(conn, &add("u1", &format!("r{index}"), &session_id, &["m"]));
+        upsert_session(
+            conn,
+            &StoredSession {
+                extractor_version: version,
+                ..record("u1", &session_id, seq, 10)
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(count_sessions_derived_before(conn, 3).unwrap(), 2);
+    assert_eq!(count_sessions_derived_before(conn, 4).unwrap(), 4);
+    assert_eq!(count_sessions_derived_before(conn, 1).unwrap(), 0);
+    // Most recently changed first, at most `limit`.
+    assert_eq!(
+        sessions_derived_before(conn, 3, 10).unwrap(),
+        vec![
+            ("u1".to_string(), "s2".to_string()),
+            ("u1".to_string(), "s0".to_string())
+        ]
+    );
+    assert_eq!(
+        sessions_derived_before(conn, 4, 1).unwrap(),
+        vec![("u1".to_string(), "s3".to_string())]
+    );
+
+    assert!(sessions_pending_index(conn).unwrap().is_empty());
+    let tx = conn.transaction().unwrap();
+    mark_session_for_index(&tx, "u1", "s0").unwrap();
+    mark_session_for_index(&tx, "u1", "s0").unwrap();
+    mark_session_for_index(&tx, "u1", "s2").unwrap();
+    // Marked, then gone: left out.
+    mark_session_for_index(&tx, "u1", "never-stored").unwrap();
+    tx.commit().unwrap();
+    let mut pending: Vec<String> = sessions_pending_index(conn)
+        .unwrap()
+        .into_iter()
+        .map(|session| session.session_id)
+        .collect();
+    pending.sort();
+    assert_eq!(pending, vec!["s0", "s2"]);
+    clear_sessions_pending_index(conn).unwrap();
+    assert!(sessions_pending_index(conn).unwrap().is_empty());
+}
+
+fn delete_user_records_pending(conn: &mut StoreConn) {
+    let a = store(conn, &add("doomed", "a", "s1", &["one", "two"]));
+    let b = store(conn, &add("doomed", "b", "s2", &["three"]));
+    let kept = store(conn, &add("kept", "a", "s1", &["four"]));
+    upsert_session(conn, &record("doomed", "s1", a, 1)).unwrap();
+    upsert_session(conn, &record("doomed", "s2", b, 1)).unwrap();
+    upsert_session(conn, &record("kept", "s1", kept, 1)).unwrap();
+
+    let tx = conn.transaction().unwrap();
+    let deleted = delete_user(&tx, "doomed").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        deleted,
+        Deleted {
+            requests: 2,
+            messages: 3,
+            sessions: 2
+        }
+    );
+    assert!(session_messages(conn, "doomed", "s1").unwrap().is_empty());
+    assert!(sessions_of_user(conn, "doomed").unwrap().is_empty());
+    let request = add("doomed", "a", "s1", &["one", "two"]);
+    assert_eq!(
+        prior_admission(conn, &request, &request.body_sha256()).unwrap(),
+        None
+    );
+    assert_eq!(sessions_of_user(conn, "kept").unwrap().len(), 1);
+    assert_eq!(messages_after(conn, 0, 10).unwrap().len(), 1);
+
+    // Deleting again removes nothing and stays pending once.
+    let tx = conn.transaction().unwrap();
+    assert_eq!(delete_user(&tx, "doomed").unwrap(), Deleted::default());
+    delete_user(&tx, "never-was").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        sorted(pending_user_deletions(conn).unwrap()),
+        vec!["doomed".to_string(), "never-was".to_string()]
+    );
+    clear_user_deletions(conn, &["doomed".to_string()]).unwrap();
+    assert_eq!(
+        pending_user_deletions(conn).unwrap(),
+        vec!["never-was".to_string()]
+    );
+    clear_user_deletions(conn, &[]).unwrap();
+    clear_user_deletions(conn, &["never-was".to_string()]).unwrap();
+    assert!(pending_user_deletions(conn).unwrap().is_empty());
+}
+
+fn purge_records_pending(conn: &mut StoreConn) {
+    let old = store(conn, &add("u1", "a", "old", &["one", "two"]));
+    let old_too = store(conn, &add("u1", "b", "old", &["three"]));
+    let other_old = store(conn, &add("u2", "c", "old", &["four"]));
+    let fresh = store(conn, &add("u1", "d", "fresh", &["five"]));
+    upsert_session(conn, &record("u1", "old", old_too, 100)).unwrap();
+    upsert_session(conn, &record("u2", "old", other_old, 199)).unwrap();
+    upsert_session(conn, &record("u1", "fresh", fresh, 200)).unwrap();
+    assert!(old < old_too);
+
+    let tx = conn.transaction().unwrap();
+    let deleted = purge_sessions_before(&tx, 200).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        deleted,
+        Deleted {
+            requests: 3,
+            messages: 4,
+            sessions: 2
+        }
+    );
+    assert!(session_messages(conn, "u1", "old").unwrap().is_empty());
+    assert_eq!(
+        sessions_of_user(conn, "u1")
+            .unwrap()
+            .into_iter()
+            .map(|session| session.session_id)
+            .collect::<Vec<_>>(),
+        vec!["fresh"]
+    );
+    assert_eq!(session_content_bytes(conn, "u1", "old").unwrap(), 0);
+    let pending = sorted(pending_session_deletions(conn).unwrap());
+    assert_eq!(
+        pending,
+        vec![
+            ("u1".to_string(), "old".to_string()),
+            ("u2".to_string(), "old".to_string())
+        ]
+    );
+
+    // Nothing older: nothing removed.
+    let tx = conn.transaction().unwrap();
+    assert_eq!(purge_sessions_before(&tx, 200).unwrap(), Deleted::default());
+    tx.commit().unwrap();
+
+    clear_session_deletions(conn, &pending[..1]).unwrap();
+    assert_eq!(
+        pending_session_deletions(conn).unwrap(),
+        pending[1..].to_vec()
+    );
+    clear_session_deletions(conn, &pending).unwrap();
+    assert!(pending_session_deletions(conn).unwrap().is_empty());
+}
+
+fn users_listed(conn: &mut StoreConn) {
+    assert!(users(conn).unwrap().is_empty());
+    let a = store(conn, &add("alice", "a", "s1", &["one"]));
+    let b = store(conn, &add("bob", "b", "s1", &["two"]));
+    let c = store(conn, &add("alice", "c", "s2", &["three"]));
+    upsert_session(
+        conn,
+        &StoredSession {
+            num_messages: 4,
+            ..record("alice", "s1", a, 50)
+        },
+    )
+    .unwrap();
+    upsert_session(
+        conn,
+        &StoredSession {
+            num_messages: 1,
+            ..record("bob", "s1", b, 70)
+        },
+    )
+    .unwrap();
+    upsert_session(
+        conn,
+        &StoredSession {
+            num_messages: 2,
+            ..record("alice", "s2", c, 60)
+        },
+    )
+    .unwrap();
+    // Most recently active (highest last seq) first.
+    assert_eq!(
+        users(conn).unwrap(),
+        vec![
+            StoredUser {
+                user_id: "alice".to_string(),
+                num_sessions: 2,
+                num_messages: 6,
+                updated_at_ms: 60,
+            },
+            StoredUser {
+                user_id: "bob".to_string(),
+                num_sessions: 1,
+                num_messages: 1,
+                updated_at_ms: 70,
+            },
+        ]
+    );
+}
+
+fn migration_is_idempotent(conn: &mut StoreConn) {
+    let seq = store(conn, &add("u1", "a", "s1", &["one"]));
+    // Opening again migrates nothing and keeps every row.
+    let again = match &*conn {
+        StoreConn::Sqlite(sqlite) => {
+            let path = sqlite.path().expect("file database").to_string();
+            let dir = std::path::Path::new(&path)
+                .parent()
+                .expect("data dir")
+                .to_path_buf();
+            open_writer(&dir).expect("reopen")
+        }
+        StoreConn::Postgres(_) => {
+            let url = std::env::var(POSTGRES_URL_VAR).expect("url");
+            let schema = current_schema(conn);
+            StoreConn::Postgres(Box::new(
+                postgres::PgConn::open(&url, Some(&schema), true).expect("reopen"),
+            ))
+        }
+    };
+    assert_eq!(last_seq(&again).unwrap(), seq);
+    assert_eq!(messages_of_add(&again, seq).unwrap().len(), 1);
+    // A newer schema than this build knows is refused.
+    match &again {
+        StoreConn::Sqlite(sqlite) => {
+            sqlite
+                .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+                .unwrap();
+            let dir = std::path::Path::new(sqlite.path().unwrap())
+                .parent()
+                .unwrap()
+                .to_path_buf();
+            assert!(matches!(
+                open_writer(&dir),
+                Err(StoreError::SchemaTooNew { found, supported })
+                    if found == SCHEMA_VERSION + 1 && supported == SCHEMA_VERSION
+            ));
+        }
+        StoreConn::Postgres(pg) => {
+            pg.batch(&format!(
+                "UPDATE schema_version SET version = {}",
+                SCHEMA_VERSION + 1
+            ))
+            .unwrap();
+            let url = std::env::var(POSTGRES_URL_VAR).unwrap();
+            let schema = current_schema(&again);
+            assert!(matches!(
+                postgres::PgConn::open(&url, Some(&schema), true),
+                Err(StoreError::SchemaTooNew { found, supported })
+                    if found == SCHEMA_VERSION + 1 && supported == SCHEMA_VERSION
+            ));
+        }
+    }
+}
+
+fn current_schema(conn: &StoreConn) -> String {
+    match conn {
+        StoreConn::Postgres(pg) => pg.current_schema().expect("current schema"),
+        StoreConn::Sqlite(_) => unreachable!("PostgreSQL only"),
+    }
+}
+
+fn evidence_counted(conn: &mut StoreConn) {
+    assert_eq!(count_evidence(conn).unwrap(), 0);
+    let a = store(conn, &add("u1", "a", "s1", &["one"]));
+    let b = store(conn, &add("u1", "b", "s2", &["two"]));
+    upsert_session(conn, &record("u1", "s1", a, 1)).unwrap();
+    upsert_session(
+        conn,
+        &StoredSession {
+            record_json: "{\"task\":\"no evidence\"}".to_string(),
+            ..record("u1", "s2", b, 1)
+        },
+    )
+    .unwrap();
+    assert_eq!(count_evidence(conn).unwrap(), 2);
+}
+
+#[test]
+fn redacts_passwords() {
+    assert_eq!(
+        postgres::redact("postgres://codemem:s3cr%40t@db.example:5432/codemem"),
+        "postgres://codemem:***@db.example:5432/codemem"
+    );
+    assert_eq!(
+        postgres::redact("postgresql://u@host/db?sslmode=disable&password=hunter2"),
+        "postgresql://u@host/db?sslmode=disable&password=***"
+    );
+    assert_eq!(
+        postgres::redact("host=db user=u password='a b c' dbname=x"),
+        "host=db user=u password=*** dbname=x"
+    );
+    assert_eq!(
+        postgres::redact("postgres://u@host/db"),
+        "postgres://u@host/db"
+    );
+}
+
+#[test]
+fn unreachable_postgres_is_a_clear_error_without_the_password() {
+    // Port 1 on loopback: nothing listens, the connection is refused.
+    let error = postgres::PgConn::open("postgres://u:topsecret@127.0.0.1:1/db", None, true)
+        .err()
+        .expect("no server there");
+    let message = error.to_string();
+    assert!(!message.contains("topsecret"), "{message}");
+    assert!(
+        message.contains("postgres://u:***@127.0.0.1:1/db"),
+        "{message}"
+    );
+}
+
+#[test]
+fn postgres_commit_after_a_failed_statement_rolls_back() {
+    let Some(mut backend) = postgres("commit_after_failure") else {
+        return;
+    };
+    let StoreConn::Postgres(pg) = &mut backend.conn else {
+        unreachable!("a PostgreSQL backend");
+    };
+    let request = add("u1", "r1", "s1", &["hello"]);
+    let tx = pg.begin(false).unwrap();
+    postgres::admit(pg, &request, &request.body_sha256(), 1).unwrap();
+    assert!(pg.batch("SELECT no_such_column FROM requests").is_err());
+    assert!(matches!(tx.commit(), Err(StoreError::TransactionAborted)));
+    assert_eq!(last_seq(&backend.conn).unwrap(), 0);
+    // The connection is usable again.
+    store(&mut backend.conn, &request);
+    assert!(last_seq(&backend.conn).unwrap() > 0);
+}
