@@ -231,8 +231,8 @@ impl TokenStream for CodeTokenStream {
 /// summed text length and each query term's document frequency, all
 /// counted within the scope. A user's ranking then depends on their own
 /// memory only, and no score reveals what another user stores. Handed to
-/// tantivy's scoring, which would otherwise look each term up in every
-/// segment again (over every user's documents).
+/// tantivy's [`Bm25Weight`], which would otherwise count over every user's
+/// documents.
 struct ScopeStatistics {
     num_docs: u64,
     num_tokens: u64,
@@ -599,13 +599,28 @@ fn intersect_postings(
         if doc < wanted {
             doc = postings.seek(wanted);
         } else if doc > wanted {
-            position += docs[position..].partition_point(|scope_doc| *scope_doc < doc);
+            position = gallop_to(docs, position, doc);
         } else {
             found(position, postings.term_freq());
             position += 1;
             doc = postings.advance();
         }
     }
+}
+
+/// The first position from `position` on whose document in `docs`
+/// (ascending) is `target` or after: steps doubling from `position`, then a
+/// binary search within the last step, so a near target costs a few
+/// comparisons and a far one a logarithm.
+fn gallop_to(docs: &[u32], position: usize, target: u32) -> usize {
+    let mut low = position;
+    let mut step = 1;
+    while low + step < docs.len() && docs[low + step] < target {
+        low += step;
+        step *= 2;
+    }
+    let high = (low + step + 1).min(docs.len());
+    low + docs[low..high].partition_point(|doc| *doc < target)
 }
 
 /// A document's segment and number within it.

@@ -389,3 +389,25 @@ fn a_search_on_an_older_reader_leaves_no_stale_scope_to_newer_ones() {
         vec!["{\"session\":\"two\"}".to_string()]
     );
 }
+
+#[test]
+fn galloping_finds_the_first_document_at_or_after_the_target() {
+    let mut numbers = Numbers(11);
+    for _ in 0..200 {
+        let mut docs: Vec<u32> = (0..numbers.next(40))
+            .map(|_| numbers.next(200) as u32)
+            .collect();
+        docs.sort_unstable();
+        docs.dedup();
+        for position in 0..docs.len() {
+            for target in docs[position] + 1..210 {
+                let expected = position + docs[position..].partition_point(|doc| *doc < target);
+                assert_eq!(
+                    super::gallop_to(&docs, position, target),
+                    expected,
+                    "{docs:?} from {position} to {target}"
+                );
+            }
+        }
+    }
+}
