@@ -22,13 +22,14 @@
 //! reader, which is reloaded after every commit.
 
 pub mod directory;
+mod scope;
 
 use std::path::{Path, PathBuf};
 
 use tantivy::DocSet;
 use tantivy::collector::TopDocs;
 use tantivy::directory::error::OpenDirectoryError;
-use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::query::{Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value,
@@ -39,6 +40,7 @@ use tantivy::{
 };
 
 use self::directory::{CLEAN_MARKER, DerivedDirectory};
+use self::scope::{ScopeCache, SegmentScope};
 
 use crate::store::StoredMessage;
 use crate::tokenize;
@@ -229,8 +231,8 @@ impl TokenStream for CodeTokenStream {
 /// summed text length and each query term's document frequency, all
 /// counted within the scope. A user's ranking then depends on their own
 /// memory only, and no score reveals what another user stores. Handed to
-/// tantivy's scoring, which would otherwise look each term up in every
-/// segment again (over every user's documents).
+/// tantivy's [`Bm25Weight`], which would otherwise count over every user's
+/// documents.
 struct ScopeStatistics {
     num_docs: u64,
     num_tokens: u64,
@@ -266,7 +268,15 @@ pub struct SearchIndex {
     /// searches: set by the writer's commit right after the reload, before
     /// any Add it covers is answered.
     visible_seq: std::sync::atomic::AtomicI64,
+    /// Each user's live session documents per segment state, so that a
+    /// search walks only the segments it has not seen yet.
+    scopes: ScopeCache,
 }
+
+/// Bytes the remembered scopes may hold: five bytes per session document
+/// and segment, so room for about three million, far more than the
+/// scopes of the users searching at one time.
+const SCOPE_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The writable side, owned by the one writer thread.
 pub struct IndexWriterHandle {
@@ -327,6 +337,7 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
             reader,
             fields,
             visible_seq: std::sync::atomic::AtomicI64::new(committed_seq),
+            scopes: ScopeCache::new(SCOPE_CACHE_BYTES),
         },
         IndexWriterHandle {
             writer,
@@ -367,6 +378,7 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
         reader,
         fields,
         visible_seq: std::sync::atomic::AtomicI64::new(seq),
+        scopes: ScopeCache::new(SCOPE_CACHE_BYTES),
     })
 }
 
@@ -566,9 +578,49 @@ pub struct SessionHit {
 /// The live session documents of one scope.
 struct ScopeDocuments {
     /// Per segment, in the searcher's order.
-    docs: Vec<tantivy::BitSet>,
+    segments: Vec<std::sync::Arc<SegmentScope>>,
     num_docs: u64,
     num_tokens: u64,
+}
+
+/// Calls `found` with the position in `docs` (ascending) and the term
+/// frequency of every document of `docs` that `postings` holds: the two
+/// lists walked together, each skipping ahead to the other's next document.
+fn intersect_postings(
+    postings: &mut tantivy::postings::SegmentPostings,
+    docs: &[u32],
+    mut found: impl FnMut(usize, u32),
+) {
+    use tantivy::postings::Postings;
+    let mut position = 0;
+    let mut doc = postings.doc();
+    while position < docs.len() && doc != tantivy::TERMINATED {
+        let wanted = docs[position];
+        if doc < wanted {
+            doc = postings.seek(wanted);
+        } else if doc > wanted {
+            position = gallop_to(docs, position, doc);
+        } else {
+            found(position, postings.term_freq());
+            position += 1;
+            doc = postings.advance();
+        }
+    }
+}
+
+/// The first position from `position` on whose document in `docs`
+/// (ascending) is `target` or after: steps doubling from `position`, then a
+/// binary search within the last step, so a near target costs a few
+/// comparisons and a far one a logarithm.
+fn gallop_to(docs: &[u32], position: usize, target: u32) -> usize {
+    let mut low = position;
+    let mut step = 1;
+    while low + step < docs.len() && docs[low + step] < target {
+        low += step;
+        step *= 2;
+    }
+    let high = (low + step + 1).min(docs.len());
+    low + docs[low..high].partition_point(|doc| *doc < target)
 }
 
 /// A document's segment and number within it.
@@ -632,6 +684,13 @@ impl SearchIndex {
     /// best `limit` by BM25 over their whole text.
     /// Profiles are read only for documents `known` says no to (a caller
     /// may keep the parsed profiles of keys it saw).
+    ///
+    /// Each term's postings are read once, within the scope: its document
+    /// frequency there, and its frequency in each document that holds it.
+    /// The scores are then tantivy's BM25 (its [`Bm25Weight`] with the
+    /// scope's statistics), summed per document in the order of `terms`,
+    /// and the best kept by score, then document address, as tantivy's
+    /// `TopDocs` over `scope AND (term OR term ...)` would.
     pub fn search_sessions(
         &self,
         user_id: &str,
@@ -651,58 +710,102 @@ impl SearchIndex {
                 rarest_terms: Vec::new(),
             });
         }
-        // Each term's documents within the scope: its document frequency
-        // there, and which documents hold it (for the matched weight).
+        // Every scope document has a slot: the documents of the first
+        // segment, then of the next, each segment's ascending.
+        let mut first_slots = Vec::with_capacity(scope.segments.len());
+        let mut num_slots = 0usize;
+        for segment_scope in &scope.segments {
+            first_slots.push(num_slots);
+            num_slots += segment_scope.docs.len();
+        }
+        let inverted: Vec<Option<std::sync::Arc<tantivy::InvertedIndexReader>>> = searcher
+            .segment_readers()
+            .iter()
+            .zip(&scope.segments)
+            .map(|(segment, segment_scope)| {
+                if segment_scope.docs.is_empty() {
+                    Ok(None)
+                } else {
+                    segment.inverted_index(self.fields.session_text).map(Some)
+                }
+            })
+            .collect::<tantivy::Result<_>>()?;
+        // Each term's postings within the scope: (slot, term frequency),
+        // the term's entries from `term_ends` of the previous term to its own.
         let mut statistics = ScopeStatistics {
             num_docs: scope_size,
             num_tokens: scope.num_tokens,
             doc_freqs: std::collections::HashMap::with_capacity(terms.len()),
         };
-        let mut holders: Vec<Vec<(u32, u32)>> = Vec::with_capacity(terms.len());
+        let mut held: Vec<(u32, u32)> = Vec::new();
+        let mut term_ends: Vec<usize> = Vec::with_capacity(terms.len());
+        let mut term_keys: Vec<Term> = Vec::with_capacity(terms.len());
         for term in &terms {
             let key = Term::from_field_text(self.fields.session_text, term);
-            let mut held = Vec::new();
-            for (segment_ord, (segment, docs)) in searcher
-                .segment_readers()
-                .iter()
-                .zip(&scope.docs)
-                .enumerate()
+            let term_start = held.len();
+            for ((inverted, segment_scope), first_slot) in
+                inverted.iter().zip(&scope.segments).zip(&first_slots)
             {
-                let inverted = segment.inverted_index(self.fields.session_text)?;
+                let Some(inverted) = inverted else {
+                    continue;
+                };
                 let Some(mut postings) = inverted
-                    .read_postings(&key, IndexRecordOption::Basic)
+                    .read_postings(&key, IndexRecordOption::WithFreqs)
                     .map_err(tantivy::TantivyError::from)?
                 else {
                     continue;
                 };
-                let mut doc = postings.doc();
-                while doc != tantivy::TERMINATED {
-                    if docs.contains(doc) {
-                        held.push((segment_ord as u32, doc));
-                    }
-                    doc = postings.advance();
-                }
+                intersect_postings(&mut postings, &segment_scope.docs, |position, freq| {
+                    held.push(((first_slot + position) as u32, freq));
+                });
             }
-            statistics.doc_freqs.insert(key, held.len() as u64);
-            holders.push(held);
+            statistics
+                .doc_freqs
+                .insert(key.clone(), (held.len() - term_start) as u64);
+            term_ends.push(held.len());
+            term_keys.push(key);
         }
-        let idfs: Vec<f32> = holders
+        let term_ranges: Vec<std::ops::Range<usize>> = term_ends
             .iter()
-            .map(|held| bm25_idf(scope_size, held.len() as u64))
+            .scan(0, |start, end| {
+                let range = *start..*end;
+                *start = *end;
+                Some(range)
+            })
+            .collect();
+        let idfs: Vec<f32> = term_ranges
+            .iter()
+            .map(|range| bm25_idf(scope_size, range.len() as u64))
             .collect();
         let query_weight: f32 = idfs.iter().sum();
-        let mut matched_weights: std::collections::HashMap<(u32, u32), f32> =
-            std::collections::HashMap::new();
-        for (held, idf) in holders.iter().zip(&idfs) {
-            for address in held {
-                *matched_weights.entry(*address).or_default() += idf;
+        let fieldnorm_ids: Vec<u8> = scope
+            .segments
+            .iter()
+            .flat_map(|segment_scope| segment_scope.fieldnorm_ids.iter().copied())
+            .collect();
+        // Per slot, summed term by term in query order (as tantivy's union
+        // sums its term scorers): the BM25 score, the matched weight, and
+        // whether any term is there at all.
+        let mut text_scores = vec![0.0f32; num_slots];
+        let mut matched_weights = vec![0.0f32; num_slots];
+        let mut matched = vec![false; num_slots];
+        for ((range, key), idf) in term_ranges.iter().zip(&term_keys).zip(&idfs) {
+            if range.is_empty() {
+                continue;
+            }
+            let bm25 = Bm25Weight::for_terms(&statistics, std::slice::from_ref(key))?;
+            for &(slot, freq) in &held[range.clone()] {
+                let slot = slot as usize;
+                text_scores[slot] += bm25.score(fieldnorm_ids[slot], freq);
+                matched_weights[slot] += idf;
+                matched[slot] = true;
             }
         }
-        let mut by_rarity: Vec<(usize, &String)> = holders
+        let mut by_rarity: Vec<(usize, &String)> = term_ranges
             .iter()
             .zip(&terms)
-            .filter(|(held, _)| !held.is_empty())
-            .map(|(held, term)| (held.len(), *term))
+            .filter(|(range, _)| !range.is_empty())
+            .map(|(range, term)| (range.len(), *term))
             .collect();
         by_rarity.sort();
         let rarest_terms: Vec<String> = by_rarity
@@ -710,25 +813,32 @@ impl SearchIndex {
             .take(MAX_MESSAGE_QUERY_TERMS)
             .map(|(_, term)| (*term).clone())
             .collect();
-        let should: Vec<(Occur, Box<dyn Query>)> = terms
-            .iter()
-            .map(|term| {
-                let query: Box<dyn Query> = Box::new(TermQuery::new(
-                    Term::from_field_text(self.fields.session_text, term),
-                    IndexRecordOption::WithFreqs,
-                ));
-                (Occur::Should, query)
-            })
-            .collect();
-        let mut clauses = self.scoped(user_id, KIND_SESSION);
-        clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
-        let by_text = searcher.search_with_statistics_provider(
-            &BooleanQuery::new(clauses),
-            &TopDocs::with_limit(limit).order_by_score(),
-            &statistics,
-        )?;
-        let mut hits = Vec::with_capacity(by_text.len());
-        for (text_score, address) in by_text {
+        // (score, address, slot) of every document holding a term,
+        // ascending by address; then the best `limit`, ties to the lower
+        // address.
+        let mut found: Vec<(f32, tantivy::DocAddress, usize)> = Vec::new();
+        for ((segment_ord, segment_scope), first_slot) in
+            scope.segments.iter().enumerate().zip(&first_slots)
+        {
+            for (position, doc) in segment_scope.docs.iter().enumerate() {
+                let slot = first_slot + position;
+                if matched[slot] {
+                    let address = tantivy::DocAddress::new(segment_ord as u32, *doc);
+                    found.push((text_scores[slot], address, slot));
+                }
+            }
+        }
+        let best_first = |left: &(f32, tantivy::DocAddress, usize),
+                          right: &(f32, tantivy::DocAddress, usize)| {
+            right.0.total_cmp(&left.0).then(left.1.cmp(&right.1))
+        };
+        if found.len() > limit {
+            found.select_nth_unstable_by(limit, best_first);
+            found.truncate(limit);
+        }
+        found.sort_unstable_by(best_first);
+        let mut hits = Vec::with_capacity(found.len());
+        for (text_score, address, slot) in found {
             let key = DocKey {
                 segment: searcher.segment_reader(address.segment_ord).segment_id(),
                 doc: address.doc_id,
@@ -749,10 +859,7 @@ impl SearchIndex {
                 key,
                 profile_json,
                 text_score,
-                matched_weight: matched_weights
-                    .get(&(address.segment_ord, address.doc_id))
-                    .copied()
-                    .unwrap_or(0.0),
+                matched_weight: matched_weights[slot],
             });
         }
         Ok(SessionCandidates {
@@ -764,38 +871,41 @@ impl SearchIndex {
     }
 
     /// The live session documents of `user_id`, per segment, with their
-    /// number and their summed `session_text` length.
+    /// number and their summed `session_text` length: remembered per
+    /// segment state (see [`scope`]), computed for the segments not seen
+    /// yet.
     fn scope_documents(
         &self,
         searcher: &tantivy::Searcher,
         user_id: &str,
     ) -> Result<ScopeDocuments, IndexError> {
-        let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
-        let weight = scope.weight(tantivy::query::EnableScoring::disabled_from_searcher(
-            searcher,
-        ))?;
-        let mut documents = ScopeDocuments {
-            docs: Vec::with_capacity(searcher.segment_readers().len()),
-            num_docs: 0,
-            num_tokens: 0,
-        };
-        for segment in searcher.segment_readers() {
-            let mut docs = tantivy::BitSet::with_max_value(segment.max_doc());
-            let fieldnorms = segment.get_fieldnorms_reader(self.fields.session_text)?;
-            let alive = segment.alive_bitset();
-            let mut scorer = weight.scorer(segment, 1.0)?;
-            let mut doc = scorer.doc();
-            while doc != tantivy::TERMINATED {
-                if alive.is_none_or(|alive| alive.is_alive(doc)) {
-                    docs.insert(doc);
-                    documents.num_docs += 1;
-                    documents.num_tokens += u64::from(fieldnorms.fieldnorm(doc));
-                }
-                doc = scorer.advance();
-            }
-            documents.docs.push(docs);
-        }
-        Ok(documents)
+        let segments = self.scopes.scopes(searcher, user_id, |ordinals| {
+            let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
+            let weight = scope.weight(tantivy::query::EnableScoring::disabled_from_searcher(
+                searcher,
+            ))?;
+            ordinals
+                .iter()
+                .map(|ordinal| {
+                    let segment = searcher.segment_reader(*ordinal as u32);
+                    let fieldnorms = segment.get_fieldnorms_reader(self.fields.session_text)?;
+                    let mut matching = weight.scorer(segment, 1.0)?;
+                    Ok(SegmentScope::collect(
+                        segment,
+                        matching.as_mut(),
+                        &fieldnorms,
+                    ))
+                })
+                .collect()
+        })?;
+        Ok(ScopeDocuments {
+            num_docs: segments
+                .iter()
+                .map(|segment| segment.docs.len() as u64)
+                .sum(),
+            num_tokens: segments.iter().map(|segment| segment.num_tokens).sum(),
+            segments,
+        })
     }
 
     /// The best `limit` messages of the given sessions of `user_id` for
@@ -862,3 +972,6 @@ impl SearchIndex {
         self.reader.searcher().num_docs()
     }
 }
+
+#[cfg(test)]
+mod tests;

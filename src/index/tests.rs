@@ -1,0 +1,413 @@
+//! Session search over one user's scope: the same candidates and scores as
+//! tantivy's own `scope AND (term OR ...)` query with the scope's
+//! statistics, and a remembered scope that follows every commit, replaced
+//! record and forgotten user.
+
+use std::collections::HashMap;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::IndexRecordOption;
+use tantivy::{DocSet, Term};
+
+use super::{
+    DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, ScopeStatistics, SearchIndex,
+    SessionCandidates, SessionDoc, bm25_idf, open,
+};
+
+/// A tiny vocabulary, so that terms are shared, repeated and tied.
+const WORDS: [&str; 12] = [
+    "parser", "token", "overflow", "config", "merge", "panic", "index", "cache", "retry", "socket",
+    "schema", "render",
+];
+
+/// Deterministic pseudo-random numbers (a linear congruential generator).
+struct Numbers(u64);
+
+impl Numbers {
+    fn next(&mut self, below: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 33) as usize) % below
+    }
+}
+
+fn session(user_id: &str, session_id: &str, text: &str) -> SessionDoc {
+    SessionDoc {
+        user_id: user_id.to_string(),
+        session_id: session_id.to_string(),
+        last_seq: 1,
+        profile_json: format!("{{\"session\":\"{session_id}\"}}"),
+        text: text.to_string(),
+    }
+}
+
+fn terms(words: &[&str]) -> Vec<String> {
+    words.iter().map(|word| (*word).to_string()).collect()
+}
+
+fn commit(writer: &mut IndexWriterHandle, index: &SearchIndex, sessions: &[SessionDoc]) {
+    let seq = writer.committed_seq() + 1;
+    writer.upsert_sessions(sessions).expect("queue sessions");
+    writer.commit(seq, index).expect("commit");
+}
+
+fn search(index: &SearchIndex, user_id: &str, words: &[&str], limit: usize) -> SessionCandidates {
+    index
+        .search_sessions(user_id, &terms(words), limit, &|_: &DocKey| false)
+        .expect("search")
+}
+
+/// The sessions a search found, by their profile's session id.
+fn found_sessions(candidates: &SessionCandidates) -> Vec<String> {
+    let mut sessions: Vec<String> = candidates
+        .hits
+        .iter()
+        .filter_map(|hit| hit.profile_json.clone())
+        .collect();
+    sessions.sort();
+    sessions
+}
+
+/// Candidates as tantivy's own query finds them: the scope walked afresh,
+/// each term's document frequency counted within it, then
+/// `user AND session AND (term OR ...)` scored with those statistics.
+fn reference_search(
+    index: &SearchIndex,
+    user_id: &str,
+    words: &[&str],
+    limit: usize,
+) -> (u64, f32, Vec<(DocKey, u32, f32)>) {
+    let searcher = index.reader.searcher();
+    let scope_query = BooleanQuery::new(index.scoped(user_id, KIND_SESSION));
+    let weight = scope_query
+        .weight(tantivy::query::EnableScoring::disabled_from_searcher(
+            &searcher,
+        ))
+        .expect("scope weight");
+    let mut scope: Vec<Vec<u32>> = Vec::new();
+    let mut num_tokens = 0u64;
+    for segment in searcher.segment_readers() {
+        let fieldnorms = segment
+            .get_fieldnorms_reader(index.fields.session_text)
+            .expect("fieldnorms");
+        let mut scorer = weight.scorer(segment, 1.0).expect("scorer");
+        let mut docs = Vec::new();
+        let mut doc = scorer.doc();
+        while doc != tantivy::TERMINATED {
+            if segment
+                .alive_bitset()
+                .is_none_or(|alive| alive.is_alive(doc))
+            {
+                docs.push(doc);
+                num_tokens += u64::from(fieldnorms.fieldnorm(doc));
+            }
+            doc = scorer.advance();
+        }
+        scope.push(docs);
+    }
+    let num_docs: u64 = scope.iter().map(|docs| docs.len() as u64).sum();
+    let mut statistics = ScopeStatistics {
+        num_docs,
+        num_tokens,
+        doc_freqs: HashMap::new(),
+    };
+    let mut holders: Vec<Vec<(u32, u32)>> = Vec::new();
+    for word in words {
+        let key = Term::from_field_text(index.fields.session_text, word);
+        let mut held = Vec::new();
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let inverted = segment
+                .inverted_index(index.fields.session_text)
+                .expect("inverted index");
+            let Some(mut postings) = inverted
+                .read_postings(&key, IndexRecordOption::Basic)
+                .expect("postings")
+            else {
+                continue;
+            };
+            let mut doc = postings.doc();
+            while doc != tantivy::TERMINATED {
+                if scope[segment_ord].contains(&doc) {
+                    held.push((segment_ord as u32, doc));
+                }
+                doc = postings.advance();
+            }
+        }
+        statistics.doc_freqs.insert(key, held.len() as u64);
+        holders.push(held);
+    }
+    let idfs: Vec<f32> = holders
+        .iter()
+        .map(|held| bm25_idf(num_docs, held.len() as u64))
+        .collect();
+    let query_weight: f32 = idfs.iter().sum();
+    let mut matched_weights: HashMap<(u32, u32), f32> = HashMap::new();
+    for (held, idf) in holders.iter().zip(&idfs) {
+        for address in held {
+            *matched_weights.entry(*address).or_default() += idf;
+        }
+    }
+    let should: Vec<(Occur, Box<dyn Query>)> = words
+        .iter()
+        .map(|word| {
+            let query: Box<dyn Query> = Box::new(TermQuery::new(
+                Term::from_field_text(index.fields.session_text, word),
+                IndexRecordOption::WithFreqs,
+            ));
+            (Occur::Should, query)
+        })
+        .collect();
+    let mut clauses = index.scoped(user_id, KIND_SESSION);
+    clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
+    let top = searcher
+        .search_with_statistics_provider(
+            &BooleanQuery::new(clauses),
+            &TopDocs::with_limit(limit).order_by_score(),
+            &statistics,
+        )
+        .expect("reference search");
+    let hits = top
+        .into_iter()
+        .map(|(score, address)| {
+            let key = DocKey {
+                segment: searcher.segment_reader(address.segment_ord).segment_id(),
+                doc: address.doc_id,
+            };
+            let matched = matched_weights
+                .get(&(address.segment_ord, address.doc_id))
+                .copied()
+                .unwrap_or(0.0);
+            (key, score.to_bits(), matched)
+        })
+        .collect();
+    (num_docs, query_weight, hits)
+}
+
+fn assert_same_as_reference(index: &SearchIndex, user_id: &str, words: &[&str], limit: usize) {
+    let (scope_size, query_weight, expected) = reference_search(index, user_id, words, limit);
+    let found = search(index, user_id, words, limit);
+    assert_eq!(found.scope_size, scope_size, "{user_id} {words:?}");
+    if scope_size > 0 {
+        assert_eq!(
+            found.query_weight.to_bits(),
+            query_weight.to_bits(),
+            "{user_id} {words:?}"
+        );
+    }
+    let hits: Vec<(DocKey, u32, f32)> = found
+        .hits
+        .iter()
+        .map(|hit| (hit.key, hit.text_score.to_bits(), hit.matched_weight))
+        .collect();
+    assert_eq!(hits, expected, "{user_id} {words:?} limit {limit}");
+}
+
+#[test]
+fn session_search_scores_and_orders_exactly_as_tantivys_query() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (index, mut writer, _) = open(dir.path()).expect("open index");
+    let users = ["ada", "bob", "cyd"];
+    let mut numbers = Numbers(7);
+    // Many small commits (so many segments, some merged), records
+    // replaced (so deletes), and texts repeated (so tied scores).
+    for round in 0..40 {
+        let mut batch = Vec::new();
+        for _ in 0..1 + numbers.next(4) {
+            let user = numbers.next(users.len());
+            let session_number = numbers.next(30);
+            let text = if numbers.next(5) == 0 {
+                "parser token overflow".to_string()
+            } else {
+                let length = 1 + numbers.next(25);
+                (0..length)
+                    .map(|_| WORDS[numbers.next(WORDS.len())])
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            batch.push(session(
+                users[user],
+                &format!("s{session_number}"),
+                &format!("{text} round{round}"),
+            ));
+        }
+        commit(&mut writer, &index, &batch);
+        if round % 7 == 6 {
+            for user in users {
+                for limit in [1, 3, 100] {
+                    assert_same_as_reference(&index, user, &["parser", "overflow"], limit);
+                    assert_same_as_reference(&index, user, &WORDS, limit);
+                }
+            }
+        }
+    }
+    for user in users {
+        for limit in [1, 2, 5, 10, 100] {
+            for words in [
+                &WORDS[..],
+                &["token"][..],
+                &["parser", "token", "overflow"][..],
+                &["cache", "unknown", "retry", "panic"][..],
+                &["round3", "schema"][..],
+            ] {
+                assert_same_as_reference(&index, user, words, limit);
+            }
+        }
+    }
+    writer
+        .forget(&[], &[("bob".to_string(), "s3".to_string())], &index)
+        .expect("forget a session");
+    for user in users {
+        assert_same_as_reference(&index, user, &WORDS, 100);
+    }
+}
+
+#[test]
+fn a_remembered_scope_follows_commits_replaced_records_and_forgotten_users() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (index, mut writer, _) = open(dir.path()).expect("open index");
+    commit(
+        &mut writer,
+        &index,
+        &[
+            session("ada", "one", "parser overflow"),
+            session("ada", "two", "parser token"),
+            session("bob", "one", "parser socket"),
+        ],
+    );
+    let first = search(&index, "ada", &["parser"], 10);
+    assert_eq!(first.scope_size, 2);
+    assert_eq!(first.hits.len(), 2);
+    let bob_before = search(&index, "bob", &["parser", "socket"], 10);
+
+    // A new commit: a new segment the scope must include.
+    commit(
+        &mut writer,
+        &index,
+        &[session("ada", "three", "parser cache")],
+    );
+    let after_add = search(&index, "ada", &["parser"], 10);
+    assert_eq!(after_add.scope_size, 3);
+    assert_eq!(after_add.hits.len(), 3);
+    assert_eq!(search(&index, "ada", &["cache"], 10).hits.len(), 1);
+
+    // A replaced record: its old document deleted from its segment.
+    commit(
+        &mut writer,
+        &index,
+        &[session("ada", "one", "render schema")],
+    );
+    let after_replace = search(&index, "ada", &["parser"], 10);
+    assert_eq!(after_replace.scope_size, 3);
+    assert_eq!(
+        found_sessions(&after_replace),
+        vec![
+            "{\"session\":\"three\"}".to_string(),
+            "{\"session\":\"two\"}".to_string()
+        ]
+    );
+    assert_eq!(search(&index, "ada", &["overflow"], 10).hits.len(), 0);
+
+    // Another user's documents never enter ada's scope, nor ada's bob's.
+    let bob_after = search(&index, "bob", &["parser", "socket"], 10);
+    assert_eq!(bob_after.scope_size, 1);
+    assert_eq!(
+        bob_after.hits[0].text_score.to_bits(),
+        bob_before.hits[0].text_score.to_bits()
+    );
+
+    // A forgotten user: nothing of theirs is seen again.
+    writer
+        .forget(&["ada".to_string()], &[], &index)
+        .expect("forget ada");
+    let after_forget = search(&index, "ada", &["parser", "cache", "render"], 10);
+    assert_eq!(after_forget.scope_size, 0);
+    assert!(after_forget.hits.is_empty());
+    assert_eq!(search(&index, "bob", &["parser"], 10).scope_size, 1);
+
+    // Entries of segment states no reader holds are gone: one per user
+    // searched and live segment at most.
+    let num_segments = index.reader.searcher().segment_readers().len();
+    let (num_entries, _) = index.scopes.usage();
+    assert!(
+        num_entries <= 2 * num_segments,
+        "{num_entries} entries for {num_segments} segments"
+    );
+}
+
+#[test]
+fn scopes_beyond_the_cache_budget_are_computed_again_not_lost() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut index, mut writer, _) = open(dir.path()).expect("open index");
+    let budget = 600;
+    index.scopes = ScopeCache::new(budget);
+    for round in 0..6usize {
+        let sessions: Vec<SessionDoc> = ["ada", "bob", "cyd", "dan"]
+            .iter()
+            .map(|user| session(user, &format!("s{round}"), "parser token"))
+            .collect();
+        commit(&mut writer, &index, &sessions);
+        for user in ["ada", "bob", "cyd", "dan"] {
+            let found = search(&index, user, &["parser"], 100);
+            assert_eq!(found.scope_size, round as u64 + 1);
+            assert_eq!(found.hits.len(), round + 1);
+            let (_, num_bytes) = index.scopes.usage();
+            assert!(num_bytes <= budget, "{num_bytes} bytes held");
+        }
+    }
+}
+
+#[test]
+fn a_search_on_an_older_reader_leaves_no_stale_scope_to_newer_ones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (index, mut writer, _) = open(dir.path()).expect("open index");
+    commit(
+        &mut writer,
+        &index,
+        &[
+            session("ada", "one", "parser overflow"),
+            session("ada", "two", "parser token"),
+        ],
+    );
+    let older = index.reader.searcher();
+    commit(
+        &mut writer,
+        &index,
+        &[session("ada", "one", "render schema")],
+    );
+    assert_eq!(search(&index, "ada", &["parser"], 10).hits.len(), 1);
+    // A search still holding the older reader remembers that reader's
+    // scope (where "one" was alive) after the newer one was seen.
+    let older_scope = index.scope_documents(&older, "ada").expect("older scope");
+    assert_eq!(older_scope.num_docs, 2);
+    let newer = search(&index, "ada", &["parser"], 10);
+    assert_eq!(newer.scope_size, 2);
+    assert_eq!(
+        found_sessions(&newer),
+        vec!["{\"session\":\"two\"}".to_string()]
+    );
+}
+
+#[test]
+fn galloping_finds_the_first_document_at_or_after_the_target() {
+    let mut numbers = Numbers(11);
+    for _ in 0..200 {
+        let mut docs: Vec<u32> = (0..numbers.next(40))
+            .map(|_| numbers.next(200) as u32)
+            .collect();
+        docs.sort_unstable();
+        docs.dedup();
+        for position in 0..docs.len() {
+            for target in docs[position] + 1..210 {
+                let expected = position + docs[position..].partition_point(|doc| *doc < target);
+                assert_eq!(
+                    super::gallop_to(&docs, position, target),
+                    expected,
+                    "{docs:?} from {position} to {target}"
+                );
+            }
+        }
+    }
+}
