@@ -19,6 +19,9 @@ mod extract;
 #[path = "integration/inspect.rs"]
 mod inspect;
 
+#[path = "integration/postgres_store.rs"]
+mod postgres_store;
+
 #[path = "integration/ranking.rs"]
 mod ranking;
 

@@ -83,6 +83,10 @@ impl ApiError {
     }
 }
 
+/// Seconds a client waits before retrying when the store is unreachable
+/// (a database restart takes seconds).
+const STORE_RETRY_AFTER_SECONDS: u32 = 2;
+
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> ApiError {
         match error {
@@ -94,6 +98,13 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotYetSearchable(_) | ServiceError::WriteFailed(_) => {
                 tracing::error!(%error, "add not completed");
                 ApiError::unavailable("the add could not be completed now; retry it", 1)
+            }
+            ServiceError::Store(store_error) if store_error.is_unavailable() => {
+                tracing::error!(error = %store_error, "store unreachable");
+                ApiError::unavailable(
+                    "the store is unreachable; nothing was changed, retry later",
+                    STORE_RETRY_AFTER_SECONDS,
+                )
             }
             ServiceError::Store(_)
             | ServiceError::Encode(_)

@@ -484,18 +484,24 @@ async fn delete_user(
     ))
 }
 
-/// Health: the writer runs, and what the index holds; 503 when the writer
-/// cannot take Adds (the platform takes any 2xx as healthy).
+/// Health: the writer runs, the store answers, and what the index holds;
+/// 503 when the writer cannot take Adds or the store is unreachable (the
+/// platform takes any 2xx as healthy).
 #[utoipa::path(get, path = "/health", tag = "contract",
     responses((status = 200, description = "Up", body = Health),
-              (status = 503, description = "The writer cannot take Adds (stopping or stopped)", body = openapi::ErrorBody)))]
+              (status = 503, description = "The writer cannot take Adds (stopping or stopped), or the store is unreachable", body = openapi::ErrorBody)))]
 async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
-    let health = state.service.health();
+    let health = state.service.health().await;
     if health.status != "ok" {
-        return Err(ApiError::unavailable(
-            format!("{}: the writer cannot take Adds", health.status),
-            1,
-        ));
+        let reason = if health.store_reachable {
+            format!("{}: the writer cannot take Adds", health.status)
+        } else {
+            format!(
+                "{}: the {} store does not answer, so Adds and Searches cannot be served",
+                health.status, health.store
+            )
+        };
+        return Err(ApiError::unavailable(reason, 1));
     }
     Ok(Json(health))
 }
@@ -503,7 +509,7 @@ async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
 /// The same as `GET /health`.
 #[utoipa::path(get, path = "/v1/health", tag = "contract",
     responses((status = 200, description = "Up", body = Health),
-              (status = 503, description = "The writer cannot take Adds (stopping or stopped)", body = openapi::ErrorBody)))]
+              (status = 503, description = "The writer cannot take Adds (stopping or stopped), or the store is unreachable", body = openapi::ErrorBody)))]
 #[allow(dead_code)]
 fn health_v1() {}
 

@@ -69,6 +69,10 @@ pub struct ScaleOptions {
     pub work_dir: Option<PathBuf>,
     /// Skip the FTS5 reference.
     pub skip_reference: bool,
+    /// codemem's store, when not the data directory's SQLite (a
+    /// PostgreSQL URL of an empty database); passed to the server in
+    /// CODEMEM_STORE.
+    pub store: Option<String>,
 }
 
 /// Figures of one system.
@@ -726,6 +730,10 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
             .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(&codemem_dir);
+        match &options.store {
+            Some(store) => command.env("CODEMEM_STORE", store),
+            None => command.env_remove("CODEMEM_STORE"),
+        };
         command
     };
     let same_task = |query: &Query, session_id: &str| {
@@ -744,7 +752,8 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
         same_task: &same_task,
     };
     let codemem = measure("codemem", &start_codemem, &codemem_dir, &workload, progress)?;
-    let evidence_items = count_evidence(&codemem_dir).unwrap_or(0);
+    let location = crate::store::StoreLocation::parse(options.store.as_deref(), &codemem_dir)?;
+    let evidence_items = count_evidence(&location).unwrap_or(0);
     let fts5 = if options.skip_reference {
         None
     } else {
@@ -794,8 +803,8 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Evidence items of every stored session record.
-fn count_evidence(data_dir: &Path) -> anyhow::Result<i64> {
-    let conn = crate::store::open_reader(data_dir)?;
+fn count_evidence(location: &crate::store::StoreLocation) -> anyhow::Result<i64> {
+    let conn = location.open_reader()?;
     Ok(crate::store::count_evidence(&conn)?)
 }
 

@@ -68,6 +68,10 @@ pub(super) enum BenchCommand {
         /// Measure codemem alone.
         #[arg(long)]
         no_reference: bool,
+        /// codemem's store: a PostgreSQL URL of an empty database (default:
+        /// SQLite in the work directory). Read from CODEMEM_STORE too.
+        #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+        store: Option<String>,
         /// Print one JSON object instead of the table.
         #[arg(long)]
         json: bool,
@@ -141,6 +145,7 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
             searches,
             work_dir,
             no_reference,
+            store,
             json,
             json_out,
         } => {
@@ -151,6 +156,7 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
                 searches: searches.max(1),
                 work_dir,
                 skip_reference: no_reference,
+                store,
             };
             crate::bench::scale::run(&options, &|line| eprintln!("bench scale: {line}")).and_then(
                 |report| {

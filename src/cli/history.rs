@@ -132,7 +132,9 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
             None,
         ),
         None => {
-            let service = match Service::open(ServiceOptions::new(&args.data_dir)) {
+            let mut options = ServiceOptions::new(&args.data_dir);
+            options.store = super::store_location(args.store.as_deref(), &args.data_dir)?;
+            let service = match Service::open(options) {
                 Ok(service) => service,
                 Err(service::ServiceError::Locked(path)) => anyhow::bail!(
                     "{} is held by a running server; import through it instead: \

@@ -89,6 +89,13 @@ struct InspectArgs {
     #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
+    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
+    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// the command line, where every local user can read it.
+    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    store: Option<String>,
+
     /// The user whose memory to show.
     #[arg(long)]
     user_id: String,
@@ -109,6 +116,13 @@ struct SearchArgs {
     /// else ~/.local/share/codemem).
     #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
+
+    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
+    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// the command line, where every local user can read it.
+    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    store: Option<String>,
 
     /// The user whose memory to search.
     #[arg(long)]
@@ -181,6 +195,13 @@ struct ImportArgs {
     #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
+    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
+    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// the command line, where every local user can read it.
+    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    store: Option<String>,
+
     /// Import through a running server's Add endpoint (e.g.
     /// http://127.0.0.1:8080) instead of writing the data directory.
     #[arg(long)]
@@ -215,6 +236,13 @@ struct McpArgs {
     #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
+    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
+    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// the command line, where every local user can read it.
+    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    store: Option<String>,
+
     /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
     /// opening the data directory.
     #[arg(long, env = "CODEMEM_SERVER")]
@@ -238,6 +266,13 @@ struct ServeArgs {
     /// command.
     #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
+
+    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
+    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// the command line, where every local user can read it.
+    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    store: Option<String>,
 
     /// API key that Add and Search require (Authorization: Bearer <key>,
     /// Authorization: Token <key> or X-Api-Key: <key>). Without any key the
@@ -340,6 +375,22 @@ struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "CODEMEM_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+}
+
+/// The store a command was given (`--store` or CODEMEM_STORE), the data
+/// directory's SQLite database by default. Warns when a password came on
+/// the command line.
+pub(crate) fn store_location(
+    store: Option<&str>,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<crate::store::StoreLocation> {
+    let location = crate::store::StoreLocation::parse(store, data_dir)?;
+    if location.has_password() && std::env::var_os("CODEMEM_STORE").is_none() {
+        tracing::warn!(
+            "--store with a password on the command line is visible to every local user (ps); set CODEMEM_STORE instead"
+        );
+    }
+    Ok(location)
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.

@@ -8,18 +8,17 @@ use crate::api;
 use crate::domain::SearchRequest;
 use crate::read::inspect;
 use crate::read::search::Searcher;
-use crate::store;
 
 pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
-    let database = args.data_dir.join(store::DATABASE_FILE);
-    if !database.exists() {
+    let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
+    if !location.exists() {
         anyhow::bail!(
             "no codemem store at {} (expected {})",
             args.data_dir.display(),
-            database.display()
+            location.describe()
         );
     }
-    let conn = store::open_reader(&args.data_dir)?;
+    let conn = location.open_reader()?;
     let mut out = String::new();
     match &args.session {
         None => {
@@ -52,7 +51,8 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
     if args.query.trim().is_empty() {
         anyhow::bail!("the query is empty");
     }
-    let searcher = Searcher::open_read_only(&args.data_dir, args.max_chars)
+    let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
+    let searcher = Searcher::open_read_only_at(&args.data_dir, location, args.max_chars)
         .with_context(|| format!("cannot search {}", args.data_dir.display()))?;
     let request = SearchRequest {
         query: args.query.clone(),

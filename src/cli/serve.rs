@@ -37,7 +37,8 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
                 args.api_key.clone(),
             )),
             None => {
-                let options = ServiceOptions::new(&args.data_dir);
+                let mut options = ServiceOptions::new(&args.data_dir);
+                options.store = super::store_location(args.store.as_deref(), &args.data_dir)?;
                 let opened = tokio::task::spawn_blocking(move || Service::open(options))
                     .await
                     .context("start-up task failed")?;
@@ -81,6 +82,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.keys_file {
         keys.add_keys_file(path)?;
     }
+    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(api::serve::tls_config(cert, key)?),
         _ => None,
@@ -92,6 +94,8 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let mut options = ServiceOptions::new(&args.data_dir);
+        let store_description = store.describe();
+        options.store = store;
         options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
         options.redact_secrets = args.redact_secrets;
         options.max_batch = args.max_batch as usize;
@@ -114,6 +118,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let scheme = if tls.is_some() { "https" } else { "http" };
         tracing::info!(
             data_dir = %args.data_dir.display(),
+            store = %store_description,
             "codemem listening on {scheme}://{address} ({auth})"
         );
         let app = api::app(

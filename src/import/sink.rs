@@ -34,7 +34,7 @@ impl DirectSink {
         service: Arc<crate::service::Service>,
         runtime: tokio::runtime::Handle,
     ) -> anyhow::Result<DirectSink> {
-        let reader = crate::store::open_reader(service.data_dir())?;
+        let reader = service.store_location().open_reader()?;
         Ok(DirectSink {
             service,
             runtime,

@@ -11,7 +11,7 @@
 //! Architecture invariant: nothing here writes.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::ReadError;
@@ -19,7 +19,7 @@ use crate::domain::{MemoryItem, SearchRequest};
 use crate::index::{self, SearchIndex};
 use crate::ingest::SessionRecord;
 use crate::rank;
-use crate::store::{self, StoreConn};
+use crate::store::{self, StoreConn, StoreLocation};
 
 /// What ranking made of a Search (see [`Searcher::explain`]).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -42,7 +42,7 @@ pub struct Explained {
 /// Searches over an index and the store's read connections.
 pub struct Searcher {
     index: Arc<SearchIndex>,
-    data_dir: PathBuf,
+    store: StoreLocation,
     /// Idle read connections. A std mutex: held only to push or pop.
     readers: Mutex<Vec<StoreConn>>,
     /// Parsed ranking profiles by document: a segment never changes, so an
@@ -74,12 +74,12 @@ const MAX_CANDIDATES_PER_FIELD: usize = 100;
 const MAX_IDLE_READERS: usize = 16;
 
 impl Searcher {
-    /// A searcher over `index` and the store in `data_dir`; answers hold
+    /// A searcher over `index` and the store at `store`; answers hold
     /// about `budget_chars` characters unless a request says otherwise.
-    pub fn new(index: Arc<SearchIndex>, data_dir: PathBuf, budget_chars: usize) -> Searcher {
+    pub fn new(index: Arc<SearchIndex>, store: StoreLocation, budget_chars: usize) -> Searcher {
         Searcher {
             index,
-            data_dir,
+            store,
             readers: Mutex::new(Vec::new()),
             profiles: Mutex::new(HashMap::new()),
             max_cached_profiles: MAX_CACHED_PROFILES,
@@ -97,14 +97,24 @@ impl Searcher {
     /// A searcher over a data directory a server built (and may still
     /// hold); errs when there is no store or no index of this version.
     pub fn open_read_only(data_dir: &Path, budget_chars: usize) -> Result<Searcher, ReadError> {
+        Searcher::open_read_only_at(
+            data_dir,
+            StoreLocation::Sqlite(data_dir.to_path_buf()),
+            budget_chars,
+        )
+    }
+
+    /// A searcher over the index of a data directory and the store at
+    /// `store` (the one the server of that directory uses).
+    pub(crate) fn open_read_only_at(
+        data_dir: &Path,
+        store: StoreLocation,
+        budget_chars: usize,
+    ) -> Result<Searcher, ReadError> {
         let index = index::open_read_only(data_dir)?;
         // Fails early, with the store's own error, when there is no store.
-        drop(store::open_reader(data_dir)?);
-        Ok(Searcher::new(
-            Arc::new(index),
-            data_dir.to_path_buf(),
-            budget_chars,
-        ))
+        drop(store.open_reader()?);
+        Ok(Searcher::new(Arc::new(index), store, budget_chars))
     }
 
     /// Answers a Search: rank the user's sessions,
@@ -327,17 +337,24 @@ impl Searcher {
         result
     }
 
-    /// A read connection from the pool, or a new one.
+    /// A read connection from the pool, or a new one. Connections the
+    /// store closed meanwhile (a PostgreSQL restart) are dropped.
     fn take_reader(&self) -> Result<StoreConn, ReadError> {
-        let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
-        match pooled {
-            Some(conn) => Ok(conn),
-            None => Ok(store::open_reader(&self.data_dir)?),
+        loop {
+            let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
+            match pooled {
+                Some(conn) if conn.is_broken() => continue,
+                Some(conn) => return Ok(conn),
+                None => return Ok(self.store.open_reader()?),
+            }
         }
     }
 
-    /// Gives a read connection back to the pool.
+    /// Gives a read connection back to the pool, unless it broke.
     fn return_reader(&self, conn: StoreConn) {
+        if conn.is_broken() {
+            return;
+        }
         if let Ok(mut pool) = self.readers.lock()
             && pool.len() < MAX_IDLE_READERS
         {

@@ -329,6 +329,13 @@ pub(super) fn store_rederived(
     tx: &StoreTx<'_>,
     sessions: &[Rederived],
 ) -> Result<usize, ServiceError> {
+    let keys: Vec<(String, String)> = sessions
+        .iter()
+        .map(|session| (session.user_id.clone(), session.session_id.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    store::lock_sessions(tx, &keys)?;
     let mut stored = 0;
     for session in sessions {
         if store::session_last_seq(tx, &session.user_id, &session.session_id)?

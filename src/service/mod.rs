@@ -33,7 +33,8 @@ use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
 use self::writer::{
-    AddAnswer, AddJob, WriteJob, WriterLimits, WriterReports, forget_deleted, writer_loop,
+    AddAnswer, AddJob, WriteJob, WriterHome, WriterLimits, WriterReports, forget_deleted,
+    writer_loop,
 };
 use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
 use crate::index::{self, IndexError, OpenState, SearchIndex};
@@ -42,7 +43,7 @@ use crate::rank;
 use crate::read::ReadError;
 use crate::read::inspect::{self, SessionDetail, SessionSummary};
 use crate::read::search::{Explained, Searcher};
-use crate::store::{self, StoreError};
+use crate::store::{self, StoreError, StoreLocation};
 use crate::time::now_ms;
 
 /// Errors of the service, as its callers need to tell them apart.
@@ -119,8 +120,12 @@ impl From<ReadError> for ServiceError {
 /// Knobs of the service.
 #[derive(Debug, Clone)]
 pub struct ServiceOptions {
-    /// Where the store and the index live.
+    /// Where the index and the lock file live (and the store, when it is
+    /// SQLite).
     pub data_dir: PathBuf,
+    /// Where the store is: the data directory's SQLite database unless
+    /// told otherwise.
+    pub store: StoreLocation,
     /// The most Adds written in one group commit.
     pub max_batch: usize,
     /// The most Adds waiting for the writer before senders wait.
@@ -157,8 +162,10 @@ const MAX_DERIVE_ATTEMPTS: usize = 3;
 impl ServiceOptions {
     /// Defaults for a data directory.
     pub fn new(data_dir: impl Into<PathBuf>) -> ServiceOptions {
+        let data_dir = data_dir.into();
         ServiceOptions {
-            data_dir: data_dir.into(),
+            store: StoreLocation::Sqlite(data_dir.clone()),
+            data_dir,
             max_batch: 256,
             queue_capacity: 1024,
             search_budget_chars: rank::assemble::DEFAULT_BUDGET_CHARS,
@@ -172,8 +179,14 @@ impl ServiceOptions {
 /// What a health check reports.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Health {
-    /// `ok` when the writer is running.
+    /// `ok` when the writer is running and the store answers; `stopping`
+    /// when the writer is gone; `store unreachable` when the store does
+    /// not answer.
     pub status: &'static str,
+    /// The store's backend: `sqlite` or `postgres`.
+    pub store: &'static str,
+    /// Whether the store answered a query just now.
+    pub store_reachable: bool,
     /// Highest sequence number committed to the index.
     pub indexed_seq: i64,
     /// Documents visible to searches.
@@ -185,6 +198,7 @@ pub struct Service {
     redact_secrets: bool,
     searcher: Arc<Searcher>,
     data_dir: PathBuf,
+    store: StoreLocation,
     search_index: Arc<SearchIndex>,
     /// Guarded by a std mutex: held only to clone or take the sender,
     /// never across an await.
@@ -239,6 +253,9 @@ pub struct ServiceFigures {
     pub sessions_per_user: Vec<i64>,
 }
 
+/// How long a health check waits for the store to answer.
+const HEALTH_STORE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Lock file that keeps two processes off one data directory.
 pub const LOCK_FILE: &str = "LOCK";
 
@@ -286,7 +303,7 @@ impl Service {
         if let Err(error) = warm_up {
             tracing::warn!(%error, "cannot start the warm-up thread; queries compile on first use");
         }
-        let mut conn = store::open_writer(&data_dir)?;
+        let mut conn = options.store.open_writer()?;
         let (search_index, mut writer, state) = index::open(&data_dir)?;
         let search_index = Arc::new(search_index);
         let stored_seq = store::last_seq(&conn)?;
@@ -324,6 +341,7 @@ impl Service {
         let writer_metrics = Arc::new(WriterMetrics::default());
         let thread_metrics = Arc::clone(&writer_metrics);
         let thread_data_dir = data_dir.clone();
+        let thread_store = options.store.clone();
         let limits = WriterLimits {
             max_batch: options.max_batch.max(1),
             max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
@@ -332,7 +350,10 @@ impl Service {
             .name("codemem-writer".to_string())
             .spawn(move || {
                 writer_loop(
-                    &thread_data_dir,
+                    WriterHome {
+                        data_dir: &thread_data_dir,
+                        store: &thread_store,
+                    },
                     receiver,
                     conn,
                     writer,
@@ -358,20 +379,18 @@ impl Service {
                 .clamp(2, MAX_EXTRACT_THREADS),
         )
         .map_err(io_error)?;
-        let rederivation = Rederivation::start(
-            data_dir.clone(),
-            sender.clone(),
-            Arc::clone(&writer_metrics),
-        )?;
+        let rederivation =
+            Rederivation::start(&options.store, sender.clone(), Arc::clone(&writer_metrics))?;
 
         Ok(Arc::new(Service {
             redact_secrets: options.redact_secrets,
             searcher: Arc::new(Searcher::new(
                 Arc::clone(&search_index),
-                data_dir.clone(),
+                options.store.clone(),
                 options.search_budget_chars,
             )),
             data_dir,
+            store: options.store,
             search_index,
             sender: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
@@ -588,15 +607,36 @@ impl Service {
         .await
     }
 
-    /// Health: the writer runs and what the index holds.
-    pub fn health(&self) -> Health {
+    /// Health: the writer runs, the store answers (one query on a read
+    /// connection, within [`HEALTH_STORE_TIMEOUT`]), and what the index
+    /// holds.
+    pub async fn health(self: &Arc<Self>) -> Health {
         let writer_running = self
             .writer_thread
             .lock()
             .map(|thread| thread.as_ref().is_some_and(|handle| !handle.is_finished()))
             .unwrap_or(false);
+        let probe = self
+            .on_blocking_pool(|searcher| searcher.with_reader(|conn| Ok(store::last_seq(conn)?)));
+        let store_reachable = match tokio::time::timeout(HEALTH_STORE_TIMEOUT, probe).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "health: the store does not answer");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("health: the store did not answer in time");
+                false
+            }
+        };
         Health {
-            status: if writer_running { "ok" } else { "stopping" },
+            status: match (writer_running, store_reachable) {
+                (false, _) => "stopping",
+                (true, false) => "store unreachable",
+                (true, true) => "ok",
+            },
+            store: self.store.backend(),
+            store_reachable,
             indexed_seq: self.search_index.visible_seq(),
             num_docs: self.search_index.num_docs(),
         }
@@ -649,6 +689,11 @@ impl Service {
     /// The data directory this service holds.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// Where this service's store is.
+    pub fn store_location(&self) -> &StoreLocation {
+        &self.store
     }
 
     /// Stops taking Adds, lets the writer finish every queued one, and

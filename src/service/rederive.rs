@@ -7,7 +7,6 @@
 //! keep answering throughout (from the older records until then). Progress
 //! goes to the log and to `/metrics`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -18,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::derive::{EXTRACTOR_VERSION, rederive};
 use super::writer::WriteJob;
 use super::{ServiceError, WriterMetrics};
-use crate::store;
+use crate::store::{self, StoreLocation};
 
 /// Sessions derived again and handed to the writer together (one store
 /// transaction and one index commit per group).
@@ -38,11 +37,11 @@ impl Rederivation {
     /// `data_dir`'s store through the writer behind `writer`; `None` when
     /// every record is current.
     pub(super) fn start(
-        data_dir: PathBuf,
+        store: &StoreLocation,
         writer: mpsc::Sender<WriteJob>,
         metrics: Arc<WriterMetrics>,
     ) -> Result<Option<Rederivation>, ServiceError> {
-        let conn = store::open_reader(&data_dir)?;
+        let conn = store.open_reader()?;
         let outdated = store::count_sessions_derived_before(&conn, EXTRACTOR_VERSION)?;
         if outdated == 0 {
             return Ok(None);
@@ -68,10 +67,7 @@ impl Rederivation {
                     }
                 }
             })
-            .map_err(|source| ServiceError::DataDir {
-                path: data_dir,
-                source,
-            })?;
+            .map_err(|source| ServiceError::Task(format!("cannot start a thread: {source}")))?;
         Ok(Some(Rederivation { stop, thread }))
     }
 

@@ -30,7 +30,7 @@ use super::derive::{
 use super::{ServiceError, WriterMetrics};
 use crate::domain::{AddOutcome, AddRequest};
 use crate::index::{IndexWriterHandle, SearchIndex};
-use crate::store::{self, Admission, StoreConn, StoreError, StoreTx, StoredMessage};
+use crate::store::{self, Admission, StoreConn, StoreError, StoreLocation, StoreTx, StoredMessage};
 use crate::time::now_ms;
 
 /// What the writer answers an Add.
@@ -99,10 +99,18 @@ pub(super) struct WriterLimits {
     pub(super) max_session_bytes: i64,
 }
 
+/// Where the writer's data lives.
+pub(super) struct WriterHome<'a> {
+    /// The data directory (the index is closed there at the end).
+    pub(super) data_dir: &'a Path,
+    /// The store, reconnected to when its connection breaks.
+    pub(super) store: &'a StoreLocation,
+}
+
 /// The writer thread's loop: takes jobs until every sender is gone, then
 /// closes the index (synced, marked clean).
 pub(super) fn writer_loop(
-    data_dir: &Path,
+    home: WriterHome<'_>,
     mut receiver: mpsc::Receiver<WriteJob>,
     mut conn: StoreConn,
     mut writer: IndexWriterHandle,
@@ -110,6 +118,10 @@ pub(super) fn writer_loop(
     reports: WriterReports<'_>,
     limits: WriterLimits,
 ) {
+    let WriterHome {
+        data_dir,
+        store: location,
+    } = home;
     let WriterLimits {
         max_batch,
         max_session_bytes,
@@ -156,6 +168,9 @@ pub(super) fn writer_loop(
                 }
                 Err(_) => break,
             }
+        }
+        if !batch.is_empty() || !sliced.is_empty() || deletion.is_some() {
+            reconnect_if_broken(&mut conn, location);
         }
         let started = std::time::Instant::now();
         if !batch.is_empty() {
@@ -225,6 +240,23 @@ pub(super) fn writer_loop(
     }
 }
 
+/// Opens a new connection in place of one the store closed (a PostgreSQL
+/// restart or a network failure). When the store is still unreachable the
+/// broken connection stays, the jobs of this turn fail (an Add answers 503
+/// with Retry-After, nothing stored), and the next turn tries again.
+fn reconnect_if_broken(conn: &mut StoreConn, location: &StoreLocation) {
+    if !conn.is_broken() {
+        return;
+    }
+    match location.open_writer() {
+        Ok(fresh) => {
+            tracing::info!(store = %location.describe(), "store connection restored");
+            *conn = fresh;
+        }
+        Err(error) => tracing::warn!(%error, "store still unreachable"),
+    }
+}
+
 /// How [`write_batch`] writes.
 #[derive(Debug, Clone, Copy)]
 struct BatchOptions {
@@ -249,6 +281,13 @@ fn write_batch(
     let started = std::time::Instant::now();
     let admitted: Result<Vec<Verdict>, ServiceError> = (|| {
         let tx = conn.transaction()?;
+        // Other processes may write the same database: each session's
+        // checks below hold until the commit.
+        let sessions: BTreeSet<(String, String)> = batch
+            .iter()
+            .map(|job| (job.request.user_id.clone(), job.request.session_id.clone()))
+            .collect();
+        store::lock_sessions(&tx, &sessions.into_iter().collect::<Vec<_>>())?;
         let mut verdicts = Vec::with_capacity(batch.len());
         // In queue order: an Add's check sees the records of the Adds
         // before it in the group.
@@ -274,7 +313,11 @@ fn write_batch(
                     .reply
                     .send(Err(ServiceError::WriteFailed(reason.clone())));
             }
-            return !options.replace;
+            // A commit whose answer was lost (the connection dropped
+            // during COMMIT) may have stored the group after all: the next
+            // turn catches the index up from its committed sequence number
+            // instead of indexing only its own Adds.
+            return false;
         }
     };
     let stored = started.elapsed();

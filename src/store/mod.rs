@@ -27,15 +27,12 @@
 //! Architecture invariant: this module knows nothing of HTTP, tantivy or
 //! ranking. It is called from blocking threads only.
 
-// Constructed by the conformance suite until `serve` takes a PostgreSQL
-// store (issue 19's next step).
-#[cfg_attr(not(test), allow(dead_code))]
 mod postgres;
 mod sqlite;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::domain::{AddRequest, Role};
 
@@ -86,7 +83,6 @@ pub enum StoreConn {
     /// The embedded SQLite database of a data directory.
     Sqlite(rusqlite::Connection),
     /// A PostgreSQL database.
-    #[cfg_attr(not(test), allow(dead_code))]
     Postgres(Box<postgres::PgConn>),
 }
 
@@ -163,6 +159,130 @@ impl std::ops::Deref for StoreTx<'_> {
     }
 }
 
+/// Where the store is: the one place a command says which backend holds
+/// its data. SQLite in the data directory is the default; a PostgreSQL
+/// URL (`postgres://` or `postgresql://`) names a database instead, while
+/// the data directory keeps the index (a cache) and the lock file.
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// `codemem.sqlite3` inside this data directory.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, by connection URL (it may hold a password:
+    /// shown only through [`StoreLocation::describe`]).
+    Postgres(String),
+}
+
+impl std::fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// Why a store location was not understood.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown store {0:?}: give `sqlite` (the data directory's database) or a postgres:// URL")]
+pub struct UnknownStore(pub String);
+
+impl StoreLocation {
+    /// The location a command was given: `None`, empty or `sqlite` is the
+    /// data directory's SQLite database; a `postgres://` or
+    /// `postgresql://` URL a PostgreSQL database.
+    pub fn parse(given: Option<&str>, data_dir: &Path) -> Result<StoreLocation, UnknownStore> {
+        let given = given.map(str::trim).unwrap_or_default();
+        if given.is_empty() || given.eq_ignore_ascii_case("sqlite") {
+            return Ok(StoreLocation::Sqlite(data_dir.to_path_buf()));
+        }
+        let lower = given.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            return Ok(StoreLocation::Postgres(given.to_string()));
+        }
+        Err(UnknownStore(postgres::redact(given)))
+    }
+
+    /// The backend's name: `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            StoreLocation::Sqlite(_) => "sqlite",
+            StoreLocation::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The location for logs and errors: the SQLite file's path, or the
+    /// URL with any password redacted.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreLocation::Sqlite(data_dir) => data_dir.join(DATABASE_FILE).display().to_string(),
+            StoreLocation::Postgres(url) => postgres::redact(url),
+        }
+    }
+
+    /// Whether a URL given on the command line carries a password (which
+    /// every local user can read there).
+    pub fn has_password(&self) -> bool {
+        match self {
+            StoreLocation::Sqlite(_) => false,
+            StoreLocation::Postgres(url) => postgres::redact(url) != *url,
+        }
+    }
+
+    /// Whether the store exists already (a PostgreSQL database is assumed
+    /// to: connecting tells).
+    pub fn exists(&self) -> bool {
+        match self {
+            StoreLocation::Sqlite(data_dir) => data_dir.join(DATABASE_FILE).exists(),
+            StoreLocation::Postgres(_) => true,
+        }
+    }
+
+    /// Opens the writer's connection, schema created or migrated.
+    pub fn open_writer(&self) -> Result<StoreConn, StoreError> {
+        match self {
+            StoreLocation::Sqlite(data_dir) => open_writer(data_dir),
+            StoreLocation::Postgres(url) => Ok(StoreConn::Postgres(Box::new(
+                postgres::PgConn::open(url, None, true)?,
+            ))),
+        }
+    }
+
+    /// Opens a read-only connection (one per blocking thread that reads).
+    pub fn open_reader(&self) -> Result<StoreConn, StoreError> {
+        match self {
+            StoreLocation::Sqlite(data_dir) => open_reader(data_dir),
+            StoreLocation::Postgres(url) => {
+                let conn = postgres::PgConn::open(url, None, false)?;
+                conn.batch("SET default_transaction_read_only = on")?;
+                Ok(StoreConn::Postgres(Box::new(conn)))
+            }
+        }
+    }
+}
+
+impl StoreConn {
+    /// Whether the connection is gone (PostgreSQL closed it, or the
+    /// network did): it is then dropped and a new one opened.
+    pub fn is_broken(&self) -> bool {
+        match self {
+            StoreConn::Sqlite(_) => false,
+            StoreConn::Postgres(conn) => conn.is_closed(),
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether the store could not be reached (as opposed to a statement
+    /// that failed): the request may succeed once it is back.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::PostgresUnavailable { .. } => true,
+            StoreError::Postgres(error) => postgres::is_connection_error(error),
+            StoreError::Sqlite(_)
+            | StoreError::SchemaTooNew { .. }
+            | StoreError::Corrupt(_)
+            | StoreError::TransactionAborted => false,
+        }
+    }
+}
+
 /// Opens the SQLite database of `data_dir` for the one writer: WAL,
 /// `synchronous=FULL`, schema created or migrated.
 pub fn open_writer(data_dir: &Path) -> Result<StoreConn, StoreError> {
@@ -229,6 +349,17 @@ pub fn admit(
     stored_at_ms: i64,
 ) -> Result<Admission, StoreError> {
     dispatch!(tx.conn, admit(request, body_sha256, stored_at_ms))
+}
+
+/// Locks these `(user_id, session_id)` for the rest of the writer's
+/// transaction, so that a session's check-then-insert (is the request
+/// known, is the session within its limit, did it move on since its record
+/// was derived) holds while other processes write the same database. Call
+/// it first in the transaction, with every session the transaction will
+/// write: the locks are taken in one order, and [`admit`] takes the
+/// sequence lock only after them.
+pub fn lock_sessions(tx: &StoreTx<'_>, sessions: &[(String, String)]) -> Result<(), StoreError> {
+    dispatch!(tx.conn, lock_sessions(sessions))
 }
 
 /// A stored message with the ids that trace it back to its Add.

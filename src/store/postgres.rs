@@ -30,12 +30,17 @@ use crate::domain::{AddRequest, Role};
 /// take `&self` like SQLite's (the client is borrowed for one statement at
 /// a time); a transaction is `BEGIN` ... `COMMIT` on the same session.
 pub struct PgConn {
-    client: RefCell<Client>,
+    /// `None` only while the connection is dropped (see its `Drop`).
+    client: RefCell<Option<Client>>,
+    /// The URL, password redacted, for errors.
+    url: String,
     statements: RefCell<HashMap<String, Statement>>,
     /// Inside `BEGIN`: whether a statement failed since (PostgreSQL then
     /// rolls back on `COMMIT` without an error, so the commit must know).
     in_transaction: Cell<bool>,
     transaction_failed: Cell<bool>,
+    /// The transaction holds the sequence lock (see [`lock_sequence`]).
+    sequence_locked: Cell<bool>,
 }
 
 /// `url` with any password replaced by `***`, for errors and logs: the
@@ -75,7 +80,39 @@ pub fn redact(url: &str) -> String {
     redacted
 }
 
+/// How long a connection attempt waits unless the URL says
+/// (`connect_timeout`).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether an error means the connection is gone or the server cannot
+/// serve now (shutting down, starting, a connection exception), rather
+/// than a statement that failed.
+pub fn is_connection_error(error: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    if error.is_closed() {
+        return true;
+    }
+    if let Some(code) = error.code() {
+        return code.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(code);
+    }
+    // No SQLSTATE: the socket failed (an IO error), or the connection
+    // could not be made.
+    std::error::Error::source(error).is_some_and(|source| source.is::<std::io::Error>())
+}
+
 impl PgConn {
+    /// Whether the connection is closed (the server or the network ended
+    /// it).
+    pub fn is_closed(&self) -> bool {
+        self.client.borrow().as_ref().is_none_or(Client::is_closed)
+    }
+
     /// Connects to `url` (a `postgres://` URL or a key-value connection
     /// string), optionally into `schema` (created when missing), and
     /// migrates the schema when `migrate` is set.
@@ -84,13 +121,20 @@ impl PgConn {
             url: redact(url),
             reason: error.to_string(),
         };
-        let config: postgres::Config = url.parse().map_err(unavailable)?;
+        let mut config: postgres::Config = url.parse().map_err(unavailable)?;
+        if config.get_connect_timeout().is_none() {
+            // An unreachable host fails an Add or a health check in
+            // seconds, not after the operating system's TCP timeout.
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
         let client = config.connect(NoTls).map_err(unavailable)?;
         let conn = PgConn {
-            client: RefCell::new(client),
+            client: RefCell::new(Some(client)),
+            url: redact(url),
             statements: RefCell::new(HashMap::new()),
             in_transaction: Cell::new(false),
             transaction_failed: Cell::new(false),
+            sequence_locked: Cell::new(false),
         };
         if let Some(schema) = schema {
             let quoted = quote_identifier(schema);
@@ -104,6 +148,16 @@ impl PgConn {
         Ok(conn)
     }
 
+    /// The client, borrowed for one statement.
+    fn client(&self) -> Result<std::cell::RefMut<'_, Client>, StoreError> {
+        std::cell::RefMut::filter_map(self.client.borrow_mut(), Option::as_mut).map_err(|_| {
+            StoreError::PostgresUnavailable {
+                url: self.url.clone(),
+                reason: "the connection is closed".to_string(),
+            }
+        })
+    }
+
     fn note<T>(&self, result: Result<T, postgres::Error>) -> Result<T, StoreError> {
         if result.is_err() && self.in_transaction.get() {
             self.transaction_failed.set(true);
@@ -112,7 +166,7 @@ impl PgConn {
     }
 
     pub(super) fn batch(&self, sql: &str) -> Result<(), StoreError> {
-        let result = self.client.borrow_mut().batch_execute(sql);
+        let result = self.client()?.batch_execute(sql);
         self.note(result)
     }
 
@@ -120,7 +174,7 @@ impl PgConn {
         if let Some(statement) = self.statements.borrow().get(sql) {
             return Ok(statement.clone());
         }
-        let result = self.client.borrow_mut().prepare(sql);
+        let result = self.client()?.prepare(sql);
         let statement = self.note(result)?;
         self.statements
             .borrow_mut()
@@ -130,7 +184,7 @@ impl PgConn {
 
     fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
         let statement = self.prepared(sql)?;
-        let result = self.client.borrow_mut().query(&statement, params);
+        let result = self.client()?.query(&statement, params);
         self.note(result)
     }
 
@@ -140,19 +194,19 @@ impl PgConn {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, StoreError> {
         let statement = self.prepared(sql)?;
-        let result = self.client.borrow_mut().query_opt(&statement, params);
+        let result = self.client()?.query_opt(&statement, params);
         self.note(result)
     }
 
     fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, StoreError> {
         let statement = self.prepared(sql)?;
-        let result = self.client.borrow_mut().query_one(&statement, params);
+        let result = self.client()?.query_one(&statement, params);
         self.note(result)
     }
 
     fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<usize, StoreError> {
         let statement = self.prepared(sql)?;
-        let result = self.client.borrow_mut().execute(&statement, params);
+        let result = self.client()?.execute(&statement, params);
         let rows = self.note(result)?;
         Ok(usize::try_from(rows).unwrap_or(usize::MAX))
     }
@@ -167,6 +221,7 @@ impl PgConn {
         })?;
         self.in_transaction.set(true);
         self.transaction_failed.set(false);
+        self.sequence_locked.set(false);
         Ok(PgTx {
             conn: self,
             open: true,
@@ -210,6 +265,28 @@ impl PgConn {
             )?;
         }
         tx.commit()
+    }
+}
+
+impl Drop for PgConn {
+    /// The synchronous client closes its connection by blocking on its own
+    /// runtime, which panics on a thread that drives async tasks (a service
+    /// dropped at the end of `main`'s runtime, with its pooled readers):
+    /// there, the client is closed on a thread of its own.
+    fn drop(&mut self) {
+        let Some(client) = self.client.get_mut().take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            drop(client);
+            return;
+        }
+        if let Err(error) = std::thread::Builder::new()
+            .name("codemem-pg-close".to_string())
+            .spawn(move || drop(client))
+        {
+            tracing::warn!(%error, "cannot start a thread to close a postgres connection");
+        }
     }
 }
 
@@ -352,6 +429,65 @@ pub(super) fn session_content_bytes(
     )
 }
 
+/// The key of the transaction-scoped advisory lock that writers take
+/// before their first sequence number (the single-key space; session locks
+/// use the two-key space, which does not overlap it).
+const SEQUENCE_LOCK_KEY: i64 = 7303174651193360002;
+
+/// Takes the sequence lock for the rest of the transaction, once: a
+/// writer that takes sequence numbers holds it until it commits or rolls
+/// back, so writers commit in the order of their sequence numbers and a
+/// reader that sees seq N sees every committed seq below N ("everything
+/// after seq N" never skips a row that commits late). The cost: writer
+/// transactions of every process sharing the database are serialised from
+/// their first insert to their commit, one commit (WAL flush) at a time.
+fn lock_sequence(tx: &PgConn) -> Result<(), StoreError> {
+    if tx.sequence_locked.get() {
+        return Ok(());
+    }
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SEQUENCE_LOCK_KEY])?;
+    tx.sequence_locked.set(tx.in_transaction.get());
+    Ok(())
+}
+
+/// Locks these sessions for the rest of the transaction (an advisory lock
+/// per `(user_id, session_id)`, by the hashes of both), in one order every
+/// writer follows, so that two processes never interleave a session's
+/// check-then-insert and never deadlock on each other's sessions.
+pub(super) fn lock_sessions(tx: &PgConn, sessions: &[(String, String)]) -> Result<(), StoreError> {
+    if sessions.is_empty() {
+        return Ok(());
+    }
+    let (user_ids, session_ids): (Vec<&str>, Vec<&str>) = sessions
+        .iter()
+        .map(|(user_id, session_id)| (user_id.as_str(), session_id.as_str()))
+        .unzip();
+    // The subquery is sorted and fenced (OFFSET 0), so the locks are taken
+    // in key order.
+    tx.query(
+        "SELECT pg_advisory_xact_lock(k.user_key, k.session_key) FROM (
+             SELECT DISTINCT hashtext(u) AS user_key, hashtext(s) AS session_key
+             FROM UNNEST($1::TEXT[], $2::TEXT[]) AS t (u, s)
+             ORDER BY 1, 2 OFFSET 0
+         ) k",
+        &[&user_ids, &session_ids],
+    )?;
+    Ok(())
+}
+
+/// Locks every stored session of a user, as [`lock_sessions`] does.
+fn lock_user_sessions(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
+    tx.query(
+        "SELECT pg_advisory_xact_lock(k.user_key, k.session_key) FROM (
+             SELECT DISTINCT hashtext(user_id) AS user_key, hashtext(session_id) AS session_key
+             FROM requests WHERE user_id = $1
+             ORDER BY 1, 2 OFFSET 0
+         ) k",
+        &[&user_id],
+    )?;
+    Ok(())
+}
+
 pub(super) fn admit(
     tx: &PgConn,
     request: &AddRequest,
@@ -361,6 +497,7 @@ pub(super) fn admit(
     if let Some(prior) = prior_admission(tx, request, body_sha256)? {
         return Ok(prior);
     }
+    lock_sequence(tx)?;
     let inserted = tx.query_opt(
         "INSERT INTO requests (user_id, request_id, session_id, body_sha256, num_messages, stored_at_ms, content_bytes)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -717,6 +854,9 @@ pub(super) fn session_first_source(
 }
 
 pub(super) fn delete_user(tx: &PgConn, user_id: &str) -> Result<Deleted, StoreError> {
+    // An Add of another process checked against a session's messages either
+    // commits before the deletion or finds its session gone.
+    lock_user_sessions(tx, user_id)?;
     let messages = tx.execute("DELETE FROM messages WHERE user_id = $1", &[&user_id])?;
     let sessions = tx.execute("DELETE FROM sessions WHERE user_id = $1", &[&user_id])?;
     let requests = tx.execute("DELETE FROM requests WHERE user_id = $1", &[&user_id])?;
@@ -732,10 +872,16 @@ pub(super) fn delete_user(tx: &PgConn, user_id: &str) -> Result<Deleted, StoreEr
 }
 
 pub(super) fn purge_sessions_before(tx: &PgConn, cutoff_ms: i64) -> Result<Deleted, StoreError> {
-    let old = pairs(tx.query(
-        "SELECT user_id, session_id FROM sessions WHERE updated_at_ms < $1",
-        &[&cutoff_ms],
-    )?)?;
+    let select_old = || {
+        pairs(tx.query(
+            "SELECT user_id, session_id FROM sessions WHERE updated_at_ms < $1",
+            &[&cutoff_ms],
+        )?)
+    };
+    // Locked as an Add locks them, then read again: a session another
+    // process added to meanwhile is no longer old.
+    lock_sessions(tx, &select_old()?)?;
+    let old = select_old()?;
     if old.is_empty() {
         return Ok(Deleted::default());
     }

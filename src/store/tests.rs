@@ -716,3 +716,153 @@ fn postgres_commit_after_a_failed_statement_rolls_back() {
     store(&mut backend.conn, &request);
     assert!(last_seq(&backend.conn).unwrap() > 0);
 }
+
+#[test]
+fn a_store_location_is_sqlite_by_default_or_a_postgres_url() {
+    let dir = std::path::Path::new("/data/codemem");
+    for given in [None, Some(""), Some("  "), Some("sqlite"), Some("SQLite")] {
+        assert_eq!(
+            StoreLocation::parse(given, dir).unwrap(),
+            StoreLocation::Sqlite(dir.to_path_buf()),
+            "{given:?}"
+        );
+    }
+    let url = "postgres://codemem:s3cret@db.example/codemem";
+    let location = StoreLocation::parse(Some(url), dir).unwrap();
+    assert_eq!(location, StoreLocation::Postgres(url.to_string()));
+    assert_eq!(location.backend(), "postgres");
+    assert!(location.has_password());
+    assert_eq!(
+        location.describe(),
+        "postgres://codemem:***@db.example/codemem"
+    );
+    assert!(!format!("{location:?}").contains("s3cret"));
+    let without = StoreLocation::parse(Some("postgresql://codemem@db/codemem"), dir).unwrap();
+    assert!(!without.has_password());
+    assert_eq!(
+        StoreLocation::Sqlite(dir.to_path_buf()).describe(),
+        "/data/codemem/codemem.sqlite3"
+    );
+    let unknown = StoreLocation::parse(Some("mysql://u:pw@host/db"), dir).expect_err("refused");
+    assert!(unknown.to_string().contains("postgres://"), "{unknown}");
+    assert!(!unknown.to_string().contains("pw@"), "{unknown}");
+}
+
+#[test]
+fn a_closed_postgres_connection_is_broken_and_its_errors_mean_unavailable() {
+    let Some(backend) = postgres("closed_connection") else {
+        return;
+    };
+    assert!(!backend.conn.is_broken());
+    let StoreConn::Postgres(pg) = &backend.conn else {
+        unreachable!("a PostgreSQL backend");
+    };
+    // The server ends this session, as a restart would.
+    let error = pg
+        .batch("SELECT pg_terminate_backend(pg_backend_pid())")
+        .expect_err("the session is gone");
+    assert!(error.is_unavailable(), "{error}");
+    let error = last_seq(&backend.conn).expect_err("closed");
+    assert!(error.is_unavailable(), "{error}");
+    assert!(backend.conn.is_broken());
+    // A statement that fails on a live connection is not unavailability.
+    let Some(live) = postgres("live_connection") else {
+        return;
+    };
+    let StoreConn::Postgres(pg) = &live.conn else {
+        unreachable!("a PostgreSQL backend");
+    };
+    let error = pg
+        .batch("SELECT no_such_column FROM requests")
+        .expect_err("fails");
+    assert!(!error.is_unavailable(), "{error}");
+}
+
+/// A second connection to a PostgreSQL backend's schema, as another
+/// process would open it.
+fn second_connection(backend: &Backend) -> StoreConn {
+    let (url, schema) = backend.schema.clone().expect("a PostgreSQL backend");
+    StoreConn::Postgres(Box::new(
+        postgres::PgConn::open(&url, Some(&schema), false).expect("second connection"),
+    ))
+}
+
+/// Whether `finished` hears nothing for a moment: the other writer waits.
+fn still_waiting(finished: &std::sync::mpsc::Receiver<i64>) -> bool {
+    matches!(
+        finished.recv_timeout(std::time::Duration::from_millis(300)),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+    )
+}
+
+#[test]
+fn postgres_writers_of_two_processes_commit_in_sequence_order() {
+    let Some(mut first) = postgres("sequence_order") else {
+        return;
+    };
+    let mut second = second_connection(&first);
+    let reader = second_connection(&first);
+    let a = add("u1", "a", "s1", &["first writer"]);
+    let tx = first.conn.transaction().unwrap();
+    let Admission::Inserted { seq: seq_a } = admit(&tx, &a, &a.body_sha256(), 1).unwrap() else {
+        panic!("a new Add");
+    };
+    // A second writer (another session, another process) takes the next
+    // sequence number only once the first has committed.
+    let (finished, heard) = std::sync::mpsc::channel();
+    let other = std::thread::spawn(move || {
+        let b = add("u2", "b", "s2", &["second writer"]);
+        let seq = store(&mut second, &b);
+        finished.send(seq).unwrap();
+    });
+    assert!(still_waiting(&heard), "the second writer did not wait");
+    assert!(messages_after(&reader, 0, 10).unwrap().is_empty());
+    tx.commit().unwrap();
+    let seq_b = heard
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    other.join().unwrap();
+    assert!(seq_b > seq_a);
+    let seqs: Vec<i64> = messages_after(&reader, 0, 10)
+        .unwrap()
+        .iter()
+        .map(|message| message.seq)
+        .collect();
+    assert_eq!(seqs, vec![seq_a, seq_b]);
+}
+
+#[test]
+fn postgres_session_locks_hold_a_sessions_checks_until_commit() {
+    let Some(mut first) = postgres("session_locks") else {
+        return;
+    };
+    let mut second = second_connection(&first);
+    let tx = first.conn.transaction().unwrap();
+    let key = ("u1".to_string(), "s1".to_string());
+    lock_sessions(&tx, std::slice::from_ref(&key)).unwrap();
+    // The first writer reads the session and stores an Add to it.
+    assert_eq!(session_last_seq(&tx, "u1", "s1").unwrap(), 0);
+    let a = add("u1", "a", "s1", &["one"]);
+    let Admission::Inserted { seq } = admit(&tx, &a, &a.body_sha256(), 1).unwrap() else {
+        panic!("a new Add");
+    };
+    upsert_session(&tx, &record("u1", "s1", seq, 1)).unwrap();
+    let (finished, heard) = std::sync::mpsc::channel();
+    let other = std::thread::spawn(move || {
+        let tx = second.transaction().unwrap();
+        // Another session of the same user is not held up.
+        lock_sessions(&tx, &[("u1".to_string(), "s0".to_string())]).unwrap();
+        lock_sessions(&tx, &[("u1".to_string(), "s1".to_string())]).unwrap();
+        // Past the lock, the other process's Add is visible.
+        let last = session_last_seq(&tx, "u1", "s1").unwrap();
+        tx.commit().unwrap();
+        finished.send(last).unwrap();
+    });
+    assert!(still_waiting(&heard), "the second writer did not wait");
+    tx.commit().unwrap();
+    let seen = heard
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    other.join().unwrap();
+    assert_eq!(seen, seq);
+}

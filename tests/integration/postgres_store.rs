@@ -1,0 +1,376 @@
+//! The real binary on a PostgreSQL store (`serve --store postgres://...`):
+//! Adds and Searches, a restart on an empty data directory (the index
+//! rebuilt from PostgreSQL), a user deletion, and an outage of the
+//! database. Each test in a fresh schema of the database named by
+//! `CODEMEM_TEST_POSTGRES`; skipped, with a note, when it is not set.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::{ServerProcess, add_body, data_dir, http_request};
+
+const POSTGRES_URL_VAR: &str = "CODEMEM_TEST_POSTGRES";
+
+/// A fresh schema in the test database, dropped at the end; its `url`
+/// puts the server's tables there (`options=-csearch_path=...`).
+struct Schema {
+    base_url: String,
+    name: String,
+    url: String,
+}
+
+impl Schema {
+    fn create(test: &str) -> Option<Schema> {
+        let Ok(base_url) = std::env::var(POSTGRES_URL_VAR) else {
+            eprintln!("{test}: skipped ({POSTGRES_URL_VAR} is not set)");
+            return None;
+        };
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "codemem_it_{}_{}_{test}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut client = postgres::Client::connect(&base_url, postgres::NoTls)
+            .unwrap_or_else(|error| panic!("{POSTGRES_URL_VAR}: {error}"));
+        client
+            .batch_execute(&format!("CREATE SCHEMA \"{name}\""))
+            .expect("create schema");
+        let separator = if base_url.contains('?') { '&' } else { '?' };
+        let url = format!("{base_url}{separator}options=-csearch_path%3D{name}");
+        Some(Schema {
+            base_url,
+            name,
+            url,
+        })
+    }
+
+    /// The same schema through another host and port (a proxy).
+    fn url_via(&self, port: u16) -> String {
+        let parsed: postgres::Config = self.base_url.parse().expect("test URL");
+        let user = parsed.get_user().expect("a user in the test URL");
+        let password = parsed
+            .get_password()
+            .map(|password| format!(":{}", String::from_utf8_lossy(password)))
+            .unwrap_or_default();
+        let dbname = parsed.get_dbname().expect("a database in the test URL");
+        format!(
+            "postgres://{user}{password}@127.0.0.1:{port}/{dbname}?options=-csearch_path%3D{}",
+            self.name
+        )
+    }
+
+    fn count(&self, sql: &str) -> i64 {
+        let mut client = postgres::Client::connect(&self.url, postgres::NoTls).expect("connect");
+        client.query_one(sql, &[]).expect("query").get(0)
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if let Ok(mut client) = postgres::Client::connect(&self.base_url, postgres::NoTls) {
+            let _ =
+                client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name));
+        }
+    }
+}
+
+fn search(server: &ServerProcess, user_id: &str, query: &str) -> Vec<serde_json::Value> {
+    let (status, body) = server.request(
+        "POST",
+        "/search",
+        Some(&serde_json::json!({"query": query, "user_id": user_id, "top_k": 10})),
+    );
+    assert_eq!(status, 200, "{body}");
+    body["data"].as_array().expect("data").clone()
+}
+
+fn found(items: &[serde_json::Value], marker: &str) -> bool {
+    items
+        .iter()
+        .any(|item| item["content"].as_str().unwrap_or("").contains(marker))
+}
+
+const SESSIONS: [(&str, &str); 3] = [
+    (
+        "s1",
+        "Fix the crash in parse_config when the toml file has no [server] section: KeyError 'server' in config/loader.py",
+    ),
+    (
+        "s2",
+        "The retry loop in http/client.py never stops on HTTP 429; add exponential backoff to fetch_with_retry",
+    ),
+    (
+        "s3",
+        "Flaky test test_cache_eviction in tests/test_lru.py fails when the clock moves backwards",
+    ),
+];
+
+#[test]
+fn serve_on_postgres_adds_searches_rebuilds_and_deletes() {
+    let Some(schema) = Schema::create("end_to_end") else {
+        return;
+    };
+    let (_guard, dir) = data_dir();
+    let store = schema.url.clone();
+    let server = ServerProcess::start(&dir, &["--store", &store]);
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(health["store"], "postgres");
+    assert_eq!(health["store_reachable"], true);
+    for (index, (session, task)) in SESSIONS.iter().enumerate() {
+        let (status, body) = server.request(
+            "POST",
+            "/add",
+            Some(&add_body(
+                &format!("r{index}"),
+                "alice",
+                session,
+                &[task, "I found it and fixed it; the tests pass now"],
+            )),
+        );
+        assert_eq!(status, 200, "{body}");
+        // Read-your-writes: searchable once acknowledged.
+        assert!(
+            found(&search(&server, "alice", task), task),
+            "{task} not found right after its Add"
+        );
+    }
+    let (status, _) = server.request(
+        "POST",
+        "/add",
+        Some(&add_body("r0", "bob", "s1", &[SESSIONS[0].1])),
+    );
+    assert_eq!(status, 200);
+    // The rows are in PostgreSQL, not in the data directory.
+    assert_eq!(schema.count("SELECT COUNT(*) FROM requests"), 4);
+    assert!(!dir.join("codemem.sqlite3").exists());
+    assert_eq!(server.terminate(), Some(0));
+
+    // A new node with an empty data directory: the index is rebuilt from
+    // PostgreSQL and finds everything again.
+    let (_guard2, empty_dir) = data_dir();
+    let server = ServerProcess::start(&empty_dir, &["--store", &store]);
+    for (_, task) in SESSIONS {
+        assert!(
+            found(&search(&server, "alice", task), task),
+            "{task} not found after the rebuild"
+        );
+    }
+    assert!(found(&search(&server, "bob", SESSIONS[0].1), SESSIONS[0].1));
+
+    // A user deletion empties the store of that user and the index.
+    let (status, body) = server.request("DELETE", "/v1/users/alice", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deleted"]["requests"], 3, "{body}");
+    for (_, task) in SESSIONS {
+        assert!(search(&server, "alice", task).is_empty());
+    }
+    assert_eq!(
+        schema.count("SELECT COUNT(*) FROM requests WHERE user_id = 'alice'"),
+        0
+    );
+    assert!(found(&search(&server, "bob", SESSIONS[0].1), SESSIONS[0].1));
+    assert_eq!(server.terminate(), Some(0));
+}
+
+/// A TCP proxy to the PostgreSQL server that can be cut (every connection
+/// closed, new ones refused) and restored: an outage of the database as a
+/// node sees it, without stopping the shared server.
+struct Proxy {
+    port: u16,
+    up: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: std::net::SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let up = Arc::new(AtomicBool::new(true));
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let (thread_up, thread_open) = (Arc::clone(&up), Arc::clone(&open));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !thread_up.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(target) else {
+                    continue;
+                };
+                let mut open = thread_open.lock().expect("open");
+                for stream in [&client, &server] {
+                    open.push(stream.try_clone().expect("clone"));
+                }
+                drop(open);
+                for (mut from, mut to) in [
+                    (
+                        client.try_clone().expect("clone"),
+                        server.try_clone().expect("clone"),
+                    ),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let mut buffer = [0u8; 16 * 1024];
+                        while let Ok(read) = from.read(&mut buffer) {
+                            if read == 0 || to.write_all(&buffer[..read]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, up, open }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for stream in self.open.lock().expect("open").drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_database_outage_answers_503_stores_nothing_and_recovers() {
+    let Some(schema) = Schema::create("outage") else {
+        return;
+    };
+    let parsed: postgres::Config = schema.base_url.parse().expect("test URL");
+    let port = parsed.get_ports().first().copied().unwrap_or(5432);
+    let proxy = Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--store", &schema.url_via(proxy.port)]);
+    let (status, body) = server.request(
+        "POST",
+        "/add",
+        Some(&add_body(
+            "before",
+            "u",
+            "s",
+            &["stored before the outage: walrus"],
+        )),
+    );
+    assert_eq!(status, 200, "{body}");
+
+    proxy.cut();
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 503, "{health}");
+    for attempt in 0..3 {
+        let (status, headers, body) = post_with_headers(
+            server.address,
+            &add_body(
+                &format!("during-{attempt}"),
+                "u",
+                "s",
+                &["sent during the outage: narwhal"],
+            ),
+        );
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            headers.to_ascii_lowercase().contains("retry-after:"),
+            "{headers}"
+        );
+    }
+    assert_eq!(
+        schema.count("SELECT COUNT(*) FROM requests WHERE request_id LIKE 'during-%'"),
+        0,
+        "nothing of an Add answered 503 is stored"
+    );
+
+    proxy.restore();
+    // The node reconnects by itself: the next Add and Search succeed.
+    let mut status = 0;
+    for _ in 0..50 {
+        (status, _) = server.request(
+            "POST",
+            "/add",
+            Some(&add_body(
+                "after",
+                "u",
+                "s",
+                &["sent after the outage: narwhal"],
+            )),
+        );
+        if status == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(status, 200);
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 200, "{health}");
+    let items = search(&server, "u", "walrus narwhal outage");
+    assert!(found(&items, "walrus"), "{items:?}");
+    assert!(found(&items, "after the outage"), "{items:?}");
+    assert_eq!(server.terminate(), Some(0));
+}
+
+/// POSTs an Add; answers the status, the response head and the body.
+fn post_with_headers(
+    address: std::net::SocketAddr,
+    body: &serde_json::Value,
+) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let payload = body.to_string();
+    let head = format!(
+        "POST /add HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        payload.len()
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    stream.write_all(payload.as_bytes()).expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+#[test]
+fn a_password_on_the_command_line_is_warned_about_and_never_logged() {
+    let Some(schema) = Schema::create("password_warning") else {
+        return;
+    };
+    let parsed: postgres::Config = schema.base_url.parse().expect("test URL");
+    let Some(password) = parsed
+        .get_password()
+        .map(|p| String::from_utf8_lossy(p).to_string())
+    else {
+        eprintln!("a_password_on_the_command_line: skipped (the test URL has no password)");
+        return;
+    };
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--store", &schema.url]);
+    let lines = server.stderr();
+    assert!(
+        lines.iter().any(|line| line.contains("CODEMEM_STORE")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|line| !line.contains(&format!(":{password}@"))),
+        "{lines:?}"
+    );
+    let _ = http_request(server.address, "GET", "/health", None, &[]);
+    assert_eq!(server.terminate(), Some(0));
+}
