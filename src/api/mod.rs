@@ -557,6 +557,18 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
             "Session records derived again by a newer extractor since start-up.",
             &writer.sessions_rederived,
         ),
+        (
+            "codemem_cache_catch_ups_total",
+            "counter",
+            "Users whose index documents were caught up with the shared store before a Search.",
+            &writer.catch_ups,
+        ),
+        (
+            "codemem_cache_catch_up_adds_total",
+            "counter",
+            "Adds indexed by those catch-ups (Adds the index was behind).",
+            &writer.catch_up_adds,
+        ),
     ] {
         crate::metrics::write_single(
             &mut out,
@@ -566,6 +578,13 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
             value.load(std::sync::atomic::Ordering::Relaxed) as f64,
         );
     }
+    out.push_str(
+        "# HELP codemem_cache_catch_up_lag_seconds Age of the oldest Add a catch-up indexed: how long the index was behind the store for that user.\n\
+         # TYPE codemem_cache_catch_up_lag_seconds histogram\n",
+    );
+    writer
+        .catch_up_lag
+        .write(&mut out, "codemem_cache_catch_up_lag_seconds", "");
     match state.service.figures().await {
         Ok(figures) => write_figures(&mut out, &figures),
         Err(error) => {
@@ -610,6 +629,15 @@ fn write_figures(out: &mut String, figures: &crate::service::ServiceFigures) {
         "Documents visible to searches.",
         figures.num_docs as f64,
     );
+    if let Some(num_users) = figures.num_users_indexed {
+        write_single(
+            out,
+            "codemem_cache_users",
+            "gauge",
+            "Users this node's index follows (a shared store; the documents are codemem_index_documents).",
+            num_users as f64,
+        );
+    }
     write_single(
         out,
         "codemem_store_bytes",

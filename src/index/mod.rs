@@ -547,6 +547,15 @@ impl IndexWriterHandle {
         self.commit(self.committed_seq, search_index)
     }
 
+    /// Queues the deletion of every document of these users (applied with
+    /// the next commit, before the documents queued after it).
+    pub fn delete_users(&mut self, user_ids: &[String]) {
+        for user_id in user_ids {
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.user_id, user_id));
+        }
+    }
+
     /// Drops everything queued since the last commit.
     pub fn rollback(&mut self) -> Result<(), IndexError> {
         self.writer.rollback()?;

@@ -503,7 +503,7 @@ const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
 /// observation that showed nothing wrong) are searchable through the
 /// session too: their content is read from the store only as far as the
 /// text has room, so the cost does not grow with the session.
-fn session_doc(
+pub(super) fn session_doc(
     conn: &StoreConn,
     mut session: StoredSession,
 ) -> Result<Option<SessionDoc>, ServiceError> {

@@ -13,6 +13,7 @@
 //! Architecture invariant: nothing here knows HTTP; no blocking work runs on
 //! an async worker thread.
 
+mod cache;
 mod derive;
 mod extract_pool;
 mod rederive;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use self::cache::UserMarks;
 use self::derive::{ExtractorCache, Prepared, catch_up, derive_session, prepare_add};
 use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
@@ -218,6 +220,10 @@ pub struct Service {
     /// The threads that prepare Adds; stopped first at shutdown.
     extract_pool: ExtractPool,
     writer_metrics: Arc<WriterMetrics>,
+    /// What the index holds of each user, when the store is shared with
+    /// other nodes (PostgreSQL); `None` on SQLite, whose only writer is
+    /// this process (see `cache`).
+    marks: Option<Arc<UserMarks>>,
     /// Held for the life of the service: the directory's exclusive lock.
     _lock: File,
 }
@@ -236,6 +242,13 @@ pub struct WriterMetrics {
     pub sessions_to_rederive: std::sync::atomic::AtomicU64,
     /// Session records derived again since start-up (newer extractor).
     pub sessions_rederived: std::sync::atomic::AtomicU64,
+    /// Users caught up with the store before a Search (a shared store).
+    pub catch_ups: std::sync::atomic::AtomicU64,
+    /// Adds those catch-ups indexed (how far behind the index was).
+    pub catch_up_adds: std::sync::atomic::AtomicU64,
+    /// How old the oldest Add a catch-up indexed was (how long the index
+    /// was behind for that user).
+    pub catch_up_lag: crate::metrics::Histogram,
 }
 
 /// Figures of the running service, read when metrics are scraped.
@@ -251,6 +264,9 @@ pub struct ServiceFigures {
     pub store_bytes: u64,
     /// Sessions of each user holding any (user ids left out).
     pub sessions_per_user: Vec<i64>,
+    /// Users this node's index follows, when the store is shared (`None`:
+    /// SQLite, whose index holds every user).
+    pub num_users_indexed: Option<usize>,
 }
 
 /// How long a health check waits for the store to answer.
@@ -319,7 +335,24 @@ impl Service {
                 "derived records of earlier sessions"
             );
         }
-        let replayed = catch_up(&mut conn, &mut writer, &search_index, true)?;
+        // A shared store: users are caught up on first use, from marks a
+        // clean shutdown left (see `cache`); a new index starts replaying
+        // from now. One writer (SQLite): everything the index lacks now.
+        let marks = match &options.store {
+            StoreLocation::Postgres(_) => Some(Arc::new(UserMarks::load(
+                &data_dir,
+                state == OpenState::Opened,
+            ))),
+            StoreLocation::Sqlite(_) => None,
+        };
+        let replayed = if marks.is_some() {
+            if state != OpenState::Opened {
+                writer.commit(stored_seq, &search_index)?;
+            }
+            0
+        } else {
+            catch_up(&mut conn, &mut writer, &search_index, true)?
+        };
         // Deletions the store finished and the index did not (a crash in
         // between).
         forget_deleted(&conn, &mut writer, &search_index)?;
@@ -342,6 +375,7 @@ impl Service {
         let thread_metrics = Arc::clone(&writer_metrics);
         let thread_data_dir = data_dir.clone();
         let thread_store = options.store.clone();
+        let thread_marks = marks.clone();
         let limits = WriterLimits {
             max_batch: options.max_batch.max(1),
             max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
@@ -353,6 +387,7 @@ impl Service {
                     WriterHome {
                         data_dir: &thread_data_dir,
                         store: &thread_store,
+                        marks: thread_marks.as_deref(),
                     },
                     receiver,
                     conn,
@@ -401,6 +436,7 @@ impl Service {
             adds_preparing,
             extract_pool,
             writer_metrics,
+            marks,
             _lock: lock,
         }))
     }
@@ -559,13 +595,50 @@ impl Service {
         Ok(read?)
     }
 
+    /// Runs `read` of a user's documents once the index holds everything
+    /// the store holds of the user. On a shared store the check (one
+    /// indexed lookup) and, when current, the read are one trip to the
+    /// blocking pool; when behind, the writer catches the user up first.
+    /// On SQLite there is nothing to check.
+    async fn read_current<T: Send + 'static>(
+        self: &Arc<Self>,
+        user_id: String,
+        read: impl Fn(&Searcher) -> Result<T, ReadError> + Send + Sync + 'static,
+    ) -> Result<T, ServiceError> {
+        let Some(marks) = self.marks.clone() else {
+            return self.on_blocking_pool(read).await;
+        };
+        let read = Arc::new(read);
+        let first_read = Arc::clone(&read);
+        let checked_user = user_id.clone();
+        let answered = self
+            .on_blocking_pool(move |searcher| {
+                let state =
+                    searcher.with_reader(|conn| Ok(store::user_state(conn, &checked_user)?))?;
+                if marks.is_current(&checked_user, state) {
+                    Ok(Some(first_read(searcher)?))
+                } else {
+                    Ok(None)
+                }
+            })
+            .await?;
+        if let Some(answer) = answered {
+            return Ok(answer);
+        }
+        self.ask_writer(|reply| WriteJob::CatchUpUser { user_id, reply })
+            .await?;
+        self.on_blocking_pool(move |searcher| read(searcher)).await
+    }
+
     /// Ranks the stored experience of the request's user for its query.
     pub async fn search(
         self: &Arc<Self>,
         request: SearchRequest,
     ) -> Result<Vec<MemoryItem>, ServiceError> {
-        self.on_blocking_pool(move |searcher| searcher.search(&request))
-            .await
+        self.read_current(request.user_id.clone(), move |searcher| {
+            searcher.search(&request)
+        })
+        .await
     }
 
     /// Every candidate session of a Search with its features, score and the
@@ -574,8 +647,10 @@ impl Service {
         self: &Arc<Self>,
         request: SearchRequest,
     ) -> Result<Explained, ServiceError> {
-        self.on_blocking_pool(move |searcher| searcher.explain(&request))
-            .await
+        self.read_current(request.user_id.clone(), move |searcher| {
+            searcher.explain(&request)
+        })
+        .await
     }
 
     /// Summaries of every session of a user, most recently updated first.
@@ -683,6 +758,7 @@ impl Service {
             num_docs,
             store_bytes,
             sessions_per_user,
+            num_users_indexed: self.marks.as_ref().map(|marks| marks.len()),
         })
     }
 

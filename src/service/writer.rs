@@ -21,8 +21,9 @@ use std::path::Path;
 
 use tokio::sync::{mpsc, oneshot};
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use super::cache::{UserMarks, advance_after_own_adds, catch_up_user};
 use super::derive::{
     Derived, Rederived, Verdict, admit_with_record, catch_up, index_rederived, session_docs,
     store_rederived,
@@ -68,6 +69,12 @@ pub(super) enum WriteJob {
         user_id: String,
         reply: oneshot::Sender<Result<store::Deleted, ServiceError>>,
     },
+    /// Bring the index up to what the store holds of a user (a node of a
+    /// shared store, before it answers for the user).
+    CatchUpUser {
+        user_id: String,
+        reply: oneshot::Sender<Result<(), ServiceError>>,
+    },
     /// Store records derived again (a newer extractor) for sessions that
     /// did not move on; answers how many were stored.
     Rederive {
@@ -105,6 +112,9 @@ pub(super) struct WriterHome<'a> {
     pub(super) data_dir: &'a Path,
     /// The store, reconnected to when its connection breaks.
     pub(super) store: &'a StoreLocation,
+    /// What the index holds of each user, when the store is shared with
+    /// other nodes (`None`: this process is the store's only writer).
+    pub(super) marks: Option<&'a UserMarks>,
 }
 
 /// The writer thread's loop: takes jobs until every sender is gone, then
@@ -121,6 +131,7 @@ pub(super) fn writer_loop(
     let WriterHome {
         data_dir,
         store: location,
+        marks,
     } = home;
     let WriterLimits {
         max_batch,
@@ -186,6 +197,7 @@ pub(super) fn writer_loop(
                 BatchOptions {
                     replace: index_may_hold_unrecorded,
                     max_session_bytes,
+                    marks,
                 },
             );
             metrics.commit.observe(started.elapsed());
@@ -228,12 +240,33 @@ pub(super) fn writer_loop(
             Some(WriteJob::Rederive { sessions, reply }) => {
                 let _ = reply.send(rederived(&mut conn, &mut writer, search_index, &sessions));
             }
+            Some(WriteJob::CatchUpUser { user_id, reply }) => {
+                let caught_up = match marks {
+                    Some(marks) => catch_up_user(
+                        &mut conn,
+                        &mut writer,
+                        search_index,
+                        marks,
+                        metrics,
+                        &user_id,
+                    ),
+                    None => Ok(()),
+                };
+                let _ = reply.send(caught_up);
+            }
             Some(WriteJob::Add(_)) | None => {}
         }
     }
     let indexed_seq = writer.committed_seq();
     match writer.close(data_dir) {
-        Ok(()) => tracing::info!(indexed_seq, "writer stopped, index synced"),
+        Ok(()) => {
+            tracing::info!(indexed_seq, "writer stopped, index synced");
+            if let Some(marks) = marks
+                && let Err(error) = marks.save(data_dir)
+            {
+                tracing::warn!(%error, "user marks not saved; users are indexed again on first use");
+            }
+        }
         Err(error) => {
             tracing::error!(%error, indexed_seq, "index not synced at shutdown; the next start-up verifies it")
         }
@@ -259,12 +292,14 @@ fn reconnect_if_broken(conn: &mut StoreConn, location: &StoreLocation) {
 
 /// How [`write_batch`] writes.
 #[derive(Debug, Clone, Copy)]
-struct BatchOptions {
+struct BatchOptions<'a> {
     /// The index may hold documents of an unrecorded commit: replace
     /// instead of appending.
     replace: bool,
     /// Bytes of message content a session may hold.
     max_session_bytes: i64,
+    /// The users' marks to move past the Adds indexed (a shared store).
+    marks: Option<&'a UserMarks>,
 }
 
 /// Stores a group of Adds in one transaction, indexes them, then replies to
@@ -275,7 +310,7 @@ fn write_batch(
     search_index: &SearchIndex,
     batch: &mut Vec<AddJob>,
     sliced: &mut VecDeque<SlicedAdd>,
-    options: BatchOptions,
+    options: BatchOptions<'_>,
 ) -> bool {
     let stored_at_ms = now_ms();
     let started = std::time::Instant::now();
@@ -323,6 +358,7 @@ fn write_batch(
     let stored = started.elapsed();
     let mut answers = Vec::with_capacity(batch.len());
     let mut small_seqs = Vec::new();
+    let mut own_indexed: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
     let mut sessions = BTreeSet::new();
     for (job, verdict) in batch.drain(..).zip(verdicts) {
         let derived_before = job.derived.is_some();
@@ -362,6 +398,10 @@ fn write_batch(
                     continue;
                 }
                 small_seqs.push(seq);
+                own_indexed
+                    .entry(job.request.user_id.clone())
+                    .or_default()
+                    .insert(seq);
                 Ok(answer)
             }
         };
@@ -406,6 +446,14 @@ fn write_batch(
     };
     for (reply, answer) in answers {
         let _ = reply.send(answer);
+    }
+    // After the answers: a Search that comes first finds its catch-up job
+    // queued behind this, and the mark current by then.
+    if let Some(marks) = options.marks
+        && ok
+        && !options.replace
+    {
+        advance_after_own_adds(conn, marks, &own_indexed);
     }
     ok
 }

@@ -75,7 +75,7 @@ pub enum StoreError {
 pub const DATABASE_FILE: &str = "codemem.sqlite3";
 
 /// The schema version every backend migrates to.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 /// A connection to the store, whichever backend holds it. Not `Sync`: one
 /// thread uses it at a time (the writer owns one; readers are pooled).
@@ -641,4 +641,56 @@ pub fn session_message_sources(
 /// bench).
 pub fn count_evidence(conn: &StoreConn) -> Result<i64, StoreError> {
     dispatch!(conn, count_evidence())
+}
+
+/// What the store holds of one user, as a node's index compares it with
+/// what it has indexed (see `service::cache`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UserState {
+    /// The sequence number of the user's last Add, 0 when none.
+    pub last_seq: i64,
+    /// The user's deletion generation: 0 until a user deletion or a
+    /// retention purge of their sessions, one more with each.
+    pub generation: i64,
+}
+
+/// The user's last sequence number and deletion generation: one indexed
+/// lookup each.
+pub fn user_state(conn: &StoreConn, user_id: &str) -> Result<UserState, StoreError> {
+    dispatch!(conn, user_state(user_id))
+}
+
+/// The sequence numbers of the user's Adds in `(after_seq, up_to_seq]`, in
+/// order.
+pub fn user_seqs_between(
+    conn: &StoreConn,
+    user_id: &str,
+    after_seq: i64,
+    up_to_seq: i64,
+) -> Result<Vec<i64>, StoreError> {
+    dispatch!(conn, user_seqs_between(user_id, after_seq, up_to_seq))
+}
+
+/// Messages of the user's Adds with a sequence number in `(after_seq,
+/// up_to_seq]`, at most `limit` Adds' worth, in sequence and source order.
+pub fn user_messages_between(
+    conn: &StoreConn,
+    user_id: &str,
+    after_seq: i64,
+    up_to_seq: i64,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    dispatch!(
+        conn,
+        user_messages_between(user_id, after_seq, up_to_seq, limit)
+    )
+}
+
+/// The user's session records changed by an Add after `after_seq`.
+pub fn user_sessions_changed_after(
+    conn: &StoreConn,
+    user_id: &str,
+    after_seq: i64,
+) -> Result<Vec<StoredSession>, StoreError> {
+    dispatch!(conn, user_sessions_changed_after(user_id, after_seq))
 }

@@ -22,7 +22,7 @@ use postgres::{Client, NoTls, Row, Statement};
 
 use super::{
     Admission, Deleted, SCHEMA_VERSION, StoreError, StoredMessage, StoredSession, StoredUser,
-    content_bytes,
+    UserState, content_bytes,
 };
 use crate::domain::{AddRequest, Role};
 
@@ -334,7 +334,7 @@ fn get<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> Resul
 
 /// The migrations by schema version: entry `i` takes the schema from
 /// version `i` to `i + 1`, as `sqlite.rs`'s do.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     "CREATE TABLE requests (
         seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         user_id      TEXT NOT NULL,
@@ -387,6 +387,11 @@ const MIGRATIONS: [&str; 5] = [
         session_id TEXT NOT NULL,
         PRIMARY KEY (user_id, session_id)
     );",
+    "CREATE TABLE user_generations (
+        user_id    TEXT PRIMARY KEY NOT NULL,
+        generation BIGINT NOT NULL
+    );
+    CREATE INDEX requests_by_user_seq ON requests (user_id, seq);",
 ];
 
 fn to_i64(value: usize) -> i64 {
@@ -864,6 +869,7 @@ pub(super) fn delete_user(tx: &PgConn, user_id: &str) -> Result<Deleted, StoreEr
         "INSERT INTO pending_user_deletions (user_id) VALUES ($1) ON CONFLICT DO NOTHING",
         &[&user_id],
     )?;
+    bump_generations(tx, &[user_id.to_string()])?;
     Ok(Deleted {
         requests,
         messages,
@@ -907,6 +913,8 @@ pub(super) fn purge_sessions_before(tx: &PgConn, cutoff_ms: i64) -> Result<Delet
          ON CONFLICT DO NOTHING",
         &params,
     )?;
+    let users: std::collections::BTreeSet<String> = user_ids.iter().cloned().collect();
+    bump_generations(tx, &users.into_iter().collect::<Vec<_>>())?;
     Ok(deleted)
 }
 
@@ -1004,4 +1012,75 @@ pub(super) fn count_evidence(conn: &PgConn) -> Result<i64, StoreError> {
         )?,
         0,
     )
+}
+
+/// Moves these users to their next deletion generation (inside the
+/// caller's transaction).
+fn bump_generations(tx: &PgConn, user_ids: &[String]) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO user_generations (user_id, generation)
+         SELECT user_id, 1 FROM UNNEST($1::TEXT[]) AS u (user_id)
+         ON CONFLICT (user_id) DO UPDATE SET generation = user_generations.generation + 1",
+        &[&user_ids],
+    )?;
+    Ok(())
+}
+
+pub(super) fn user_state(conn: &PgConn, user_id: &str) -> Result<UserState, StoreError> {
+    let row = conn.query_one(
+        "SELECT COALESCE((SELECT MAX(seq) FROM requests WHERE user_id = $1), 0)::BIGINT,
+                COALESCE((SELECT generation FROM user_generations WHERE user_id = $1), 0)::BIGINT",
+        &[&user_id],
+    )?;
+    Ok(UserState {
+        last_seq: get(&row, 0)?,
+        generation: get(&row, 1)?,
+    })
+}
+
+pub(super) fn user_seqs_between(
+    conn: &PgConn,
+    user_id: &str,
+    after_seq: i64,
+    up_to_seq: i64,
+) -> Result<Vec<i64>, StoreError> {
+    conn.query(
+        "SELECT seq FROM requests WHERE user_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
+        &[&user_id, &after_seq, &up_to_seq],
+    )?
+    .iter()
+    .map(|row| get(row, 0))
+    .collect()
+}
+
+pub(super) fn user_messages_between(
+    conn: &PgConn,
+    user_id: &str,
+    after_seq: i64,
+    up_to_seq: i64,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    messages(conn.query(
+        &format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
+             WHERE m.seq IN (SELECT seq FROM requests WHERE user_id = $1 AND seq > $2
+                             AND seq <= $3 ORDER BY seq LIMIT $4)
+             ORDER BY m.seq, m.message_index"
+        ),
+        &[&user_id, &after_seq, &up_to_seq, &to_i64(limit)],
+    )?)
+}
+
+pub(super) fn user_sessions_changed_after(
+    conn: &PgConn,
+    user_id: &str,
+    after_seq: i64,
+) -> Result<Vec<StoredSession>, StoreError> {
+    sessions(conn.query(
+        &format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = $1 AND last_seq > $2
+             ORDER BY last_seq"
+        ),
+        &[&user_id, &after_seq],
+    )?)
 }

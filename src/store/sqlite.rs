@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, StoredMessage, StoredSession,
-    StoredUser, content_bytes,
+    StoredUser, UserState, content_bytes,
 };
 use crate::domain::{AddRequest, Role};
 
@@ -86,6 +86,18 @@ CREATE TABLE pending_session_index (
 );
 ";
 
+/// Version 6: each user's deletion generation, bumped by a user deletion or
+/// a retention purge of their sessions, so that an index kept elsewhere (a
+/// node of a shared store) knows to drop what it holds of the user; and the
+/// index by user and sequence number that finds a user's last Add at once.
+const SCHEMA_V6: &str = "
+CREATE TABLE user_generations (
+    user_id    TEXT PRIMARY KEY NOT NULL,
+    generation INTEGER NOT NULL
+);
+CREATE INDEX requests_by_user_seq ON requests (user_id, seq);
+";
+
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
@@ -137,6 +149,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         // Records of earlier stores carry extractor version 0: the service
         // re-derives them in the background (see `sessions_derived_before`).
         tx.execute_batch(SCHEMA_V5)?;
+    }
+    if version < 6 {
+        // Generations start at 0 for every user (see `user_state`).
+        tx.execute_batch(SCHEMA_V6)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -561,6 +577,7 @@ pub(super) fn delete_user(tx: &Connection, user_id: &str) -> Result<Deleted, Sto
         "INSERT OR IGNORE INTO pending_user_deletions (user_id) VALUES (?1)",
         params![user_id],
     )?;
+    bump_generation(tx, user_id)?;
     Ok(Deleted {
         requests,
         messages,
@@ -600,6 +617,11 @@ pub(super) fn purge_sessions_before(
             "INSERT OR IGNORE INTO pending_session_deletions (user_id, session_id) VALUES (?1, ?2)",
             params![user_id, session_id],
         )?;
+    }
+    let users: std::collections::BTreeSet<&String> =
+        old.iter().map(|(user_id, _)| user_id).collect();
+    for user_id in users {
+        bump_generation(tx, user_id)?;
     }
     Ok(deleted)
 }
@@ -706,4 +728,80 @@ pub(super) fn count_evidence(conn: &Connection) -> Result<i64, StoreError> {
         [],
         |row| row.get(0),
     )?)
+}
+
+/// Moves a user to its next deletion generation (inside the caller's
+/// transaction).
+fn bump_generation(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO user_generations (user_id, generation) VALUES (?1, 1)
+         ON CONFLICT (user_id) DO UPDATE SET generation = generation + 1",
+    )?
+    .execute(params![user_id])?;
+    Ok(())
+}
+
+pub(super) fn user_state(conn: &Connection, user_id: &str) -> Result<UserState, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COALESCE((SELECT MAX(seq) FROM requests WHERE user_id = ?1), 0),
+                    COALESCE((SELECT generation FROM user_generations WHERE user_id = ?1), 0)",
+        )?
+        .query_row(params![user_id], |row| {
+            Ok(UserState {
+                last_seq: row.get(0)?,
+                generation: row.get(1)?,
+            })
+        })?)
+}
+
+pub(super) fn user_seqs_between(
+    conn: &Connection,
+    user_id: &str,
+    after_seq: i64,
+    up_to_seq: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT seq FROM requests WHERE user_id = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq",
+    )?;
+    let rows = statement.query_map(params![user_id, after_seq, up_to_seq], |row| row.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(super) fn user_messages_between(
+    conn: &Connection,
+    user_id: &str,
+    after_seq: i64,
+    up_to_seq: i64,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
+         WHERE m.seq IN (SELECT seq FROM requests WHERE user_id = ?1 AND seq > ?2 AND seq <= ?3
+                         ORDER BY seq LIMIT ?4)
+         ORDER BY m.seq, m.message_index"
+    ))?;
+    let rows = statement.query_map(
+        params![
+            user_id,
+            after_seq,
+            up_to_seq,
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+        message_from_row,
+    )?;
+    collect_messages(rows)
+}
+
+pub(super) fn user_sessions_changed_after(
+    conn: &Connection,
+    user_id: &str,
+    after_seq: i64,
+) -> Result<Vec<StoredSession>, StoreError> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = ?1 AND last_seq > ?2
+         ORDER BY last_seq"
+    ))?;
+    let rows = statement.query_map(params![user_id, after_seq], session_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }

@@ -98,6 +98,7 @@ conformance!(
     users_listed,
     migration_is_idempotent,
     evidence_counted,
+    user_state_follows_adds_deletions_and_purges,
 );
 
 fn add(user: &str, request: &str, session: &str, contents: &[&str]) -> AddRequest {
@@ -535,6 +536,83 @@ fn purge_records_pending(conn: &mut StoreConn) {
     );
     clear_session_deletions(conn, &pending).unwrap();
     assert!(pending_session_deletions(conn).unwrap().is_empty());
+}
+
+fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
+    assert_eq!(user_state(conn, "u").unwrap(), UserState::default());
+    let first = store(conn, &add("u", "a", "s1", &["one", "two"]));
+    let other = store(conn, &add("v", "b", "s1", &["three"]));
+    let second = store(conn, &add("u", "c", "s2", &["four"]));
+    upsert_session(conn, &record("u", "s1", first, 100)).unwrap();
+    upsert_session(conn, &record("v", "s1", other, 100)).unwrap();
+    upsert_session(conn, &record("u", "s2", second, 300)).unwrap();
+    assert_eq!(
+        user_state(conn, "u").unwrap(),
+        UserState {
+            last_seq: second,
+            generation: 0
+        }
+    );
+    assert_eq!(
+        user_seqs_between(conn, "u", 0, second).unwrap(),
+        vec![first, second]
+    );
+    assert_eq!(
+        user_seqs_between(conn, "u", first, second).unwrap(),
+        vec![second]
+    );
+    let messages = user_messages_between(conn, "u", 0, second, 10).unwrap();
+    assert_eq!(
+        messages
+            .iter()
+            .map(|message| message.content.as_str())
+            .collect::<Vec<_>>(),
+        vec!["one", "two", "four"]
+    );
+    assert!(messages.iter().all(|message| message.user_id == "u"));
+    assert_eq!(
+        user_messages_between(conn, "u", 0, second, 1)
+            .unwrap()
+            .len(),
+        2,
+        "the limit counts Adds"
+    );
+    assert!(
+        user_messages_between(conn, "u", 0, first, 10)
+            .unwrap()
+            .iter()
+            .all(|message| message.seq == first)
+    );
+    assert_eq!(
+        user_sessions_changed_after(conn, "u", first)
+            .unwrap()
+            .into_iter()
+            .map(|session| session.session_id)
+            .collect::<Vec<_>>(),
+        vec!["s2"]
+    );
+
+    // A purge of one of the user's sessions moves the user (only) to the
+    // next generation.
+    let tx = conn.transaction().unwrap();
+    purge_sessions_before(&tx, 200).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(user_state(conn, "u").unwrap().generation, 1);
+    assert_eq!(user_state(conn, "v").unwrap().generation, 1);
+    assert_eq!(user_state(conn, "u").unwrap().last_seq, second);
+
+    // A deletion too, and the user then holds no Add.
+    let tx = conn.transaction().unwrap();
+    delete_user(&tx, "u").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        user_state(conn, "u").unwrap(),
+        UserState {
+            last_seq: 0,
+            generation: 2
+        }
+    );
+    assert_eq!(user_state(conn, "v").unwrap().generation, 1);
 }
 
 fn users_listed(conn: &mut StoreConn) {
