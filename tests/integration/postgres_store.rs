@@ -374,3 +374,224 @@ fn a_password_on_the_command_line_is_warned_about_and_never_logged() {
     let _ = http_request(server.address, "GET", "/health", None, &[]);
     assert_eq!(server.terminate(), Some(0));
 }
+
+/// Items of a Search holding `marker`.
+fn count_found(items: &[serde_json::Value], marker: &str) -> usize {
+    items
+        .iter()
+        .filter(|item| item["content"].as_str().unwrap_or("").contains(marker))
+        .count()
+}
+
+#[test]
+fn two_nodes_on_one_database_read_each_others_writes_and_deletions() {
+    let Some(schema) = Schema::create("two_nodes") else {
+        return;
+    };
+    let (_guard_a, dir_a) = data_dir();
+    let (_guard_b, dir_b) = data_dir();
+    let node_a = ServerProcess::start(&dir_a, &["--store", &schema.url]);
+    let node_b = ServerProcess::start(&dir_b, &["--store", &schema.url]);
+
+    // Add on A, Search on B at once; and back.
+    let (status, body) = node_a.request(
+        "POST",
+        "/add",
+        Some(&add_body("a1", "carol", "s1", &[SESSIONS[0].1, "fixed"])),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        found(&search(&node_b, "carol", SESSIONS[0].1), SESSIONS[0].1),
+        "an Add taken by A is not found through B"
+    );
+    let (status, body) = node_b.request(
+        "POST",
+        "/add",
+        Some(&add_body("b1", "carol", "s2", &[SESSIONS[1].1, "fixed"])),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        found(&search(&node_a, "carol", SESSIONS[1].1), SESSIONS[1].1),
+        "an Add taken by B is not found through A"
+    );
+    // Adds to one session through both nodes: each node finds every
+    // message once.
+    for (index, node) in [&node_a, &node_b, &node_a].into_iter().enumerate() {
+        let (status, body) = node.request(
+            "POST",
+            "/add",
+            Some(&add_body(
+                &format!("mixed{index}"),
+                "carol",
+                "s3",
+                &[&format!(
+                    "alternating nodes mixedmarker{index}x in one session"
+                )],
+            )),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    for node in [&node_a, &node_b] {
+        for index in 0..3 {
+            let marker = format!("mixedmarker{index}x");
+            assert_eq!(
+                count_found(&search(node, "carol", &marker), &marker),
+                1,
+                "{marker}"
+            );
+        }
+    }
+    // B has a cache of carol now; a deletion on A empties it.
+    let (status, body) = node_a.request("DELETE", "/v1/users/carol", None);
+    assert_eq!(status, 200, "{body}");
+    for node in [&node_a, &node_b] {
+        for (_, task) in SESSIONS {
+            assert!(search(node, "carol", task).is_empty());
+        }
+    }
+    // The user comes back with a new Add: only that is found.
+    let (status, _) = node_a.request(
+        "POST",
+        "/add",
+        Some(&add_body("again", "carol", "s9", &[SESSIONS[2].1])),
+    );
+    assert_eq!(status, 200);
+    let items = search(
+        &node_b,
+        "carol",
+        &format!("{} {}", SESSIONS[0].1, SESSIONS[2].1),
+    );
+    assert!(found(&items, SESSIONS[2].1), "{items:?}");
+    assert!(!found(&items, SESSIONS[0].1), "{items:?}");
+
+    let (status, metrics) = http_metrics(&node_b);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("codemem_cache_catch_ups_total"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("codemem_cache_users 1"), "{metrics}");
+    assert_eq!(node_a.terminate(), Some(0));
+    assert_eq!(node_b.terminate(), Some(0));
+}
+
+fn http_metrics(server: &ServerProcess) -> (u16, String) {
+    let mut stream = TcpStream::connect(server.address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let head = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.address
+    );
+    stream.write_all(head.as_bytes()).expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+#[test]
+fn sigkill_of_one_node_during_adds_loses_and_duplicates_nothing_through_the_other() {
+    let Some(schema) = Schema::create("two_nodes_kill") else {
+        return;
+    };
+    let (_guard_a, dir_a) = data_dir();
+    let (_guard_b, dir_b) = data_dir();
+    let node_a = ServerProcess::start(&dir_a, &["--store", &schema.url]);
+    let node_b = ServerProcess::start(&dir_b, &["--store", &schema.url]);
+    let address = node_a.address;
+    let marker = |index: usize| format!("killmarker{index:04}q");
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..6)
+        .map(|client| {
+            let acknowledged = Arc::clone(&acknowledged);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                for round in 0..200 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let index = client * 1000 + round;
+                    let user_id = format!("user-{}", client % 3);
+                    let body = add_body(
+                        &format!("req-{index}"),
+                        &user_id,
+                        &format!("session-{client}"),
+                        &[&format!("acknowledged {} text", marker(index)), "reply"],
+                    );
+                    match crate::support::try_post(address, "/add", &body) {
+                        Some(200) => acknowledged
+                            .lock()
+                            .expect("acknowledged")
+                            .push((user_id, marker(index))),
+                        Some(_) => {}
+                        None => break,
+                    }
+                }
+            })
+        })
+        .collect();
+    // Kill A once some Adds are acknowledged, while the clients send more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while acknowledged.lock().expect("acknowledged").len() < 40 {
+        assert!(std::time::Instant::now() < deadline, "no Adds acknowledged");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    node_a.kill();
+    stop.store(true, Ordering::SeqCst);
+    for client in clients {
+        client.join().expect("client thread");
+    }
+    let acknowledged = acknowledged.lock().expect("acknowledged").clone();
+    assert!(acknowledged.len() >= 40);
+    let check = |node: &ServerProcess, what: &str| {
+        for (user_id, marker) in &acknowledged {
+            let (status, body) = node.request(
+                "POST",
+                "/search",
+                Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
+            );
+            assert_eq!(status, 200, "{body}");
+            let items = body["data"].as_array().expect("data");
+            assert_eq!(
+                count_found(items, marker),
+                1,
+                "{marker} of {user_id} {what}"
+            );
+        }
+    };
+    check(&node_b, "through B after A was killed");
+
+    // A restarts (no clean shutdown: it fills each user again) and catches
+    // up, Adds taken by B since included.
+    let (status, _) = node_b.request(
+        "POST",
+        "/add",
+        Some(&add_body(
+            "after-kill",
+            "user-0",
+            "session-b",
+            &["killmarkerafterq text"],
+        )),
+    );
+    assert_eq!(status, 200);
+    let node_a = ServerProcess::start(&dir_a, &["--store", &schema.url]);
+    check(&node_a, "through A after its restart");
+    assert_eq!(
+        count_found(
+            &search(&node_a, "user-0", "killmarkerafterq"),
+            "killmarkerafterq"
+        ),
+        1
+    );
+    assert_eq!(node_a.terminate(), Some(0));
+    assert_eq!(node_b.terminate(), Some(0));
+}
