@@ -22,6 +22,9 @@ const MAX_DEFINITION_LOOK_BACK: usize = 120;
 const MAX_TYPE_LOOK_BACK: usize = 2_000;
 /// Time the diff algorithm may take before it settles for a coarser diff.
 const MAX_DIFF_TIME: Duration = Duration::from_millis(20);
+/// ... when extraction ignores the wall clock (records that must not depend
+/// on how loaded the machine is): only a runaway diff is cut short.
+const CLOCK_FREE_DIFF_TIME: Duration = Duration::from_secs(60);
 
 /// What the diff does to the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +66,11 @@ pub fn unified_diff_in(
 ) -> String {
     let diff = TextDiff::configure()
         .algorithm(Algorithm::Myers)
-        .timeout(MAX_DIFF_TIME)
+        .timeout(if crate::ingest::symbols::clock_free() {
+            CLOCK_FREE_DIFF_TIME
+        } else {
+            MAX_DIFF_TIME
+        })
         .diff_lines(old, new);
     let groups = diff.grouped_ops(CONTEXT_LINES);
     let mut out = String::new();

@@ -26,7 +26,8 @@ const PARSE_TIME_BASE: Duration = Duration::from_millis(20);
 static CLOCK_FREE: AtomicBool = AtomicBool::new(false);
 
 /// From now on, in this process, parse budgets count bytes and parser
-/// progress only, never wall-clock time, so that extraction gives the same
+/// progress only, and line diffs of edits run to the end, never stopped by
+/// wall-clock time, so that extraction gives the same
 /// records however loaded the machine is. For offline tools that compare
 /// records (`codemem bench ingest --records-out`); a server keeps its clock,
 /// which bounds latency on pathological input.
@@ -34,7 +35,9 @@ pub fn ignore_wall_clock() {
     CLOCK_FREE.store(true, Ordering::Relaxed);
 }
 
-fn clock_free() -> bool {
+/// Whether extraction ignores the wall clock (see [`ignore_wall_clock`]):
+/// every time limit of extraction (parses, line diffs of edits) reads it.
+pub fn clock_free() -> bool {
     CLOCK_FREE.load(Ordering::Relaxed)
 }
 

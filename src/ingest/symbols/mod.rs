@@ -48,7 +48,7 @@ mod qualify;
 mod references;
 mod tags;
 
-pub use self::budget::{ParseBudget, ignore_wall_clock};
+pub use self::budget::{ParseBudget, clock_free, ignore_wall_clock};
 pub use self::grammar::check_query;
 pub use self::hunk::hunk_symbols;
 pub use self::language::looks_like_cpp;
