@@ -13,7 +13,9 @@
 
 use std::sync::LazyLock;
 
-use super::text::{Pattern, contains_str, lines_with_offsets, truncate_to_bytes};
+use super::text::{
+    Pattern, contains_str, line_may_start_with, lines_with_offsets, truncate_to_bytes,
+};
 use super::trace::ParsedError;
 use super::{ErrorRecord, Frame};
 
@@ -81,7 +83,51 @@ fn record(error_type: &str, message: &str, file: Option<&str>, line: Option<u32>
 fn may_contain(text: &str) -> bool {
     contains_str!(text, "error")
         || contains_str!(text, "Error: ")
-        || (text.contains(".py:") && text.bytes().any(|b| b.is_ascii_uppercase()))
+        || (contains_str!(text, ".py:") && text.bytes().any(|b| b.is_ascii_uppercase()))
+}
+
+/// What the first word of a line says it may be, looking no further: the
+/// mypy, pyright, flake8 and tsc patterns start with `^\s*` and a path of
+/// `[\w./\\-]` characters that runs up to the `:` or `(` after its
+/// extension, so a line whose first word does not end that way cannot
+/// match, whatever the rest holds (and most lines are told apart within a
+/// few bytes, where a search of the whole line for a literal costs more than
+/// the line's length). A superset of what the patterns match: any non-ASCII
+/// byte counts as a path character (it may be a Unicode word character, or
+/// whitespace `\s` would skip).
+struct FirstWord {
+    /// A path ending in `.py` / `.pyi` followed by `:`.
+    python_row: bool,
+    /// A path ending in a TypeScript / JavaScript extension followed by `(` or `:`.
+    tsc_row: bool,
+}
+
+impl FirstWord {
+    fn of(line: &str) -> FirstWord {
+        let bytes = line.as_bytes();
+        let start = bytes
+            .iter()
+            .position(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r'))
+            .unwrap_or(bytes.len());
+        let rest = bytes.get(start..).unwrap_or(&[]);
+        let length = rest
+            .iter()
+            .position(|&byte| {
+                !(byte.is_ascii_alphanumeric()
+                    || matches!(byte, b'_' | b'.' | b'/' | b'\\' | b'-')
+                    || !byte.is_ascii())
+            })
+            .unwrap_or(rest.len());
+        let (path, after) = rest.split_at(length);
+        let next = after.first().copied();
+        let ends_with_any =
+            |extensions: &[&str]| extensions.iter().any(|ext| path.ends_with(ext.as_bytes()));
+        FirstWord {
+            python_row: next == Some(b':') && ends_with_any(&[".py", ".pyi"]),
+            tsc_row: matches!(next, Some(b'(' | b':'))
+                && ends_with_any(&[".ts", ".tsx", ".js", ".jsx", ".mts", ".cts"]),
+        }
+    }
 }
 
 /// Whether `line` may be an eslint file line: it ends in a script
@@ -108,7 +154,8 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
         if content.len() > 2_000 {
             continue;
         }
-        let python_row = content.contains(".py:") || content.contains(".pyi:");
+        let first_word = FirstWord::of(content);
+        let python_row = first_word.python_row;
         let parsed = if python_row
             && content.contains(": error: ")
             && let Some(captures) = MYPY.captures(content)
@@ -138,7 +185,8 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                 captures.get(1).map(|m| m.as_str()),
                 captures.get(2).and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if content.contains(" error TS")
+        } else if first_word.tsc_row
+            && content.contains(" error TS")
             && let Some(captures) = TSC.captures(content)
         {
             Some(record(
@@ -165,7 +213,7 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                 Some(file),
                 captures.get(1).and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if content.contains("Error: ")
+        } else if line_may_start_with(content.as_bytes(), &["Error: "])
             && let Some(captures) = SCRIPT_ERROR.captures(content)
         {
             Some(record(
@@ -289,6 +337,82 @@ mod tests {
             &[("TypeError", "cannot read property 'x' of undefined", None)],
         );
         check("pkg/a.py:12:    def error(self): pass\n", &[]);
+    }
+
+    #[test]
+    fn unicode_paths_and_leading_unicode_whitespace_are_still_read() {
+        check(
+            "\u{3000}pkg/a.py:12: error: Bad value  [misc]\npkg/é.py:3:1: F401 unused\n\u{a0}src/ü.ts(1,2): error TS2304: Cannot find name 'x'.\n\u{3000}Error: ValueError: bad",
+            &[
+                ("misc", "Bad value", Some(("pkg/a.py", 12))),
+                ("F401", "unused", Some(("pkg/é.py", 3))),
+                ("TS2304", "Cannot find name 'x'.", Some(("src/ü.ts", 1))),
+                ("ValueError", "bad", None),
+            ],
+        );
+    }
+
+    /// The first-word test only skips work: on lines built from the
+    /// patterns' pieces, whatever a pattern matches passes its test.
+    #[test]
+    fn the_first_word_test_passes_every_line_a_pattern_matches() {
+        const SLOTS: &[&[&str]] = &[
+            &["", " ", "\t", "\u{3000}", "\u{a0}", "\u{3000}x"],
+            &["pkg/a", "é", "/r/b-c", "a\\b", "x.y/z", "", "pkg a", "Error"],
+            &[".py", ".pyi", ".ts", ".tsx", ".js", ".mts", ".txt", ""],
+            &[":12", ":12:5", "(3,4)", ":", "", "(3", "é"],
+            &[
+                ": error: ",
+                " - error: ",
+                ": F401 ",
+                ": E501 [*] ",
+                ": error TS2304: ",
+                " - error TS2322: ",
+                " ",
+                ": ",
+            ],
+            &["msg", "Bad  [misc]", "x (reportUndefinedVariable)", "", "TypeError: y"],
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        let mut matched = [0usize; 5];
+        for _ in 0..50_000 {
+            let mut line = String::new();
+            for slot in SLOTS {
+                line.push_str(slot[next(slot.len())]);
+            }
+            if next(4) == 0 {
+                // A script error after the leading whitespace.
+                let at = line.len() - line.trim_start().len();
+                line.insert_str(at, "Error: ValueError: ");
+            }
+            let first_word = FirstWord::of(&line);
+            for (number, (pattern, gate)) in [
+                (&*MYPY, first_word.python_row),
+                (&*PYRIGHT, first_word.python_row),
+                (&*FLAKE8, first_word.python_row),
+                (&*TSC, first_word.tsc_row),
+                (
+                    &*SCRIPT_ERROR,
+                    line_may_start_with(line.as_bytes(), &["Error: "]),
+                ),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                if pattern.is_match(&line) {
+                    matched[number] += 1;
+                    assert!(gate, "pattern {number} matches {line:?}");
+                }
+            }
+        }
+        // Each pattern matched some lines, so the test can fail.
+        assert!(matched.iter().all(|&count| count > 0), "{matched:?}");
     }
 
     #[test]

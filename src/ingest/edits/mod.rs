@@ -374,7 +374,11 @@ fn longest_numbered_run<'a>(
 /// running `cat -n` on /path:").
 fn view_header_path(text: &str) -> Option<&str> {
     const MARKER: &str = "result of running `cat -n` on ";
-    let at = text.find(MARKER)?;
+    // Every observation is searched: memchr's SIMD search, built once, is
+    // several times faster than `str::find` here.
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARKER));
+    let at = FINDER.find(text.as_bytes())?;
     let rest = text.get(at + MARKER.len()..)?;
     let end = rest.find([':', '\n']).unwrap_or(rest.len());
     rest.get(..end)
