@@ -13,9 +13,7 @@
 
 use std::sync::LazyLock;
 
-use super::text::{
-    Pattern, contains_str, line_may_start_with, lines_with_offsets, truncate_to_bytes,
-};
+use super::text::{Pattern, contains_str, lines_with_offsets, truncate_to_bytes};
 use super::trace::ParsedError;
 use super::{ErrorRecord, Frame};
 
@@ -100,6 +98,9 @@ struct FirstWord {
     python_row: bool,
     /// A path ending in a TypeScript / JavaScript extension followed by `(` or `:`.
     tsc_row: bool,
+    /// `Error: ` after the whitespace (or a non-ASCII character there, which
+    /// may be whitespace `\s` skips).
+    script_error_row: bool,
 }
 
 impl FirstWord {
@@ -110,6 +111,8 @@ impl FirstWord {
             .position(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r'))
             .unwrap_or(bytes.len());
         let rest = bytes.get(start..).unwrap_or(&[]);
+        let script_error_row =
+            rest.first().is_some_and(|first| !first.is_ascii()) || rest.starts_with(b"Error: ");
         let length = rest
             .iter()
             .position(|&byte| {
@@ -126,6 +129,7 @@ impl FirstWord {
             python_row: next == Some(b':') && ends_with_any(&[".py", ".pyi"]),
             tsc_row: matches!(next, Some(b'(' | b':'))
                 && ends_with_any(&[".ts", ".tsx", ".js", ".jsx", ".mts", ".cts"]),
+            script_error_row,
         }
     }
 }
@@ -133,6 +137,14 @@ impl FirstWord {
 /// Whether `line` may be an eslint file line: it ends in a script
 /// extension (each pattern runs only on lines holding its literal part).
 fn may_name_script(line: &str) -> bool {
+    // Every extension ends in `s`, `x` or `e`: another last character that
+    // `trim_end` keeps (ASCII, not whitespace) settles most lines at once.
+    match line.as_bytes().last() {
+        None => return false,
+        Some(b's' | b'x' | b'e' | b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') => {}
+        Some(last) if last.is_ascii() => return false,
+        Some(_) => {}
+    }
     let trimmed = line.trim_end();
     [".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".vue"]
         .iter()
@@ -213,7 +225,7 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                 Some(file),
                 captures.get(1).and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if line_may_start_with(content.as_bytes(), &["Error: "])
+        } else if first_word.script_error_row
             && let Some(captures) = SCRIPT_ERROR.captures(content)
         {
             Some(record(
@@ -223,7 +235,7 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                 None,
             ))
         } else {
-            if content.trim().is_empty() {
+            if eslint_file.is_some() && content.trim().is_empty() {
                 eslint_file = None;
             }
             None
@@ -358,8 +370,12 @@ mod tests {
     fn the_first_word_test_passes_every_line_a_pattern_matches() {
         const SLOTS: &[&[&str]] = &[
             &["", " ", "\t", "\u{3000}", "\u{a0}", "\u{3000}x"],
-            &["pkg/a", "é", "/r/b-c", "a\\b", "x.y/z", "", "pkg a", "Error"],
-            &[".py", ".pyi", ".ts", ".tsx", ".js", ".mts", ".txt", ""],
+            &[
+                "pkg/a", "é", "/r/b-c", "a\\b", "x.y/z", "", "pkg a", "Error",
+            ],
+            &[
+                ".py", ".pyi", ".ts", ".tsx", ".js", ".mts", ".vue", ".mjs", ".txt", "",
+            ],
             &[":12", ":12:5", "(3,4)", ":", "", "(3", "é"],
             &[
                 ": error: ",
@@ -370,8 +386,18 @@ mod tests {
                 " - error TS2322: ",
                 " ",
                 ": ",
+                "",
             ],
-            &["msg", "Bad  [misc]", "x (reportUndefinedVariable)", "", "TypeError: y"],
+            &[
+                "msg",
+                "Bad  [misc]",
+                "x (reportUndefinedVariable)",
+                "",
+                "TypeError: y",
+                "\u{a0}",
+                "\x0b",
+                "\t",
+            ],
         ];
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = move |bound: usize| {
@@ -380,7 +406,7 @@ mod tests {
             state ^= state << 17;
             (state >> 11) as usize % bound
         };
-        let mut matched = [0usize; 5];
+        let mut matched = [0usize; 6];
         for _ in 0..50_000 {
             let mut line = String::new();
             for slot in SLOTS {
@@ -397,10 +423,8 @@ mod tests {
                 (&*PYRIGHT, first_word.python_row),
                 (&*FLAKE8, first_word.python_row),
                 (&*TSC, first_word.tsc_row),
-                (
-                    &*SCRIPT_ERROR,
-                    line_may_start_with(line.as_bytes(), &["Error: "]),
-                ),
+                (&*SCRIPT_ERROR, first_word.script_error_row),
+                (&*ESLINT_FILE, may_name_script(&line)),
             ]
             .into_iter()
             .enumerate()

@@ -293,26 +293,38 @@ pub struct JsonSpan {
 }
 
 /// The JSON objects/arrays in `text` that start a line (or the text), found
-/// with a bounded number of parse attempts.
+/// with a bounded number of parse attempts: a `{`, a `[{`, or a `[` on the
+/// first line, as the line's first non-whitespace character.
 pub fn json_spans(text: &str) -> Vec<JsonSpan> {
     let mut spans = Vec::new();
     if !text.contains('{') {
         return spans;
     }
+    let bytes = text.as_bytes();
     let mut failed_attempts = 0usize;
     let mut resume_at = 0usize;
-    for line in lines_with_offsets(text) {
-        if line.start < resume_at {
+    let mut search_from = 0usize;
+    // Only lines whose first character is `{` or `[` can start a value: the
+    // brackets are found with memchr and their lines checked, rather than
+    // every line of every message visited (most have no bracket at all).
+    while let Some(offset) = bytes
+        .get(search_from..)
+        .and_then(|rest| memchr::memchr2(b'{', b'[', rest))
+    {
+        let start = search_from + offset;
+        search_from = start + 1;
+        let Some(line_start) = line_start_if_first(text, start) else {
+            continue;
+        };
+        if line_start < resume_at {
             continue;
         }
-        let trimmed = line.text.trim_start();
-        let is_candidate = trimmed.starts_with('{')
-            || (line.start == 0 && trimmed.starts_with('['))
-            || (trimmed.starts_with("[{"));
+        let is_candidate = bytes.get(start) == Some(&b'{')
+            || line_start == 0
+            || bytes.get(start + 1) == Some(&b'{');
         if !is_candidate {
             continue;
         }
-        let start = line.end - trimmed.len();
         let Some(rest) = text.get(start..) else {
             continue;
         };
@@ -323,6 +335,7 @@ pub fn json_spans(text: &str) -> Vec<JsonSpan> {
                 let end = start + stream.byte_offset();
                 spans.push(JsonSpan { start, end });
                 resume_at = end;
+                search_from = search_from.max(end);
                 if spans.len() >= MAX_JSON_VALUES {
                     break;
                 }
@@ -336,6 +349,28 @@ pub fn json_spans(text: &str) -> Vec<JsonSpan> {
         }
     }
     spans
+}
+
+/// The start of the line holding byte `position` of `text`, when only
+/// whitespace (as `str::trim_start` sees it) comes before it on its line.
+fn line_start_if_first(text: &str, position: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut index = position;
+    while index > 0 {
+        match bytes.get(index - 1).copied()? {
+            b'\n' => return Some(index),
+            b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c' => index -= 1,
+            byte if byte.is_ascii() => return None,
+            _ => {
+                // Non-ASCII before it: Unicode whitespace decides.
+                let line_start =
+                    memchr::memrchr(b'\n', bytes.get(..index)?).map_or(0, |newline| newline + 1);
+                let before = text.get(line_start..position)?;
+                return before.trim_start().is_empty().then_some(line_start);
+            }
+        }
+    }
+    Some(0)
 }
 
 /// The raw text of `message` plus a decoded view of every long JSON string
@@ -668,6 +703,98 @@ mod tests {
             texts.contains(&"cat <<EOF > x.py\nprint(1)\nEOF\n"),
             "{texts:?}"
         );
+    }
+
+    /// `json_spans` as it was written first, visiting every line.
+    fn json_spans_line_by_line(text: &str) -> Vec<JsonSpan> {
+        let mut spans = Vec::new();
+        if !text.contains('{') {
+            return spans;
+        }
+        let mut failed_attempts = 0usize;
+        let mut resume_at = 0usize;
+        for line in lines_with_offsets(text) {
+            if line.start < resume_at {
+                continue;
+            }
+            let trimmed = line.text.trim_start();
+            let is_candidate = trimmed.starts_with('{')
+                || (line.start == 0 && trimmed.starts_with('['))
+                || (trimmed.starts_with("[{"));
+            if !is_candidate {
+                continue;
+            }
+            let start = line.end - trimmed.len();
+            let rest = &text[start..];
+            let mut stream =
+                serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
+            match stream.next() {
+                Some(Ok(_)) => {
+                    let end = start + stream.byte_offset();
+                    spans.push(JsonSpan { start, end });
+                    resume_at = end;
+                    if spans.len() >= MAX_JSON_VALUES {
+                        break;
+                    }
+                }
+                _ => {
+                    failed_attempts += 1;
+                    if failed_attempts >= MAX_FAILED_JSON_ATTEMPTS {
+                        break;
+                    }
+                }
+            }
+        }
+        spans
+    }
+
+    #[test]
+    fn json_spans_found_by_brackets_are_those_of_every_line() {
+        const PIECES: &[&str] = &[
+            "{",
+            "[",
+            "[{",
+            "}",
+            "]",
+            " ",
+            "\t",
+            "\u{a0}",
+            "\u{3000}",
+            "\u{85}",
+            "\n",
+            "\r\n",
+            "\r",
+            "x",
+            "é",
+            "\"a\"",
+            ":",
+            ",",
+            "1",
+            "{\"k\": [1, {\"n\": 2}]}",
+            "[{\"a\": 1}]\n",
+            "\n{\"name\": \"bash\"}\n",
+            "{not json",
+            "[1, 2]",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        let mut num_spans = 0;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(24) {
+                text.push_str(PIECES[next(PIECES.len())]);
+            }
+            let expected = json_spans_line_by_line(&text);
+            num_spans += expected.len();
+            assert_eq!(json_spans(&text), expected, "{text:?}");
+        }
+        // Many texts held values, so the comparison can fail.
+        assert!(num_spans > 1_000, "{num_spans}");
     }
 
     #[test]
