@@ -192,7 +192,7 @@ pub fn fenced_blocks(text: &str) -> Vec<FencedBlock> {
         return blocks;
     }
     let mut open: Option<(String, usize, usize, char, usize)> = None;
-    for line in lines_with_offsets(text) {
+    for line in lines_starting_with(text, b'`', b'~') {
         let trimmed = line.text.trim_start();
         let fence_char = match trimmed.chars().next() {
             Some(character @ ('`' | '~')) => character,
@@ -236,6 +236,40 @@ pub fn fenced_blocks(text: &str) -> Vec<FencedBlock> {
         });
     }
     blocks
+}
+
+/// The lines of `text` whose first non-whitespace character is the ASCII
+/// `first` or `second`, in order: the characters are found with memchr and
+/// their lines checked, rather than every line visited.
+fn lines_starting_with(text: &str, first: u8, second: u8) -> impl Iterator<Item = Line<'_>> {
+    let bytes = text.as_bytes();
+    let mut search_from = 0usize;
+    std::iter::from_fn(move || {
+        while let Some(offset) = bytes
+            .get(search_from..)
+            .and_then(|rest| memchr::memchr2(first, second, rest))
+        {
+            let position = search_from + offset;
+            let line_end = bytes
+                .get(position..)
+                .and_then(|rest| memchr::memchr(b'\n', rest))
+                .map_or(bytes.len(), |newline| position + newline);
+            search_from = line_end + 1;
+            let Some(start) = line_start_if_first(text, position) else {
+                continue;
+            };
+            let mut content = text.get(start..line_end)?;
+            if let Some(stripped) = content.strip_suffix('\r') {
+                content = stripped;
+            }
+            return Some(Line {
+                text: content,
+                start,
+                end: start + content.len(),
+            });
+        }
+        None
+    })
 }
 
 /// A text the parsers run over: the raw message, or a decoded JSON string
@@ -795,6 +829,38 @@ mod tests {
         }
         // Many texts held values, so the comparison can fail.
         assert!(num_spans > 1_000, "{num_spans}");
+    }
+
+    #[test]
+    fn fence_lines_found_by_their_characters_are_those_of_every_line() {
+        const PIECES: &[&str] = &[
+            "```", "~~~", "````", "`", "~", "``", " ", "\t", "\u{a0}", "\u{3000}", "\n", "\r\n",
+            "\r", "x", "é", "python", "```py\n", "\n```\n", "~~~~\n", "  ```",
+        ];
+        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        let mut num_lines = 0;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(24) {
+                text.push_str(PIECES[next(PIECES.len())]);
+            }
+            let expected: Vec<(&str, usize, usize)> = lines_with_offsets(&text)
+                .filter(|line| line.text.trim_start().starts_with(['`', '~']))
+                .map(|line| (line.text, line.start, line.end))
+                .collect();
+            num_lines += expected.len();
+            let got: Vec<(&str, usize, usize)> = lines_starting_with(&text, b'`', b'~')
+                .map(|line| (line.text, line.start, line.end))
+                .collect();
+            assert_eq!(got, expected, "{text:?}");
+        }
+        assert!(num_lines > 10_000, "{num_lines}");
     }
 
     #[test]
