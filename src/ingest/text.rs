@@ -331,10 +331,11 @@ pub struct JsonSpan {
 /// first line, as the line's first non-whitespace character.
 pub fn json_spans(text: &str) -> Vec<JsonSpan> {
     let mut spans = Vec::new();
-    if !text.contains('{') {
+    let bytes = text.as_bytes();
+    // memchr's SIMD search: `str::contains(char)` is several times slower.
+    if memchr::memchr(b'{', bytes).is_none() {
         return spans;
     }
-    let bytes = text.as_bytes();
     let mut failed_attempts = 0usize;
     let mut resume_at = 0usize;
     let mut search_from = 0usize;

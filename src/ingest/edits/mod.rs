@@ -311,11 +311,18 @@ fn created_empty(path: &str, start: usize, end: usize) -> FileEdit {
 
 /// The file of a `cat -n FILE` / `nl -ba FILE` command.
 fn numbered_cat_path(command: &str) -> Option<String> {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    match words.as_slice() {
-        ["cat", "-n", file] | ["nl", "-ba", file] => Some(file.to_string()),
-        _ => None,
+    // Word by word, so that a long command (a heredoc) is not split whole.
+    let mut words = command.split_whitespace();
+    let flag = match words.next()? {
+        "cat" => "-n",
+        "nl" => "-ba",
+        _ => return None,
+    };
+    if words.next()? != flag {
+        return None;
     }
+    let file = words.next()?;
+    words.next().is_none().then(|| file.to_string())
 }
 
 /// The lines of a numbered view: `   12\ttext` (`cat -n`) or `    12→text`
@@ -721,6 +728,25 @@ impl Tracker {
 mod tests {
     use super::*;
     use crate::ingest::toolcall;
+
+    #[test]
+    fn numbered_views_are_cat_n_or_nl_ba_of_one_file() {
+        assert_eq!(
+            numbered_cat_path("cat -n src/a.py"),
+            Some("src/a.py".into())
+        );
+        assert_eq!(numbered_cat_path("  nl\t-ba  a.py\n"), Some("a.py".into()));
+        for command in [
+            "cat -n",
+            "cat a.py",
+            "cat -n a.py b.py",
+            "nl -n a.py",
+            "less -n a.py",
+            "",
+        ] {
+            assert_eq!(numbered_cat_path(command), None, "{command:?}");
+        }
+    }
 
     fn agent(tracker: &mut Tracker, message: &str) -> Vec<RenderedEdit> {
         let calls = toolcall::parse(message).calls;
