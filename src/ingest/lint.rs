@@ -13,7 +13,9 @@
 
 use std::sync::LazyLock;
 
-use super::text::{Pattern, contains_str, lines_with_offsets, truncate_to_bytes};
+use memchr::memmem::Finder;
+
+use super::text::{Line, Pattern, contains_str, lines_with_offsets, truncate_to_bytes};
 use super::trace::ParsedError;
 use super::{ErrorRecord, Frame};
 
@@ -153,12 +155,91 @@ fn may_name_script(line: &str) -> bool {
 
 /// The diagnostics in `text`, in order, each with the byte range of its line.
 pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
-    let mut found = Vec::new();
     if !may_contain(text) {
-        return found;
+        return Vec::new();
     }
+    if may_hold_eslint_row(text) {
+        return parse_lines(lines_with_offsets(text), true);
+    }
+    // Without eslint rows, a line is read on its own, and only lines that
+    // hold a pattern's literal part can match: those are visited alone.
+    parse_lines(lines_holding_literals(text).into_iter(), false)
+}
+
+static ERROR_WORD: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("error"));
+/// A literal part of every line the mypy, pyright, flake8, tsc and script
+/// error patterns match (eslint rows aside).
+static LINE_LITERALS: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+    [
+        Finder::new(".py:"),
+        Finder::new(".pyi:"),
+        Finder::new(" error TS"),
+        Finder::new("Error: "),
+    ]
+});
+
+/// Whether some line of `text` may be an eslint row (`  12:5  error  ...`):
+/// a word `error` after whitespace and a digit at the start of its line (or
+/// after non-ASCII characters there, which may be Unicode whitespace or
+/// digits).
+fn may_hold_eslint_row(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    ERROR_WORD.find_iter(bytes).any(|at| {
+        let line_start =
+            memchr::memrchr(b'\n', bytes.get(..at).unwrap_or(&[])).map_or(0, |newline| newline + 1);
+        let prefix = bytes.get(line_start..at).unwrap_or(&[]);
+        let is_space = |byte: &u8| matches!(byte, b' ' | b'\t' | b'\x0b' | b'\x0c' | b'\r');
+        let starts_with_space = prefix
+            .first()
+            .is_some_and(|first| is_space(first) || !first.is_ascii());
+        let after_space = prefix
+            .iter()
+            .position(|byte| !is_space(byte))
+            .and_then(|index| prefix.get(index));
+        starts_with_space
+            && after_space.is_some_and(|next| next.is_ascii_digit() || !next.is_ascii())
+    })
+}
+
+/// The lines of `text` that hold one of [`LINE_LITERALS`], in order (none of
+/// them holds a line terminator, so each occurrence lies within one line).
+fn lines_holding_literals(text: &str) -> Vec<Line<'_>> {
+    let bytes = text.as_bytes();
+    let mut starts: Vec<usize> = LINE_LITERALS
+        .iter()
+        .flat_map(|finder| finder.find_iter(bytes))
+        .map(|at| {
+            memchr::memrchr(b'\n', bytes.get(..at).unwrap_or(&[])).map_or(0, |newline| newline + 1)
+        })
+        .collect();
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+        .into_iter()
+        .filter_map(|start| {
+            let end = bytes
+                .get(start..)
+                .and_then(|rest| memchr::memchr(b'\n', rest))
+                .map_or(bytes.len(), |newline| start + newline);
+            let mut content = text.get(start..end)?;
+            if let Some(stripped) = content.strip_suffix('\r') {
+                content = stripped;
+            }
+            Some(Line {
+                text: content,
+                start,
+                end: start + content.len(),
+            })
+        })
+        .collect()
+}
+
+/// The diagnostics of `lines`, in order; eslint's file lines and rows are
+/// read only when `eslint`.
+fn parse_lines<'t>(lines: impl Iterator<Item = Line<'t>>, eslint: bool) -> Vec<ParsedError> {
+    let mut found = Vec::new();
     let mut eslint_file: Option<&str> = None;
-    for line in lines_with_offsets(text) {
+    for line in lines {
         if found.len() >= MAX_DIAGNOSTICS {
             break;
         }
@@ -210,7 +291,8 @@ pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
                     .or_else(|| captures.get(3))
                     .and_then(|m| m.as_str().parse().ok()),
             ))
-        } else if may_name_script(content)
+        } else if eslint
+            && may_name_script(content)
             && let Some(captures) = ESLINT_FILE.captures(content)
         {
             eslint_file = captures.get(1).map(|m| m.as_str());
@@ -437,6 +519,58 @@ mod tests {
         }
         // Each pattern matched some lines, so the test can fail.
         assert!(matched.iter().all(|&count| count > 0), "{matched:?}");
+    }
+
+    /// Visiting only the lines that hold a literal (when no line may be an
+    /// eslint row) finds what visiting every line finds.
+    #[test]
+    fn lines_holding_literals_give_what_every_line_gives() {
+        const LINES: &[&str] = &[
+            "pkg/a.py:12: error: Bad value  [misc]",
+            "  /r/b.py:7:5 - error: \"x\" is not defined (reportUndefinedVariable)",
+            "pkg/c.py:3:1: F401 [*] `os` imported but unused",
+            "pkg/a.py:12:    def error(self): pass",
+            "src/a.ts(12,5): error TS2322: Type 'string' is not assignable.",
+            "/home/u/app/src/index.js",
+            "src/b.vue  ",
+            "  4:7   error  'x' is assigned a value but never used  no-unused-vars",
+            "\u{3000}12:1  error  Missing semicolon  semi",
+            "Error: TypeError: cannot read property 'x' of undefined",
+            "\u{a0}Error: ValueError: bad",
+            "an error occurred",
+            "    raise ValueError(\"error\")",
+            "",
+            "   ",
+            "x = 1",
+            "é.py:1:1: E1 msg",
+        ];
+        let mut state = 0x0bad_5eed_1234_5678u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        let (mut num_texts_without_rows, mut num_found) = (0, 0);
+        for _ in 0..5_000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(10) {
+                text.push_str(LINES[next(LINES.len())]);
+                text.push_str(["\n", "\r\n", "\n\n"][next(3)]);
+            }
+            let every_line = if may_contain(&text) {
+                parse_lines(lines_with_offsets(&text), true)
+            } else {
+                Vec::new()
+            };
+            num_found += every_line.len();
+            if !may_hold_eslint_row(&text) {
+                num_texts_without_rows += 1;
+            }
+            assert_eq!(parse_diagnostics(&text), every_line, "{text:?}");
+        }
+        assert!(num_texts_without_rows > 1_000, "{num_texts_without_rows}");
+        assert!(num_found > 5_000, "{num_found}");
     }
 
     #[test]
