@@ -84,6 +84,45 @@ macro_rules! contains_str {
 }
 pub(crate) use contains_str;
 
+/// Whether the lines of a text, asked about in order, hold a literal: one
+/// SIMD search runs ahead to the literal's next occurrence, so the text is
+/// scanned about once however many lines ask (a search per line costs
+/// several times more on short lines). The literal must hold no `\n` or
+/// `\r`, so that an occurrence lies within one line.
+pub struct LiteralCursor<'t> {
+    finder: memchr::memmem::Finder<'static>,
+    text: &'t [u8],
+    /// The first occurrence at or after the last line asked about, if any.
+    next: Option<usize>,
+}
+
+impl<'t> LiteralCursor<'t> {
+    /// A cursor over `text` for `literal`.
+    pub fn new(literal: &'static str, text: &'t str) -> LiteralCursor<'t> {
+        let finder = memchr::memmem::Finder::new(literal);
+        let next = finder.find(text.as_bytes());
+        LiteralCursor {
+            finder,
+            text: text.as_bytes(),
+            next,
+        }
+    }
+
+    /// Whether the literal occurs in `line`, a line of the text no earlier
+    /// than the last one asked about.
+    pub fn in_line(&mut self, line: &Line<'_>) -> bool {
+        if self.next.is_some_and(|position| position < line.start) {
+            self.next = self
+                .text
+                .get(line.start..)
+                .and_then(|rest| self.finder.find(rest))
+                .map(|offset| line.start + offset);
+        }
+        self.next
+            .is_some_and(|position| line.start <= position && position < line.end)
+    }
+}
+
 /// Whether `line`, leading whitespace skipped, starts with one of
 /// `prefixes` or with a non-ASCII character (maybe whitespace `trim` would
 /// skip): a cheap superset of what line parsers that trim look for.
@@ -862,6 +901,32 @@ mod tests {
             assert_eq!(got, expected, "{text:?}");
         }
         assert!(num_lines > 10_000, "{num_lines}");
+    }
+
+    #[test]
+    fn literal_cursors_answer_as_contains_does() {
+        const PIECES: &[&str] = &["::", ":", " ", "x", "\n", "\r\n", "é", "a::b", "\n::\n"];
+        let mut state = 0x5555_aaaa_1234_4321u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        for _ in 0..5_000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(20) {
+                text.push_str(PIECES[next(PIECES.len())]);
+            }
+            let mut cursor = LiteralCursor::new("::", &text);
+            for line in lines_with_offsets(&text) {
+                // Lines are sometimes skipped, as callers do.
+                if next(3) == 0 {
+                    continue;
+                }
+                assert_eq!(cursor.in_line(&line), line.text.contains("::"), "{text:?}");
+            }
+        }
     }
 
     #[test]
