@@ -33,7 +33,7 @@ pub fn issue_range(content: &str) -> TaskText {
         end: content.len(),
         root: None,
     };
-    if !content.contains('<') && !contains_str!(content, "uploaded") {
+    if memchr::memchr(b'<', content.as_bytes()).is_none() && !contains_str!(content, "uploaded") {
         return task;
     }
     if let Some((start, end)) = tag_content(content, "uploaded_files") {
@@ -94,10 +94,11 @@ fn trimmed(content: &str, mut task: TaskText) -> TaskText {
 fn tag_content(content: &str, tag: &str) -> Option<(usize, usize)> {
     let open = format!("<{tag}>");
     let close = format!("</{tag}>");
-    let start = content.find(&open)? + open.len();
+    // memchr's SIMD search: task messages are long, and most tags are absent.
+    let start = memchr::memmem::find(content.as_bytes(), open.as_bytes())? + open.len();
     let end = content
         .get(start..)
-        .and_then(|rest| rest.find(&close))
+        .and_then(|rest| memchr::memmem::find(rest.as_bytes(), close.as_bytes()))
         .map_or(content.len(), |at| start + at);
     Some((start, end))
 }

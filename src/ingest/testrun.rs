@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use regex::Captures;
 
-use super::text::{Pattern, contains_str, line_may_start_with, lines_with_offsets};
+use super::text::{LiteralCursor, Pattern, contains_str, line_may_start_with, lines_with_offsets};
 
 /// Outcomes kept per text.
 const MAX_RESULTS_PER_TEXT: usize = 5_000;
@@ -120,6 +120,9 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
     let has_double_colon = contains_str!(text, "::");
     let has_maven_summary = contains_str!(text, "Tests run: ");
     let has_unittest_result = contains_str!(text, " ... ");
+    let mut double_colon_lines = has_double_colon.then(|| LiteralCursor::new("::", text));
+    let mut maven_summary_lines =
+        has_maven_summary.then(|| LiteralCursor::new("Tests run: ", text));
     for line in lines_with_offsets(text) {
         if observations.results.len() >= MAX_RESULTS_PER_TEXT {
             break;
@@ -128,8 +131,12 @@ pub fn parse_test_observations(text: &str) -> TestObservations {
         // Every reading below starts with one of these (or a non-ASCII
         // mark), but the pytest and Maven lines, found by substring.
         let may_observe = line_may_start_with(content.as_bytes(), OBSERVATION_STARTS)
-            || (has_double_colon && content.contains("::"))
-            || (has_maven_summary && content.contains("Tests run: "));
+            || double_colon_lines
+                .as_mut()
+                .is_some_and(|lines| lines.in_line(&line))
+            || maven_summary_lines
+                .as_mut()
+                .is_some_and(|lines| lines.in_line(&line));
         if !may_observe {
             continue;
         }

@@ -84,6 +84,45 @@ macro_rules! contains_str {
 }
 pub(crate) use contains_str;
 
+/// Whether the lines of a text, asked about in order, hold a literal: one
+/// SIMD search runs ahead to the literal's next occurrence, so the text is
+/// scanned about once however many lines ask (a search per line costs
+/// several times more on short lines). The literal must hold no `\n` or
+/// `\r`, so that an occurrence lies within one line.
+pub struct LiteralCursor<'t> {
+    finder: memchr::memmem::Finder<'static>,
+    text: &'t [u8],
+    /// The first occurrence at or after the last line asked about, if any.
+    next: Option<usize>,
+}
+
+impl<'t> LiteralCursor<'t> {
+    /// A cursor over `text` for `literal`.
+    pub fn new(literal: &'static str, text: &'t str) -> LiteralCursor<'t> {
+        let finder = memchr::memmem::Finder::new(literal);
+        let next = finder.find(text.as_bytes());
+        LiteralCursor {
+            finder,
+            text: text.as_bytes(),
+            next,
+        }
+    }
+
+    /// Whether the literal occurs in `line`, a line of the text no earlier
+    /// than the last one asked about.
+    pub fn in_line(&mut self, line: &Line<'_>) -> bool {
+        if self.next.is_some_and(|position| position < line.start) {
+            self.next = self
+                .text
+                .get(line.start..)
+                .and_then(|rest| self.finder.find(rest))
+                .map(|offset| line.start + offset);
+        }
+        self.next
+            .is_some_and(|position| line.start <= position && position < line.end)
+    }
+}
+
 /// Whether `line`, leading whitespace skipped, starts with one of
 /// `prefixes` or with a non-ASCII character (maybe whitespace `trim` would
 /// skip): a cheap superset of what line parsers that trim look for.
@@ -192,7 +231,7 @@ pub fn fenced_blocks(text: &str) -> Vec<FencedBlock> {
         return blocks;
     }
     let mut open: Option<(String, usize, usize, char, usize)> = None;
-    for line in lines_with_offsets(text) {
+    for line in lines_starting_with(text, b'`', b'~') {
         let trimmed = line.text.trim_start();
         let fence_char = match trimmed.chars().next() {
             Some(character @ ('`' | '~')) => character,
@@ -236,6 +275,40 @@ pub fn fenced_blocks(text: &str) -> Vec<FencedBlock> {
         });
     }
     blocks
+}
+
+/// The lines of `text` whose first non-whitespace character is the ASCII
+/// `first` or `second`, in order: the characters are found with memchr and
+/// their lines checked, rather than every line visited.
+fn lines_starting_with(text: &str, first: u8, second: u8) -> impl Iterator<Item = Line<'_>> {
+    let bytes = text.as_bytes();
+    let mut search_from = 0usize;
+    std::iter::from_fn(move || {
+        while let Some(offset) = bytes
+            .get(search_from..)
+            .and_then(|rest| memchr::memchr2(first, second, rest))
+        {
+            let position = search_from + offset;
+            let line_end = bytes
+                .get(position..)
+                .and_then(|rest| memchr::memchr(b'\n', rest))
+                .map_or(bytes.len(), |newline| position + newline);
+            search_from = line_end + 1;
+            let Some(start) = line_start_if_first(text, position) else {
+                continue;
+            };
+            let mut content = text.get(start..line_end)?;
+            if let Some(stripped) = content.strip_suffix('\r') {
+                content = stripped;
+            }
+            return Some(Line {
+                text: content,
+                start,
+                end: start + content.len(),
+            });
+        }
+        None
+    })
 }
 
 /// A text the parsers run over: the raw message, or a decoded JSON string
@@ -293,26 +366,39 @@ pub struct JsonSpan {
 }
 
 /// The JSON objects/arrays in `text` that start a line (or the text), found
-/// with a bounded number of parse attempts.
+/// with a bounded number of parse attempts: a `{`, a `[{`, or a `[` on the
+/// first line, as the line's first non-whitespace character.
 pub fn json_spans(text: &str) -> Vec<JsonSpan> {
     let mut spans = Vec::new();
-    if !text.contains('{') {
+    let bytes = text.as_bytes();
+    // memchr's SIMD search: `str::contains(char)` is several times slower.
+    if memchr::memchr(b'{', bytes).is_none() {
         return spans;
     }
     let mut failed_attempts = 0usize;
     let mut resume_at = 0usize;
-    for line in lines_with_offsets(text) {
-        if line.start < resume_at {
+    let mut search_from = 0usize;
+    // Only lines whose first character is `{` or `[` can start a value: the
+    // brackets are found with memchr and their lines checked, rather than
+    // every line of every message visited (most have no bracket at all).
+    while let Some(offset) = bytes
+        .get(search_from..)
+        .and_then(|rest| memchr::memchr2(b'{', b'[', rest))
+    {
+        let start = search_from + offset;
+        search_from = start + 1;
+        let Some(line_start) = line_start_if_first(text, start) else {
+            continue;
+        };
+        if line_start < resume_at {
             continue;
         }
-        let trimmed = line.text.trim_start();
-        let is_candidate = trimmed.starts_with('{')
-            || (line.start == 0 && trimmed.starts_with('['))
-            || (trimmed.starts_with("[{"));
+        let is_candidate = bytes.get(start) == Some(&b'{')
+            || line_start == 0
+            || bytes.get(start + 1) == Some(&b'{');
         if !is_candidate {
             continue;
         }
-        let start = line.end - trimmed.len();
         let Some(rest) = text.get(start..) else {
             continue;
         };
@@ -323,6 +409,7 @@ pub fn json_spans(text: &str) -> Vec<JsonSpan> {
                 let end = start + stream.byte_offset();
                 spans.push(JsonSpan { start, end });
                 resume_at = end;
+                search_from = search_from.max(end);
                 if spans.len() >= MAX_JSON_VALUES {
                     break;
                 }
@@ -336,6 +423,28 @@ pub fn json_spans(text: &str) -> Vec<JsonSpan> {
         }
     }
     spans
+}
+
+/// The start of the line holding byte `position` of `text`, when only
+/// whitespace (as `str::trim_start` sees it) comes before it on its line.
+fn line_start_if_first(text: &str, position: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut index = position;
+    while index > 0 {
+        match bytes.get(index - 1).copied()? {
+            b'\n' => return Some(index),
+            b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c' => index -= 1,
+            byte if byte.is_ascii() => return None,
+            _ => {
+                // Non-ASCII before it: Unicode whitespace decides.
+                let line_start =
+                    memchr::memrchr(b'\n', bytes.get(..index)?).map_or(0, |newline| newline + 1);
+                let before = text.get(line_start..position)?;
+                return before.trim_start().is_empty().then_some(line_start);
+            }
+        }
+    }
+    Some(0)
 }
 
 /// The raw text of `message` plus a decoded view of every long JSON string
@@ -668,6 +777,156 @@ mod tests {
             texts.contains(&"cat <<EOF > x.py\nprint(1)\nEOF\n"),
             "{texts:?}"
         );
+    }
+
+    /// `json_spans` as it was written first, visiting every line.
+    fn json_spans_line_by_line(text: &str) -> Vec<JsonSpan> {
+        let mut spans = Vec::new();
+        if !text.contains('{') {
+            return spans;
+        }
+        let mut failed_attempts = 0usize;
+        let mut resume_at = 0usize;
+        for line in lines_with_offsets(text) {
+            if line.start < resume_at {
+                continue;
+            }
+            let trimmed = line.text.trim_start();
+            let is_candidate = trimmed.starts_with('{')
+                || (line.start == 0 && trimmed.starts_with('['))
+                || (trimmed.starts_with("[{"));
+            if !is_candidate {
+                continue;
+            }
+            let start = line.end - trimmed.len();
+            let rest = &text[start..];
+            let mut stream =
+                serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
+            match stream.next() {
+                Some(Ok(_)) => {
+                    let end = start + stream.byte_offset();
+                    spans.push(JsonSpan { start, end });
+                    resume_at = end;
+                    if spans.len() >= MAX_JSON_VALUES {
+                        break;
+                    }
+                }
+                _ => {
+                    failed_attempts += 1;
+                    if failed_attempts >= MAX_FAILED_JSON_ATTEMPTS {
+                        break;
+                    }
+                }
+            }
+        }
+        spans
+    }
+
+    #[test]
+    fn json_spans_found_by_brackets_are_those_of_every_line() {
+        const PIECES: &[&str] = &[
+            "{",
+            "[",
+            "[{",
+            "}",
+            "]",
+            " ",
+            "\t",
+            "\u{a0}",
+            "\u{3000}",
+            "\u{85}",
+            "\n",
+            "\r\n",
+            "\r",
+            "x",
+            "é",
+            "\"a\"",
+            ":",
+            ",",
+            "1",
+            "{\"k\": [1, {\"n\": 2}]}",
+            "[{\"a\": 1}]\n",
+            "\n{\"name\": \"bash\"}\n",
+            "{not json",
+            "[1, 2]",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        let mut num_spans = 0;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(24) {
+                text.push_str(PIECES[next(PIECES.len())]);
+            }
+            let expected = json_spans_line_by_line(&text);
+            num_spans += expected.len();
+            assert_eq!(json_spans(&text), expected, "{text:?}");
+        }
+        // Many texts held values, so the comparison can fail.
+        assert!(num_spans > 1_000, "{num_spans}");
+    }
+
+    #[test]
+    fn fence_lines_found_by_their_characters_are_those_of_every_line() {
+        const PIECES: &[&str] = &[
+            "```", "~~~", "````", "`", "~", "``", " ", "\t", "\u{a0}", "\u{3000}", "\n", "\r\n",
+            "\r", "x", "é", "python", "```py\n", "\n```\n", "~~~~\n", "  ```",
+        ];
+        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        let mut num_lines = 0;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(24) {
+                text.push_str(PIECES[next(PIECES.len())]);
+            }
+            let expected: Vec<(&str, usize, usize)> = lines_with_offsets(&text)
+                .filter(|line| line.text.trim_start().starts_with(['`', '~']))
+                .map(|line| (line.text, line.start, line.end))
+                .collect();
+            num_lines += expected.len();
+            let got: Vec<(&str, usize, usize)> = lines_starting_with(&text, b'`', b'~')
+                .map(|line| (line.text, line.start, line.end))
+                .collect();
+            assert_eq!(got, expected, "{text:?}");
+        }
+        assert!(num_lines > 10_000, "{num_lines}");
+    }
+
+    #[test]
+    fn literal_cursors_answer_as_contains_does() {
+        const PIECES: &[&str] = &["::", ":", " ", "x", "\n", "\r\n", "é", "a::b", "\n::\n"];
+        let mut state = 0x5555_aaaa_1234_4321u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as usize % bound
+        };
+        for _ in 0..5_000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(20) {
+                text.push_str(PIECES[next(PIECES.len())]);
+            }
+            let mut cursor = LiteralCursor::new("::", &text);
+            for line in lines_with_offsets(&text) {
+                // Lines are sometimes skipped, as callers do.
+                if next(3) == 0 {
+                    continue;
+                }
+                assert_eq!(cursor.in_line(&line), line.text.contains("::"), "{text:?}");
+            }
+        }
     }
 
     #[test]

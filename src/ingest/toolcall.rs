@@ -129,7 +129,7 @@ pub fn parse(message: &str) -> ToolCalls {
             is_error: true,
         });
     }
-    if message.contains('{') {
+    if memchr::memchr(b'{', message.as_bytes()).is_some() {
         for span in json_spans(message) {
             let Some(json_text) = message.get(span.start..span.end) else {
                 continue;
