@@ -471,12 +471,8 @@ pub fn identifiers(text: &str) -> Vec<String> {
             found.push(symbol);
         }
     };
-    if text.contains('`') {
-        for captures in BACKTICKED.captures_all(text) {
-            if let Some(inner) = captures.get(1) {
-                push(inner.as_str(), &mut found);
-            }
-        }
+    for inner in backticked(text) {
+        push(inner, &mut found);
     }
     if contains_str!(text, "search_") {
         for captures in SEARCH_CALL.captures_all(text) {
@@ -507,6 +503,32 @@ pub fn identifiers(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// What [`BACKTICKED`] captures, in order, found without the regex: a match
+/// starts at a backtick and ends at the next one, with 2 to 120 characters
+/// and no line break between them; when that fails, the next backtick is
+/// tried as a start (no match starts anywhere else).
+fn backticked(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut next = memchr::memchr(b'`', bytes);
+    std::iter::from_fn(move || {
+        while let Some(open) = next {
+            let close = memchr::memchr(b'`', bytes.get(open + 1..)?).map(|at| open + 1 + at);
+            let Some(close) = close else {
+                next = None;
+                return None;
+            };
+            let inner = bytes.get(open + 1..close)?;
+            let characters = inner.iter().filter(|&&byte| (byte as i8) >= -0x40).count();
+            if (2..=120).contains(&characters) && memchr::memchr(b'\n', inner).is_none() {
+                next = memchr::memchr(b'`', bytes.get(close + 1..)?).map(|at| close + 1 + at);
+                return text.get(open + 1..close);
+            }
+            next = Some(close);
+        }
+        None
+    })
 }
 
 /// The lines of `text` where [`DOTTED`] can match: those with a dot
@@ -576,6 +598,35 @@ pub fn json_symbol_fields(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The backtick scan finds what [`BACKTICKED`] captures.
+    #[test]
+    fn backticked_spans_are_those_of_the_pattern() {
+        let pieces = [
+            "`", "``", "a", "bc", " ", "\n", "\r", "é", "日本", "x_y", "`ab`", "(", "🦀",
+        ];
+        let long = "z".repeat(119);
+        let mut seed = 0x9e37_79b9_u64;
+        for case in 0..4000 {
+            let mut text = String::new();
+            for _ in 0..(case % 50) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                if seed % 17 == 0 {
+                    text.push_str(&long);
+                } else {
+                    text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+                }
+            }
+            let expected: Vec<&str> = BACKTICKED
+                .captures_all(&text)
+                .filter_map(|captures| captures.get(1).map(|inner| inner.as_str()))
+                .collect();
+            let scanned: Vec<&str> = backticked(&text).collect();
+            assert_eq!(scanned, expected, "{text:?}");
+        }
+    }
 
     /// Matching [`DOTTED`] line by line on the lines the prefilter keeps
     /// finds exactly what matching the whole text finds.
