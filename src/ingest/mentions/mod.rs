@@ -613,7 +613,7 @@ mod tests {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
-                if seed % 17 == 0 {
+                if seed.is_multiple_of(17) {
                     text.push_str(&long);
                 } else {
                     text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
