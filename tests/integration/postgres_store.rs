@@ -595,3 +595,122 @@ fn sigkill_of_one_node_during_adds_loses_and_duplicates_nothing_through_the_othe
     assert_eq!(node_a.terminate(), Some(0));
     assert_eq!(node_b.terminate(), Some(0));
 }
+
+/// The database going away and coming back while clients keep adding (the
+/// issue's "restart PostgreSQL during Adds"). The test cannot restart the
+/// machine's PostgreSQL cluster, which other tests share (and a cluster of
+/// its own needs a non-root user to run): the outage is the cut-able proxy
+/// between node and database, cut *during* concurrent Adds, so that every
+/// connection of the node (writer, readers) breaks mid-use, Adds in flight
+/// included, and new ones are refused until it is restored, which is what
+/// a node sees of a restart. Clients retry an Add answered 503 (same
+/// request id, as a client following Retry-After does) until it is
+/// acknowledged: every acknowledged Add is then found once, none twice
+/// (an Add whose COMMIT landed as the connection broke is answered by its
+/// retry from the request log), and the node recovers by itself.
+#[test]
+fn a_database_outage_during_concurrent_adds_loses_and_duplicates_nothing() {
+    let Some(schema) = Schema::create("outage_during_adds") else {
+        return;
+    };
+    let parsed: postgres::Config = schema.base_url.parse().expect("test URL");
+    let port = parsed.get_ports().first().copied().unwrap_or(5432);
+    let proxy = Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--store", &schema.url_via(proxy.port)]);
+    let address = server.address;
+    let marker = |index: usize| format!("outagemark{index:04}q");
+    const CLIENTS: usize = 4;
+    const ADDS_PER_CLIENT: usize = 40;
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let without_retry_after = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let acknowledged = Arc::clone(&acknowledged);
+            let refused = Arc::clone(&refused);
+            let without_retry_after = Arc::clone(&without_retry_after);
+            std::thread::spawn(move || {
+                for round in 0..ADDS_PER_CLIENT {
+                    let index = client * 1000 + round;
+                    let user_id = format!("user-{}", client % 2);
+                    let body = add_body(
+                        &format!("req-{index}"),
+                        &user_id,
+                        &format!("session-{client}"),
+                        &[&format!("acknowledged {} text", marker(index)), "reply"],
+                    );
+                    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                    loop {
+                        let (status, headers, body) = post_with_headers(address, &body);
+                        if status == 200 {
+                            acknowledged
+                                .lock()
+                                .expect("acknowledged")
+                                .push((user_id.clone(), marker(index)));
+                            break;
+                        }
+                        assert_eq!(status, 503, "{body}");
+                        refused.fetch_add(1, Ordering::SeqCst);
+                        if !headers.to_ascii_lowercase().contains("retry-after:") {
+                            without_retry_after.fetch_add(1, Ordering::SeqCst);
+                        }
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "req-{index} not acknowledged in time"
+                        );
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })
+        })
+        .collect();
+    // Cut once some Adds are acknowledged, while the clients send more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while acknowledged.lock().expect("acknowledged").len() < 20 {
+        assert!(std::time::Instant::now() < deadline, "no Adds acknowledged");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    proxy.cut();
+    let acknowledged_at_cut = acknowledged.lock().expect("acknowledged").len();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 503, "{health}");
+    proxy.restore();
+    for client in clients {
+        client.join().expect("client thread");
+    }
+    let acknowledged = acknowledged.lock().expect("acknowledged").clone();
+    assert_eq!(acknowledged.len(), CLIENTS * ADDS_PER_CLIENT);
+    assert!(
+        acknowledged_at_cut < acknowledged.len(),
+        "Adds went on after the outage"
+    );
+    assert!(
+        refused.load(Ordering::SeqCst) > 0,
+        "Adds during the outage were answered 503"
+    );
+    assert_eq!(
+        without_retry_after.load(Ordering::SeqCst),
+        0,
+        "every 503 carries Retry-After"
+    );
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 200, "{health}");
+    for (user_id, marker) in &acknowledged {
+        let (status, body) = server.request(
+            "POST",
+            "/search",
+            Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
+        );
+        assert_eq!(status, 200, "{body}");
+        let items = body["data"].as_array().expect("data");
+        assert_eq!(count_found(items, marker), 1, "{marker} of {user_id}");
+    }
+    assert_eq!(
+        schema.count("SELECT COUNT(*) FROM requests"),
+        i64::try_from(CLIENTS * ADDS_PER_CLIENT).expect("count"),
+        "one stored Add per acknowledged request"
+    );
+    assert_eq!(server.terminate(), Some(0));
+}
