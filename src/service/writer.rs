@@ -198,6 +198,7 @@ pub(super) fn writer_loop(
                     replace: index_may_hold_unrecorded,
                     max_session_bytes,
                     marks,
+                    metrics,
                 },
             );
             metrics.commit.observe(started.elapsed());
@@ -300,6 +301,8 @@ struct BatchOptions<'a> {
     max_session_bytes: i64,
     /// The users' marks to move past the Adds indexed (a shared store).
     marks: Option<&'a UserMarks>,
+    /// Where mark evictions are counted.
+    metrics: &'a WriterMetrics,
 }
 
 /// Stores a group of Adds in one transaction, indexes them, then replies to
@@ -453,7 +456,7 @@ fn write_batch(
         && ok
         && !options.replace
     {
-        advance_after_own_adds(conn, marks, &own_indexed);
+        advance_after_own_adds(conn, marks, options.metrics, &own_indexed);
     }
     ok
 }

@@ -714,3 +714,88 @@ fn a_database_outage_during_concurrent_adds_loses_and_duplicates_nothing() {
     );
     assert_eq!(server.terminate(), Some(0));
 }
+
+/// The value of one unlabelled metric in a `/metrics` body.
+fn metric(body: &str, name: &str) -> f64 {
+    body.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name} ")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in {body}"))
+}
+
+#[test]
+fn searches_for_users_with_nothing_stored_cost_no_catch_up_and_marks_stay_bounded() {
+    let Some(schema) = Schema::create("bounded_marks") else {
+        return;
+    };
+    let (_guard_a, dir_a) = data_dir();
+    let (_guard_b, dir_b) = data_dir();
+    let node_a = ServerProcess::start(&dir_a, &["--store", &schema.url]);
+    let node_b = ServerProcess::start(&dir_b, &["--store", &schema.url, "--max-cached-users", "2"]);
+
+    // Users who never wrote: answered empty, no catch-up, no mark.
+    for index in 0..20 {
+        assert!(search(&node_b, &format!("ghost-{index}"), "anything at all").is_empty());
+    }
+    let (status, explained) = node_b.request(
+        "POST",
+        "/v1/search/explain",
+        Some(&serde_json::json!({"query": "parse_config", "user_id": "ghost-x", "top_k": 5})),
+    );
+    assert_eq!(status, 200, "{explained}");
+    assert_eq!(explained["num_sessions"], 0, "{explained}");
+    assert_eq!(
+        explained["candidates"],
+        serde_json::json!([]),
+        "{explained}"
+    );
+    let (_, metrics) = http_metrics(&node_b);
+    assert_eq!(metric(&metrics, "codemem_cache_catch_ups_total"), 0.0);
+    assert_eq!(metric(&metrics, "codemem_cache_users"), 0.0);
+
+    // Three users written through A, searched through B, which keeps two.
+    let marker = |user: usize, round: usize| format!("boundmark{user}r{round}z");
+    for user in 0..3 {
+        let (status, body) = node_a.request(
+            "POST",
+            "/add",
+            Some(&add_body(
+                &format!("first-{user}"),
+                &format!("user-{user}"),
+                "s",
+                &[&format!("task {} in lib.rs", marker(user, 0)), "done"],
+            )),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    for user in 0..3 {
+        let items = search(&node_b, &format!("user-{user}"), &marker(user, 0));
+        assert_eq!(count_found(&items, &marker(user, 0)), 1, "{items:?}");
+    }
+    let (_, metrics) = http_metrics(&node_b);
+    assert_eq!(metric(&metrics, "codemem_cache_users"), 2.0);
+    assert_eq!(metric(&metrics, "codemem_cache_evictions_total"), 1.0);
+
+    // user-0 was dropped (least recently used) while its documents stayed
+    // in B's index; a new Add through A, then B fills user-0 from nothing:
+    // every message once, the new one included.
+    let (status, body) = node_a.request(
+        "POST",
+        "/add",
+        Some(&add_body(
+            "second-0",
+            "user-0",
+            "s",
+            &[&format!("then {}", marker(0, 1))],
+        )),
+    );
+    assert_eq!(status, 200, "{body}");
+    for round in 0..2 {
+        let items = search(&node_b, "user-0", &marker(0, round));
+        assert_eq!(count_found(&items, &marker(0, round)), 1, "{items:?}");
+    }
+    let (_, metrics) = http_metrics(&node_b);
+    assert_eq!(metric(&metrics, "codemem_cache_users"), 2.0);
+    assert_eq!(node_a.terminate(), Some(0));
+    assert_eq!(node_b.terminate(), Some(0));
+}
