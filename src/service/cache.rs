@@ -24,7 +24,10 @@
 //! for the `ServiceOptions::max_cached_users` most recently used users
 //! ([`UserMarks`]); a user whose mark was dropped is filled from nothing on
 //! next use, like a user never seen, so a dropped mark costs time, never
-//! correctness.
+//! correctness. A stored record that cannot be read (an older extractor's
+//! shape) is left out of the catch-up's commit with a warning, then derived
+//! again from its messages, stored and indexed; if that fails, the mark
+//! stays below the session and the next Search tries again.
 //!
 //! Sequence numbers become visible in order (writers hold one advisory
 //! lock from their first insert to commit), so a user's last sequence
@@ -48,10 +51,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
 
-use super::derive::session_doc;
+use super::derive::{index_rederived, readable_session_doc, rederive, store_rederived};
 use super::{ServiceError, WriterMetrics};
 use crate::index::{IndexWriterHandle, SearchIndex};
-use crate::store::{self, StoreConn, UserState};
+use crate::store::{self, StoreConn, StoredSession, UserState};
 use crate::time::now_ms;
 
 /// The file the marks are kept in between a clean shutdown and the next
@@ -286,17 +289,21 @@ pub(super) fn catch_up_user(
             writer.add_messages(&messages, true)?;
         }
         let mut sessions = Vec::new();
+        let mut unreadable = Vec::new();
         for session in store::user_sessions_changed_after(&snapshot, user_id, from.unwrap_or(0))? {
             if session.last_seq <= state.last_seq {
-                sessions.extend(session_doc(&snapshot, session)?);
+                match readable_session_doc(&snapshot, session)? {
+                    Ok(doc) => sessions.extend(doc),
+                    Err(session) => unreadable.push(session),
+                }
             }
         }
         writer.upsert_sessions(&sessions)?;
         writer.commit(writer.committed_seq(), search_index)?;
-        Ok::<_, ServiceError>((num_adds, oldest_stored_ms))
+        Ok::<_, ServiceError>((num_adds, oldest_stored_ms, unreadable))
     })();
     drop(snapshot);
-    let (num_adds, oldest_stored_ms) = match indexed {
+    let (num_adds, oldest_stored_ms, unreadable) = match indexed {
         Ok(done) => done,
         Err(error) => {
             if let Err(rollback_error) = writer.rollback() {
@@ -305,10 +312,26 @@ pub(super) fn catch_up_user(
             return Err(error);
         }
     };
+    // Records that could not be read were left out of the commit above:
+    // derived again and stored (unless an Add landed on the session since)
+    // and indexed now. When that fails, the mark stays below the first of
+    // them, so that the next Search tries again; this one answers without.
+    let mut seq = state.last_seq;
+    if !unreadable.is_empty()
+        && let Err(error) = derive_unreadable(conn, writer, search_index, &unreadable)
+    {
+        tracing::warn!(%error, num_sessions = unreadable.len(), "unreadable session records not derived again; the next search tries again");
+        seq = unreadable
+            .iter()
+            .map(|session| session.last_seq - 1)
+            .min()
+            .unwrap_or(seq)
+            .min(seq);
+    }
     let evicted = marks.set(
         user_id,
         Mark {
-            seq: state.last_seq,
+            seq,
             generation: state.generation,
         },
     );
@@ -333,6 +356,30 @@ pub(super) fn catch_up_user(
         lag_ms,
         elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
         "user caught up"
+    );
+    Ok(())
+}
+
+/// Derives the records of `sessions` again from their messages, stores
+/// them (those whose session did not move on) and indexes them, on the
+/// writer's connection.
+fn derive_unreadable(
+    conn: &mut StoreConn,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    sessions: &[StoredSession],
+) -> Result<(), ServiceError> {
+    let mut derived = Vec::with_capacity(sessions.len());
+    for session in sessions {
+        derived.extend(rederive(conn, &session.user_id, &session.session_id)?);
+    }
+    let tx = conn.transaction()?;
+    let stored = store_rederived(&tx, &derived)?;
+    tx.commit()?;
+    index_rederived(conn, writer, search_index)?;
+    tracing::info!(
+        num_sessions = stored,
+        "unreadable session records derived again"
     );
     Ok(())
 }

@@ -799,3 +799,68 @@ fn searches_for_users_with_nothing_stored_cost_no_catch_up_and_marks_stay_bounde
     assert_eq!(node_a.terminate(), Some(0));
     assert_eq!(node_b.terminate(), Some(0));
 }
+
+#[test]
+fn an_unreadable_stored_record_during_a_catch_up_is_derived_again_not_a_failed_search() {
+    let Some(schema) = Schema::create("unreadable_catch_up") else {
+        return;
+    };
+    let (_guard_a, dir_a) = data_dir();
+    let (_guard_b, dir_b) = data_dir();
+    let node_a = ServerProcess::start(&dir_a, &["--store", &schema.url]);
+    for (index, (session, task)) in SESSIONS.iter().enumerate() {
+        let (status, body) = node_a.request(
+            "POST",
+            "/add",
+            Some(&add_body(
+                &format!("r{index}"),
+                "dave",
+                session,
+                &[task, "fixed"],
+            )),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    // As an older extractor would have left it: a record this build cannot
+    // read.
+    let mut client = postgres::Client::connect(&schema.url, postgres::NoTls).expect("connect");
+    let changed = client
+        .execute(
+            "UPDATE sessions SET record_json = '{\"renamed_task\": \"old\"}' WHERE session_id = 's2'",
+            &[],
+        )
+        .expect("old shape");
+    assert_eq!(changed, 1);
+
+    // B has never seen dave: its catch-up meets the record on a read-only
+    // snapshot. The Search answers, s2 included (derived again).
+    let node_b = ServerProcess::start(&dir_b, &["--store", &schema.url]);
+    for (session, task) in SESSIONS {
+        let (status, body) = node_b.request(
+            "POST",
+            "/search",
+            Some(&serde_json::json!({"query": task, "user_id": "dave", "top_k": 10})),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body["data"]
+                .as_array()
+                .expect("data")
+                .iter()
+                .any(|item| item["session_id"] == session),
+            "{session} is searchable through B: {body}"
+        );
+    }
+    assert_eq!(
+        schema.count("SELECT COUNT(*) FROM sessions WHERE record_json LIKE '%renamed_task%'"),
+        0,
+        "the unreadable record was derived again and stored"
+    );
+    let lines = node_b.stderr();
+    assert!(
+        lines.iter().any(|line| line.contains("unreadable")),
+        "{lines:?}"
+    );
+    assert_eq!(node_a.terminate(), Some(0));
+    assert_eq!(node_b.terminate(), Some(0));
+}
