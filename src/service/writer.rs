@@ -447,16 +447,18 @@ fn write_batch(
             false
         }
     };
-    for (reply, answer) in answers {
-        let _ = reply.send(answer);
-    }
-    // After the answers: a Search that comes first finds its catch-up job
-    // queued behind this, and the mark current by then.
+    // Before the answers: a client's Search right after its Add finds the
+    // mark current and answers from the index at once, instead of waiting
+    // behind the writer's next group for a catch-up job (the index already
+    // holds the group: it was committed above).
     if let Some(marks) = options.marks
         && ok
         && !options.replace
     {
         advance_after_own_adds(conn, marks, options.metrics, &own_indexed);
+    }
+    for (reply, answer) in answers {
+        let _ = reply.send(answer);
     }
     ok
 }
