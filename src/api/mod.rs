@@ -569,6 +569,12 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
             "Adds indexed by those catch-ups (Adds the index was behind).",
             &writer.catch_up_adds,
         ),
+        (
+            "codemem_cache_evictions_total",
+            "counter",
+            "Users whose index marks were dropped to stay within --max-cached-users (filled again on their next Search).",
+            &writer.cache_evictions,
+        ),
     ] {
         crate::metrics::write_single(
             &mut out,

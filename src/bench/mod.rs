@@ -398,12 +398,30 @@ pub fn load(
     duration: Duration,
     api_key: Option<&str>,
 ) -> LoadReport {
-    let base_url = base_url.trim_end_matches('/').to_string();
+    load_across(&[base_url.to_string()], clients, duration, api_key)
+}
+
+/// [`load`] spread over several servers (nodes of one store): client `i`
+/// sends to server `i % n`, so each user is sent to one node, as a load
+/// balancer hashing the user would.
+pub fn load_across(
+    base_urls: &[String],
+    clients: usize,
+    duration: Duration,
+    api_key: Option<&str>,
+) -> LoadReport {
+    let base_urls: Vec<String> = base_urls
+        .iter()
+        .map(|url| url.trim_end_matches('/').to_string())
+        .collect();
     let started = Instant::now();
     let results: Vec<(Vec<Duration>, Vec<Duration>, Vec<String>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..clients)
             .map(|client| {
-                let base_url = base_url.clone();
+                let base_url = base_urls
+                    .get(client % base_urls.len().max(1))
+                    .cloned()
+                    .unwrap_or_default();
                 scope.spawn(move || {
                     let agent = crate::client::agent(Duration::from_secs(60));
                     let mut adds = Vec::new();

@@ -93,9 +93,11 @@ pub(super) enum BenchCommand {
     /// then a Search, and again, for a while; prints counts, errors and
     /// p50/p99 per endpoint.
     Load {
-        /// The server (e.g. http://127.0.0.1:8080).
-        #[arg(long)]
-        url: String,
+        /// The server (e.g. http://127.0.0.1:8080); given again, nodes of
+        /// one store, each client sending to one of them in turn (so each
+        /// user to one node).
+        #[arg(long, required = true)]
+        url: Vec<String>,
         /// Concurrent clients.
         #[arg(long, default_value_t = 16)]
         clients: usize,
@@ -181,7 +183,7 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
             api_key,
             json,
         } => {
-            let report = crate::bench::load(
+            let report = crate::bench::load_across(
                 &url,
                 clients.max(1),
                 std::time::Duration::from_secs(seconds),

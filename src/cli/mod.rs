@@ -302,6 +302,12 @@ struct ServeArgs {
     #[arg(long, env = "CODEMEM_MAX_SESSION_BYTES", default_value_t = crate::service::DEFAULT_MAX_SESSION_BYTES)]
     max_session_bytes: usize,
 
+    /// On a shared store (PostgreSQL), users whose index marks this node
+    /// keeps; the least recently searched is dropped past it and filled
+    /// again from the store on its next Search.
+    #[arg(long, env = "CODEMEM_MAX_CACHED_USERS", default_value_t = crate::service::DEFAULT_MAX_CACHED_USERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_cached_users: usize,
+
     /// Most Adds written together in one group commit.
     #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_batch: u32,

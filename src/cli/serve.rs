@@ -100,6 +100,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         options.redact_secrets = args.redact_secrets;
         options.max_batch = args.max_batch as usize;
         options.max_session_bytes = args.max_session_bytes;
+        options.max_cached_users = args.max_cached_users;
         options.retention = args
             .retention_days
             .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));

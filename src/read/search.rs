@@ -39,6 +39,21 @@ pub struct Explained {
     pub rarest_terms: Vec<String>,
 }
 
+impl Explained {
+    /// The explanation of a Search for a user with nothing stored: no
+    /// sessions, no candidates.
+    pub fn nothing_stored(query: &str) -> Explained {
+        Explained {
+            query: rank::query::analyze(query),
+            num_sessions: 0,
+            candidates: Vec::new(),
+            keep_probability: rank::KEEP_PROBABILITY,
+            answer_probability: rank::ANSWER_PROBABILITY,
+            rarest_terms: Vec::new(),
+        }
+    }
+}
+
 /// Searches over an index and the store's read connections.
 pub struct Searcher {
     index: Arc<SearchIndex>,

@@ -18,6 +18,17 @@
 //! ([`advance_after_own_adds`]), so a user routed to one node is caught up
 //! only after Adds other nodes took.
 //!
+//! A user with nothing stored (no Add in the store) is answered empty
+//! after the check, with no catch-up and no mark: searches for users that
+//! never wrote cost no writer job and leave nothing behind. Marks are kept
+//! for the `ServiceOptions::max_cached_users` most recently used users
+//! ([`UserMarks`]); a user whose mark was dropped is filled from nothing on
+//! next use, like a user never seen, so a dropped mark costs time, never
+//! correctness. A stored record that cannot be read (an older extractor's
+//! shape) is left out of the catch-up's commit with a warning, then derived
+//! again from its messages, stored and indexed; if that fails, the mark
+//! stays below the session and the next Search tries again.
+//!
 //! Sequence numbers become visible in order (writers hold one advisory
 //! lock from their first insert to commit), so a user's last sequence
 //! number read now covers every Add of the user that will ever commit
@@ -40,10 +51,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
 
-use super::derive::session_doc;
+use super::derive::{index_rederived, readable_session_doc, rederive, store_rederived};
 use super::{ServiceError, WriterMetrics};
 use crate::index::{IndexWriterHandle, SearchIndex};
-use crate::store::{self, StoreConn, UserState};
+use crate::store::{self, StoreConn, StoredSession, UserState};
 use crate::time::now_ms;
 
 /// The file the marks are kept in between a clean shutdown and the next
@@ -62,11 +73,75 @@ pub(super) struct Mark {
     pub(super) generation: i64,
 }
 
-/// The marks of every user this node has indexed.
-#[derive(Debug, Default)]
+/// Users whose marks a node keeps unless configured
+/// (`ServiceOptions::max_cached_users`): a mark and its place in the
+/// recency order take about 150 bytes with a 40-byte user id, so some
+/// 15 MB at most.
+pub const DEFAULT_MAX_CACHED_USERS: usize = 100_000;
+
+/// The marks of the users this node has indexed, the most recently used
+/// `capacity` of them: the least recently used mark is dropped to make
+/// room. A user without a mark is filled from nothing on next use (every
+/// document of the user dropped first), so dropping a mark never makes a
+/// Search answer from behind the store; the user's documents stay in the
+/// index until then.
+#[derive(Debug)]
 pub(super) struct UserMarks {
     /// A std mutex: held only to read, insert or copy out.
-    marks: Mutex<HashMap<String, Mark>>,
+    inner: Mutex<Recency>,
+}
+
+/// The marks and their order of use.
+#[derive(Debug, Default)]
+struct Recency {
+    /// Most users kept.
+    capacity: usize,
+    /// Each user's mark and the tick of its last use.
+    marks: HashMap<String, (Mark, u64)>,
+    /// Users by the tick of their last use, oldest first.
+    by_use: BTreeMap<u64, String>,
+    /// The tick the next use gets.
+    next_tick: u64,
+}
+
+impl Recency {
+    fn new(capacity: usize) -> Recency {
+        Recency {
+            capacity: capacity.max(1),
+            ..Recency::default()
+        }
+    }
+
+    /// The user's mark, moved to the most recently used.
+    fn touch(&mut self, user_id: &str) -> Option<Mark> {
+        let tick = self.next_tick;
+        let (mark, used) = self.marks.get_mut(user_id)?;
+        self.by_use.remove(used);
+        *used = tick;
+        self.by_use.insert(tick, user_id.to_string());
+        self.next_tick += 1;
+        Some(*mark)
+    }
+
+    /// Sets the user's mark (the most recently used); answers how many
+    /// marks were dropped to make room.
+    fn insert(&mut self, user_id: &str, mark: Mark) -> usize {
+        let tick = self.next_tick;
+        self.next_tick += 1;
+        if let Some((_, previous_tick)) = self.marks.insert(user_id.to_string(), (mark, tick)) {
+            self.by_use.remove(&previous_tick);
+        }
+        self.by_use.insert(tick, user_id.to_string());
+        let mut evicted = 0;
+        while self.marks.len() > self.capacity {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            self.marks.remove(&oldest);
+            evicted += 1;
+        }
+        evicted
+    }
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -75,20 +150,30 @@ struct MarksFile {
 }
 
 impl UserMarks {
-    /// The mark of a user, `None` when this node has not indexed them.
-    pub(super) fn get(&self, user_id: &str) -> Option<Mark> {
-        self.marks.lock().ok()?.get(user_id).copied()
+    /// No marks yet; at most `capacity` kept.
+    pub(super) fn new(capacity: usize) -> UserMarks {
+        UserMarks {
+            inner: Mutex::new(Recency::new(capacity)),
+        }
     }
 
-    fn set(&self, user_id: &str, mark: Mark) {
-        if let Ok(mut marks) = self.marks.lock() {
-            marks.insert(user_id.to_string(), mark);
-        }
+    /// The mark of a user, `None` when this node has not indexed them (or
+    /// dropped their mark since); counts as a use.
+    pub(super) fn get(&self, user_id: &str) -> Option<Mark> {
+        self.inner.lock().ok()?.touch(user_id)
+    }
+
+    /// Sets a user's mark; answers how many marks of other users were
+    /// dropped to make room.
+    fn set(&self, user_id: &str, mark: Mark) -> usize {
+        self.inner
+            .lock()
+            .map_or(0, |mut inner| inner.insert(user_id, mark))
     }
 
     /// Users indexed.
     pub(super) fn len(&self) -> usize {
-        self.marks.lock().map_or(0, |marks| marks.len())
+        self.inner.lock().map_or(0, |inner| inner.marks.len())
     }
 
     /// Whether the index holds everything the store holds of the user.
@@ -98,37 +183,37 @@ impl UserMarks {
     }
 
     /// The marks a clean shutdown left in `data_dir`, when `trusted` (the
-    /// index opened as it was); the file is removed either way, so that a
-    /// crash of this run leaves none behind.
-    pub(super) fn load(data_dir: &Path, trusted: bool) -> UserMarks {
+    /// index opened as it was), at most `capacity` of them; the file is
+    /// removed either way, so that a crash of this run leaves none behind.
+    pub(super) fn load(data_dir: &Path, trusted: bool, capacity: usize) -> UserMarks {
+        let marks = UserMarks::new(capacity);
         let path = data_dir.join(MARKS_FILE);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return UserMarks::default();
-            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return marks,
             Err(error) => {
                 tracing::warn!(%error, "user marks unreadable; users are indexed again on first use");
-                return UserMarks::default();
+                return marks;
             }
         };
         if let Err(error) = std::fs::remove_file(&path) {
             tracing::warn!(%error, "user marks not removed; not used");
-            return UserMarks::default();
+            return marks;
         }
         if !trusted {
-            return UserMarks::default();
+            return marks;
         }
         match serde_json::from_str::<MarksFile>(&text) {
             Ok(file) => {
                 tracing::info!(num_users = file.users.len(), "user marks loaded");
-                UserMarks {
-                    marks: Mutex::new(file.users),
+                for (user_id, mark) in &file.users {
+                    marks.set(user_id, *mark);
                 }
+                marks
             }
             Err(error) => {
                 tracing::warn!(%error, "user marks unreadable; users are indexed again on first use");
-                UserMarks::default()
+                marks
             }
         }
     }
@@ -137,9 +222,15 @@ impl UserMarks {
     /// synced).
     pub(super) fn save(&self, data_dir: &Path) -> std::io::Result<()> {
         let users = self
-            .marks
+            .inner
             .lock()
-            .map(|marks| marks.clone())
+            .map(|inner| {
+                inner
+                    .marks
+                    .iter()
+                    .map(|(user_id, (mark, _))| (user_id.clone(), *mark))
+                    .collect()
+            })
             .unwrap_or_default();
         let text = serde_json::to_string(&MarksFile { users }).map_err(std::io::Error::other)?;
         let partial = data_dir.join(format!("{MARKS_FILE}.partial"));
@@ -198,17 +289,21 @@ pub(super) fn catch_up_user(
             writer.add_messages(&messages, true)?;
         }
         let mut sessions = Vec::new();
+        let mut unreadable = Vec::new();
         for session in store::user_sessions_changed_after(&snapshot, user_id, from.unwrap_or(0))? {
             if session.last_seq <= state.last_seq {
-                sessions.extend(session_doc(&snapshot, session)?);
+                match readable_session_doc(&snapshot, session)? {
+                    Ok(doc) => sessions.extend(doc),
+                    Err(session) => unreadable.push(session),
+                }
             }
         }
         writer.upsert_sessions(&sessions)?;
         writer.commit(writer.committed_seq(), search_index)?;
-        Ok::<_, ServiceError>((num_adds, oldest_stored_ms))
+        Ok::<_, ServiceError>((num_adds, oldest_stored_ms, unreadable))
     })();
     drop(snapshot);
-    let (num_adds, oldest_stored_ms) = match indexed {
+    let (num_adds, oldest_stored_ms, unreadable) = match indexed {
         Ok(done) => done,
         Err(error) => {
             if let Err(rollback_error) = writer.rollback() {
@@ -217,12 +312,32 @@ pub(super) fn catch_up_user(
             return Err(error);
         }
     };
-    marks.set(
+    // Records that could not be read were left out of the commit above:
+    // derived again and stored (unless an Add landed on the session since)
+    // and indexed now. When that fails, the mark stays below the first of
+    // them, so that the next Search tries again; this one answers without.
+    let mut seq = state.last_seq;
+    if !unreadable.is_empty()
+        && let Err(error) = derive_unreadable(conn, writer, search_index, &unreadable)
+    {
+        tracing::warn!(%error, num_sessions = unreadable.len(), "unreadable session records not derived again; the next search tries again");
+        seq = unreadable
+            .iter()
+            .map(|session| session.last_seq - 1)
+            .min()
+            .unwrap_or(seq)
+            .min(seq);
+    }
+    let evicted = marks.set(
         user_id,
         Mark {
-            seq: state.last_seq,
+            seq,
             generation: state.generation,
         },
+    );
+    metrics.cache_evictions.fetch_add(
+        u64::try_from(evicted).unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::Relaxed,
     );
     let lag_ms = oldest_stored_ms.map_or(0, |stored| now_ms().saturating_sub(stored).max(0));
     metrics
@@ -245,6 +360,30 @@ pub(super) fn catch_up_user(
     Ok(())
 }
 
+/// Derives the records of `sessions` again from their messages, stores
+/// them (those whose session did not move on) and indexes them, on the
+/// writer's connection.
+fn derive_unreadable(
+    conn: &mut StoreConn,
+    writer: &mut IndexWriterHandle,
+    search_index: &SearchIndex,
+    sessions: &[StoredSession],
+) -> Result<(), ServiceError> {
+    let mut derived = Vec::with_capacity(sessions.len());
+    for session in sessions {
+        derived.extend(rederive(conn, &session.user_id, &session.session_id)?);
+    }
+    let tx = conn.transaction()?;
+    let stored = store_rederived(&tx, &derived)?;
+    tx.commit()?;
+    index_rederived(conn, writer, search_index)?;
+    tracing::info!(
+        num_sessions = stored,
+        "unreadable session records derived again"
+    );
+    Ok(())
+}
+
 /// After the writer indexed and committed its own Adds (`indexed`: per
 /// user, their sequence numbers), moves each user's mark to the user's last
 /// Add when every Add of the user past the mark is one of them (no other
@@ -253,6 +392,7 @@ pub(super) fn catch_up_user(
 pub(super) fn advance_after_own_adds(
     conn: &StoreConn,
     marks: &UserMarks,
+    metrics: &WriterMetrics,
     indexed: &BTreeMap<String, BTreeSet<i64>>,
 ) {
     for (user_id, seqs) in indexed {
@@ -275,9 +415,72 @@ pub(super) fn advance_after_own_adds(
                 }))
         })();
         match advanced {
-            Ok(Some(next)) => marks.set(user_id, next),
+            Ok(Some(next)) => {
+                let evicted = marks.set(user_id, next);
+                metrics.cache_evictions.fetch_add(
+                    u64::try_from(evicted).unwrap_or(u64::MAX),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
             Ok(None) => {}
             Err(error) => tracing::warn!(%error, "user mark not moved; the next search catches up"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(seq: i64) -> Mark {
+        Mark { seq, generation: 0 }
+    }
+
+    #[test]
+    fn marks_past_the_capacity_drop_the_least_recently_used() {
+        let marks = UserMarks::new(2);
+        assert_eq!(marks.set("a", mark(1)), 0);
+        assert_eq!(marks.set("b", mark(2)), 0);
+        // A use of a makes b the least recently used.
+        assert_eq!(marks.get("a"), Some(mark(1)));
+        assert_eq!(marks.set("c", mark(3)), 1);
+        assert_eq!(marks.len(), 2);
+        assert_eq!(marks.get("b"), None, "b was dropped");
+        assert_eq!(marks.get("a"), Some(mark(1)));
+        assert_eq!(marks.get("c"), Some(mark(3)));
+        // Setting a user kept moves its mark and drops nothing.
+        assert_eq!(marks.set("a", mark(4)), 0);
+        assert_eq!(marks.get("a"), Some(mark(4)));
+        assert_eq!(marks.len(), 2);
+    }
+
+    #[test]
+    fn a_dropped_user_is_not_current_and_is_filled_from_nothing() {
+        let marks = UserMarks::new(1);
+        let state = UserState {
+            last_seq: 5,
+            generation: 0,
+        };
+        marks.set("a", mark(5));
+        assert!(marks.is_current("a", state));
+        marks.set("b", mark(7));
+        assert!(!marks.is_current("a", state), "a's mark was dropped");
+        assert_eq!(marks.get("a"), None);
+    }
+
+    #[test]
+    fn saved_marks_load_within_the_capacity() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let marks = UserMarks::new(10);
+        for (index, user) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            marks.set(user, mark(index as i64));
+        }
+        marks.save(dir.path()).expect("save");
+        let loaded = UserMarks::load(dir.path(), true, 3);
+        assert_eq!(loaded.len(), 3);
+        assert!(!dir.path().join(MARKS_FILE).exists(), "the file is removed");
+        marks.save(dir.path()).expect("save");
+        let loaded = UserMarks::load(dir.path(), true, 10);
+        assert_eq!(loaded.get("c"), Some(mark(2)));
     }
 }

@@ -505,7 +505,7 @@ const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
 /// text has room, so the cost does not grow with the session.
 pub(super) fn session_doc(
     conn: &StoreConn,
-    mut session: StoredSession,
+    session: StoredSession,
 ) -> Result<Option<SessionDoc>, ServiceError> {
     let record: SessionRecord = match serde_json::from_str(&session.record_json) {
         Ok(record) => record,
@@ -520,9 +520,8 @@ pub(super) fn session_doc(
             let Some(again) = store::session(conn, &session.user_id, &session.session_id)? else {
                 return Ok(None);
             };
-            session = again;
-            match serde_json::from_str(&session.record_json) {
-                Ok(record) => record,
+            match serde_json::from_str(&again.record_json) {
+                Ok(record) => return doc_of_record(conn, again, &record),
                 Err(error) => {
                     tracing::error!(%error, "derived session record unreadable; not indexed");
                     return Ok(None);
@@ -530,6 +529,31 @@ pub(super) fn session_doc(
             }
         }
     };
+    doc_of_record(conn, session, &record)
+}
+
+/// A stored session's index document, or the session back when its record
+/// cannot be read: for a caller on a read-only snapshot, which cannot store
+/// the record derived again (see [`session_doc`]).
+pub(super) fn readable_session_doc(
+    conn: &StoreConn,
+    session: StoredSession,
+) -> Result<Result<Option<SessionDoc>, StoredSession>, ServiceError> {
+    match serde_json::from_str::<SessionRecord>(&session.record_json) {
+        Ok(record) => Ok(Ok(doc_of_record(conn, session, &record)?)),
+        Err(error) => {
+            tracing::warn!(%error, "stored session record unreadable; left out and derived again");
+            Ok(Err(session))
+        }
+    }
+}
+
+/// The index document of a session with its record read.
+fn doc_of_record(
+    conn: &StoreConn,
+    session: StoredSession,
+    record: &SessionRecord,
+) -> Result<Option<SessionDoc>, ServiceError> {
     let mut text = record.task.clone();
     for evidence in &record.evidence {
         if text.len() + evidence.text.len() > MAX_TEXT_BYTES {
@@ -567,7 +591,7 @@ pub(super) fn session_doc(
     tracing::trace!(plain_bytes, "session text");
     let profile = rank::SessionProfile::from_record(
         &session.session_id,
-        &record,
+        record,
         session.last_seq,
         session.updated_at_ms,
     );

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+pub use self::cache::DEFAULT_MAX_CACHED_USERS;
 use self::cache::UserMarks;
 use self::derive::{ExtractorCache, Prepared, catch_up, derive_session, prepare_add};
 use self::extract_pool::ExtractPool;
@@ -143,6 +144,10 @@ pub struct ServiceOptions {
     /// Bytes of message content one session may hold; an Add past it is
     /// refused whole ([`ServiceError::SessionTooLarge`]).
     pub max_session_bytes: usize,
+    /// On a shared store, users whose index marks this node keeps (the
+    /// least recently searched dropped first; such a user is filled again
+    /// on next use). Unused on SQLite.
+    pub max_cached_users: usize,
 }
 
 /// Bytes of message content one session may hold unless configured: room
@@ -174,6 +179,7 @@ impl ServiceOptions {
             redact_secrets: false,
             retention: None,
             max_session_bytes: DEFAULT_MAX_SESSION_BYTES,
+            max_cached_users: cache::DEFAULT_MAX_CACHED_USERS,
         }
     }
 }
@@ -246,6 +252,9 @@ pub struct WriterMetrics {
     pub catch_ups: std::sync::atomic::AtomicU64,
     /// Adds those catch-ups indexed (how far behind the index was).
     pub catch_up_adds: std::sync::atomic::AtomicU64,
+    /// Users whose marks were dropped to keep at most
+    /// `ServiceOptions::max_cached_users` (filled again on next use).
+    pub cache_evictions: std::sync::atomic::AtomicU64,
     /// How old the oldest Add a catch-up indexed was (how long the index
     /// was behind for that user).
     pub catch_up_lag: crate::metrics::Histogram,
@@ -342,6 +351,7 @@ impl Service {
             StoreLocation::Postgres(_) => Some(Arc::new(UserMarks::load(
                 &data_dir,
                 state == OpenState::Opened,
+                options.max_cached_users,
             ))),
             StoreLocation::Sqlite(_) => None,
         };
@@ -598,12 +608,16 @@ impl Service {
     /// Runs `read` of a user's documents once the index holds everything
     /// the store holds of the user. On a shared store the check (one
     /// indexed lookup) and, when current, the read are one trip to the
-    /// blocking pool; when behind, the writer catches the user up first.
-    /// On SQLite there is nothing to check.
+    /// blocking pool; when behind, the writer catches the user up first. A
+    /// user with nothing stored gets `empty` at once: no writer job, no
+    /// mark, whatever the index still holds of them (documents of a user
+    /// deleted by another node, dropped when the user comes back). On
+    /// SQLite there is nothing to check.
     async fn read_current<T: Send + 'static>(
         self: &Arc<Self>,
         user_id: String,
         read: impl Fn(&Searcher) -> Result<T, ReadError> + Send + Sync + 'static,
+        empty: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
         let Some(marks) = self.marks.clone() else {
             return self.on_blocking_pool(read).await;
@@ -615,7 +629,9 @@ impl Service {
             .on_blocking_pool(move |searcher| {
                 let state =
                     searcher.with_reader(|conn| Ok(store::user_state(conn, &checked_user)?))?;
-                if marks.is_current(&checked_user, state) {
+                if state.last_seq == 0 {
+                    Ok(Some(empty()))
+                } else if marks.is_current(&checked_user, state) {
                     Ok(Some(first_read(searcher)?))
                 } else {
                     Ok(None)
@@ -635,9 +651,11 @@ impl Service {
         self: &Arc<Self>,
         request: SearchRequest,
     ) -> Result<Vec<MemoryItem>, ServiceError> {
-        self.read_current(request.user_id.clone(), move |searcher| {
-            searcher.search(&request)
-        })
+        self.read_current(
+            request.user_id.clone(),
+            move |searcher| searcher.search(&request),
+            Vec::new,
+        )
         .await
     }
 
@@ -647,9 +665,12 @@ impl Service {
         self: &Arc<Self>,
         request: SearchRequest,
     ) -> Result<Explained, ServiceError> {
-        self.read_current(request.user_id.clone(), move |searcher| {
-            searcher.explain(&request)
-        })
+        let query = request.query.clone();
+        self.read_current(
+            request.user_id.clone(),
+            move |searcher| searcher.explain(&request),
+            move || Explained::nothing_stored(&query),
+        )
         .await
     }
 

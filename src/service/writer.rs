@@ -198,6 +198,7 @@ pub(super) fn writer_loop(
                     replace: index_may_hold_unrecorded,
                     max_session_bytes,
                     marks,
+                    metrics,
                 },
             );
             metrics.commit.observe(started.elapsed());
@@ -300,6 +301,8 @@ struct BatchOptions<'a> {
     max_session_bytes: i64,
     /// The users' marks to move past the Adds indexed (a shared store).
     marks: Option<&'a UserMarks>,
+    /// Where mark evictions are counted.
+    metrics: &'a WriterMetrics,
 }
 
 /// Stores a group of Adds in one transaction, indexes them, then replies to
@@ -444,16 +447,18 @@ fn write_batch(
             false
         }
     };
-    for (reply, answer) in answers {
-        let _ = reply.send(answer);
-    }
-    // After the answers: a Search that comes first finds its catch-up job
-    // queued behind this, and the mark current by then.
+    // Before the answers: a client's Search right after its Add finds the
+    // mark current and answers from the index at once, instead of waiting
+    // behind the writer's next group for a catch-up job (the index already
+    // holds the group: it was committed above).
     if let Some(marks) = options.marks
         && ok
         && !options.replace
     {
-        advance_after_own_adds(conn, marks, &own_indexed);
+        advance_after_own_adds(conn, marks, options.metrics, &own_indexed);
+    }
+    for (reply, answer) in answers {
+        let _ = reply.send(answer);
     }
     ok
 }
