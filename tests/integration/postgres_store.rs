@@ -2,7 +2,10 @@
 //! Adds and Searches, a restart on an empty data directory (the index
 //! rebuilt from PostgreSQL), a user deletion, and an outage of the
 //! database. Each test in a fresh schema of the database named by
-//! `CODEMEM_TEST_POSTGRES`; skipped, with a note, when it is not set.
+//! `CODEMEM_TEST_POSTGRES` when it is set (fast: one cluster for all),
+//! else of a PostgreSQL the test starts for itself in a temporary
+//! directory; a test that restarts the database always starts its own.
+//! Skipped, with a note, where PostgreSQL is not installed.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -10,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::pg::OwnPostgres;
 use crate::support::{ServerProcess, add_body, data_dir, http_request};
 
 const POSTGRES_URL_VAR: &str = "CODEMEM_TEST_POSTGRES";
@@ -20,14 +24,28 @@ struct Schema {
     base_url: String,
     name: String,
     url: String,
+    /// The test's own server, when it has one (declared last: dropped
+    /// after the schema).
+    own: Option<OwnPostgres>,
 }
 
 impl Schema {
+    /// In the database of `CODEMEM_TEST_POSTGRES`, else of a server of
+    /// the test's own.
     fn create(test: &str) -> Option<Schema> {
-        let Ok(base_url) = std::env::var(POSTGRES_URL_VAR) else {
-            eprintln!("{test}: skipped ({POSTGRES_URL_VAR} is not set)");
-            return None;
-        };
+        match std::env::var(POSTGRES_URL_VAR) {
+            Ok(base_url) => Some(Schema::in_database(test, base_url, None)),
+            Err(_) => Schema::own(test),
+        }
+    }
+
+    /// Always on a server of the test's own (one the test may stop).
+    fn own(test: &str) -> Option<Schema> {
+        let own = OwnPostgres::start(test)?;
+        Some(Schema::in_database(test, own.url(), Some(own)))
+    }
+
+    fn in_database(test: &str, base_url: String, own: Option<OwnPostgres>) -> Schema {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!(
             "codemem_it_{}_{}_{test}",
@@ -41,11 +59,12 @@ impl Schema {
             .expect("create schema");
         let separator = if base_url.contains('?') { '&' } else { '?' };
         let url = format!("{base_url}{separator}options=-csearch_path%3D{name}");
-        Some(Schema {
+        Schema {
             base_url,
             name,
             url,
-        })
+            own,
+        }
     }
 
     /// The same schema through another host and port (a proxy).
@@ -71,6 +90,10 @@ impl Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
+        // A server of the test's own goes with its directory.
+        if self.own.is_some() {
+            return;
+        }
         if let Ok(mut client) = postgres::Client::connect(&self.base_url, postgres::NoTls) {
             let _ =
                 client.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name));
@@ -596,14 +619,12 @@ fn sigkill_of_one_node_during_adds_loses_and_duplicates_nothing_through_the_othe
     assert_eq!(node_b.terminate(), Some(0));
 }
 
-/// The database going away and coming back while clients keep adding (the
-/// issue's "restart PostgreSQL during Adds"). The test cannot restart the
-/// machine's PostgreSQL cluster, which other tests share (and a cluster of
-/// its own needs a non-root user to run): the outage is the cut-able proxy
-/// between node and database, cut *during* concurrent Adds, so that every
-/// connection of the node (writer, readers) breaks mid-use, Adds in flight
-/// included, and new ones are refused until it is restored, which is what
-/// a node sees of a restart. Clients retry an Add answered 503 (same
+/// The database going away and coming back while clients keep adding, as
+/// a network cut: the proxy between node and database is cut *during*
+/// concurrent Adds, so that every connection of the node (writer, readers)
+/// breaks mid-use, Adds in flight included, without the orderly shutdown a
+/// restart gives them, and new ones are refused until it is restored (the
+/// real restart is the next test). Clients retry an Add answered 503 (same
 /// request id, as a client following Retry-After does) until it is
 /// acknowledged: every acknowledged Add is then found once, none twice
 /// (an Add whose COMMIT landed as the connection broke is answered by its
@@ -711,6 +732,132 @@ fn a_database_outage_during_concurrent_adds_loses_and_duplicates_nothing() {
         schema.count("SELECT COUNT(*) FROM requests"),
         i64::try_from(CLIENTS * ADDS_PER_CLIENT).expect("count"),
         "one stored Add per acknowledged request"
+    );
+    assert_eq!(server.terminate(), Some(0));
+}
+
+/// The "restart PostgreSQL during Adds", for real: a server of
+/// the test's own is stopped (`pg_ctl stop -m fast`, every session of the
+/// node ended) while clients keep adding, answered 503 with Retry-After
+/// while it is down, then started again on the same port. Clients retry an
+/// Add answered 503 with the same request id until it is acknowledged:
+/// every acknowledged Add is then found exactly once and stored once, and
+/// the node recovers by itself, without a restart of its own.
+#[test]
+fn a_postgres_restart_during_concurrent_adds_loses_and_duplicates_nothing() {
+    let Some(mut schema) = Schema::own("restart_during_adds") else {
+        return;
+    };
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--store", &schema.url]);
+    let address = server.address;
+    let marker = |index: usize| format!("restartmark{index:04}q");
+    const CLIENTS: usize = 4;
+    const ADDS_PER_CLIENT: usize = 40;
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let without_retry_after = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let acknowledged = Arc::clone(&acknowledged);
+            let refused = Arc::clone(&refused);
+            let without_retry_after = Arc::clone(&without_retry_after);
+            std::thread::spawn(move || {
+                for round in 0..ADDS_PER_CLIENT {
+                    let index = client * 1000 + round;
+                    let user_id = format!("user-{}", client % 2);
+                    let body = add_body(
+                        &format!("req-{index}"),
+                        &user_id,
+                        &format!("session-{client}"),
+                        &[&format!("acknowledged {} text", marker(index)), "reply"],
+                    );
+                    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+                    loop {
+                        let (status, headers, body) = post_with_headers(address, &body);
+                        if status == 200 {
+                            acknowledged
+                                .lock()
+                                .expect("acknowledged")
+                                .push((user_id.clone(), marker(index)));
+                            break;
+                        }
+                        assert_eq!(status, 503, "{body}");
+                        refused.fetch_add(1, Ordering::SeqCst);
+                        if !headers.to_ascii_lowercase().contains("retry-after:") {
+                            without_retry_after.fetch_add(1, Ordering::SeqCst);
+                        }
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "req-{index} not acknowledged in time"
+                        );
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })
+        })
+        .collect();
+    // Stop once some Adds are acknowledged, while the clients send more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while acknowledged.lock().expect("acknowledged").len() < 20 {
+        assert!(std::time::Instant::now() < deadline, "no Adds acknowledged");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let own = schema.own.as_mut().expect("a server of the test's own");
+    own.stop();
+    let acknowledged_at_stop = acknowledged.lock().expect("acknowledged").len();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 503, "{health}");
+    let (status, headers, body) = post_with_headers(
+        address,
+        &add_body(
+            "while-down",
+            "user-0",
+            "s",
+            &["sent while the database is down"],
+        ),
+    );
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        headers.to_ascii_lowercase().contains("retry-after:"),
+        "{headers}"
+    );
+    own.start_server();
+    for client in clients {
+        client.join().expect("client thread");
+    }
+    let acknowledged = acknowledged.lock().expect("acknowledged").clone();
+    assert_eq!(acknowledged.len(), CLIENTS * ADDS_PER_CLIENT);
+    assert!(
+        acknowledged_at_stop < acknowledged.len(),
+        "Adds went on after the restart"
+    );
+    assert!(
+        refused.load(Ordering::SeqCst) > 0,
+        "Adds while the database was down were answered 503"
+    );
+    assert_eq!(
+        without_retry_after.load(Ordering::SeqCst),
+        0,
+        "every 503 carries Retry-After"
+    );
+    let (status, health) = server.request("GET", "/health", None);
+    assert_eq!(status, 200, "{health}");
+    for (user_id, marker) in &acknowledged {
+        let (status, body) = server.request(
+            "POST",
+            "/search",
+            Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
+        );
+        assert_eq!(status, 200, "{body}");
+        let items = body["data"].as_array().expect("data");
+        assert_eq!(count_found(items, marker), 1, "{marker} of {user_id}");
+    }
+    assert_eq!(
+        schema.count("SELECT COUNT(*) FROM requests"),
+        i64::try_from(CLIENTS * ADDS_PER_CLIENT).expect("count"),
+        "one stored Add per acknowledged request, none of the one answered 503"
     );
     assert_eq!(server.terminate(), Some(0));
 }

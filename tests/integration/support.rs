@@ -358,3 +358,6 @@ pub async fn store_fixtures(app: &TestApp, user_id: &str, names: &[&str]) {
         }
     }
 }
+
+#[path = "support/pg.rs"]
+pub mod pg;

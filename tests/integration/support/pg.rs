@@ -1,0 +1,216 @@
+//! A PostgreSQL server of the test's own: `initdb` in a temporary
+//! directory, `pg_ctl start` on a free loopback port, stopped and removed
+//! on drop. Tests that restart the database need one; the others use it
+//! when `CODEMEM_TEST_POSTGRES` does not name a database.
+//!
+//! `initdb` and `postgres` refuse to run as root: as root (CI), the
+//! binaries run as the `postgres` user through `runuser`, the directory
+//! handed over to it.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The account the binaries run as when the tests run as root.
+const UNPRIVILEGED_USER: &str = "postgres";
+
+/// A running PostgreSQL of the test's own (trust authentication on
+/// loopback, superuser `codemem`).
+pub struct OwnPostgres {
+    bin: PathBuf,
+    as_user: Option<&'static str>,
+    dir: tempfile::TempDir,
+    pub port: u16,
+    running: bool,
+}
+
+impl OwnPostgres {
+    /// Starts one; `None`, with a note naming `test`, where PostgreSQL is
+    /// not installed (or, as root, there is no `postgres` user to run it).
+    pub fn start(test: &str) -> Option<OwnPostgres> {
+        let Some(bin) = binaries() else {
+            eprintln!(
+                "{test}: skipped (PostgreSQL is not installed: no initdb under /usr/lib/postgresql/*/bin or on PATH)"
+            );
+            return None;
+        };
+        let as_user = if running_as_root() {
+            let exists = Command::new("id")
+                .arg("-u")
+                .arg(UNPRIVILEGED_USER)
+                .output()
+                .is_ok_and(|output| output.status.success());
+            if !exists {
+                eprintln!(
+                    "{test}: skipped (running as root and there is no {UNPRIVILEGED_USER} user to run PostgreSQL as)"
+                );
+                return None;
+            }
+            Some(UNPRIVILEGED_USER)
+        } else {
+            None
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("codemem-pg-")
+            .tempdir()
+            .expect("temp dir");
+        if let Some(user) = as_user {
+            let status = Command::new("chown")
+                .arg(format!("{user}:"))
+                .arg(dir.path())
+                .status()
+                .expect("chown runs");
+            assert!(status.success(), "chown of {}", dir.path().display());
+        }
+        let mut postgres = OwnPostgres {
+            bin,
+            as_user,
+            dir,
+            port: free_port(),
+            running: false,
+        };
+        let data = postgres.data_dir();
+        postgres.run(
+            "initdb",
+            &[
+                "-D",
+                &data,
+                "-A",
+                "trust",
+                "-U",
+                "codemem",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            ],
+        );
+        postgres.start_server();
+        Some(postgres)
+    }
+
+    /// The URL of its `postgres` database.
+    pub fn url(&self) -> String {
+        format!("postgres://codemem@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// `pg_ctl stop -m fast`: sessions are ended, the server shuts down.
+    pub fn stop(&mut self) {
+        let data = self.data_dir();
+        self.run("pg_ctl", &["stop", "-D", &data, "-m", "fast", "-w"]);
+        self.running = false;
+    }
+
+    /// Starts it again on the same port and directory.
+    pub fn start_server(&mut self) {
+        let data = self.data_dir();
+        let log = self.path("server.log");
+        // Small: several test servers run at once on a small machine.
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=16MB -c max_connections=60",
+            self.port,
+            self.dir.path().display()
+        );
+        let output = self.command(
+            "pg_ctl",
+            &[
+                "start", "-D", &data, "-l", &log, "-w", "-t", "60", "-o", &options,
+            ],
+        );
+        if !output.status.success() {
+            let log =
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+            panic!(
+                "pg_ctl start failed: {}{}\n{log}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        self.running = true;
+    }
+
+    fn data_dir(&self) -> String {
+        self.path("data")
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn command(&self, binary: &str, args: &[&str]) -> Output {
+        let program = self.bin.join(binary);
+        let mut command = match self.as_user {
+            Some(user) => {
+                let mut command = Command::new("runuser");
+                command.arg("-u").arg(user).arg("--").arg(&program);
+                command
+            }
+            None => Command::new(&program),
+        };
+        // The unprivileged user may not enter the test's working directory.
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("LC_ALL", "C")
+            .output()
+            .unwrap_or_else(|error| panic!("{binary} runs: {error}"))
+    }
+
+    fn run(&self, binary: &str, args: &[&str]) {
+        let output = self.command(binary, args);
+        assert!(
+            output.status.success(),
+            "{binary} failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for OwnPostgres {
+    fn drop(&mut self) {
+        if self.running {
+            let data = self.data_dir();
+            let _ = self.command("pg_ctl", &["stop", "-D", &data, "-m", "immediate", "-w"]);
+        }
+    }
+}
+
+/// The directory of `initdb`, `pg_ctl` and `postgres`: the newest
+/// `/usr/lib/postgresql/*/bin` (Debian), else the one on PATH.
+fn binaries() -> Option<PathBuf> {
+    let mut versioned: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versioned.sort();
+    if let Some((_, bin)) = versioned.pop() {
+        return Some(bin);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path).find(|dir| {
+            dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() && Path::new(dir).is_dir()
+        })
+    })
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+/// A loopback port free right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
