@@ -31,6 +31,12 @@ mod postgres;
 mod sqlite;
 #[cfg(test)]
 mod tests;
+// The integration tests' own-server harness, shared with the conformance
+// suite (which uses only part of it).
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../tests/integration/support/pg.rs"]
+mod test_postgres;
 
 use std::path::{Path, PathBuf};
 

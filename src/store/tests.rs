@@ -1,9 +1,12 @@
 //! The store's conformance suite: every operation's contract, run against
-//! SQLite always and against PostgreSQL when `CODEMEM_TEST_POSTGRES` holds
-//! a connection URL (each test in a fresh schema, dropped at the end).
-//! Without it the PostgreSQL half says it was skipped.
+//! SQLite always and against PostgreSQL: the database `CODEMEM_TEST_POSTGRES`
+//! names when it is set, else a server of the test process's own (`initdb`
+//! in a temporary directory, started once, stopped and removed at process
+//! exit). Each test runs in a fresh schema, dropped at the end. Only where
+//! PostgreSQL is not installed does the PostgreSQL half say it was skipped.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use super::*;
 use crate::domain::{AddRequest, Message, Role};
@@ -46,10 +49,7 @@ fn sqlite() -> Backend {
 
 /// A fresh schema in the test database, `None` (with a note) without one.
 fn postgres(test: &str) -> Option<Backend> {
-    let Ok(url) = std::env::var(POSTGRES_URL_VAR) else {
-        eprintln!("{test}: PostgreSQL half skipped ({POSTGRES_URL_VAR} is not set)");
-        return None;
-    };
+    let url = postgres_url(test)?;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let schema = format!(
         "codemem_test_{}_{}_{test}",
@@ -57,12 +57,61 @@ fn postgres(test: &str) -> Option<Backend> {
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
     let conn = postgres::PgConn::open(&url, Some(&schema), true)
-        .unwrap_or_else(|error| panic!("{POSTGRES_URL_VAR}: {error}"));
+        .unwrap_or_else(|error| panic!("test PostgreSQL database: {error}"));
     Some(Backend {
         conn: StoreConn::Postgres(Box::new(conn)),
         _dir: None,
         schema: Some((url, schema)),
     })
+}
+
+/// The URL of the tests' PostgreSQL database: `CODEMEM_TEST_POSTGRES`,
+/// else the process's own server; `None` where neither is there.
+fn postgres_url(test: &str) -> Option<String> {
+    match std::env::var(POSTGRES_URL_VAR) {
+        Ok(url) => Some(url),
+        Err(_) => own_postgres_url(test),
+    }
+}
+
+/// The server of this test process's own, started by the first test that
+/// needs it; taken and stopped at process exit.
+static OWN_POSTGRES: Mutex<Option<super::test_postgres::OwnPostgres>> = Mutex::new(None);
+
+/// The URL of the process's own server, `None` (with a note naming `test`)
+/// where PostgreSQL is not installed.
+fn own_postgres_url(test: &str) -> Option<String> {
+    static URL: OnceLock<Option<String>> = OnceLock::new();
+    URL.get_or_init(|| {
+        let server = super::test_postgres::OwnPostgres::start("store conformance suite")?;
+        let url = server.url();
+        *OWN_POSTGRES
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(server);
+        unsafe extern "C" {
+            fn atexit(callback: extern "C" fn()) -> std::os::raw::c_int;
+        }
+        // SAFETY: registers a plain function with the C runtime; it runs
+        // once, on the main thread, when the test harness exits.
+        if unsafe { atexit(stop_own_postgres) } != 0 {
+            eprintln!("cannot register the stop of the test PostgreSQL at exit");
+        }
+        Some(url)
+    })
+    .clone()
+    .or_else(|| {
+        eprintln!("{test}: PostgreSQL half skipped (PostgreSQL is not installed)");
+        None
+    })
+}
+
+/// Stops the own server and removes its directory (its `Drop`).
+extern "C" fn stop_own_postgres() {
+    let server = OWN_POSTGRES
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .take();
+    drop(server);
 }
 
 /// Declares a test per backend for a contract `fn(&mut StoreConn)`.
@@ -677,7 +726,7 @@ fn migration_is_idempotent(conn: &mut StoreConn) {
             open_writer(&dir).expect("reopen")
         }
         StoreConn::Postgres(_) => {
-            let url = std::env::var(POSTGRES_URL_VAR).expect("url");
+            let url = postgres_url("migration_is_idempotent").expect("url");
             let schema = current_schema(conn);
             StoreConn::Postgres(Box::new(
                 postgres::PgConn::open(&url, Some(&schema), true).expect("reopen"),
@@ -708,7 +757,7 @@ fn migration_is_idempotent(conn: &mut StoreConn) {
                 SCHEMA_VERSION + 1
             ))
             .unwrap();
-            let url = std::env::var(POSTGRES_URL_VAR).unwrap();
+            let url = postgres_url("migration_is_idempotent").expect("url");
             let schema = current_schema(&again);
             assert!(matches!(
                 postgres::PgConn::open(&url, Some(&schema), true),
