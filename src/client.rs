@@ -4,6 +4,10 @@
 
 use std::time::Duration;
 
+/// The header naming the request's user (the body's `user_id`) for the
+/// load balancer in front of several nodes to hash; codemem ignores it.
+pub const USER_HEADER: &str = "X-Codemem-User";
+
 /// An agent that answers every status as a response (callers read the
 /// error body) and gives up on a request after `timeout`.
 pub fn agent(timeout: Duration) -> ureq::Agent {

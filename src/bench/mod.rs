@@ -456,7 +456,9 @@ pub fn load_across(
                             ("/add", &body, &mut adds),
                             ("/search", &query, &mut searches),
                         ] {
-                            let mut request = agent.post(format!("{base_url}{path}"));
+                            let mut request = agent
+                                .post(format!("{base_url}{path}"))
+                                .header(crate::client::USER_HEADER, &user);
                             if let Some(key) = api_key {
                                 request = request.header("Authorization", format!("Bearer {key}"));
                             }

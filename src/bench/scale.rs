@@ -322,7 +322,11 @@ fn send_adds(
                             });
                             start = end;
                             let sent = Instant::now();
-                            match agent.post(format!("{base_url}/add")).send_json(&body) {
+                            match agent
+                                .post(format!("{base_url}/add"))
+                                .header(crate::client::USER_HEADER, &session.user_id)
+                                .send_json(&body)
+                            {
                                 Ok(response) if response.status().as_u16() == 200 => {
                                     latencies.push(sent.elapsed());
                                 }
@@ -365,7 +369,11 @@ fn send_searches(
     for query in queries {
         let body = json!({"user_id": query.user_id, "query": query.text, "top_k": 10});
         let sent = Instant::now();
-        match agent.post(format!("{base_url}/search")).send_json(&body) {
+        match agent
+            .post(format!("{base_url}/search"))
+            .header(crate::client::USER_HEADER, &query.user_id)
+            .send_json(&body)
+        {
             Ok(mut response) if response.status().as_u16() == 200 => {
                 latencies.push(sent.elapsed());
                 let answer: Value = response.body_mut().read_json().unwrap_or(Value::Null);
@@ -531,7 +539,11 @@ fn add_body(
 /// Sends one Add; answers its latency when it was answered 200.
 fn timed_add(agent: &ureq::Agent, base_url: &str, body: &Value) -> Option<Duration> {
     let sent = Instant::now();
-    match agent.post(format!("{base_url}/add")).send_json(body) {
+    let mut request = agent.post(format!("{base_url}/add"));
+    if let Some(user) = body["user_id"].as_str() {
+        request = request.header(crate::client::USER_HEADER, user);
+    }
+    match request.send_json(body) {
         Ok(response) if response.status().as_u16() == 200 => Some(sent.elapsed()),
         _ => None,
     }
