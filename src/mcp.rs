@@ -63,21 +63,29 @@ impl RemoteServer {
         }
     }
 
-    /// `GET` or `POST` (with `body`) on `path`; the JSON answer, or the
-    /// server's reason when it refused.
-    fn call(&self, path: &str, body: Option<&Value>) -> Result<Value, ToolFailure> {
+    /// `GET` or `POST` (with `body`) on `path` for `user_id` (sent in
+    /// [`crate::client::USER_HEADER`] too, for a load balancer in front of
+    /// several nodes); the JSON answer, or the server's reason when it
+    /// refused.
+    fn call(&self, user_id: &str, path: &str, body: Option<&Value>) -> Result<Value, ToolFailure> {
         let url = format!("{}{path}", self.base_url);
         let authorization = self.api_key.as_ref().map(|key| format!("Bearer {key}"));
         let sent = match body {
             Some(body) => {
-                let mut request = self.agent.post(&url);
+                let mut request = self
+                    .agent
+                    .post(&url)
+                    .header(crate::client::USER_HEADER, user_id);
                 if let Some(value) = &authorization {
                     request = request.header("Authorization", value);
                 }
                 request.send_json(body)
             }
             None => {
-                let mut request = self.agent.get(&url);
+                let mut request = self
+                    .agent
+                    .get(&url)
+                    .header(crate::client::USER_HEADER, user_id);
                 if let Some(value) = &authorization {
                     request = request.header("Authorization", value);
                 }
@@ -181,7 +189,9 @@ impl Backend {
                 service.add(request).await?;
                 Ok(response)
             }
-            Backend::Remote(server) => remote(server, "/v1/add", Some(body)).await,
+            Backend::Remote(server) => {
+                remote(server, &body_user(&body), "/v1/add", Some(body)).await
+            }
         }
     }
 
@@ -193,7 +203,9 @@ impl Backend {
                 let data: Vec<dto::ItemDto> = items.into_iter().map(Into::into).collect();
                 Ok(json!({ "data": data }))
             }
-            Backend::Remote(server) => remote(server, "/v1/search", Some(body)).await,
+            Backend::Remote(server) => {
+                remote(server, &body_user(&body), "/v1/search", Some(body)).await
+            }
         }
     }
 
@@ -205,7 +217,9 @@ impl Backend {
                 serde_json::to_value(&explained)
                     .map_err(|error| ToolFailure::Unavailable(error.to_string()))
             }
-            Backend::Remote(server) => remote(server, "/v1/search/explain", Some(body)).await,
+            Backend::Remote(server) => {
+                remote(server, &body_user(&body), "/v1/search/explain", Some(body)).await
+            }
         }
     }
 
@@ -219,7 +233,7 @@ impl Backend {
             }
             Backend::Remote(server) => {
                 let path = format!("/v1/sessions?user_id={}", encode(user_id));
-                remote(server, &path, None).await
+                remote(server, user_id, &path, None).await
             }
         }
     }
@@ -243,21 +257,32 @@ impl Backend {
                     encode(session_id),
                     encode(user_id)
                 );
-                remote(server, &path, None).await
+                remote(server, user_id, &path, None).await
             }
         }
     }
 }
 
-/// A blocking HTTP call, off the async workers.
+/// The body's `user_id` (empty when it has none: the server refuses such a
+/// body and says why).
+fn body_user(body: &Value) -> String {
+    body.get("user_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A blocking HTTP call for `user_id`, off the async workers.
 async fn remote(
     server: &RemoteServer,
+    user_id: &str,
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, ToolFailure> {
     let server = server.clone();
+    let user_id = user_id.to_string();
     let path = path.to_string();
-    tokio::task::spawn_blocking(move || server.call(&path, body.as_ref()))
+    tokio::task::spawn_blocking(move || server.call(&user_id, &path, body.as_ref()))
         .await
         .map_err(|error| ToolFailure::Unavailable(error.to_string()))?
 }

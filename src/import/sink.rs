@@ -92,7 +92,10 @@ impl Sink for ServerSink {
             crate::client::encode(session_id),
             crate::client::encode(user_id)
         );
-        let mut request = self.agent.get(&url);
+        let mut request = self
+            .agent
+            .get(&url)
+            .header(crate::client::USER_HEADER, user_id);
         if let Some(value) = self.authorization() {
             request = request.header("Authorization", value);
         }
@@ -137,7 +140,10 @@ impl Sink for ServerSink {
         // Transient answers are retried a few times, as the platform does.
         let mut attempt = 0;
         loop {
-            let mut post = self.agent.post(&url);
+            let mut post = self
+                .agent
+                .post(&url)
+                .header(crate::client::USER_HEADER, request.user_id.as_str());
             if let Some(value) = self.authorization() {
                 post = post.header("Authorization", value);
             }
