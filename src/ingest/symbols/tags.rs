@@ -2,6 +2,7 @@
 //! finds in a text, over the whole tree or only the rows a caller needs,
 //! within a [`ParseBudget`] and through the per-thread cache.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -118,9 +119,36 @@ fn extract_tags_for(
     Some(tags)
 }
 
+thread_local! {
+    /// One query cursor per thread (see [`tags_of_tree`]).
+    static CURSOR: RefCell<QueryCursor> = RefCell::new(new_cursor());
+}
+
+fn new_cursor() -> QueryCursor {
+    let mut cursor = QueryCursor::new();
+    cursor.set_match_limit(256);
+    cursor
+}
+
 /// Runs the tag query over a parsed tree, or over the matches touching
 /// `rows` (first and last, inclusive), and qualifies the definitions.
 fn tags_of_tree(
+    language: Grammar,
+    support: &LanguageSupport,
+    source: &str,
+    tree: &Tree,
+    rows: RowRange,
+) -> Tags {
+    // The thread's cursor, reused so that its match arrays keep their
+    // capacity from one text to the next (a fresh one only if it is busy).
+    CURSOR.with(|cursor| match cursor.try_borrow_mut() {
+        Ok(mut cursor) => tags_with_cursor(&mut cursor, language, support, source, tree, rows),
+        Err(_) => tags_with_cursor(&mut new_cursor(), language, support, source, tree, rows),
+    })
+}
+
+fn tags_with_cursor(
+    cursor: &mut QueryCursor,
     language: Grammar,
     support: &LanguageSupport,
     source: &str,
@@ -132,8 +160,8 @@ fn tags_of_tree(
     let mut pending: Vec<PendingDefinition> = Vec::new();
     let mut pending_by_node: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut seen_definitions: HashSet<(usize, usize, String)> = HashSet::new();
-    let mut cursor = QueryCursor::new();
-    cursor.set_match_limit(256);
+    // An end point of (0, 0) is the whole text.
+    let mut point_range = tree_sitter::Point::new(0, 0)..tree_sitter::Point::new(0, 0);
     if let Some((first_row, last_row)) = rows {
         // Matches intersecting the range are returned whole, captures outside
         // it included (a definition's name above its changed body). A Python
@@ -143,10 +171,9 @@ fn tags_of_tree(
             Grammar::Python => u32::MAX as usize,
             _ => last_row + 1,
         };
-        cursor.set_point_range(
-            tree_sitter::Point::new(first_row, 0)..tree_sitter::Point::new(end_row, 0),
-        );
+        point_range = tree_sitter::Point::new(first_row, 0)..tree_sitter::Point::new(end_row, 0);
     }
+    cursor.set_point_range(point_range);
     let mut matches = cursor.matches(&support.query, tree.root_node(), source.as_bytes());
     while let Some(found) = matches.next() {
         if pending.len() >= MAX_TAGS_PER_TEXT && tags.references.len() >= MAX_TAGS_PER_TEXT {
