@@ -481,13 +481,7 @@ mod tests {
                 "\t",
             ],
         ];
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as usize % bound
-        };
+        let mut next = crate::ingest::text::pseudo_random_below(0x2545_f491_4f6c_dd1du64);
         let mut matched = [0usize; 6];
         for _ in 0..50_000 {
             let mut line = String::new();
@@ -544,13 +538,7 @@ mod tests {
             "x = 1",
             "é.py:1:1: E1 msg",
         ];
-        let mut state = 0x0bad_5eed_1234_5678u64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as usize % bound
-        };
+        let mut next = crate::ingest::text::pseudo_random_below(0x0bad_5eed_1234_5678u64);
         let (mut num_texts_without_rows, mut num_found) = (0, 0);
         for _ in 0..5_000 {
             let mut text = String::new();

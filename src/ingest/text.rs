@@ -687,6 +687,19 @@ pub fn is_identifier(word: &str) -> bool {
     characters.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// For tests: a deterministic xorshift generator of numbers below the bound
+/// it is given, from `seed` (generated inputs that compare a fast scan with
+/// the plain one).
+#[cfg(test)]
+pub(crate) fn pseudo_random_below(mut state: u64) -> impl FnMut(usize) -> usize {
+    move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as usize % bound
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -850,13 +863,7 @@ mod tests {
             "{not json",
             "[1, 2]",
         ];
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as usize % bound
-        };
+        let mut next = pseudo_random_below(0x9e37_79b9_7f4a_7c15u64);
         let mut num_spans = 0;
         for _ in 0..20_000 {
             let mut text = String::new();
@@ -877,13 +884,7 @@ mod tests {
             "```", "~~~", "````", "`", "~", "``", " ", "\t", "\u{a0}", "\u{3000}", "\n", "\r\n",
             "\r", "x", "é", "python", "```py\n", "\n```\n", "~~~~\n", "  ```",
         ];
-        let mut state = 0x1234_5678_9abc_def1u64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as usize % bound
-        };
+        let mut next = pseudo_random_below(0x1234_5678_9abc_def1u64);
         let mut num_lines = 0;
         for _ in 0..20_000 {
             let mut text = String::new();
@@ -906,13 +907,7 @@ mod tests {
     #[test]
     fn literal_cursors_answer_as_contains_does() {
         const PIECES: &[&str] = &["::", ":", " ", "x", "\n", "\r\n", "é", "a::b", "\n::\n"];
-        let mut state = 0x5555_aaaa_1234_4321u64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as usize % bound
-        };
+        let mut next = pseudo_random_below(0x5555_aaaa_1234_4321u64);
         for _ in 0..5_000 {
             let mut text = String::new();
             for _ in 0..1 + next(20) {
