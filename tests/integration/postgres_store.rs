@@ -619,6 +619,82 @@ fn sigkill_of_one_node_during_adds_loses_and_duplicates_nothing_through_the_othe
     assert_eq!(node_b.terminate(), Some(0));
 }
 
+/// Four clients sending 40 Adds each (the text holds the marker
+/// `{prefix}NNNNq`; two users), each Add retried with the same request id on
+/// 503 until acknowledged, for at most `patience`; what they saw is counted
+/// as they go.
+struct RetryingClients {
+    /// `(user_id, marker)` of every acknowledged Add.
+    acknowledged: Arc<Mutex<Vec<(String, String)>>>,
+    /// 503 answers.
+    refused: Arc<AtomicUsize>,
+    /// 503 answers without Retry-After.
+    without_retry_after: Arc<AtomicUsize>,
+    clients: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl RetryingClients {
+    const CLIENTS: usize = 4;
+    const ADDS_PER_CLIENT: usize = 40;
+
+    fn spawn(
+        address: std::net::SocketAddr,
+        prefix: &'static str,
+        patience: Duration,
+    ) -> RetryingClients {
+        let marker = move |index: usize| format!("{prefix}{index:04}q");
+        let acknowledged = Arc::new(Mutex::new(Vec::new()));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let without_retry_after = Arc::new(AtomicUsize::new(0));
+        let clients = (0..Self::CLIENTS)
+            .map(|client| {
+                let acknowledged = Arc::clone(&acknowledged);
+                let refused = Arc::clone(&refused);
+                let without_retry_after = Arc::clone(&without_retry_after);
+                std::thread::spawn(move || {
+                    for round in 0..Self::ADDS_PER_CLIENT {
+                        let index = client * 1000 + round;
+                        let user_id = format!("user-{}", client % 2);
+                        let body = add_body(
+                            &format!("req-{index}"),
+                            &user_id,
+                            &format!("session-{client}"),
+                            &[&format!("acknowledged {} text", marker(index)), "reply"],
+                        );
+                        let deadline = std::time::Instant::now() + patience;
+                        loop {
+                            let (status, headers, body) = post_with_headers(address, &body);
+                            if status == 200 {
+                                acknowledged
+                                    .lock()
+                                    .expect("acknowledged")
+                                    .push((user_id.clone(), marker(index)));
+                                break;
+                            }
+                            assert_eq!(status, 503, "{body}");
+                            refused.fetch_add(1, Ordering::SeqCst);
+                            if !headers.to_ascii_lowercase().contains("retry-after:") {
+                                without_retry_after.fetch_add(1, Ordering::SeqCst);
+                            }
+                            assert!(
+                                std::time::Instant::now() < deadline,
+                                "req-{index} not acknowledged in time"
+                            );
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                })
+            })
+            .collect();
+        RetryingClients {
+            acknowledged,
+            refused,
+            without_retry_after,
+            clients,
+        }
+    }
+}
+
 /// The database going away and coming back while clients keep adding, as
 /// a network cut: the proxy between node and database is cut *during*
 /// concurrent Adds, so that every connection of the node (writer, readers)
@@ -640,52 +716,12 @@ fn a_database_outage_during_concurrent_adds_loses_and_duplicates_nothing() {
     let (_guard, dir) = data_dir();
     let server = ServerProcess::start(&dir, &["--store", &schema.url_via(proxy.port)]);
     let address = server.address;
-    let marker = |index: usize| format!("outagemark{index:04}q");
-    const CLIENTS: usize = 4;
-    const ADDS_PER_CLIENT: usize = 40;
-    let acknowledged = Arc::new(Mutex::new(Vec::new()));
-    let refused = Arc::new(AtomicUsize::new(0));
-    let without_retry_after = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let acknowledged = Arc::clone(&acknowledged);
-            let refused = Arc::clone(&refused);
-            let without_retry_after = Arc::clone(&without_retry_after);
-            std::thread::spawn(move || {
-                for round in 0..ADDS_PER_CLIENT {
-                    let index = client * 1000 + round;
-                    let user_id = format!("user-{}", client % 2);
-                    let body = add_body(
-                        &format!("req-{index}"),
-                        &user_id,
-                        &format!("session-{client}"),
-                        &[&format!("acknowledged {} text", marker(index)), "reply"],
-                    );
-                    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-                    loop {
-                        let (status, headers, body) = post_with_headers(address, &body);
-                        if status == 200 {
-                            acknowledged
-                                .lock()
-                                .expect("acknowledged")
-                                .push((user_id.clone(), marker(index)));
-                            break;
-                        }
-                        assert_eq!(status, 503, "{body}");
-                        refused.fetch_add(1, Ordering::SeqCst);
-                        if !headers.to_ascii_lowercase().contains("retry-after:") {
-                            without_retry_after.fetch_add(1, Ordering::SeqCst);
-                        }
-                        assert!(
-                            std::time::Instant::now() < deadline,
-                            "req-{index} not acknowledged in time"
-                        );
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                }
-            })
-        })
-        .collect();
+    let RetryingClients {
+        acknowledged,
+        refused,
+        without_retry_after,
+        clients,
+    } = RetryingClients::spawn(address, "outagemark", Duration::from_secs(60));
     // Cut once some Adds are acknowledged, while the clients send more.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while acknowledged.lock().expect("acknowledged").len() < 20 {
@@ -702,7 +738,10 @@ fn a_database_outage_during_concurrent_adds_loses_and_duplicates_nothing() {
         client.join().expect("client thread");
     }
     let acknowledged = acknowledged.lock().expect("acknowledged").clone();
-    assert_eq!(acknowledged.len(), CLIENTS * ADDS_PER_CLIENT);
+    assert_eq!(
+        acknowledged.len(),
+        RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT
+    );
     assert!(
         acknowledged_at_cut < acknowledged.len(),
         "Adds went on after the outage"
@@ -730,7 +769,7 @@ fn a_database_outage_during_concurrent_adds_loses_and_duplicates_nothing() {
     }
     assert_eq!(
         schema.count("SELECT COUNT(*) FROM requests"),
-        i64::try_from(CLIENTS * ADDS_PER_CLIENT).expect("count"),
+        i64::try_from(RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT).expect("count"),
         "one stored Add per acknowledged request"
     );
     assert_eq!(server.terminate(), Some(0));
@@ -751,52 +790,12 @@ fn a_postgres_restart_during_concurrent_adds_loses_and_duplicates_nothing() {
     let (_guard, dir) = data_dir();
     let server = ServerProcess::start(&dir, &["--store", &schema.url]);
     let address = server.address;
-    let marker = |index: usize| format!("restartmark{index:04}q");
-    const CLIENTS: usize = 4;
-    const ADDS_PER_CLIENT: usize = 40;
-    let acknowledged = Arc::new(Mutex::new(Vec::new()));
-    let refused = Arc::new(AtomicUsize::new(0));
-    let without_retry_after = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let acknowledged = Arc::clone(&acknowledged);
-            let refused = Arc::clone(&refused);
-            let without_retry_after = Arc::clone(&without_retry_after);
-            std::thread::spawn(move || {
-                for round in 0..ADDS_PER_CLIENT {
-                    let index = client * 1000 + round;
-                    let user_id = format!("user-{}", client % 2);
-                    let body = add_body(
-                        &format!("req-{index}"),
-                        &user_id,
-                        &format!("session-{client}"),
-                        &[&format!("acknowledged {} text", marker(index)), "reply"],
-                    );
-                    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-                    loop {
-                        let (status, headers, body) = post_with_headers(address, &body);
-                        if status == 200 {
-                            acknowledged
-                                .lock()
-                                .expect("acknowledged")
-                                .push((user_id.clone(), marker(index)));
-                            break;
-                        }
-                        assert_eq!(status, 503, "{body}");
-                        refused.fetch_add(1, Ordering::SeqCst);
-                        if !headers.to_ascii_lowercase().contains("retry-after:") {
-                            without_retry_after.fetch_add(1, Ordering::SeqCst);
-                        }
-                        assert!(
-                            std::time::Instant::now() < deadline,
-                            "req-{index} not acknowledged in time"
-                        );
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                }
-            })
-        })
-        .collect();
+    let RetryingClients {
+        acknowledged,
+        refused,
+        without_retry_after,
+        clients,
+    } = RetryingClients::spawn(address, "restartmark", Duration::from_secs(90));
     // Stop once some Adds are acknowledged, while the clients send more.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while acknowledged.lock().expect("acknowledged").len() < 20 {
@@ -828,7 +827,10 @@ fn a_postgres_restart_during_concurrent_adds_loses_and_duplicates_nothing() {
         client.join().expect("client thread");
     }
     let acknowledged = acknowledged.lock().expect("acknowledged").clone();
-    assert_eq!(acknowledged.len(), CLIENTS * ADDS_PER_CLIENT);
+    assert_eq!(
+        acknowledged.len(),
+        RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT
+    );
     assert!(
         acknowledged_at_stop < acknowledged.len(),
         "Adds went on after the restart"
@@ -856,7 +858,7 @@ fn a_postgres_restart_during_concurrent_adds_loses_and_duplicates_nothing() {
     }
     assert_eq!(
         schema.count("SELECT COUNT(*) FROM requests"),
-        i64::try_from(CLIENTS * ADDS_PER_CLIENT).expect("count"),
+        i64::try_from(RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT).expect("count"),
         "one stored Add per acknowledged request, none of the one answered 503"
     );
     assert_eq!(server.terminate(), Some(0));
