@@ -8,7 +8,7 @@
 //!
 //! One seam, backends behind it: [`StoreConn`] is a connection to one of
 //! them and every operation below is one `match` over it (`sqlite.rs`:
-//! the embedded default, `<data-dir>/codemem.sqlite3`; `postgres.rs`: a
+//! the embedded default, `<data-dir>/codemem.sqlite3`; `postgres/`: a
 //! PostgreSQL database that several processes can share). Both keep the
 //! same contracts, held equal by one conformance suite (`tests.rs`).
 //!
