@@ -22,6 +22,7 @@
 //! reader, which is reloaded after every commit.
 
 pub mod directory;
+mod recent;
 mod scope;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 use tantivy::DocSet;
 use tantivy::collector::TopDocs;
 use tantivy::directory::error::OpenDirectoryError;
+use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::{Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
@@ -40,6 +42,7 @@ use tantivy::{
 };
 
 use self::directory::{CLEAN_MARKER, DerivedDirectory};
+use self::recent::{RecentBatch, RecentMessage, RecentScope, RecentSession};
 use self::scope::{ScopeCache, SegmentScope};
 
 use crate::store::StoredMessage;
@@ -253,6 +256,40 @@ impl tantivy::query::Bm25StatisticsProvider for ScopeStatistics {
     }
 }
 
+/// BM25 statistics of the message documents: the committed segments'
+/// (tantivy's own, over every user, as a search of the index alone counts
+/// them) plus the published batches' documents, as their commit will add
+/// them.
+struct MessageStatistics<'a> {
+    searcher: &'a tantivy::Searcher,
+    recent: &'a [std::sync::Arc<RecentBatch>],
+}
+
+impl tantivy::query::Bm25StatisticsProvider for MessageStatistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let published: u64 = self.recent.iter().map(|batch| batch.message_tokens).sum();
+        Ok(self.searcher.total_num_tokens(field)? + published)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        let published: u64 = self.recent.iter().map(|batch| batch.num_docs()).sum();
+        Ok(tantivy::query::Bm25StatisticsProvider::total_num_docs(self.searcher)? + published)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let published: u64 = match term.value().as_str() {
+            Some(text) => self
+                .recent
+                .iter()
+                .filter_map(|batch| batch.message_postings.get(text))
+                .map(|postings| postings.len() as u64)
+                .sum(),
+            None => 0,
+        };
+        Ok(self.searcher.doc_freq(term)? + published)
+    }
+}
+
 /// tantivy's BM25 IDF of a term held by `df` of `num_docs` documents.
 fn bm25_idf(num_docs: u64, df: u64) -> f32 {
     let num_docs = num_docs.max(df) as f32;
@@ -263,6 +300,10 @@ fn bm25_idf(num_docs: u64, df: u64) -> f32 {
 /// The searchable side of the index, shared by all searches.
 pub struct SearchIndex {
     reader: IndexReader,
+    /// What searches read: the searcher of the last commit and the writer
+    /// turns published since (see [`recent`]). Replaced whole; the lock is
+    /// held only to clone or swap it.
+    view: std::sync::Mutex<std::sync::Arc<View>>,
     fields: Fields,
     /// Everything stored up to this sequence number is visible to
     /// searches: set by the writer's commit right after the reload, before
@@ -271,6 +312,23 @@ pub struct SearchIndex {
     /// Each user's live session documents per segment state, so that a
     /// search walks only the segments it has not seen yet.
     scopes: ScopeCache,
+}
+
+/// One consistent state of the index for a search: the committed segments
+/// and the documents written since their commit.
+struct View {
+    searcher: tantivy::Searcher,
+    /// Oldest first.
+    recent: Vec<std::sync::Arc<RecentBatch>>,
+}
+
+impl View {
+    fn committed(reader: &IndexReader) -> std::sync::Arc<View> {
+        std::sync::Arc::new(View {
+            searcher: reader.searcher(),
+            recent: Vec::new(),
+        })
+    }
 }
 
 /// Bytes the remembered scopes may hold: five bytes per session document
@@ -282,9 +340,28 @@ const SCOPE_CACHE_BYTES: usize = 16 * 1024 * 1024;
 pub struct IndexWriterHandle {
     writer: IndexWriter<TantivyDocument>,
     fields: Fields,
-    /// Everything stored up to this sequence number is committed.
+    /// Everything stored up to this sequence number is searchable:
+    /// committed, or published since the last commit.
     committed_seq: i64,
+    /// Everything stored up to this sequence number is in the committed
+    /// segments (the payload of the last commit).
+    durable_seq: i64,
+    /// The documents queued since the last publish or commit.
+    pending: Vec<PendingDoc>,
+    /// When the oldest document published since the last commit was.
+    first_published: Option<std::time::Instant>,
+    /// Text bytes published since the last commit.
+    published_bytes: usize,
 }
+
+/// How long published documents wait at most for their commit. Commits
+/// this far apart make segments of a second of Adds instead of one per
+/// writer turn.
+const COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// Text bytes published since the last commit that make the next turn
+/// commit: what the batches held in memory may reach.
+const MAX_PUBLISHED_BYTES: usize = 32 * 1024 * 1024;
 
 /// How the index was found at start-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,12 +405,13 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
     let (_, fields) = schema();
     let writer = index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)?;
     writer.set_merge_policy(Box::new(merge_policy()));
-    let reader = index
+    let reader: IndexReader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
     Ok((
         SearchIndex {
+            view: std::sync::Mutex::new(View::committed(&reader)),
             reader,
             fields,
             visible_seq: std::sync::atomic::AtomicI64::new(committed_seq),
@@ -343,6 +421,10 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
             writer,
             fields,
             committed_seq,
+            durable_seq: committed_seq,
+            pending: Vec::new(),
+            first_published: None,
+            published_bytes: 0,
         },
         state,
     ))
@@ -370,11 +452,12 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
     };
     index.tokenizers().register(CODE_TOKENIZER, CodeTokenizer);
     let (_, fields) = schema();
-    let reader = index
+    let reader: IndexReader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
     Ok(SearchIndex {
+        view: std::sync::Mutex::new(View::committed(&reader)),
         reader,
         fields,
         visible_seq: std::sync::atomic::AtomicI64::new(seq),
@@ -465,14 +548,24 @@ impl IndexWriterHandle {
                     .delete_term(Term::from_field_u64(self.fields.seq, seq_term(message.seq)));
                 last_replaced = Some(message.seq);
             }
+            let key = session_key(&message.user_id, &message.session_id);
             self.writer.add_document(doc!(
                 self.fields.user_id => message.user_id.as_str(),
                 self.fields.doc_kind => KIND_MESSAGE,
                 self.fields.message_id => seq_term(message.message_id),
                 self.fields.seq => seq_term(message.seq),
-                self.fields.message_session => session_key(&message.user_id, &message.session_id),
+                self.fields.message_session => key.as_str(),
                 self.fields.text => message.content.as_str(),
             ))?;
+            self.pending.push(PendingDoc::Message {
+                message: RecentMessage {
+                    user_id: message.user_id.clone(),
+                    session_key: key,
+                    message_id: message.message_id,
+                    fieldnorm_id: 0,
+                },
+                text: message.content.clone(),
+            });
         }
         Ok(())
     }
@@ -488,27 +581,90 @@ impl IndexWriterHandle {
                 fields.user_id => session.user_id.as_str(),
                 fields.doc_kind => KIND_SESSION,
                 fields.seq => seq_term(session.last_seq),
-                fields.session_key => key,
+                fields.session_key => key.as_str(),
                 fields.profile => session.profile_json.as_str(),
                 fields.session_text => session.text.as_str(),
             ))?;
+            self.pending.push(PendingDoc::Session {
+                session: RecentSession {
+                    user_id: session.user_id.clone(),
+                    key,
+                    profile_json: session.profile_json.clone(),
+                    fieldnorm_id: 0,
+                },
+                text: session.text.clone(),
+            });
         }
         Ok(())
     }
 
     /// Commits what was queued, recording `seq` as applied, and makes it
-    /// visible to `search_index`.
+    /// visible to `search_index` (in place of any published batch: the
+    /// commit holds their documents).
     pub fn commit(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
         let payload = serde_json::json!({"schema": SCHEMA_VERSION, "seq": seq}).to_string();
         let mut prepared = self.writer.prepare_commit()?;
         prepared.set_payload(&payload);
         prepared.commit()?;
         self.committed_seq = seq;
+        self.durable_seq = seq;
+        self.pending.clear();
+        self.first_published = None;
+        self.published_bytes = 0;
         search_index.reader.reload()?;
+        search_index.replace_view(View::committed(&search_index.reader));
         search_index
             .visible_seq
             .store(seq, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+
+    /// Makes what was queued searchable, recording `seq` as applied: held
+    /// in memory beside the committed segments until the next commit, or
+    /// committed at once when the published documents have waited
+    /// [`COMMIT_INTERVAL`] or hold [`MAX_PUBLISHED_BYTES`] of text.
+    pub fn publish(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
+        let pending_bytes: usize = self.pending.iter().map(PendingDoc::text_bytes).sum();
+        let due = self
+            .first_published
+            .is_some_and(|first| first.elapsed() >= COMMIT_INTERVAL);
+        if due || self.published_bytes + pending_bytes >= MAX_PUBLISHED_BYTES {
+            return self.commit(seq, search_index);
+        }
+        if !self.pending.is_empty() {
+            let mut batch = RecentBatch::new();
+            for doc in self.pending.drain(..) {
+                match doc {
+                    PendingDoc::Session { session, text } => batch.add_session(session, &text),
+                    PendingDoc::Message { message, text } => batch.add_message(message, &text),
+                }
+            }
+            self.published_bytes += batch.text_bytes;
+            self.first_published
+                .get_or_insert_with(std::time::Instant::now);
+            search_index.push_recent(batch);
+        }
+        self.committed_seq = seq;
+        search_index
+            .visible_seq
+            .store(seq, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// How long until the published documents are due for their commit;
+    /// `None` when none waits.
+    pub fn commit_due_in(&self) -> Option<std::time::Duration> {
+        self.first_published
+            .map(|first| COMMIT_INTERVAL.saturating_sub(first.elapsed()))
+    }
+
+    /// Commits the published documents, if any (the committed sequence
+    /// number stays).
+    pub fn commit_published(&mut self, search_index: &SearchIndex) -> Result<(), IndexError> {
+        if self.first_published.is_none() && self.pending.is_empty() {
+            return Ok(());
+        }
+        self.commit(self.committed_seq, search_index)
     }
 
     /// Waits for merges, syncs every index file, and leaves the marker that
@@ -556,10 +712,36 @@ impl IndexWriterHandle {
         }
     }
 
-    /// Drops everything queued since the last commit.
+    /// Drops everything queued since the last commit, published documents
+    /// included: the committed sequence number goes back to the last
+    /// commit's, so a catch-up indexes them again (searches keep finding
+    /// them meanwhile, as published).
     pub fn rollback(&mut self) -> Result<(), IndexError> {
+        self.pending.clear();
+        self.committed_seq = self.durable_seq;
         self.writer.rollback()?;
         Ok(())
+    }
+}
+
+/// A document queued since the last publish, with its text: tokenized for
+/// the in-memory batch only if it is published rather than committed.
+enum PendingDoc {
+    Session {
+        session: RecentSession,
+        text: String,
+    },
+    Message {
+        message: RecentMessage,
+        text: String,
+    },
+}
+
+impl PendingDoc {
+    fn text_bytes(&self) -> usize {
+        match self {
+            PendingDoc::Session { text, .. } | PendingDoc::Message { text, .. } => text.len(),
+        }
     }
 }
 
@@ -707,9 +889,42 @@ impl SearchIndex {
         limit: usize,
         known: &dyn Fn(&DocKey) -> bool,
     ) -> Result<SessionCandidates, IndexError> {
-        let searcher = self.reader.searcher();
-        let scope = self.scope_documents(&searcher, user_id)?;
-        let scope_size = scope.num_docs;
+        let view = self.view();
+        let searcher = &view.searcher;
+        let scope = self.scope_documents(searcher, user_id)?;
+        // The user's session documents published since the commit: the
+        // newest of each session, and the committed ones they replace.
+        let recent = RecentScope::of(&view.recent, user_id);
+        // Every scope document has a slot: the documents of the first
+        // segment, then of the next, each segment's ascending, then the
+        // published ones.
+        let mut first_slots = Vec::with_capacity(scope.segments.len());
+        let mut num_slots = 0usize;
+        for segment_scope in &scope.segments {
+            first_slots.push(num_slots);
+            num_slots += segment_scope.docs.len();
+        }
+        let num_committed_slots = num_slots;
+        num_slots += recent.docs.len();
+        let replaced = self.replaced_slots(searcher, &scope, &first_slots, &recent)?;
+        let mut fieldnorm_ids: Vec<u8> = scope
+            .segments
+            .iter()
+            .flat_map(|segment_scope| segment_scope.fieldnorm_ids.iter().copied())
+            .collect();
+        fieldnorm_ids.extend(
+            recent
+                .docs
+                .iter()
+                .map(|&(batch, doc)| view.recent[batch].sessions[doc as usize].fieldnorm_id),
+        );
+        let length = |slot: usize| u64::from(FieldNormReader::id_to_fieldnorm(fieldnorm_ids[slot]));
+        let scope_size =
+            scope.num_docs.saturating_sub(replaced.len() as u64) + recent.docs.len() as u64;
+        let num_tokens = scope
+            .num_tokens
+            .saturating_sub(replaced.iter().map(|&slot| length(slot)).sum::<u64>())
+            + (num_committed_slots..num_slots).map(length).sum::<u64>();
         let terms: Vec<&String> = terms.iter().take(MAX_SESSION_QUERY_TERMS).collect();
         if terms.is_empty() || limit == 0 || scope_size == 0 {
             return Ok(SessionCandidates {
@@ -719,13 +934,9 @@ impl SearchIndex {
                 rarest_terms: Vec::new(),
             });
         }
-        // Every scope document has a slot: the documents of the first
-        // segment, then of the next, each segment's ascending.
-        let mut first_slots = Vec::with_capacity(scope.segments.len());
-        let mut num_slots = 0usize;
-        for segment_scope in &scope.segments {
-            first_slots.push(num_slots);
-            num_slots += segment_scope.docs.len();
+        let mut live = vec![true; num_slots];
+        for &slot in &replaced {
+            live[slot] = false;
         }
         let inverted: Vec<Option<std::sync::Arc<tantivy::InvertedIndexReader>>> = searcher
             .segment_readers()
@@ -743,7 +954,7 @@ impl SearchIndex {
         // the term's entries from `term_ends` of the previous term to its own.
         let mut statistics = ScopeStatistics {
             num_docs: scope_size,
-            num_tokens: scope.num_tokens,
+            num_tokens,
             doc_freqs: std::collections::HashMap::with_capacity(terms.len()),
         };
         let mut held: Vec<(u32, u32)> = Vec::new();
@@ -765,9 +976,15 @@ impl SearchIndex {
                     continue;
                 };
                 intersect_postings(&mut postings, &segment_scope.docs, |position, freq| {
-                    held.push(((first_slot + position) as u32, freq));
+                    let slot = first_slot + position;
+                    if live[slot] {
+                        held.push((slot as u32, freq));
+                    }
                 });
             }
+            recent.postings(&view.recent, term, |position, freq| {
+                held.push(((num_committed_slots + position) as u32, freq));
+            });
             statistics
                 .doc_freqs
                 .insert(key.clone(), (held.len() - term_start) as u64);
@@ -787,11 +1004,6 @@ impl SearchIndex {
             .map(|range| bm25_idf(scope_size, range.len() as u64))
             .collect();
         let query_weight: f32 = idfs.iter().sum();
-        let fieldnorm_ids: Vec<u8> = scope
-            .segments
-            .iter()
-            .flat_map(|segment_scope| segment_scope.fieldnorm_ids.iter().copied())
-            .collect();
         // Per slot, summed term by term in query order (as tantivy's union
         // sums its term scorers): the BM25 score, the matched weight, and
         // whether any term is there at all.
@@ -823,8 +1035,10 @@ impl SearchIndex {
             .map(|(_, term)| (*term).clone())
             .collect();
         // (score, address, slot) of every document holding a term,
-        // ascending by address; then the best `limit`, ties to the lower
-        // address.
+        // ascending by address (a published batch after every segment, as
+        // its commit would add one); then the best `limit`, ties to the
+        // lower address.
+        let num_segments = scope.segments.len();
         let mut found: Vec<(f32, tantivy::DocAddress, usize)> = Vec::new();
         for ((segment_ord, segment_scope), first_slot) in
             scope.segments.iter().enumerate().zip(&first_slots)
@@ -835,6 +1049,13 @@ impl SearchIndex {
                     let address = tantivy::DocAddress::new(segment_ord as u32, *doc);
                     found.push((text_scores[slot], address, slot));
                 }
+            }
+        }
+        for (position, &(batch, doc)) in recent.docs.iter().enumerate() {
+            let slot = num_committed_slots + position;
+            if matched[slot] {
+                let address = tantivy::DocAddress::new((num_segments + batch) as u32, doc);
+                found.push((text_scores[slot], address, slot));
             }
         }
         let best_first = |left: &(f32, tantivy::DocAddress, usize),
@@ -848,12 +1069,25 @@ impl SearchIndex {
         found.sort_unstable_by(best_first);
         let mut hits = Vec::with_capacity(found.len());
         for (text_score, address, slot) in found {
-            let key = DocKey {
-                segment: searcher.segment_reader(address.segment_ord).segment_id(),
-                doc: address.doc_id,
+            let (key, stored_profile) = if slot >= num_committed_slots {
+                let (batch, doc) = recent.docs[slot - num_committed_slots];
+                let batch = &view.recent[batch];
+                let key = DocKey {
+                    segment: batch.id,
+                    doc,
+                };
+                (key, Some(&batch.sessions[doc as usize].profile_json))
+            } else {
+                let key = DocKey {
+                    segment: searcher.segment_reader(address.segment_ord).segment_id(),
+                    doc: address.doc_id,
+                };
+                (key, None)
             };
             let profile_json = if known(&key) {
                 None
+            } else if let Some(json) = stored_profile {
+                Some(json.clone())
             } else {
                 let document: TantivyDocument = searcher.doc(address)?;
                 let Some(json) = document
@@ -877,6 +1111,49 @@ impl SearchIndex {
             query_weight,
             rarest_terms,
         })
+    }
+
+    /// The slots of the committed session documents that published ones
+    /// replace (the same session's `session_key`).
+    fn replaced_slots(
+        &self,
+        searcher: &tantivy::Searcher,
+        scope: &ScopeDocuments,
+        first_slots: &[usize],
+        recent: &RecentScope<'_>,
+    ) -> Result<Vec<usize>, IndexError> {
+        let mut replaced = Vec::new();
+        if recent.keys.is_empty() {
+            return Ok(replaced);
+        }
+        for ((segment, segment_scope), first_slot) in searcher
+            .segment_readers()
+            .iter()
+            .zip(&scope.segments)
+            .zip(first_slots)
+        {
+            if segment_scope.docs.is_empty() {
+                continue;
+            }
+            let inverted = segment.inverted_index(self.fields.session_key)?;
+            for key in &recent.keys {
+                let term = Term::from_field_text(self.fields.session_key, key);
+                let Some(mut postings) = inverted
+                    .read_postings(&term, IndexRecordOption::Basic)
+                    .map_err(tantivy::TantivyError::from)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != tantivy::TERMINATED {
+                    if let Ok(position) = segment_scope.docs.binary_search(&doc) {
+                        replaced.push(first_slot + position);
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(replaced)
     }
 
     /// The live session documents of `user_id`, per segment, with their
@@ -957,28 +1234,138 @@ impl SearchIndex {
                 IndexRecordOption::WithFreqs,
             ),
         ));
-        let searcher = self.reader.searcher();
-        let top = searcher.search(
-            &BooleanQuery::new(clauses),
-            &TopDocs::with_limit(limit).order_by_score(),
-        )?;
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, address) in top {
-            let segment = searcher.segment_reader(address.segment_ord);
-            let column = segment.fast_fields().u64("message_id")?;
-            if let Some(message_id) = column.first(address.doc_id) {
-                hits.push(Hit {
-                    message_id: i64::try_from(message_id).unwrap_or(0),
+        let view = self.view();
+        let searcher = &view.searcher;
+        let query = BooleanQuery::new(clauses);
+        let collector = TopDocs::with_limit(limit).order_by_score();
+        if view.recent.is_empty() {
+            let top = searcher.search(&query, &collector)?;
+            return self.message_hits(
+                searcher,
+                top.into_iter()
+                    .map(|(score, address)| (score, address, None)),
+            );
+        }
+        // With published batches, the statistics count their documents
+        // as their commit will, and their messages are scored alike.
+        let statistics = MessageStatistics {
+            searcher,
+            recent: &view.recent,
+        };
+        let top = searcher.search_with_statistics_provider(&query, &collector, &statistics)?;
+        let mut scored: Vec<(f32, tantivy::DocAddress, Option<i64>)> = top
+            .into_iter()
+            .map(|(score, address)| (score, address, None))
+            .collect();
+        let wanted: std::collections::HashSet<String> = session_ids
+            .iter()
+            .map(|session| session_key(user_id, session))
+            .collect();
+        let weights = terms
+            .iter()
+            .take(MAX_MESSAGE_QUERY_TERMS)
+            .map(|term| {
+                let key = Term::from_field_text(self.fields.text, term);
+                let weight = Bm25Weight::for_terms(&statistics, std::slice::from_ref(&key))?;
+                Ok((term.as_str(), weight))
+            })
+            .collect::<tantivy::Result<Vec<(&str, Bm25Weight)>>>()?;
+        let num_segments = searcher.segment_readers().len();
+        for (batch_ord, batch) in view.recent.iter().enumerate() {
+            let mut scores: std::collections::HashMap<u32, f32> = std::collections::HashMap::new();
+            for (term, weight) in &weights {
+                let Some(postings) = batch.message_postings.get(*term) else {
+                    continue;
+                };
+                for &(doc, freq) in postings {
+                    let message = &batch.messages[doc as usize];
+                    if message.user_id == user_id && wanted.contains(&message.session_key) {
+                        *scores.entry(doc).or_insert(0.0) +=
+                            weight.score(message.fieldnorm_id, freq);
+                    }
+                }
+            }
+            for (doc, score) in scores {
+                let address = tantivy::DocAddress::new((num_segments + batch_ord) as u32, doc);
+                scored.push((
                     score,
-                });
+                    address,
+                    Some(batch.messages[doc as usize].message_id),
+                ));
+            }
+        }
+        scored
+            .sort_unstable_by(|left, right| right.0.total_cmp(&left.0).then(left.1.cmp(&right.1)));
+        scored.truncate(limit);
+        self.message_hits(searcher, scored.into_iter())
+    }
+
+    /// The hits of scored message documents: a committed one's message id
+    /// read from its fast field, a published one's given.
+    fn message_hits(
+        &self,
+        searcher: &tantivy::Searcher,
+        scored: impl Iterator<Item = (f32, tantivy::DocAddress, Option<i64>)>,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let mut hits = Vec::new();
+        for (score, address, published) in scored {
+            let message_id = match published {
+                Some(message_id) => Some(message_id),
+                None => {
+                    let segment = searcher.segment_reader(address.segment_ord);
+                    let column = segment.fast_fields().u64("message_id")?;
+                    column
+                        .first(address.doc_id)
+                        .map(|message_id| i64::try_from(message_id).unwrap_or(0))
+                }
+            };
+            if let Some(message_id) = message_id {
+                hits.push(Hit { message_id, score });
             }
         }
         Ok(hits)
     }
 
-    /// Number of documents visible to searches.
+    /// Number of documents visible to searches (until their commit, a
+    /// published record and the one it replaces both count).
     pub fn num_docs(&self) -> u64 {
-        self.reader.searcher().num_docs()
+        let view = self.view();
+        view.searcher.num_docs()
+            + view
+                .recent
+                .iter()
+                .map(|batch| batch.num_docs())
+                .sum::<u64>()
+    }
+
+    /// The state searches read now.
+    fn view(&self) -> std::sync::Arc<View> {
+        match self.view.lock() {
+            Ok(view) => std::sync::Arc::clone(&view),
+            Err(poisoned) => std::sync::Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    fn replace_view(&self, view: std::sync::Arc<View>) {
+        match self.view.lock() {
+            Ok(mut current) => *current = view,
+            Err(poisoned) => *poisoned.into_inner() = view,
+        }
+    }
+
+    /// Adds a published batch to what searches read.
+    fn push_recent(&self, batch: RecentBatch) {
+        let batch = std::sync::Arc::new(batch);
+        let mut current = match self.view.lock() {
+            Ok(current) => current,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut recent = current.recent.clone();
+        recent.push(batch);
+        *current = std::sync::Arc::new(View {
+            searcher: current.searcher.clone(),
+            recent,
+        });
     }
 }
 

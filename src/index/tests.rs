@@ -411,3 +411,172 @@ fn galloping_finds_the_first_document_at_or_after_the_target() {
         }
     }
 }
+
+/// What a search answers, in a form that does not depend on where the
+/// documents sit (segments or published batches): sessions by score then
+/// profile, scores as bits; messages by score then id.
+type Answer = (
+    u64,
+    u32,
+    Vec<String>,
+    Vec<(String, u32, u32)>,
+    Vec<(i64, f32)>,
+);
+
+fn answer(index: &SearchIndex, user_id: &str, words: &[&str]) -> Answer {
+    let found = search(index, user_id, words, 1000);
+    let mut sessions: Vec<(String, u32, u32)> = found
+        .hits
+        .iter()
+        .map(|hit| {
+            (
+                hit.profile_json.clone().unwrap_or_default(),
+                hit.text_score.to_bits(),
+                hit.matched_weight.to_bits(),
+            )
+        })
+        .collect();
+    sessions.sort_by(|left, right| {
+        f32::from_bits(right.1)
+            .total_cmp(&f32::from_bits(left.1))
+            .then(left.0.cmp(&right.0))
+    });
+    let session_ids: Vec<String> = (0..30).map(|number| format!("s{number}")).collect();
+    let session_refs: Vec<&str> = session_ids.iter().map(String::as_str).collect();
+    let mut messages: Vec<(i64, f32)> = index
+        .search_messages_in(user_id, &session_refs, &terms(words), 1000)
+        .expect("messages")
+        .into_iter()
+        .map(|hit| (hit.message_id, hit.score))
+        .collect();
+    messages.sort_by(|left, right| right.1.total_cmp(&left.1).then(left.0.cmp(&right.0)));
+    (
+        found.scope_size,
+        found.query_weight.to_bits(),
+        found.rarest_terms,
+        sessions,
+        messages,
+    )
+}
+
+fn message(
+    message_id: i64,
+    user_id: &str,
+    session_id: &str,
+    text: &str,
+) -> crate::store::StoredMessage {
+    crate::store::StoredMessage {
+        message_id,
+        seq: message_id,
+        user_id: user_id.to_string(),
+        session_id: session_id.to_string(),
+        request_id: format!("r{message_id}"),
+        message_index: 0,
+        role: crate::domain::Role::User,
+        content: text.to_string(),
+        timestamp_ms: None,
+        stored_at_ms: 0,
+    }
+}
+
+#[test]
+fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (index, mut writer, _) = open(dir.path()).expect("open index");
+    let users = ["ada", "bob"];
+    let mut numbers = Numbers(11);
+    let mut message_id = 0;
+    let text = |numbers: &mut Numbers| {
+        let length = 1 + numbers.next(25);
+        (0..length)
+            .map(|_| WORDS[numbers.next(WORDS.len())])
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // Committed rounds, then published ones (records of sessions already
+    // committed replaced, some twice), each with messages.
+    for round in 0..16 {
+        let mut sessions = Vec::new();
+        let mut messages = Vec::new();
+        for _ in 0..1 + numbers.next(4) {
+            let user = users[numbers.next(users.len())];
+            let session_id = format!("s{}", numbers.next(12));
+            sessions.push(session(user, &session_id, &text(&mut numbers)));
+            message_id += 1;
+            messages.push(message(message_id, user, &session_id, &text(&mut numbers)));
+        }
+        // One record per session and turn, as the writer upserts them.
+        sessions.sort_by(|left, right| {
+            (&left.user_id, &left.session_id).cmp(&(&right.user_id, &right.session_id))
+        });
+        sessions.dedup_by(|left, right| {
+            left.user_id == right.user_id && left.session_id == right.session_id
+        });
+        writer
+            .add_messages(&messages, false)
+            .expect("queue messages");
+        writer.upsert_sessions(&sessions).expect("queue sessions");
+        let seq = writer.committed_seq() + 1;
+        if round < 10 {
+            writer.commit(seq, &index).expect("commit");
+        } else {
+            writer.publish(seq, &index).expect("publish");
+            assert_eq!(index.visible_seq(), seq);
+        }
+    }
+    assert!(
+        writer.commit_due_in().is_some(),
+        "documents wait for their commit"
+    );
+    let queries: [&[&str]; 4] = [
+        &WORDS[..],
+        &["token"][..],
+        &["parser", "token", "overflow"][..],
+        &["cache", "unknown", "retry", "panic"][..],
+    ];
+    let published: Vec<Answer> = users
+        .iter()
+        .flat_map(|user| queries.iter().map(|words| answer(&index, user, words)))
+        .collect();
+    writer.commit_published(&index).expect("commit");
+    assert_eq!(writer.commit_due_in(), None);
+    let committed: Vec<Answer> = users
+        .iter()
+        .flat_map(|user| queries.iter().map(|words| answer(&index, user, words)))
+        .collect();
+    for (published, committed) in published.iter().zip(&committed) {
+        assert_eq!(published.0, committed.0, "scope size");
+        assert_eq!(published.1, committed.1, "query weight");
+        assert_eq!(published.2, committed.2, "rarest terms");
+        assert_eq!(published.3, committed.3, "sessions");
+        assert_eq!(published.4.len(), committed.4.len(), "messages");
+        for (left, right) in published.4.iter().zip(&committed.4) {
+            assert_eq!(left.0, right.0, "message order");
+            assert!(
+                (left.1 - right.1).abs() <= 1e-4 * right.1.abs(),
+                "{left:?} {right:?}"
+            );
+        }
+    }
+    assert!(
+        published
+            .iter()
+            .any(|answer| !answer.3.is_empty() && !answer.4.is_empty())
+    );
+}
+
+#[test]
+fn a_rollback_takes_published_documents_back_to_the_last_commit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (index, mut writer, _) = open(dir.path()).expect("open index");
+    commit(&mut writer, &index, &[session("ada", "s1", "parser token")]);
+    writer
+        .upsert_sessions(&[session("ada", "s2", "parser overflow")])
+        .expect("queue");
+    writer.publish(2, &index).expect("publish");
+    assert_eq!(writer.committed_seq(), 2);
+    assert_eq!(search(&index, "ada", &["parser"], 10).scope_size, 2);
+    writer.rollback().expect("rollback");
+    // A catch-up indexes again from the last commit.
+    assert_eq!(writer.committed_seq(), 1);
+}

@@ -150,10 +150,16 @@ pub(super) fn writer_loop(
     loop {
         // With slices to index, new jobs are taken as they come, and a turn
         // without any indexes the next slice.
+        // With published documents waiting for their commit, a job is
+        // waited for only until the commit is due.
         let first = if sliced.is_empty() {
-            match receiver.blocking_recv() {
-                Some(job) => Some(job),
-                None => break,
+            let next = match writer.commit_due_in() {
+                None => receiver.blocking_recv().map(Some).ok_or(()),
+                Some(wait) => next_job_within(&mut receiver, wait),
+            };
+            match next {
+                Ok(job) => job,
+                Err(()) => break,
             }
         } else {
             receiver.try_recv().ok()
@@ -257,6 +263,18 @@ pub(super) fn writer_loop(
             }
             Some(WriteJob::Add(_)) | None => {}
         }
+        if writer.commit_due_in() == Some(std::time::Duration::ZERO)
+            && let Err(error) = writer.commit_published(search_index)
+        {
+            tracing::error!(%error, "index commit failed; the store holds the adds and a retry catches up");
+            if let Err(rollback_error) = writer.rollback() {
+                tracing::error!(error = %rollback_error, "index rollback failed");
+            }
+            index_may_hold_unrecorded = true;
+        }
+    }
+    if let Err(error) = writer.commit_published(search_index) {
+        tracing::error!(%error, "index commit at shutdown failed; the next start-up indexes the adds again");
     }
     let indexed_seq = writer.committed_seq();
     match writer.close(data_dir) {
@@ -273,6 +291,31 @@ pub(super) fn writer_loop(
         }
     }
 }
+
+/// The next job, waiting at most `wait`: `Ok(None)` when none came in
+/// time, `Err` when every sender is gone.
+fn next_job_within(
+    receiver: &mut mpsc::Receiver<WriteJob>,
+    wait: std::time::Duration,
+) -> Result<Option<WriteJob>, ()> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match receiver.try_recv() {
+            Ok(job) => return Ok(Some(job)),
+            Err(mpsc::error::TryRecvError::Disconnected) => return Err(()),
+            Err(mpsc::error::TryRecvError::Empty) => {
+                if std::time::Instant::now() >= deadline {
+                    return Ok(None);
+                }
+                std::thread::sleep(JOB_POLL);
+            }
+        }
+    }
+}
+
+/// How often the writer looks for a job while published documents wait
+/// for their commit.
+const JOB_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Opens a new connection in place of one the store closed (a PostgreSQL
 /// restart or a network failure). When the store is still unreachable the
@@ -600,7 +643,7 @@ fn index_turn(
             Some(oldest) => (oldest.seq - 1).max(writer.committed_seq()),
             None => store::last_seq(conn)?,
         };
-        writer.commit(committed, search_index)?;
+        writer.publish(committed, search_index)?;
         Ok(done)
     })();
     if indexed.is_err()

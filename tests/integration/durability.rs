@@ -274,6 +274,8 @@ fn a_torn_index_file_after_a_crash_is_caught_and_rebuilt() {
         );
         assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
     }
+    let (_, health) = server.request("GET", "/health", None);
+    crate::support::wait_for_index_commit(&dir, health["indexed_seq"].as_i64().unwrap_or(i64::MAX));
     server.kill();
     // Stand-in for a power loss: a segment file left with garbage in it.
     let segment_file = std::fs::read_dir(dir.join("index"))

@@ -202,6 +202,9 @@ fn codemem_search_reads_a_data_directory_a_server_holds() {
             assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
         }
     }
+    // Another process reads what the server has committed.
+    let (_, health) = server.request("GET", "/health", None);
+    crate::support::wait_for_index_commit(&dir, health["indexed_seq"].as_i64().unwrap_or(i64::MAX));
     let run = |extra: &[&str]| {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
             .args(["search", "--user-id", "team", "--data-dir"])

@@ -118,6 +118,7 @@ async fn one_users_statistics_never_move_another_users_ranking() {
 async fn a_cleared_profile_cache_loses_no_candidate() {
     let app = TestApp::new();
     store_short_sessions(&app, "team", "parser", 4).await;
+    app.wait_for_index_commit().await;
     // A cache that holds two profiles is cleared within every search of
     // four candidates.
     let searcher = Searcher::open_read_only(app.dir.path(), 12_000)

@@ -106,6 +106,17 @@ impl TestApp {
         self.post("/add", body).await
     }
 
+    /// Waits until the index has committed every Add this app made
+    /// searchable: what a reader of the data directory sees.
+    pub async fn wait_for_index_commit(&self) {
+        let (_, health) = self.call("GET", "/health", None, &[]).await;
+        let seq = health["indexed_seq"].as_i64().unwrap_or(i64::MAX);
+        let dir = self.dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || wait_for_index_commit(&dir, seq))
+            .await
+            .expect("waits");
+    }
+
     pub async fn search(&self, user_id: &str, query: &str, top_k: usize) -> Vec<Value> {
         let (status, body) = self
             .post(
@@ -361,3 +372,31 @@ pub async fn store_fixtures(app: &TestApp, user_id: &str, names: &[&str]) {
 
 #[path = "support/pg.rs"]
 pub mod pg;
+
+/// The sequence number the index in `data_dir` has committed (its last
+/// commit's payload), 0 when there is none yet.
+pub fn committed_index_seq(data_dir: &Path) -> i64 {
+    let Ok(meta) = std::fs::read_to_string(data_dir.join("index").join("meta.json")) else {
+        return 0;
+    };
+    let meta: Value = serde_json::from_str(&meta).unwrap_or(Value::Null);
+    meta["payload"]
+        .as_str()
+        .and_then(|payload| serde_json::from_str::<Value>(payload).ok())
+        .and_then(|payload| payload["seq"].as_i64())
+        .unwrap_or(0)
+}
+
+/// Waits until the index in `data_dir` has committed every Add up to
+/// `seq`: what another process reading the data directory sees (a server
+/// makes Adds searchable at once, and commits them within about a second).
+pub fn wait_for_index_commit(data_dir: &Path, seq: i64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while committed_index_seq(data_dir) < seq {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index did not commit seq {seq} within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,201 @@
+//! index::recent: "what was written since the last commit?", searchable at
+//! once.
+//!
+//! A tantivy commit serialises a new segment (term dictionaries, postings,
+//! fast fields) and later merges rewrite it: done for every group of Adds,
+//! that was most of the write path's time. So the writer commits about once
+//! a second (see `IndexWriterHandle::publish`), and what it wrote since is
+//! held here too, in memory, as small inverted lists per writer turn
+//! ([`RecentBatch`]): the Adds are stored (the store is the source of
+//! truth), then published here before they are answered, and a search reads
+//! the committed segments and these batches together, as one index.
+//!
+//! The scores are the ones the committed index would give: a batch keeps
+//! each document's term frequencies and its length as tantivy encodes it
+//! (its fieldnorm id), and the statistics of a search count the batches'
+//! documents. A session document here replaces the committed document of
+//! the same session (and any older one here), as its commit would.
+//!
+//! A commit makes the batches' documents part of the segments; the view
+//! that searches read then has the new searcher and no batch (see
+//! `SearchIndex::view`). After a crash the batches are gone with the
+//! uncommitted documents, and start-up indexes again every Add past the
+//! committed sequence number.
+
+use std::collections::HashMap;
+
+use tantivy::index::SegmentId;
+
+use crate::tokenize;
+
+/// A session document written since the last commit.
+#[derive(Debug)]
+pub(super) struct RecentSession {
+    pub user_id: String,
+    /// The `session_key` term of the document.
+    pub key: String,
+    pub profile_json: String,
+    /// Its `session_text` length as tantivy encodes it.
+    pub fieldnorm_id: u8,
+}
+
+/// A message document written since the last commit.
+#[derive(Debug)]
+pub(super) struct RecentMessage {
+    pub user_id: String,
+    /// The `message_session` term of the document.
+    pub session_key: String,
+    pub message_id: i64,
+    /// Its `text` length as tantivy encodes it.
+    pub fieldnorm_id: u8,
+}
+
+/// The documents of one writer turn, with their terms.
+#[derive(Debug)]
+pub(super) struct RecentBatch {
+    /// Names the batch's documents in a `DocKey` (as a segment would).
+    pub id: SegmentId,
+    pub sessions: Vec<RecentSession>,
+    pub messages: Vec<RecentMessage>,
+    /// `session_text` term -> (session document, term frequency).
+    pub session_postings: HashMap<String, Vec<(u32, u32)>>,
+    /// `text` term -> (message document, term frequency).
+    pub message_postings: HashMap<String, Vec<(u32, u32)>>,
+    /// Summed `session_text` tokens (exact, as tantivy counts them).
+    pub session_tokens: u64,
+    /// Summed `text` tokens.
+    pub message_tokens: u64,
+    /// Bytes of text indexed, for the bound on what is held here.
+    pub text_bytes: usize,
+}
+
+impl RecentBatch {
+    pub fn new() -> RecentBatch {
+        RecentBatch {
+            id: SegmentId::generate_random(),
+            sessions: Vec::new(),
+            messages: Vec::new(),
+            session_postings: HashMap::new(),
+            message_postings: HashMap::new(),
+            session_tokens: 0,
+            message_tokens: 0,
+            text_bytes: 0,
+        }
+    }
+
+    /// Documents, as they count in tantivy's `max_doc`.
+    pub fn num_docs(&self) -> u64 {
+        (self.sessions.len() + self.messages.len()) as u64
+    }
+
+    pub fn add_session(&mut self, mut session: RecentSession, text: &str) {
+        let doc = self.sessions.len() as u32;
+        let num_tokens = index_terms(text, doc, &mut self.session_postings);
+        self.session_tokens += u64::from(num_tokens);
+        self.text_bytes += text.len() + session.profile_json.len();
+        session.fieldnorm_id = tantivy::fieldnorm::FieldNormReader::fieldnorm_to_id(num_tokens);
+        self.sessions.push(session);
+    }
+
+    pub fn add_message(&mut self, mut message: RecentMessage, text: &str) {
+        let doc = self.messages.len() as u32;
+        let num_tokens = index_terms(text, doc, &mut self.message_postings);
+        self.message_tokens += u64::from(num_tokens);
+        self.text_bytes += text.len();
+        message.fieldnorm_id = tantivy::fieldnorm::FieldNormReader::fieldnorm_to_id(num_tokens);
+        self.messages.push(message);
+    }
+}
+
+/// Adds the terms of `text` as document `doc` to `postings` the way
+/// tantivy's indexer counts them (the code tokenizer's tokens; a token
+/// longer than tantivy's limit is dropped, as tantivy drops it). Returns
+/// the number of tokens counted, the document's length.
+fn index_terms(text: &str, doc: u32, postings: &mut HashMap<String, Vec<(u32, u32)>>) -> u32 {
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    let mut num_tokens = 0u32;
+    for token in tokenize::code_tokens(text) {
+        if token.text.len() > tantivy::tokenizer::MAX_TOKEN_LEN {
+            continue;
+        }
+        num_tokens = num_tokens.saturating_add(1);
+        *counts.entry(token.text).or_insert(0) += 1;
+    }
+    for (term, freq) in counts {
+        postings.entry(term).or_default().push((doc, freq));
+    }
+    num_tokens
+}
+
+/// One user's session documents among the published batches: the newest
+/// of each session only.
+pub(super) struct RecentScope<'a> {
+    /// (batch, session document), ascending (oldest batch first).
+    pub docs: Vec<(usize, u32)>,
+    /// Their sessions' keys.
+    pub keys: Vec<&'a str>,
+    /// Per batch, per session document, its position in `docs`
+    /// ([`NOT_IN_SCOPE`] for another user's or a replaced one).
+    positions: Vec<Vec<u32>>,
+}
+
+const NOT_IN_SCOPE: u32 = u32::MAX;
+
+impl<'a> RecentScope<'a> {
+    pub fn of(batches: &'a [std::sync::Arc<RecentBatch>], user_id: &str) -> RecentScope<'a> {
+        let mut seen: std::collections::HashSet<&'a str> = std::collections::HashSet::new();
+        let mut docs = Vec::new();
+        for (batch_ord, batch) in batches.iter().enumerate().rev() {
+            for (doc, session) in batch.sessions.iter().enumerate().rev() {
+                if session.user_id == user_id && seen.insert(session.key.as_str()) {
+                    docs.push((batch_ord, doc as u32));
+                }
+            }
+        }
+        docs.sort_unstable();
+        let mut positions: Vec<Vec<u32>> = batches
+            .iter()
+            .map(|batch| {
+                if docs.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![NOT_IN_SCOPE; batch.sessions.len()]
+                }
+            })
+            .collect();
+        let mut keys = Vec::with_capacity(docs.len());
+        for (position, &(batch_ord, doc)) in docs.iter().enumerate() {
+            positions[batch_ord][doc as usize] = position as u32;
+            keys.push(batches[batch_ord].sessions[doc as usize].key.as_str());
+        }
+        RecentScope {
+            docs,
+            keys,
+            positions,
+        }
+    }
+
+    /// Calls `found` with the position in `docs` and the term frequency of
+    /// every document of the scope holding `term` in its `session_text`.
+    pub fn postings(
+        &self,
+        batches: &[std::sync::Arc<RecentBatch>],
+        term: &str,
+        mut found: impl FnMut(usize, u32),
+    ) {
+        if self.docs.is_empty() {
+            return;
+        }
+        for (batch, positions) in batches.iter().zip(&self.positions) {
+            let Some(postings) = batch.session_postings.get(term) else {
+                continue;
+            };
+            for &(doc, freq) in postings {
+                let position = positions[doc as usize];
+                if position != NOT_IN_SCOPE {
+                    found(position as usize, freq);
+                }
+            }
+        }
+    }
+}
