@@ -10,10 +10,8 @@ use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocSet, Term};
 
-use super::{
-    DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, ScopeStatistics, SearchIndex,
-    SessionCandidates, SessionDoc, bm25_idf, open,
-};
+use super::search::{ScopeStatistics, SessionCandidates, bm25_idf};
+use super::{DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, SearchIndex, SessionDoc, open};
 
 /// A tiny vocabulary, so that terms are shared, repeated and tied.
 const WORDS: [&str; 12] = [
@@ -403,7 +401,7 @@ fn galloping_finds_the_first_document_at_or_after_the_target() {
             for target in docs[position] + 1..210 {
                 let expected = position + docs[position..].partition_point(|doc| *doc < target);
                 assert_eq!(
-                    super::gallop_to(&docs, position, target),
+                    super::search::gallop_to(&docs, position, target),
                     expected,
                     "{docs:?} from {position} to {target}"
                 );

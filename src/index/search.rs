@@ -1,0 +1,709 @@
+//! index::search: "which of this user's sessions and messages match these
+//! terms, and how well?", over one view (the committed segments and the
+//! batches published since).
+
+use tantivy::collector::TopDocs;
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::query::{Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption, Value};
+use tantivy::{DocSet, TantivyDocument, Term};
+
+use super::recent::{RecentBatch, RecentScope};
+use super::scope::SegmentScope;
+use super::{IndexError, KIND_MESSAGE, KIND_SESSION, SearchIndex, View, session_key};
+
+/// Distinct query terms a session search uses: the first ones of a task
+/// statement (title and opening) carry its subject; a long pasted log adds
+/// time, not precision.
+const MAX_SESSION_QUERY_TERMS: usize = 128;
+
+/// Distinct query terms, the rarest, a search for the best-matching
+/// message of known sessions uses.
+const MAX_MESSAGE_QUERY_TERMS: usize = 16;
+
+/// One session document found for a query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionHit {
+    /// Names the document for as long as the index lives (segments never
+    /// change; a merge makes new ones with new keys).
+    pub key: DocKey,
+    /// Its stored ranking profile (JSON); `None` when the caller knew the
+    /// key already (see [`SearchIndex::search_sessions`]).
+    pub profile_json: Option<String>,
+    /// BM25 of the query terms over its whole text.
+    pub text_score: f32,
+    /// The summed IDF of the query terms its text holds, however often
+    /// and however long the text: a rare term found in a long trajectory
+    /// counts in full.
+    pub matched_weight: f32,
+}
+
+/// BM25 statistics of one user's session documents: their number, their
+/// summed text length and each query term's document frequency, all
+/// counted within the scope. A user's ranking then depends on their own
+/// memory only, and no score reveals what another user stores. Handed to
+/// tantivy's [`Bm25Weight`], which would otherwise count over every user's
+/// documents.
+pub(super) struct ScopeStatistics {
+    pub(super) num_docs: u64,
+    pub(super) num_tokens: u64,
+    pub(super) doc_freqs: std::collections::HashMap<Term, u64>,
+}
+
+impl tantivy::query::Bm25StatisticsProvider for ScopeStatistics {
+    fn total_num_tokens(&self, _field: Field) -> tantivy::Result<u64> {
+        Ok(self.num_tokens)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.num_docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        Ok(self.doc_freqs.get(term).copied().unwrap_or(0))
+    }
+}
+
+/// BM25 statistics of the message documents: the committed segments'
+/// (tantivy's own, over every user, as a search of the index alone counts
+/// them) plus the published batches' documents, as their commit will add
+/// them.
+struct MessageStatistics<'a> {
+    searcher: &'a tantivy::Searcher,
+    recent: &'a [std::sync::Arc<RecentBatch>],
+}
+
+impl tantivy::query::Bm25StatisticsProvider for MessageStatistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let published: u64 = self.recent.iter().map(|batch| batch.message_tokens).sum();
+        Ok(self.searcher.total_num_tokens(field)? + published)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        let published: u64 = self.recent.iter().map(|batch| batch.num_docs()).sum();
+        Ok(tantivy::query::Bm25StatisticsProvider::total_num_docs(self.searcher)? + published)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let published: u64 = match term.value().as_str() {
+            Some(text) => self
+                .recent
+                .iter()
+                .filter_map(|batch| batch.message_postings.get(text))
+                .map(|postings| postings.len() as u64)
+                .sum(),
+            None => 0,
+        };
+        Ok(self.searcher.doc_freq(term)? + published)
+    }
+}
+
+/// tantivy's BM25 IDF of a term held by `df` of `num_docs` documents.
+pub(super) fn bm25_idf(num_docs: u64, df: u64) -> f32 {
+    let num_docs = num_docs.max(df) as f32;
+    let df = df as f32;
+    (1.0 + (num_docs - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// The live session documents of one scope.
+pub(super) struct ScopeDocuments {
+    /// Per segment, in the searcher's order.
+    pub(super) segments: Vec<std::sync::Arc<SegmentScope>>,
+    pub(super) num_docs: u64,
+    pub(super) num_tokens: u64,
+}
+
+/// Calls `found` with the position in `docs` (ascending) and the term
+/// frequency of every document of `docs` that `postings` holds: the two
+/// lists walked together, each skipping ahead to the other's next document.
+fn intersect_postings(
+    postings: &mut tantivy::postings::SegmentPostings,
+    docs: &[u32],
+    mut found: impl FnMut(usize, u32),
+) {
+    use tantivy::postings::Postings;
+    let mut position = 0;
+    let mut doc = postings.doc();
+    while position < docs.len() && doc != tantivy::TERMINATED {
+        let wanted = docs[position];
+        if doc < wanted {
+            doc = postings.seek(wanted);
+        } else if doc > wanted {
+            position = gallop_to(docs, position, doc);
+        } else {
+            found(position, postings.term_freq());
+            position += 1;
+            doc = postings.advance();
+        }
+    }
+}
+
+/// The first position from `position` on whose document in `docs`
+/// (ascending) is `target` or after: steps doubling from `position`, then a
+/// binary search within the last step, so a near target costs a few
+/// comparisons and a far one a logarithm.
+pub(super) fn gallop_to(docs: &[u32], position: usize, target: u32) -> usize {
+    let mut low = position;
+    let mut step = 1;
+    while low + step < docs.len() && docs[low + step] < target {
+        low += step;
+        step *= 2;
+    }
+    let high = (low + step + 1).min(docs.len());
+    low + docs[low..high].partition_point(|doc| *doc < target)
+}
+
+/// A document's segment and number within it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DocKey {
+    pub(super) segment: tantivy::index::SegmentId,
+    pub(super) doc: u32,
+}
+
+/// The session documents of a scope that share terms with a query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionCandidates {
+    /// Best first.
+    pub hits: Vec<SessionHit>,
+    /// Session documents in the scope.
+    pub scope_size: u64,
+    /// The sum of the query terms' IDF over the scope's session texts
+    /// (document frequencies counted within the scope): the scale of a
+    /// text score (a session holding every term scores about this much
+    /// times k1 + 1), so that `text_score / query_weight` compares across
+    /// queries. Terms no session holds count at full weight: a query made
+    /// of words the memory never saw matches nothing.
+    pub query_weight: f32,
+    /// The query's rarest terms that some session holds, rarest first: what
+    /// finds the best-matching message of a session.
+    pub rarest_terms: Vec<String>,
+}
+
+/// One matching message: its store id and BM25 score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// The message's row id in the store.
+    pub message_id: i64,
+    /// BM25 over the code-aware terms.
+    pub score: f32,
+}
+
+impl SearchIndex {
+    /// Everything stored up to this sequence number is visible to searches.
+    pub fn visible_seq(&self) -> i64 {
+        self.visible_seq.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(super) fn scoped(&self, user_id: &str, kind: &str) -> Vec<(Occur, Box<dyn Query>)> {
+        let constant = |field: Field, value: &str| -> Box<dyn Query> {
+            Box::new(ConstScoreQuery::new(
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, value),
+                    IndexRecordOption::Basic,
+                )),
+                0.0,
+            ))
+        };
+        vec![
+            (Occur::Must, constant(self.fields.user_id, user_id)),
+            (Occur::Must, constant(self.fields.doc_kind, kind)),
+        ]
+    }
+
+    /// The session documents of `user_id` sharing a term with `terms`: the
+    /// best `limit` by BM25 over their whole text.
+    /// Profiles are read only for documents `known` says no to (a caller
+    /// may keep the parsed profiles of keys it saw).
+    ///
+    /// Each term's postings are read once, within the scope: its document
+    /// frequency there, and its frequency in each document that holds it.
+    /// The scores are then tantivy's BM25 (its [`Bm25Weight`] with the
+    /// scope's statistics), summed per document in the order of `terms`,
+    /// and the best kept by score, then document address, as tantivy's
+    /// `TopDocs` over `scope AND (term OR term ...)` would.
+    pub fn search_sessions(
+        &self,
+        user_id: &str,
+        terms: &[String],
+        limit: usize,
+        known: &dyn Fn(&DocKey) -> bool,
+    ) -> Result<SessionCandidates, IndexError> {
+        let view = self.view();
+        let searcher = &view.searcher;
+        let scope = self.scope_documents(searcher, user_id)?;
+        // The user's session documents published since the commit: the
+        // newest of each session, and the committed ones they replace.
+        let recent = RecentScope::of(&view.recent, user_id);
+        // Every scope document has a slot: the documents of the first
+        // segment, then of the next, each segment's ascending, then the
+        // published ones.
+        let mut first_slots = Vec::with_capacity(scope.segments.len());
+        let mut num_slots = 0usize;
+        for segment_scope in &scope.segments {
+            first_slots.push(num_slots);
+            num_slots += segment_scope.docs.len();
+        }
+        let num_committed_slots = num_slots;
+        num_slots += recent.docs.len();
+        let replaced = self.replaced_slots(searcher, &scope, &first_slots, &recent)?;
+        let mut fieldnorm_ids: Vec<u8> = scope
+            .segments
+            .iter()
+            .flat_map(|segment_scope| segment_scope.fieldnorm_ids.iter().copied())
+            .collect();
+        fieldnorm_ids.extend(
+            recent
+                .docs
+                .iter()
+                .map(|&(batch, doc)| view.recent[batch].sessions[doc as usize].fieldnorm_id),
+        );
+        let length = |slot: usize| u64::from(FieldNormReader::id_to_fieldnorm(fieldnorm_ids[slot]));
+        let scope_size =
+            scope.num_docs.saturating_sub(replaced.len() as u64) + recent.docs.len() as u64;
+        let num_tokens = scope
+            .num_tokens
+            .saturating_sub(replaced.iter().map(|&slot| length(slot)).sum::<u64>())
+            + (num_committed_slots..num_slots).map(length).sum::<u64>();
+        let terms: Vec<&String> = terms.iter().take(MAX_SESSION_QUERY_TERMS).collect();
+        if terms.is_empty() || limit == 0 || scope_size == 0 {
+            return Ok(SessionCandidates {
+                hits: Vec::new(),
+                scope_size,
+                query_weight: 0.0,
+                rarest_terms: Vec::new(),
+            });
+        }
+        let mut live = vec![true; num_slots];
+        for &slot in &replaced {
+            live[slot] = false;
+        }
+        let inverted: Vec<Option<std::sync::Arc<tantivy::InvertedIndexReader>>> = searcher
+            .segment_readers()
+            .iter()
+            .zip(&scope.segments)
+            .map(|(segment, segment_scope)| {
+                if segment_scope.docs.is_empty() {
+                    Ok(None)
+                } else {
+                    segment.inverted_index(self.fields.session_text).map(Some)
+                }
+            })
+            .collect::<tantivy::Result<_>>()?;
+        // Each term's postings within the scope: (slot, term frequency),
+        // the term's entries from `term_ends` of the previous term to its own.
+        let mut statistics = ScopeStatistics {
+            num_docs: scope_size,
+            num_tokens,
+            doc_freqs: std::collections::HashMap::with_capacity(terms.len()),
+        };
+        let mut held: Vec<(u32, u32)> = Vec::new();
+        let mut term_ends: Vec<usize> = Vec::with_capacity(terms.len());
+        let mut term_keys: Vec<Term> = Vec::with_capacity(terms.len());
+        for term in &terms {
+            let key = Term::from_field_text(self.fields.session_text, term);
+            let term_start = held.len();
+            for ((inverted, segment_scope), first_slot) in
+                inverted.iter().zip(&scope.segments).zip(&first_slots)
+            {
+                let Some(inverted) = inverted else {
+                    continue;
+                };
+                let Some(mut postings) = inverted
+                    .read_postings(&key, IndexRecordOption::WithFreqs)
+                    .map_err(tantivy::TantivyError::from)?
+                else {
+                    continue;
+                };
+                intersect_postings(&mut postings, &segment_scope.docs, |position, freq| {
+                    let slot = first_slot + position;
+                    if live[slot] {
+                        held.push((slot as u32, freq));
+                    }
+                });
+            }
+            recent.postings(&view.recent, term, |position, freq| {
+                held.push(((num_committed_slots + position) as u32, freq));
+            });
+            statistics
+                .doc_freqs
+                .insert(key.clone(), (held.len() - term_start) as u64);
+            term_ends.push(held.len());
+            term_keys.push(key);
+        }
+        let term_ranges: Vec<std::ops::Range<usize>> = term_ends
+            .iter()
+            .scan(0, |start, end| {
+                let range = *start..*end;
+                *start = *end;
+                Some(range)
+            })
+            .collect();
+        let idfs: Vec<f32> = term_ranges
+            .iter()
+            .map(|range| bm25_idf(scope_size, range.len() as u64))
+            .collect();
+        let query_weight: f32 = idfs.iter().sum();
+        // Per slot, summed term by term in query order (as tantivy's union
+        // sums its term scorers): the BM25 score, the matched weight, and
+        // whether any term is there at all.
+        let mut text_scores = vec![0.0f32; num_slots];
+        let mut matched_weights = vec![0.0f32; num_slots];
+        let mut matched = vec![false; num_slots];
+        for ((range, key), idf) in term_ranges.iter().zip(&term_keys).zip(&idfs) {
+            if range.is_empty() {
+                continue;
+            }
+            let bm25 = Bm25Weight::for_terms(&statistics, std::slice::from_ref(key))?;
+            for &(slot, freq) in &held[range.clone()] {
+                let slot = slot as usize;
+                text_scores[slot] += bm25.score(fieldnorm_ids[slot], freq);
+                matched_weights[slot] += idf;
+                matched[slot] = true;
+            }
+        }
+        let mut by_rarity: Vec<(usize, &String)> = term_ranges
+            .iter()
+            .zip(&terms)
+            .filter(|(range, _)| !range.is_empty())
+            .map(|(range, term)| (range.len(), *term))
+            .collect();
+        by_rarity.sort();
+        let rarest_terms: Vec<String> = by_rarity
+            .iter()
+            .take(MAX_MESSAGE_QUERY_TERMS)
+            .map(|(_, term)| (*term).clone())
+            .collect();
+        // (score, address, slot) of every document holding a term,
+        // ascending by address (a published batch after every segment, as
+        // its commit would add one); then the best `limit`, ties to the
+        // lower address.
+        let num_segments = scope.segments.len();
+        let mut found: Vec<(f32, tantivy::DocAddress, usize)> = Vec::new();
+        for ((segment_ord, segment_scope), first_slot) in
+            scope.segments.iter().enumerate().zip(&first_slots)
+        {
+            for (position, doc) in segment_scope.docs.iter().enumerate() {
+                let slot = first_slot + position;
+                if matched[slot] {
+                    let address = tantivy::DocAddress::new(segment_ord as u32, *doc);
+                    found.push((text_scores[slot], address, slot));
+                }
+            }
+        }
+        for (position, &(batch, doc)) in recent.docs.iter().enumerate() {
+            let slot = num_committed_slots + position;
+            if matched[slot] {
+                let address = tantivy::DocAddress::new((num_segments + batch) as u32, doc);
+                found.push((text_scores[slot], address, slot));
+            }
+        }
+        let best_first = |left: &(f32, tantivy::DocAddress, usize),
+                          right: &(f32, tantivy::DocAddress, usize)| {
+            right.0.total_cmp(&left.0).then(left.1.cmp(&right.1))
+        };
+        if found.len() > limit {
+            found.select_nth_unstable_by(limit, best_first);
+            found.truncate(limit);
+        }
+        found.sort_unstable_by(best_first);
+        let mut hits = Vec::with_capacity(found.len());
+        for (text_score, address, slot) in found {
+            let (key, stored_profile) = if slot >= num_committed_slots {
+                let (batch, doc) = recent.docs[slot - num_committed_slots];
+                let batch = &view.recent[batch];
+                let key = DocKey {
+                    segment: batch.id,
+                    doc,
+                };
+                (key, Some(&batch.sessions[doc as usize].profile_json))
+            } else {
+                let key = DocKey {
+                    segment: searcher.segment_reader(address.segment_ord).segment_id(),
+                    doc: address.doc_id,
+                };
+                (key, None)
+            };
+            let profile_json = if known(&key) {
+                None
+            } else if let Some(json) = stored_profile {
+                Some(json.clone())
+            } else {
+                let document: TantivyDocument = searcher.doc(address)?;
+                let Some(json) = document
+                    .get_first(self.fields.profile)
+                    .and_then(|value| value.as_str())
+                else {
+                    continue;
+                };
+                Some(json.to_string())
+            };
+            hits.push(SessionHit {
+                key,
+                profile_json,
+                text_score,
+                matched_weight: matched_weights[slot],
+            });
+        }
+        Ok(SessionCandidates {
+            hits,
+            scope_size,
+            query_weight,
+            rarest_terms,
+        })
+    }
+
+    /// The slots of the committed session documents that published ones
+    /// replace (the same session's `session_key`).
+    fn replaced_slots(
+        &self,
+        searcher: &tantivy::Searcher,
+        scope: &ScopeDocuments,
+        first_slots: &[usize],
+        recent: &RecentScope<'_>,
+    ) -> Result<Vec<usize>, IndexError> {
+        let mut replaced = Vec::new();
+        if recent.keys.is_empty() {
+            return Ok(replaced);
+        }
+        for ((segment, segment_scope), first_slot) in searcher
+            .segment_readers()
+            .iter()
+            .zip(&scope.segments)
+            .zip(first_slots)
+        {
+            if segment_scope.docs.is_empty() {
+                continue;
+            }
+            let inverted = segment.inverted_index(self.fields.session_key)?;
+            for key in &recent.keys {
+                let term = Term::from_field_text(self.fields.session_key, key);
+                let Some(mut postings) = inverted
+                    .read_postings(&term, IndexRecordOption::Basic)
+                    .map_err(tantivy::TantivyError::from)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != tantivy::TERMINATED {
+                    if let Ok(position) = segment_scope.docs.binary_search(&doc) {
+                        replaced.push(first_slot + position);
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(replaced)
+    }
+
+    /// The live session documents of `user_id`, per segment, with their
+    /// number and their summed `session_text` length: remembered per
+    /// segment state (see [`scope`]), computed for the segments not seen
+    /// yet.
+    pub(super) fn scope_documents(
+        &self,
+        searcher: &tantivy::Searcher,
+        user_id: &str,
+    ) -> Result<ScopeDocuments, IndexError> {
+        let segments = self.scopes.scopes(searcher, user_id, |ordinals| {
+            let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
+            let weight = scope.weight(tantivy::query::EnableScoring::disabled_from_searcher(
+                searcher,
+            ))?;
+            ordinals
+                .iter()
+                .map(|ordinal| {
+                    let segment = searcher.segment_reader(*ordinal as u32);
+                    let fieldnorms = segment.get_fieldnorms_reader(self.fields.session_text)?;
+                    let mut matching = weight.scorer(segment, 1.0)?;
+                    Ok(SegmentScope::collect(
+                        segment,
+                        matching.as_mut(),
+                        &fieldnorms,
+                    ))
+                })
+                .collect()
+        })?;
+        Ok(ScopeDocuments {
+            num_docs: segments
+                .iter()
+                .map(|segment| segment.docs.len() as u64)
+                .sum(),
+            num_tokens: segments.iter().map(|segment| segment.num_tokens).sum(),
+            segments,
+        })
+    }
+
+    /// The best `limit` messages of the given sessions of `user_id` for
+    /// `terms` (the first few are used: pass the rarest, see
+    /// [`SessionCandidates::rarest_terms`]), by BM25, best first.
+    pub fn search_messages_in(
+        &self,
+        user_id: &str,
+        session_ids: &[&str],
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        if session_ids.is_empty() || terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let any_of = |field: Field, values: &mut dyn Iterator<Item = String>, option| {
+            let clauses: Vec<(Occur, Box<dyn Query>)> = values
+                .map(|value| {
+                    let query: Box<dyn Query> =
+                        Box::new(TermQuery::new(Term::from_field_text(field, &value), option));
+                    (Occur::Should, query)
+                })
+                .collect();
+            Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>
+        };
+        let mut clauses = self.scoped(user_id, KIND_MESSAGE);
+        let sessions = any_of(
+            self.fields.message_session,
+            &mut session_ids
+                .iter()
+                .map(|session| session_key(user_id, session)),
+            IndexRecordOption::Basic,
+        );
+        clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(sessions, 0.0))));
+        clauses.push((
+            Occur::Must,
+            any_of(
+                self.fields.text,
+                &mut terms.iter().take(MAX_MESSAGE_QUERY_TERMS).cloned(),
+                IndexRecordOption::WithFreqs,
+            ),
+        ));
+        let view = self.view();
+        let searcher = &view.searcher;
+        let query = BooleanQuery::new(clauses);
+        let collector = TopDocs::with_limit(limit).order_by_score();
+        if view.recent.is_empty() {
+            let top = searcher.search(&query, &collector)?;
+            return self.message_hits(
+                searcher,
+                top.into_iter()
+                    .map(|(score, address)| (score, address, None)),
+            );
+        }
+        // With published batches, the statistics count their documents
+        // as their commit will, and their messages are scored alike.
+        let statistics = MessageStatistics {
+            searcher,
+            recent: &view.recent,
+        };
+        let top = searcher.search_with_statistics_provider(&query, &collector, &statistics)?;
+        let mut scored: Vec<(f32, tantivy::DocAddress, Option<i64>)> = top
+            .into_iter()
+            .map(|(score, address)| (score, address, None))
+            .collect();
+        let wanted: std::collections::HashSet<String> = session_ids
+            .iter()
+            .map(|session| session_key(user_id, session))
+            .collect();
+        let weights = terms
+            .iter()
+            .take(MAX_MESSAGE_QUERY_TERMS)
+            .map(|term| {
+                let key = Term::from_field_text(self.fields.text, term);
+                let weight = Bm25Weight::for_terms(&statistics, std::slice::from_ref(&key))?;
+                Ok((term.as_str(), weight))
+            })
+            .collect::<tantivy::Result<Vec<(&str, Bm25Weight)>>>()?;
+        let num_segments = searcher.segment_readers().len();
+        for (batch_ord, batch) in view.recent.iter().enumerate() {
+            let mut scores: std::collections::HashMap<u32, f32> = std::collections::HashMap::new();
+            for (term, weight) in &weights {
+                let Some(postings) = batch.message_postings.get(*term) else {
+                    continue;
+                };
+                for &(doc, freq) in postings {
+                    let message = &batch.messages[doc as usize];
+                    if message.user_id == user_id && wanted.contains(&message.session_key) {
+                        *scores.entry(doc).or_insert(0.0) +=
+                            weight.score(message.fieldnorm_id, freq);
+                    }
+                }
+            }
+            for (doc, score) in scores {
+                let address = tantivy::DocAddress::new((num_segments + batch_ord) as u32, doc);
+                scored.push((
+                    score,
+                    address,
+                    Some(batch.messages[doc as usize].message_id),
+                ));
+            }
+        }
+        scored
+            .sort_unstable_by(|left, right| right.0.total_cmp(&left.0).then(left.1.cmp(&right.1)));
+        scored.truncate(limit);
+        self.message_hits(searcher, scored.into_iter())
+    }
+
+    /// The hits of scored message documents: a committed one's message id
+    /// read from its fast field, a published one's given.
+    fn message_hits(
+        &self,
+        searcher: &tantivy::Searcher,
+        scored: impl Iterator<Item = (f32, tantivy::DocAddress, Option<i64>)>,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let mut hits = Vec::new();
+        for (score, address, published) in scored {
+            let message_id = match published {
+                Some(message_id) => Some(message_id),
+                None => {
+                    let segment = searcher.segment_reader(address.segment_ord);
+                    let column = segment.fast_fields().u64("message_id")?;
+                    column
+                        .first(address.doc_id)
+                        .map(|message_id| i64::try_from(message_id).unwrap_or(0))
+                }
+            };
+            if let Some(message_id) = message_id {
+                hits.push(Hit { message_id, score });
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Number of documents visible to searches (until their commit, a
+    /// published record and the one it replaces both count).
+    pub fn num_docs(&self) -> u64 {
+        let view = self.view();
+        view.searcher.num_docs()
+            + view
+                .recent
+                .iter()
+                .map(|batch| batch.num_docs())
+                .sum::<u64>()
+    }
+
+    /// The state searches read now.
+    fn view(&self) -> std::sync::Arc<View> {
+        match self.view.lock() {
+            Ok(view) => std::sync::Arc::clone(&view),
+            Err(poisoned) => std::sync::Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    pub(super) fn replace_view(&self, view: std::sync::Arc<View>) {
+        match self.view.lock() {
+            Ok(mut current) => *current = view,
+            Err(poisoned) => *poisoned.into_inner() = view,
+        }
+    }
+
+    /// Adds a published batch to what searches read.
+    pub(super) fn push_recent(&self, batch: RecentBatch) {
+        let batch = std::sync::Arc::new(batch);
+        let mut current = match self.view.lock() {
+            Ok(current) => current,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let mut recent = current.recent.clone();
+        recent.push(batch);
+        *current = std::sync::Arc::new(View {
+            searcher: current.searcher.clone(),
+            recent,
+        });
+    }
+}
