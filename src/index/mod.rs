@@ -221,11 +221,10 @@ impl TokenStream for CodeTokenStream {
 
 /// The searchable side of the index, shared by all searches.
 pub struct SearchIndex {
-    reader: IndexReader,
     /// What searches read: the searcher of the last commit and the writer
     /// turns published since (see [`recent`]). Replaced whole; the lock is
     /// held only to clone or swap it.
-    view: std::sync::Mutex<std::sync::Arc<View>>,
+    view: SharedView,
     fields: Fields,
     /// Everything stored up to this sequence number is visible to
     /// searches: set by the writer's commit right after the reload, before
@@ -235,6 +234,10 @@ pub struct SearchIndex {
     /// search walks only the segments it has not seen yet.
     scopes: ScopeCache,
 }
+
+/// The view searches read, shared by the searches, the writer thread
+/// (which publishes) and the committer (which replaces it at each commit).
+type SharedView = std::sync::Arc<std::sync::Mutex<std::sync::Arc<View>>>;
 
 /// One consistent state of the index for a search: the committed segments
 /// and the documents written since their commit.
@@ -304,15 +307,15 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
+    let view = std::sync::Arc::new(std::sync::Mutex::new(View::committed(&reader)));
     Ok((
         SearchIndex {
-            view: std::sync::Mutex::new(View::committed(&reader)),
-            reader,
+            view: std::sync::Arc::clone(&view),
             fields,
             visible_seq: std::sync::atomic::AtomicI64::new(committed_seq),
             scopes: ScopeCache::new(SCOPE_CACHE_BYTES),
         },
-        IndexWriterHandle::new(writer, fields, committed_seq),
+        IndexWriterHandle::new(writer, fields, committed_seq, reader, view),
         state,
     ))
 }
@@ -344,8 +347,7 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
     Ok(SearchIndex {
-        view: std::sync::Mutex::new(View::committed(&reader)),
-        reader,
+        view: std::sync::Arc::new(std::sync::Mutex::new(View::committed(&reader))),
         fields,
         visible_seq: std::sync::atomic::AtomicI64::new(seq),
         scopes: ScopeCache::new(SCOPE_CACHE_BYTES),

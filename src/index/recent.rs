@@ -53,6 +53,9 @@ pub(super) struct RecentMessage {
 /// The documents of one writer turn, with their terms.
 #[derive(Debug)]
 pub(super) struct RecentBatch {
+    /// The committer's number of the hand-off holding these documents: a
+    /// commit of every hand-off up to it drops the batch from the view.
+    pub number: u64,
     /// Names the batch's documents in a `DocKey` (as a segment would).
     pub id: SegmentId,
     pub sessions: Vec<RecentSession>,
@@ -70,8 +73,9 @@ pub(super) struct RecentBatch {
 }
 
 impl RecentBatch {
-    pub fn new() -> RecentBatch {
+    pub fn new(number: u64) -> RecentBatch {
         RecentBatch {
+            number,
             id: SegmentId::generate_random(),
             sessions: Vec::new(),
             messages: Vec::new(),

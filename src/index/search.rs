@@ -678,32 +678,10 @@ impl SearchIndex {
     }
 
     /// The state searches read now.
-    fn view(&self) -> std::sync::Arc<View> {
+    pub(super) fn view(&self) -> std::sync::Arc<View> {
         match self.view.lock() {
             Ok(view) => std::sync::Arc::clone(&view),
             Err(poisoned) => std::sync::Arc::clone(&poisoned.into_inner()),
         }
-    }
-
-    pub(super) fn replace_view(&self, view: std::sync::Arc<View>) {
-        match self.view.lock() {
-            Ok(mut current) => *current = view,
-            Err(poisoned) => *poisoned.into_inner() = view,
-        }
-    }
-
-    /// Adds a published batch to what searches read.
-    pub(super) fn push_recent(&self, batch: RecentBatch) {
-        let batch = std::sync::Arc::new(batch);
-        let mut current = match self.view.lock() {
-            Ok(current) => current,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let mut recent = current.recent.clone();
-        recent.push(batch);
-        *current = std::sync::Arc::new(View {
-            searcher: current.searcher.clone(),
-            recent,
-        });
     }
 }

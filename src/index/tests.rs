@@ -78,7 +78,7 @@ fn reference_search(
     words: &[&str],
     limit: usize,
 ) -> (u64, f32, Vec<(DocKey, u32, f32)>) {
-    let searcher = index.reader.searcher();
+    let searcher = index.view().searcher.clone();
     let scope_query = BooleanQuery::new(index.scoped(user_id, KIND_SESSION));
     let weight = scope_query
         .weight(tantivy::query::EnableScoring::disabled_from_searcher(
@@ -327,7 +327,7 @@ fn a_remembered_scope_follows_commits_replaced_records_and_forgotten_users() {
 
     // Entries of segment states no reader holds are gone: one per user
     // searched and live segment at most.
-    let num_segments = index.reader.searcher().segment_readers().len();
+    let num_segments = index.view().searcher.clone().segment_readers().len();
     let (num_entries, _) = index.scopes.usage();
     assert!(
         num_entries <= 2 * num_segments,
@@ -369,7 +369,7 @@ fn a_search_on_an_older_reader_leaves_no_stale_scope_to_newer_ones() {
             session("ada", "two", "parser token"),
         ],
     );
-    let older = index.reader.searcher();
+    let older = index.view().searcher.clone();
     commit(
         &mut writer,
         &index,
@@ -536,7 +536,8 @@ fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
         .iter()
         .flat_map(|user| queries.iter().map(|words| answer(&index, user, words)))
         .collect();
-    writer.commit_published(&index).expect("commit");
+    let seq = writer.committed_seq();
+    writer.commit(seq, &index).expect("commit");
     assert_eq!(writer.commit_due_in(), None);
     let committed: Vec<Answer> = users
         .iter()

@@ -1,37 +1,55 @@
 //! index::writer: "queue these documents; make them searchable; commit."
 //!
-//! The one writer thread's side of the index: documents queued in
-//! tantivy's writer, published to the view searches read (see
-//! [`super::recent`]), committed about once a second with the payload that
-//! records how far the store is indexed.
+//! The one writer thread's side of the index. Documents are queued as
+//! operations; a writer turn publishes them (tokenized into a
+//! [`RecentBatch`] that joins the view searches read, see
+//! [`super::recent`]) and hands the operations to the committer thread,
+//! which owns tantivy's `IndexWriter`, applies them, and commits about once
+//! a second with the payload that records how far the store is indexed.
+//! So a commit (serialising a segment, seconds for a big one) never holds
+//! the writer thread and the Adds behind it. Deletions, catch-ups and
+//! shutdown commit synchronously: the writer waits for the committer.
 
-use tantivy::{IndexWriter, TantivyDocument, Term, doc};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::mpsc;
+
+use tantivy::{IndexReader, IndexWriter, TantivyDocument, Term, doc};
 
 use super::directory::CLEAN_MARKER;
 use super::recent::{RecentBatch, RecentMessage, RecentSession};
 use super::{
     Fields, INDEX_DIR, IndexError, KIND_MESSAGE, KIND_SESSION, SCHEMA_VERSION, SearchIndex,
-    SessionDoc, View, directory, io_error, session_key,
+    SessionDoc, SharedView, View, directory, io_error, session_key,
 };
 use crate::store::StoredMessage;
-use std::path::Path;
 
 /// The writable side, owned by the one writer thread.
 pub struct IndexWriterHandle {
-    writer: IndexWriter<TantivyDocument>,
     fields: Fields,
     /// Everything stored up to this sequence number is searchable:
     /// committed, or published since the last commit.
     committed_seq: i64,
     /// Everything stored up to this sequence number is in the committed
-    /// segments (the payload of the last commit).
-    durable_seq: i64,
-    /// The documents queued since the last publish or commit.
+    /// segments (the payload of the last commit), set by the committer.
+    durable_seq: std::sync::Arc<AtomicI64>,
+    /// Set by the committer when a commit it was not asked to answer
+    /// failed.
+    failed: std::sync::Arc<AtomicBool>,
+    /// Operations queued since the last hand-off to the committer.
+    ops: Vec<Op>,
+    /// The documents queued since the last publish or commit, with their
+    /// text (tokenized only when published).
     pending: Vec<PendingDoc>,
+    /// Numbers the hand-offs (and the batches published with them).
+    next_number: u64,
     /// When the oldest document published since the last commit was.
     first_published: Option<std::time::Instant>,
     /// Text bytes published since the last commit.
     published_bytes: usize,
+    view: SharedView,
+    jobs: mpsc::Sender<Job>,
+    committer: Option<std::thread::JoinHandle<()>>,
 }
 
 /// How long published documents wait at most for their commit. Commits
@@ -49,28 +67,193 @@ pub(super) struct CommitPayload {
     pub(super) seq: i64,
 }
 
+/// One change to tantivy's writer, applied in order by the committer.
+enum Op {
+    Add(TantivyDocument),
+    Delete(Term),
+}
+
+type Reply = mpsc::SyncSender<Result<(), IndexError>>;
+
+/// What the committer is asked, in order.
+enum Job {
+    /// Apply these operations (the hand-off numbered `number`).
+    Ops { number: u64, ops: Vec<Op> },
+    /// Commit everything applied, recording `seq`; answer if asked.
+    Commit { seq: i64, reply: Option<Reply> },
+    /// Drop everything applied since the last commit.
+    Rollback { reply: Reply },
+    /// Wait for merges, then stop.
+    Close { reply: Reply },
+}
+
+/// The committer thread: owns tantivy's writer.
+struct Committer {
+    writer: IndexWriter<TantivyDocument>,
+    reader: IndexReader,
+    view: SharedView,
+    durable_seq: std::sync::Arc<AtomicI64>,
+    failed: std::sync::Arc<AtomicBool>,
+    /// The number of the last hand-off applied.
+    applied: u64,
+}
+
+impl Committer {
+    fn run(mut self, jobs: mpsc::Receiver<Job>) {
+        let mut broken: Option<String> = None;
+        while let Ok(job) = jobs.recv() {
+            match job {
+                Job::Ops { number, ops } => {
+                    self.applied = number;
+                    if broken.is_some() {
+                        continue;
+                    }
+                    for op in ops {
+                        let applied = match op {
+                            Op::Add(document) => self.writer.add_document(document).map(|_| ()),
+                            Op::Delete(term) => {
+                                self.writer.delete_term(term);
+                                Ok(())
+                            }
+                        };
+                        if let Err(error) = applied {
+                            broken = Some(error.to_string());
+                            break;
+                        }
+                    }
+                }
+                Job::Commit { seq, reply } => {
+                    let committed = match broken.take() {
+                        Some(reason) => Err(IndexError::Tantivy(
+                            tantivy::TantivyError::InternalError(reason),
+                        )),
+                        None => self.commit(seq),
+                    };
+                    if let Err(error) = &committed {
+                        if let Err(rollback_error) = self.writer.rollback() {
+                            tracing::error!(error = %rollback_error, "index rollback failed");
+                        }
+                        if reply.is_none() {
+                            tracing::error!(%error, "index commit failed; the store holds the adds and the writer catches up");
+                            self.failed.store(true, Ordering::Release);
+                        }
+                    }
+                    if let Some(reply) = reply {
+                        let _ = reply.send(committed);
+                    }
+                }
+                Job::Rollback { reply } => {
+                    broken = None;
+                    let _ =
+                        reply.send(self.writer.rollback().map(|_| ()).map_err(IndexError::from));
+                }
+                Job::Close { reply } => {
+                    let _ =
+                        reply.send(self.writer.wait_merging_threads().map_err(IndexError::from));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Commits, reloads, and gives searches the new searcher with the
+    /// batches published after what this commit holds.
+    fn commit(&mut self, seq: i64) -> Result<(), IndexError> {
+        let payload = serde_json::json!({"schema": SCHEMA_VERSION, "seq": seq}).to_string();
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&payload);
+        prepared.commit()?;
+        self.durable_seq.store(seq, Ordering::Release);
+        self.reader.reload()?;
+        let searcher = self.reader.searcher();
+        let applied = self.applied;
+        update_view(&self.view, |current| View {
+            searcher,
+            recent: current
+                .recent
+                .iter()
+                .filter(|batch| batch.number > applied)
+                .cloned()
+                .collect(),
+        });
+        Ok(())
+    }
+}
+
+/// Replaces the view searches read with `next(current)`.
+fn update_view(view: &SharedView, next: impl FnOnce(&View) -> View) {
+    let mut current = match view.lock() {
+        Ok(current) => current,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let replaced = next(&current);
+    *current = std::sync::Arc::new(replaced);
+}
+
 impl IndexWriterHandle {
     pub(super) fn new(
         writer: IndexWriter<TantivyDocument>,
         fields: Fields,
         committed_seq: i64,
+        reader: IndexReader,
+        view: SharedView,
     ) -> IndexWriterHandle {
-        IndexWriterHandle {
+        let durable_seq = std::sync::Arc::new(AtomicI64::new(committed_seq));
+        let failed = std::sync::Arc::new(AtomicBool::new(false));
+        let (jobs, receiver) = mpsc::channel();
+        let committer = Committer {
             writer,
+            reader,
+            view: std::sync::Arc::clone(&view),
+            durable_seq: std::sync::Arc::clone(&durable_seq),
+            failed: std::sync::Arc::clone(&failed),
+            applied: 0,
+        };
+        let committer = std::thread::Builder::new()
+            .name("index-committer".to_string())
+            .spawn(move || committer.run(receiver))
+            .ok();
+        IndexWriterHandle {
             fields,
             committed_seq,
-            durable_seq: committed_seq,
+            durable_seq,
+            failed,
+            ops: Vec::new(),
             pending: Vec::new(),
+            next_number: 1,
             first_published: None,
             published_bytes: 0,
+            view,
+            jobs,
+            committer,
         }
     }
 
-    /// Everything stored up to this sequence number is committed.
+    /// Everything stored up to this sequence number is searchable.
     pub fn committed_seq(&self) -> i64 {
         self.committed_seq
     }
 
+    /// Sends a job to the committer.
+    fn send(&self, job: Job) -> Result<(), IndexError> {
+        self.jobs.send(job).map_err(|_| stopped())
+    }
+
+    /// Hands the queued operations to the committer; returns their number.
+    fn hand_off(&mut self) -> Result<u64, IndexError> {
+        let number = self.next_number;
+        self.next_number += 1;
+        let ops = std::mem::take(&mut self.ops);
+        self.send(Job::Ops { number, ops })?;
+        Ok(number)
+    }
+
+    /// Sends a job and waits for its answer.
+    fn ask(&self, job: impl FnOnce(Reply) -> Job) -> Result<(), IndexError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.send(job(reply))?;
+        answer.recv().map_err(|_| stopped())?
+    }
     /// Queues the documents of these messages. With `replace`, documents of
     /// the same Adds that an earlier, unrecorded commit may have left are
     /// deleted first, so a replay never duplicates.
@@ -82,19 +265,21 @@ impl IndexWriterHandle {
         let mut last_replaced = None;
         for message in messages {
             if replace && last_replaced != Some(message.seq) {
-                self.writer
-                    .delete_term(Term::from_field_u64(self.fields.seq, seq_term(message.seq)));
+                self.ops.push(Op::Delete(Term::from_field_u64(
+                    self.fields.seq,
+                    seq_term(message.seq),
+                )));
                 last_replaced = Some(message.seq);
             }
             let key = session_key(&message.user_id, &message.session_id);
-            self.writer.add_document(doc!(
+            self.ops.push(Op::Add(doc!(
                 self.fields.user_id => message.user_id.as_str(),
                 self.fields.doc_kind => KIND_MESSAGE,
                 self.fields.message_id => seq_term(message.message_id),
                 self.fields.seq => seq_term(message.seq),
                 self.fields.message_session => key.as_str(),
                 self.fields.text => message.content.as_str(),
-            ))?;
+            )));
             self.pending.push(PendingDoc::Message {
                 message: RecentMessage {
                     user_id: message.user_id.clone(),
@@ -113,16 +298,16 @@ impl IndexWriterHandle {
         let fields = self.fields;
         for session in sessions {
             let key = session_key(&session.user_id, &session.session_id);
-            self.writer
-                .delete_term(Term::from_field_text(fields.session_key, &key));
-            self.writer.add_document(doc!(
+            self.ops
+                .push(Op::Delete(Term::from_field_text(fields.session_key, &key)));
+            self.ops.push(Op::Add(doc!(
                 fields.user_id => session.user_id.as_str(),
                 fields.doc_kind => KIND_SESSION,
                 fields.seq => seq_term(session.last_seq),
                 fields.session_key => key.as_str(),
                 fields.profile => session.profile_json.as_str(),
                 fields.session_text => session.text.as_str(),
-            ))?;
+            )));
             self.pending.push(PendingDoc::Session {
                 session: RecentSession {
                     user_id: session.user_id.clone(),
@@ -136,41 +321,32 @@ impl IndexWriterHandle {
         Ok(())
     }
 
-    /// Commits what was queued, recording `seq` as applied, and makes it
-    /// visible to `search_index` (in place of any published batch: the
-    /// commit holds their documents).
+    /// Commits what was queued, recording `seq` as applied, and waits for
+    /// it: searches then read the new segments (in place of every batch
+    /// published before).
     pub fn commit(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
-        let payload = serde_json::json!({"schema": SCHEMA_VERSION, "seq": seq}).to_string();
-        let mut prepared = self.writer.prepare_commit()?;
-        prepared.set_payload(&payload);
-        prepared.commit()?;
+        self.hand_off()?;
+        self.ask(|reply| Job::Commit {
+            seq,
+            reply: Some(reply),
+        })?;
         self.committed_seq = seq;
-        self.durable_seq = seq;
         self.pending.clear();
         self.first_published = None;
         self.published_bytes = 0;
-        search_index.reader.reload()?;
-        search_index.replace_view(View::committed(&search_index.reader));
-        search_index
-            .visible_seq
-            .store(seq, std::sync::atomic::Ordering::Release);
+        search_index.visible_seq.store(seq, Ordering::Release);
         Ok(())
     }
 
     /// Makes what was queued searchable, recording `seq` as applied: held
-    /// in memory beside the committed segments until the next commit, or
-    /// committed at once when the published documents have waited
-    /// [`COMMIT_INTERVAL`] or hold [`MAX_PUBLISHED_BYTES`] of text.
+    /// in memory beside the committed segments, and handed to the
+    /// committer, which commits it in the background once the published
+    /// documents have waited [`COMMIT_INTERVAL`] or hold
+    /// [`MAX_PUBLISHED_BYTES`] of text.
     pub fn publish(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
-        let pending_bytes: usize = self.pending.iter().map(PendingDoc::text_bytes).sum();
-        let due = self
-            .first_published
-            .is_some_and(|first| first.elapsed() >= COMMIT_INTERVAL);
-        if due || self.published_bytes + pending_bytes >= MAX_PUBLISHED_BYTES {
-            return self.commit(seq, search_index);
-        }
+        let number = self.next_number;
         if !self.pending.is_empty() {
-            let mut batch = RecentBatch::new();
+            let mut batch = RecentBatch::new(number);
             for doc in self.pending.drain(..) {
                 match doc {
                     PendingDoc::Session { session, text } => batch.add_session(session, &text),
@@ -180,13 +356,50 @@ impl IndexWriterHandle {
             self.published_bytes += batch.text_bytes;
             self.first_published
                 .get_or_insert_with(std::time::Instant::now);
-            search_index.push_recent(batch);
+            // Searchable before the committer can hold it (a commit drops
+            // the batches it holds from the view).
+            let batch = std::sync::Arc::new(batch);
+            update_view(&self.view, |current| {
+                let mut recent = current.recent.clone();
+                recent.push(batch);
+                View {
+                    searcher: current.searcher.clone(),
+                    recent,
+                }
+            });
         }
+        self.hand_off()?;
         self.committed_seq = seq;
-        search_index
-            .visible_seq
-            .store(seq, std::sync::atomic::Ordering::Release);
+        search_index.visible_seq.store(seq, Ordering::Release);
+        let due = self
+            .first_published
+            .is_some_and(|first| first.elapsed() >= COMMIT_INTERVAL);
+        if due || self.published_bytes >= MAX_PUBLISHED_BYTES {
+            self.commit_in_background()?;
+        }
         Ok(())
+    }
+
+    /// Asks the committer to commit everything handed off, without waiting.
+    fn commit_in_background(&mut self) -> Result<(), IndexError> {
+        self.first_published = None;
+        self.published_bytes = 0;
+        self.send(Job::Commit {
+            seq: self.committed_seq,
+            reply: None,
+        })
+    }
+
+    /// Whether a commit in the background failed since the last call: the
+    /// committed sequence number is then the last commit's, so the next
+    /// catch-up indexes again what that commit lost.
+    pub fn take_commit_failure(&mut self) -> bool {
+        if self.failed.swap(false, Ordering::AcqRel) {
+            self.committed_seq = self.durable_seq.load(Ordering::Acquire);
+            true
+        } else {
+            false
+        }
     }
 
     /// How long until the published documents are due for their commit;
@@ -196,19 +409,23 @@ impl IndexWriterHandle {
             .map(|first| COMMIT_INTERVAL.saturating_sub(first.elapsed()))
     }
 
-    /// Commits the published documents, if any (the committed sequence
-    /// number stays).
-    pub fn commit_published(&mut self, search_index: &SearchIndex) -> Result<(), IndexError> {
-        if self.first_published.is_none() && self.pending.is_empty() {
+    /// Commits the published documents in the background, if any (the
+    /// committed sequence number stays).
+    pub fn commit_published(&mut self) -> Result<(), IndexError> {
+        if self.first_published.is_none() {
             return Ok(());
         }
-        self.commit(self.committed_seq, search_index)
+        self.commit_in_background()
     }
 
-    /// Waits for merges, syncs every index file, and leaves the marker that
-    /// lets the next start-up skip verification. Call after the last commit.
-    pub fn close(self, data_dir: &Path) -> Result<(), IndexError> {
-        self.writer.wait_merging_threads()?;
+    /// Commits what is left, waits for merges, syncs every index file, and
+    /// leaves the marker that lets the next start-up skip verification.
+    pub fn close(mut self, data_dir: &Path, search_index: &SearchIndex) -> Result<(), IndexError> {
+        self.commit(self.committed_seq, search_index)?;
+        self.ask(|reply| Job::Close { reply })?;
+        if let Some(committer) = self.committer.take() {
+            let _ = committer.join();
+        }
         let dir = data_dir.join(INDEX_DIR);
         directory::sync_tree(&dir).map_err(io_error(&dir))?;
         let marker = data_dir.join(CLEAN_MARKER);
@@ -227,16 +444,17 @@ impl IndexWriterHandle {
         sessions: &[(String, String)],
         search_index: &SearchIndex,
     ) -> Result<(), IndexError> {
-        for user_id in user_ids {
-            self.writer
-                .delete_term(Term::from_field_text(self.fields.user_id, user_id));
-        }
+        self.delete_users(user_ids);
         for (user_id, session_id) in sessions {
             let key = session_key(user_id, session_id);
-            self.writer
-                .delete_term(Term::from_field_text(self.fields.session_key, &key));
-            self.writer
-                .delete_term(Term::from_field_text(self.fields.message_session, &key));
+            self.ops.push(Op::Delete(Term::from_field_text(
+                self.fields.session_key,
+                &key,
+            )));
+            self.ops.push(Op::Delete(Term::from_field_text(
+                self.fields.message_session,
+                &key,
+            )));
         }
         self.commit(self.committed_seq, search_index)
     }
@@ -245,8 +463,10 @@ impl IndexWriterHandle {
     /// the next commit, before the documents queued after it).
     pub fn delete_users(&mut self, user_ids: &[String]) {
         for user_id in user_ids {
-            self.writer
-                .delete_term(Term::from_field_text(self.fields.user_id, user_id));
+            self.ops.push(Op::Delete(Term::from_field_text(
+                self.fields.user_id,
+                user_id,
+            )));
         }
     }
 
@@ -256,8 +476,11 @@ impl IndexWriterHandle {
     /// them meanwhile, as published).
     pub fn rollback(&mut self) -> Result<(), IndexError> {
         self.pending.clear();
-        self.committed_seq = self.durable_seq;
-        self.writer.rollback()?;
+        self.ops.clear();
+        self.first_published = None;
+        self.published_bytes = 0;
+        self.ask(|reply| Job::Rollback { reply })?;
+        self.committed_seq = self.durable_seq.load(Ordering::Acquire);
         Ok(())
     }
 }
@@ -275,10 +498,23 @@ enum PendingDoc {
     },
 }
 
-impl PendingDoc {
-    fn text_bytes(&self) -> usize {
-        match self {
-            PendingDoc::Session { text, .. } | PendingDoc::Message { text, .. } => text.len(),
+/// The error of a committer that is gone (it stops only when the handle
+/// closes it, or with a panic).
+fn stopped() -> IndexError {
+    IndexError::Tantivy(tantivy::TantivyError::InternalError(
+        "the index committer thread stopped".to_string(),
+    ))
+}
+
+impl Drop for IndexWriterHandle {
+    fn drop(&mut self) {
+        // Without a clean close: stop the committer (what it did not commit
+        // is indexed again from the store at the next start-up).
+        if let Some(committer) = self.committer.take() {
+            let (reply, _answer) = mpsc::sync_channel(1);
+            if self.jobs.send(Job::Close { reply }).is_ok() {
+                let _ = committer.join();
+            }
         }
     }
 }

@@ -264,20 +264,19 @@ pub(super) fn writer_loop(
             Some(WriteJob::Add(_)) | None => {}
         }
         if writer.commit_due_in() == Some(std::time::Duration::ZERO)
-            && let Err(error) = writer.commit_published(search_index)
+            && let Err(error) = writer.commit_published()
         {
             tracing::error!(%error, "index commit failed; the store holds the adds and a retry catches up");
-            if let Err(rollback_error) = writer.rollback() {
-                tracing::error!(error = %rollback_error, "index rollback failed");
-            }
+            index_may_hold_unrecorded = true;
+        }
+        // A commit in the background that failed lost what it held: the
+        // next turn catches up from the last commit, replacing.
+        if writer.take_commit_failure() {
             index_may_hold_unrecorded = true;
         }
     }
-    if let Err(error) = writer.commit_published(search_index) {
-        tracing::error!(%error, "index commit at shutdown failed; the next start-up indexes the adds again");
-    }
     let indexed_seq = writer.committed_seq();
-    match writer.close(data_dir) {
+    match writer.close(data_dir, search_index) {
         Ok(()) => {
             tracing::info!(indexed_seq, "writer stopped, index synced");
             if let Some(marks) = marks
