@@ -176,6 +176,21 @@ fn session_key(user_id: &str, session_id: &str) -> String {
     format!("{}:{user_id}{session_id}", user_id.len())
 }
 
+/// [`tokenize::code_tokens`] as tantivy's tokens: what the code tokenizer
+/// gives tantivy, and what the writer hands it pre-tokenized.
+fn tantivy_tokens(text: &str) -> Vec<Token> {
+    tokenize::code_tokens(text)
+        .into_iter()
+        .map(|token| Token {
+            offset_from: token.offset_from,
+            offset_to: token.offset_to,
+            position: token.position,
+            text: token.text,
+            position_length: 1,
+        })
+        .collect()
+}
+
 /// The tantivy face of [`tokenize::code_tokens`].
 #[derive(Clone, Default)]
 pub struct CodeTokenizer;
@@ -190,17 +205,10 @@ impl Tokenizer for CodeTokenizer {
     type TokenStream<'a> = CodeTokenStream;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> CodeTokenStream {
-        let tokens = tokenize::code_tokens(text)
-            .into_iter()
-            .map(|token| Token {
-                offset_from: token.offset_from,
-                offset_to: token.offset_to,
-                position: token.position,
-                text: token.text,
-                position_length: 1,
-            })
-            .collect();
-        CodeTokenStream { tokens, next: 0 }
+        CodeTokenStream {
+            tokens: tantivy_tokens(text),
+            next: 0,
+        }
     }
 }
 

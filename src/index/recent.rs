@@ -22,11 +22,13 @@
 //! uncommitted documents, and start-up indexes again every Add past the
 //! committed sequence number.
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
+use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::SegmentId;
+use tantivy::tokenizer::Token;
 
-use crate::tokenize;
+/// Term -> (document, term frequency), documents ascending.
+pub(super) type Postings = FxHashMap<String, Vec<(u32, u32)>>;
 
 /// A session document written since the last commit.
 #[derive(Debug)]
@@ -61,11 +63,9 @@ pub(super) struct RecentBatch {
     pub sessions: Vec<RecentSession>,
     pub messages: Vec<RecentMessage>,
     /// `session_text` term -> (session document, term frequency).
-    pub session_postings: HashMap<String, Vec<(u32, u32)>>,
+    pub session_postings: Postings,
     /// `text` term -> (message document, term frequency).
-    pub message_postings: HashMap<String, Vec<(u32, u32)>>,
-    /// Summed `session_text` tokens (exact, as tantivy counts them).
-    pub session_tokens: u64,
+    pub message_postings: Postings,
     /// Summed `text` tokens.
     pub message_tokens: u64,
     /// Bytes of text indexed, for the bound on what is held here.
@@ -79,9 +79,8 @@ impl RecentBatch {
             id: SegmentId::generate_random(),
             sessions: Vec::new(),
             messages: Vec::new(),
-            session_postings: HashMap::new(),
-            message_postings: HashMap::new(),
-            session_tokens: 0,
+            session_postings: Postings::default(),
+            message_postings: Postings::default(),
             message_tokens: 0,
             text_bytes: 0,
         }
@@ -92,41 +91,45 @@ impl RecentBatch {
         (self.sessions.len() + self.messages.len()) as u64
     }
 
-    pub fn add_session(&mut self, mut session: RecentSession, text: &str) {
+    pub fn add_session(&mut self, mut session: RecentSession, tokens: &[Token], text_bytes: usize) {
         let doc = self.sessions.len() as u32;
-        let num_tokens = index_terms(text, doc, &mut self.session_postings);
-        self.session_tokens += u64::from(num_tokens);
-        self.text_bytes += text.len() + session.profile_json.len();
-        session.fieldnorm_id = tantivy::fieldnorm::FieldNormReader::fieldnorm_to_id(num_tokens);
+        let num_tokens = index_terms(tokens, doc, &mut self.session_postings);
+        self.text_bytes += text_bytes + session.profile_json.len();
+        session.fieldnorm_id = FieldNormReader::fieldnorm_to_id(num_tokens);
         self.sessions.push(session);
     }
 
-    pub fn add_message(&mut self, mut message: RecentMessage, text: &str) {
+    pub fn add_message(&mut self, mut message: RecentMessage, tokens: &[Token], text_bytes: usize) {
         let doc = self.messages.len() as u32;
-        let num_tokens = index_terms(text, doc, &mut self.message_postings);
+        let num_tokens = index_terms(tokens, doc, &mut self.message_postings);
         self.message_tokens += u64::from(num_tokens);
-        self.text_bytes += text.len();
-        message.fieldnorm_id = tantivy::fieldnorm::FieldNormReader::fieldnorm_to_id(num_tokens);
+        self.text_bytes += text_bytes;
+        message.fieldnorm_id = FieldNormReader::fieldnorm_to_id(num_tokens);
         self.messages.push(message);
     }
 }
 
-/// Adds the terms of `text` as document `doc` to `postings` the way
-/// tantivy's indexer counts them (the code tokenizer's tokens; a token
-/// longer than tantivy's limit is dropped, as tantivy drops it). Returns
-/// the number of tokens counted, the document's length.
-fn index_terms(text: &str, doc: u32, postings: &mut HashMap<String, Vec<(u32, u32)>>) -> u32 {
-    let mut counts: HashMap<String, u32> = HashMap::new();
+/// Adds `tokens` (a text's, from the code tokenizer) as document `doc` to
+/// `postings` the way tantivy's indexer counts them (a token longer than
+/// tantivy's limit is dropped, as tantivy drops it). Returns the number of
+/// tokens counted, the document's length.
+fn index_terms(tokens: &[Token], doc: u32, postings: &mut Postings) -> u32 {
+    let mut counts: FxHashMap<&str, u32> = FxHashMap::default();
     let mut num_tokens = 0u32;
-    for token in tokenize::code_tokens(text) {
+    for token in tokens {
         if token.text.len() > tantivy::tokenizer::MAX_TOKEN_LEN {
             continue;
         }
         num_tokens = num_tokens.saturating_add(1);
-        *counts.entry(token.text).or_insert(0) += 1;
+        *counts.entry(token.text.as_str()).or_insert(0) += 1;
     }
     for (term, freq) in counts {
-        postings.entry(term).or_default().push((doc, freq));
+        match postings.get_mut(term) {
+            Some(list) => list.push((doc, freq)),
+            None => {
+                postings.insert(term.to_string(), vec![(doc, freq)]);
+            }
+        }
     }
     num_tokens
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
 
+use tantivy::tokenizer::PreTokenizedString;
 use tantivy::{IndexReader, IndexWriter, TantivyDocument, Term, doc};
 
 use super::directory::CLEAN_MARKER;
@@ -36,11 +37,9 @@ pub struct IndexWriterHandle {
     /// Set by the committer when a commit it was not asked to answer
     /// failed.
     failed: std::sync::Arc<AtomicBool>,
-    /// Operations queued since the last hand-off to the committer.
-    ops: Vec<Op>,
-    /// The documents queued since the last publish or commit, with their
-    /// text (tokenized only when published).
-    pending: Vec<PendingDoc>,
+    /// Documents and deletions queued since the last hand-off to the
+    /// committer, in order.
+    pending: Vec<Pending>,
     /// Numbers the hand-offs (and the batches published with them).
     next_number: u64,
     /// When the oldest document published since the last commit was.
@@ -218,7 +217,6 @@ impl IndexWriterHandle {
             committed_seq,
             durable_seq,
             failed,
-            ops: Vec::new(),
             pending: Vec::new(),
             next_number: 1,
             first_published: None,
@@ -239,13 +237,72 @@ impl IndexWriterHandle {
         self.jobs.send(job).map_err(|_| stopped())
     }
 
-    /// Hands the queued operations to the committer; returns their number.
-    fn hand_off(&mut self) -> Result<u64, IndexError> {
+    /// Hands what was queued to the committer as operations, each text
+    /// tokenized once: for tantivy (pre-tokenized) and, with `batch`, for
+    /// the published batch. Returns the hand-off's number.
+    fn hand_off(&mut self, batch: Option<&mut RecentBatch>) -> Result<u64, IndexError> {
+        let ops = self.ops_for(batch);
+        self.send_ops(ops)
+    }
+
+    /// Sends operations to the committer as the next hand-off; returns its
+    /// number.
+    fn send_ops(&mut self, ops: Vec<Op>) -> Result<u64, IndexError> {
         let number = self.next_number;
         self.next_number += 1;
-        let ops = std::mem::take(&mut self.ops);
         self.send(Job::Ops { number, ops })?;
         Ok(number)
+    }
+
+    /// What was queued, as operations (each text tokenized once, for
+    /// tantivy and, with `batch`, for the published batch).
+    fn ops_for(&mut self, mut batch: Option<&mut RecentBatch>) -> Vec<Op> {
+        let fields = self.fields;
+        let mut ops = Vec::with_capacity(self.pending.len());
+        for pending in self.pending.drain(..) {
+            match pending {
+                Pending::Delete(term) => ops.push(Op::Delete(term)),
+                Pending::Session {
+                    session,
+                    last_seq,
+                    text,
+                } => {
+                    let tokens = super::tantivy_tokens(&text);
+                    let mut document = doc!(
+                        fields.user_id => session.user_id.as_str(),
+                        fields.doc_kind => KIND_SESSION,
+                        fields.seq => seq_term(last_seq),
+                        fields.session_key => session.key.as_str(),
+                        fields.profile => session.profile_json.as_str(),
+                    );
+                    if let Some(batch) = batch.as_deref_mut() {
+                        batch.add_session(session, &tokens, text.len());
+                    }
+                    document.add_pre_tokenized_text(
+                        fields.session_text,
+                        PreTokenizedString { text, tokens },
+                    );
+                    ops.push(Op::Add(document));
+                }
+                Pending::Message { message, seq, text } => {
+                    let tokens = super::tantivy_tokens(&text);
+                    let mut document = doc!(
+                        fields.user_id => message.user_id.as_str(),
+                        fields.doc_kind => KIND_MESSAGE,
+                        fields.message_id => seq_term(message.message_id),
+                        fields.seq => seq_term(seq),
+                        fields.message_session => message.session_key.as_str(),
+                    );
+                    if let Some(batch) = batch.as_deref_mut() {
+                        batch.add_message(message, &tokens, text.len());
+                    }
+                    document
+                        .add_pre_tokenized_text(fields.text, PreTokenizedString { text, tokens });
+                    ops.push(Op::Add(document));
+                }
+            }
+        }
+        ops
     }
 
     /// Sends a job and waits for its answer.
@@ -265,28 +322,20 @@ impl IndexWriterHandle {
         let mut last_replaced = None;
         for message in messages {
             if replace && last_replaced != Some(message.seq) {
-                self.ops.push(Op::Delete(Term::from_field_u64(
+                self.pending.push(Pending::Delete(Term::from_field_u64(
                     self.fields.seq,
                     seq_term(message.seq),
                 )));
                 last_replaced = Some(message.seq);
             }
-            let key = session_key(&message.user_id, &message.session_id);
-            self.ops.push(Op::Add(doc!(
-                self.fields.user_id => message.user_id.as_str(),
-                self.fields.doc_kind => KIND_MESSAGE,
-                self.fields.message_id => seq_term(message.message_id),
-                self.fields.seq => seq_term(message.seq),
-                self.fields.message_session => key.as_str(),
-                self.fields.text => message.content.as_str(),
-            )));
-            self.pending.push(PendingDoc::Message {
+            self.pending.push(Pending::Message {
                 message: RecentMessage {
                     user_id: message.user_id.clone(),
-                    session_key: key,
+                    session_key: session_key(&message.user_id, &message.session_id),
                     message_id: message.message_id,
                     fieldnorm_id: 0,
                 },
+                seq: message.seq,
                 text: message.content.clone(),
             });
         }
@@ -295,26 +344,20 @@ impl IndexWriterHandle {
 
     /// Queues session documents, each replacing the one of the same session.
     pub fn upsert_sessions(&mut self, sessions: &[SessionDoc]) -> Result<(), IndexError> {
-        let fields = self.fields;
         for session in sessions {
             let key = session_key(&session.user_id, &session.session_id);
-            self.ops
-                .push(Op::Delete(Term::from_field_text(fields.session_key, &key)));
-            self.ops.push(Op::Add(doc!(
-                fields.user_id => session.user_id.as_str(),
-                fields.doc_kind => KIND_SESSION,
-                fields.seq => seq_term(session.last_seq),
-                fields.session_key => key.as_str(),
-                fields.profile => session.profile_json.as_str(),
-                fields.session_text => session.text.as_str(),
+            self.pending.push(Pending::Delete(Term::from_field_text(
+                self.fields.session_key,
+                &key,
             )));
-            self.pending.push(PendingDoc::Session {
+            self.pending.push(Pending::Session {
                 session: RecentSession {
                     user_id: session.user_id.clone(),
                     key,
                     profile_json: session.profile_json.clone(),
                     fieldnorm_id: 0,
                 },
+                last_seq: session.last_seq,
                 text: session.text.clone(),
             });
         }
@@ -325,13 +368,12 @@ impl IndexWriterHandle {
     /// it: searches then read the new segments (in place of every batch
     /// published before).
     pub fn commit(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
-        self.hand_off()?;
+        self.hand_off(None)?;
         self.ask(|reply| Job::Commit {
             seq,
             reply: Some(reply),
         })?;
         self.committed_seq = seq;
-        self.pending.clear();
         self.first_published = None;
         self.published_bytes = 0;
         search_index.visible_seq.store(seq, Ordering::Release);
@@ -344,31 +386,29 @@ impl IndexWriterHandle {
     /// documents have waited [`COMMIT_INTERVAL`] or hold
     /// [`MAX_PUBLISHED_BYTES`] of text.
     pub fn publish(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
-        let number = self.next_number;
-        if !self.pending.is_empty() {
-            let mut batch = RecentBatch::new(number);
-            for doc in self.pending.drain(..) {
-                match doc {
-                    PendingDoc::Session { session, text } => batch.add_session(session, &text),
-                    PendingDoc::Message { message, text } => batch.add_message(message, &text),
-                }
-            }
-            self.published_bytes += batch.text_bytes;
-            self.first_published
-                .get_or_insert_with(std::time::Instant::now);
-            // Searchable before the committer can hold it (a commit drops
-            // the batches it holds from the view).
-            let batch = std::sync::Arc::new(batch);
-            update_view(&self.view, |current| {
-                let mut recent = current.recent.clone();
-                recent.push(batch);
-                View {
-                    searcher: current.searcher.clone(),
-                    recent,
-                }
-            });
+        if self.pending.is_empty() {
+            self.committed_seq = seq;
+            search_index.visible_seq.store(seq, Ordering::Release);
+            return Ok(());
         }
-        self.hand_off()?;
+        // Tokenized into the batch first; handed off only once the batch
+        // is in the view (a commit drops from the view the batches it
+        // holds).
+        let mut batch = RecentBatch::new(self.next_number);
+        let ops = self.ops_for(Some(&mut batch));
+        self.published_bytes += batch.text_bytes;
+        self.first_published
+            .get_or_insert_with(std::time::Instant::now);
+        let batch = std::sync::Arc::new(batch);
+        update_view(&self.view, |current| {
+            let mut recent = current.recent.clone();
+            recent.push(batch);
+            View {
+                searcher: current.searcher.clone(),
+                recent,
+            }
+        });
+        self.send_ops(ops)?;
         self.committed_seq = seq;
         search_index.visible_seq.store(seq, Ordering::Release);
         let due = self
@@ -447,11 +487,11 @@ impl IndexWriterHandle {
         self.delete_users(user_ids);
         for (user_id, session_id) in sessions {
             let key = session_key(user_id, session_id);
-            self.ops.push(Op::Delete(Term::from_field_text(
+            self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.session_key,
                 &key,
             )));
-            self.ops.push(Op::Delete(Term::from_field_text(
+            self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.message_session,
                 &key,
             )));
@@ -463,7 +503,7 @@ impl IndexWriterHandle {
     /// the next commit, before the documents queued after it).
     pub fn delete_users(&mut self, user_ids: &[String]) {
         for user_id in user_ids {
-            self.ops.push(Op::Delete(Term::from_field_text(
+            self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.user_id,
                 user_id,
             )));
@@ -476,7 +516,6 @@ impl IndexWriterHandle {
     /// them meanwhile, as published).
     pub fn rollback(&mut self) -> Result<(), IndexError> {
         self.pending.clear();
-        self.ops.clear();
         self.first_published = None;
         self.published_bytes = 0;
         self.ask(|reply| Job::Rollback { reply })?;
@@ -485,15 +524,17 @@ impl IndexWriterHandle {
     }
 }
 
-/// A document queued since the last publish, with its text: tokenized for
-/// the in-memory batch only if it is published rather than committed.
-enum PendingDoc {
+/// A deletion or a document queued since the last hand-off.
+enum Pending {
+    Delete(Term),
     Session {
         session: RecentSession,
+        last_seq: i64,
         text: String,
     },
     Message {
         message: RecentMessage,
+        seq: i64,
         text: String,
     },
 }
