@@ -7,6 +7,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::codec;
 use super::{
     Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, StoredMessage, StoredSession,
     StoredUser, UserState, content_bytes,
@@ -98,6 +99,12 @@ CREATE TABLE user_generations (
 CREATE INDEX requests_by_user_seq ON requests (user_id, seq);
 ";
 
+/// Version 7: session records and diagnostics are written compressed (a
+/// zlib stream, stored as a BLOB; see `store::codec`). The tables do not
+/// change, and rows of earlier versions (TEXT) read as they are; the
+/// version tells an older codemem that it cannot read this store.
+const SCHEMA_V7: &str = "";
+
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
@@ -153,6 +160,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     if version < 6 {
         // Generations start at 0 for every user (see `user_state`).
         tx.execute_batch(SCHEMA_V6)?;
+    }
+    if version < 7 {
+        // Records stored before stay plain JSON until they are derived again.
+        tx.execute_batch(SCHEMA_V7)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -359,13 +370,23 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> 
     Ok(StoredSession {
         user_id: row.get(0)?,
         session_id: row.get(1)?,
-        record_json: row.get(2)?,
-        diagnostics_json: row.get(3)?,
+        record_json: json_column(row, 2, "record_json")?,
+        diagnostics_json: json_column(row, 3, "diagnostics_json")?,
         num_messages: row.get(4)?,
         last_seq: row.get(5)?,
         updated_at_ms: row.get(6)?,
         extractor_version: row.get(7)?,
     })
+}
+
+/// A JSON column as the store keeps it (`store::codec`): TEXT, or a BLOB
+/// holding a zlib stream.
+fn json_column(row: &rusqlite::Row<'_>, index: usize, column: &str) -> rusqlite::Result<String> {
+    let stored = row.get_ref(index)?;
+    let bytes = stored.as_bytes().map_err(|_| {
+        rusqlite::Error::InvalidColumnType(index, column.to_string(), stored.data_type())
+    })?;
+    Ok(codec::unpack_or_empty(bytes, column))
 }
 
 /// Inserts or replaces the derived record of a session.
@@ -383,8 +404,8 @@ pub(super) fn upsert_session(conn: &Connection, session: &StoredSession) -> Resu
     .execute(params![
         session.user_id,
         session.session_id,
-        session.record_json,
-        session.diagnostics_json,
+        codec::pack(&session.record_json),
+        codec::pack(&session.diagnostics_json),
         session.num_messages,
         session.last_seq,
         session.updated_at_ms,
@@ -721,13 +742,17 @@ pub(super) fn session_message_sources(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Evidence items over every stored session record.
+/// Evidence items over every stored session record (read here rather
+/// than by SQL's JSON functions: records are stored compressed).
 pub(super) fn count_evidence(conn: &Connection) -> Result<i64, StoreError> {
-    Ok(conn.query_row(
-        "SELECT COALESCE(SUM(json_array_length(record_json, '$.evidence')), 0) FROM sessions",
-        [],
-        |row| row.get(0),
-    )?)
+    let mut statement = conn.prepare("SELECT record_json FROM sessions")?;
+    let mut rows = statement.query([])?;
+    let mut total: i64 = 0;
+    while let Some(row) = rows.next()? {
+        let record_json = json_column(row, 0, "record_json")?;
+        total = total.saturating_add(codec::evidence_items(&record_json));
+    }
+    Ok(total)
 }
 
 /// Moves a user to its next deletion generation (inside the caller's
