@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec;
@@ -99,10 +100,11 @@ CREATE TABLE user_generations (
 CREATE INDEX requests_by_user_seq ON requests (user_id, seq);
 ";
 
-/// Version 7: session records and diagnostics are written compressed (a
-/// zlib stream, stored as a BLOB; see `store::codec`). The tables do not
-/// change, and rows of earlier versions (TEXT) read as they are; the
-/// version tells an older codemem that it cannot read this store.
+/// Version 7: session records, their diagnostics and message content are
+/// written compressed (a zlib stream, stored as a BLOB in the same column;
+/// see `store::codec`) unless short. The tables do not change, and values
+/// of earlier versions (TEXT) read as they are; the version tells an
+/// older codemem that it cannot read this store.
 const SCHEMA_V7: &str = "";
 
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
@@ -162,7 +164,8 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         tx.execute_batch(SCHEMA_V6)?;
     }
     if version < 7 {
-        // Records stored before stay plain JSON until they are derived again.
+        // Records stored before stay plain JSON until they are derived
+        // again; messages stored before stay plain text.
         tx.execute_batch(SCHEMA_V7)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
@@ -244,7 +247,7 @@ pub(super) fn admit(
             request.session_id,
             index as i64,
             message.role.as_str(),
-            message.content,
+            codec::pack(&message.content),
             message.timestamp_ms,
         ])?;
     }
@@ -260,6 +263,11 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredMe
     let Some(role) = Role::parse(&role) else {
         return Ok(Err(format!("unknown role {role:?}")));
     };
+    let Some(content) = text_column(row, 7)? else {
+        return Ok(Err(
+            "message content that is not a readable zlib stream or UTF-8".into(),
+        ));
+    };
     Ok(Ok(StoredMessage {
         message_id: row.get(0)?,
         seq: row.get(1)?,
@@ -268,7 +276,7 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredMe
         request_id: row.get(4)?,
         message_index: usize::try_from(message_index).unwrap_or(0),
         role,
-        content: row.get(7)?,
+        content,
         timestamp_ms: row.get(8)?,
         stored_at_ms: row.get(9)?,
     }))
@@ -379,14 +387,30 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> 
     })
 }
 
-/// A JSON column as the store keeps it (`store::codec`): TEXT, or a BLOB
-/// holding a zlib stream.
+/// A text column as the store keeps it (`store::codec`): TEXT, or a BLOB
+/// holding a zlib stream; `None` when the bytes are not readable text.
+fn text_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match row.get_ref(index)? {
+        ValueRef::Text(text) => String::from_utf8(text.to_vec()).ok(),
+        ValueRef::Blob(compressed) => codec::inflate(compressed),
+        other => {
+            return Err(rusqlite::Error::InvalidColumnType(
+                index,
+                String::new(),
+                other.data_type(),
+            ));
+        }
+    })
+}
+
+/// A record or diagnostics column: unreadable bytes (damaged on disk)
+/// read as an empty string with a warning, a record derived again by the
+/// callers that parse it (see `codec::unpack_or_empty`).
 fn json_column(row: &rusqlite::Row<'_>, index: usize, column: &str) -> rusqlite::Result<String> {
-    let stored = row.get_ref(index)?;
-    let bytes = stored.as_bytes().map_err(|_| {
-        rusqlite::Error::InvalidColumnType(index, column.to_string(), stored.data_type())
-    })?;
-    Ok(codec::unpack_or_empty(bytes, column))
+    Ok(text_column(row, index)?.unwrap_or_else(|| {
+        tracing::warn!(column, "stored json cannot be read");
+        String::new()
+    }))
 }
 
 /// Inserts or replaces the derived record of a session.
@@ -509,15 +533,39 @@ pub(super) fn session_message_ids(
 
 /// The first `max_chars` characters of a message's content (all of it when
 /// shorter); `None` when there is no such message.
+/// Plain content is cut by SQL; compressed content (a BLOB) is inflated
+/// only as far as the prefix needs.
 pub(super) fn message_content_prefix(
     conn: &Connection,
     message_id: i64,
     max_chars: usize,
 ) -> Result<Option<String>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT substr(content, 1, ?2) FROM messages WHERE message_id = ?1")?
-        .query_row(params![message_id, max_chars as i64], |row| row.get(0))
-        .optional()?)
+    let prefix = conn
+        .prepare_cached(
+            "SELECT CASE WHEN typeof(content) = 'text' THEN substr(content, 1, ?2) ELSE content END
+             FROM messages WHERE message_id = ?1",
+        )?
+        .query_row(
+            params![message_id, i64::try_from(max_chars).unwrap_or(i64::MAX)],
+            |row| {
+                Ok(match row.get_ref(0)? {
+                    ValueRef::Blob(compressed) => {
+                        Some(codec::inflate_prefix(compressed, max_chars))
+                    }
+                    ValueRef::Text(text) => Some(String::from_utf8(text.to_vec()).ok()),
+                    _ => Some(None),
+                })
+            },
+        )
+        .optional()?
+        .flatten();
+    match prefix {
+        None => Ok(None),
+        Some(Some(text)) => Ok(Some(text)),
+        Some(None) => Err(StoreError::Corrupt(format!(
+            "content of message {message_id} is not a readable zlib stream or UTF-8"
+        ))),
+    }
 }
 
 /// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.

@@ -150,6 +150,7 @@ conformance!(
     user_state_follows_adds_deletions_and_purges,
     records_stored_compressed_and_old_rows_read,
     records_of_schema_6_read_after_migration,
+    long_messages_read_back_whole_and_by_prefix,
 );
 
 fn add(user: &str, request: &str, session: &str, contents: &[&str]) -> AddRequest {
@@ -937,6 +938,59 @@ fn records_of_schema_6_read_after_migration(conn: &mut StoreConn) {
     upsert_session(&reopened, &replaced).unwrap();
     assert!(stored_record_bytes(&reopened, "s1") * 4 < replaced.record_json.len() as i64);
     assert_eq!(session(&reopened, "u1", "s1").unwrap(), Some(replaced));
+}
+
+fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
+    let long = "fünf ünïcödé Traceback (most recent call last)\n".repeat(200);
+    let like_zlib = format!("x = parse_config(path)\n{}", "y = 1\n".repeat(100));
+    let seq = store(conn, &add("u1", "a", "s1", &[&long, "short", &like_zlib]));
+    // As stored before content was compressed: the text itself, here one
+    // that starts with the zlib header's byte.
+    let old = format!("x{}", "old plain content ".repeat(50));
+    let sql = format!(
+        "INSERT INTO messages (seq, user_id, session_id, message_index, role, content)
+         VALUES ({seq}, 'u1', 's1', 3, 'user', '{old}')"
+    );
+    match &*conn {
+        StoreConn::Sqlite(sqlite) => sqlite.execute_batch(&sql).unwrap(),
+        StoreConn::Postgres(pg) => pg.batch(&sql).unwrap(),
+    }
+    let expected = [long.as_str(), "short", like_zlib.as_str(), old.as_str()];
+
+    let session = session_messages(conn, "u1", "s1").unwrap();
+    let contents: Vec<&str> = session.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, expected);
+    let contents: Vec<String> = messages_after(conn, 0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(contents, expected);
+    let ids = session_message_ids(conn, "u1", "s1").unwrap();
+    let mut found = messages_by_id(conn, "u1", &ids).unwrap();
+    found.sort_by_key(|m| m.message_id);
+    assert_eq!(found, session);
+    if let StoreConn::Sqlite(sqlite) = &*conn {
+        let stored: i64 = sqlite
+            .query_row(
+                "SELECT length(content) FROM messages WHERE message_id = ?1",
+                [ids[0]],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert!(stored * 10 < long.len() as i64, "{stored} bytes stored");
+    }
+
+    for (&id, text) in ids.iter().zip(expected) {
+        for max_chars in [0, 1, 4, 60, 10_000] {
+            let prefix: String = text.chars().take(max_chars).collect();
+            assert_eq!(
+                message_content_prefix(conn, id, max_chars).unwrap(),
+                Some(prefix),
+                "{max_chars} characters of {text:.20}"
+            );
+        }
+    }
 }
 
 #[test]

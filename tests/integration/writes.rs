@@ -26,7 +26,10 @@ fn stored_session(
     let messages = statement
         .query_map([user_id, session_id], |row| {
             let role: String = row.get(0)?;
-            Ok((Role::parse(&role).expect("role"), row.get(1)?))
+            Ok((
+                Role::parse(&role).expect("role"),
+                stored_text(row.get_ref(1)?),
+            ))
         })
         .expect("query")
         .collect::<Result<Vec<(Role, String)>, _>>()
@@ -35,15 +38,15 @@ fn stored_session(
         .query_row(
             "SELECT record_json, num_messages FROM sessions WHERE user_id = ?1 AND session_id = ?2",
             [user_id, session_id],
-            |row| Ok((stored_json(row.get_ref(0)?), row.get(1)?)),
+            |row| Ok((stored_text(row.get_ref(0)?), row.get(1)?)),
         )
         .expect("record");
     (messages, record_json, num_messages)
 }
 
-/// A stored record's JSON: the text itself, or a zlib stream of it (a
-/// BLOB), as the store writes records.
-fn stored_json(value: rusqlite::types::ValueRef<'_>) -> String {
+/// A stored record or message: the text itself, or a zlib stream of it (a
+/// BLOB), as the store writes all but short ones.
+fn stored_text(value: rusqlite::types::ValueRef<'_>) -> String {
     use std::io::Read;
     match value {
         rusqlite::types::ValueRef::Text(text) => String::from_utf8(text.to_vec()).expect("utf-8"),
@@ -54,7 +57,7 @@ fn stored_json(value: rusqlite::types::ValueRef<'_>) -> String {
                 .expect("zlib stream");
             json
         }
-        other => panic!("a record stored as {:?}", other.data_type()),
+        other => panic!("text stored as {:?}", other.data_type()),
     }
 }
 
