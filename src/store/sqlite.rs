@@ -107,11 +107,20 @@ CREATE INDEX requests_by_user_seq ON requests (user_id, seq);
 /// older codemem that it cannot read this store.
 const SCHEMA_V7: &str = "";
 
+/// The size the write-ahead log is cut back to once a checkpoint has
+/// copied it into the database. SQLite reuses the log from its start but
+/// keeps the file at its largest size until the last connection closes:
+/// one big Add (a 50 MB session) would otherwise leave that much on disk
+/// for as long as the server runs. Four times the log of an automatic
+/// checkpoint (1000 pages), so ordinary Adds never pay a truncation.
+const WAL_SIZE_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
+
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -533,6 +542,7 @@ pub(super) fn session_message_ids(
 
 /// The first `max_chars` characters of a message's content (all of it when
 /// shorter); `None` when there is no such message.
+///
 /// Plain content is cut by SQL; compressed content (a BLOB) is inflated
 /// only as far as the prefix needs.
 pub(super) fn message_content_prefix(

@@ -994,6 +994,29 @@ fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
 }
 
 #[test]
+fn the_sqlite_log_is_cut_back_after_a_big_write_is_checkpointed() {
+    let backend = sqlite();
+    let StoreConn::Sqlite(conn) = &backend.conn else {
+        unreachable!("sqlite")
+    };
+    let wal = std::path::PathBuf::from(format!("{}-wal", conn.path().expect("file database")));
+    conn.execute_batch(
+        "CREATE TABLE scratch (bytes BLOB);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 24)
+         INSERT INTO scratch SELECT randomblob(1048576) FROM n;",
+    )
+    .unwrap();
+    let after_write = std::fs::metadata(&wal).unwrap().len();
+    assert!(after_write > 24 << 20, "{after_write} bytes of log");
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        .unwrap();
+    // The next write starts the log again, and cuts the file back.
+    conn.execute_batch("DELETE FROM scratch").unwrap();
+    let after_next = std::fs::metadata(&wal).unwrap().len();
+    assert!(after_next <= 17 << 20, "{after_next} bytes of log");
+}
+
+#[test]
 fn redacts_passwords() {
     assert_eq!(
         postgres::redact("postgres://codemem:s3cr%40t@db.example:5432/codemem"),
