@@ -27,6 +27,7 @@
 //! Architecture invariant: this module knows nothing of HTTP, tantivy or
 //! ranking. It is called from blocking threads only.
 
+mod codec;
 mod postgres;
 mod sqlite;
 #[cfg(test)]
@@ -81,7 +82,7 @@ pub enum StoreError {
 pub const DATABASE_FILE: &str = "codemem.sqlite3";
 
 /// The schema version every backend migrates to.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 /// A connection to the store, whichever backend holds it. Not `Sync`: one
 /// thread uses it at a time (the writer owns one; readers are pooled).
@@ -441,9 +442,11 @@ pub struct StoredSession {
     pub user_id: String,
     /// The session.
     pub session_id: String,
-    /// The record, serialized by the service.
+    /// The record, serialized by the service (stored compressed: see
+    /// `store::codec`; empty when the stored bytes cannot be read).
     pub record_json: String,
-    /// What the extractors could not parse, serialized by the service.
+    /// What the extractors could not parse, serialized by the service
+    /// (stored as the record is).
     pub diagnostics_json: String,
     /// Messages the record was derived from.
     pub num_messages: i64,

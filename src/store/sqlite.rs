@@ -5,8 +5,10 @@
 
 use std::path::Path;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::codec;
 use super::{
     Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, StoredMessage, StoredSession,
     StoredUser, UserState, content_bytes,
@@ -98,11 +100,27 @@ CREATE TABLE user_generations (
 CREATE INDEX requests_by_user_seq ON requests (user_id, seq);
 ";
 
+/// Version 7: session records, their diagnostics and message content are
+/// written compressed (a zlib stream, stored as a BLOB in the same column;
+/// see `store::codec`) unless short. The tables do not change, and values
+/// of earlier versions (TEXT) read as they are; the version tells an
+/// older codemem that it cannot read this store.
+const SCHEMA_V7: &str = "";
+
+/// The size the write-ahead log is cut back to once a checkpoint has
+/// copied it into the database. SQLite reuses the log from its start but
+/// keeps the file at its largest size until the last connection closes:
+/// one big Add (a 50 MB session) would otherwise leave that much on disk
+/// for as long as the server runs. Four times the log of an automatic
+/// checkpoint (1000 pages), so ordinary Adds never pay a truncation.
+const WAL_SIZE_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
+
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -153,6 +171,11 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     if version < 6 {
         // Generations start at 0 for every user (see `user_state`).
         tx.execute_batch(SCHEMA_V6)?;
+    }
+    if version < 7 {
+        // Records stored before stay plain JSON until they are derived
+        // again; messages stored before stay plain text.
+        tx.execute_batch(SCHEMA_V7)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -233,7 +256,7 @@ pub(super) fn admit(
             request.session_id,
             index as i64,
             message.role.as_str(),
-            message.content,
+            codec::pack(&message.content),
             message.timestamp_ms,
         ])?;
     }
@@ -249,6 +272,11 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredMe
     let Some(role) = Role::parse(&role) else {
         return Ok(Err(format!("unknown role {role:?}")));
     };
+    let Some(content) = text_column(row, 7)? else {
+        return Ok(Err(
+            "message content that is not a readable zlib stream or UTF-8".into(),
+        ));
+    };
     Ok(Ok(StoredMessage {
         message_id: row.get(0)?,
         seq: row.get(1)?,
@@ -257,7 +285,7 @@ fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<StoredMe
         request_id: row.get(4)?,
         message_index: usize::try_from(message_index).unwrap_or(0),
         role,
-        content: row.get(7)?,
+        content,
         timestamp_ms: row.get(8)?,
         stored_at_ms: row.get(9)?,
     }))
@@ -359,13 +387,39 @@ fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> 
     Ok(StoredSession {
         user_id: row.get(0)?,
         session_id: row.get(1)?,
-        record_json: row.get(2)?,
-        diagnostics_json: row.get(3)?,
+        record_json: json_column(row, 2, "record_json")?,
+        diagnostics_json: json_column(row, 3, "diagnostics_json")?,
         num_messages: row.get(4)?,
         last_seq: row.get(5)?,
         updated_at_ms: row.get(6)?,
         extractor_version: row.get(7)?,
     })
+}
+
+/// A text column as the store keeps it (`store::codec`): TEXT, or a BLOB
+/// holding a zlib stream; `None` when the bytes are not readable text.
+fn text_column(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match row.get_ref(index)? {
+        ValueRef::Text(text) => String::from_utf8(text.to_vec()).ok(),
+        ValueRef::Blob(compressed) => codec::inflate(compressed),
+        other => {
+            return Err(rusqlite::Error::InvalidColumnType(
+                index,
+                String::new(),
+                other.data_type(),
+            ));
+        }
+    })
+}
+
+/// A record or diagnostics column: unreadable bytes (damaged on disk)
+/// read as an empty string with a warning, a record derived again by the
+/// callers that parse it (see `codec::unpack_or_empty`).
+fn json_column(row: &rusqlite::Row<'_>, index: usize, column: &str) -> rusqlite::Result<String> {
+    Ok(text_column(row, index)?.unwrap_or_else(|| {
+        tracing::warn!(column, "stored json cannot be read");
+        String::new()
+    }))
 }
 
 /// Inserts or replaces the derived record of a session.
@@ -383,8 +437,8 @@ pub(super) fn upsert_session(conn: &Connection, session: &StoredSession) -> Resu
     .execute(params![
         session.user_id,
         session.session_id,
-        session.record_json,
-        session.diagnostics_json,
+        codec::pack(&session.record_json),
+        codec::pack(&session.diagnostics_json),
         session.num_messages,
         session.last_seq,
         session.updated_at_ms,
@@ -488,15 +542,40 @@ pub(super) fn session_message_ids(
 
 /// The first `max_chars` characters of a message's content (all of it when
 /// shorter); `None` when there is no such message.
+///
+/// Plain content is cut by SQL; compressed content (a BLOB) is inflated
+/// only as far as the prefix needs.
 pub(super) fn message_content_prefix(
     conn: &Connection,
     message_id: i64,
     max_chars: usize,
 ) -> Result<Option<String>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT substr(content, 1, ?2) FROM messages WHERE message_id = ?1")?
-        .query_row(params![message_id, max_chars as i64], |row| row.get(0))
-        .optional()?)
+    let prefix = conn
+        .prepare_cached(
+            "SELECT CASE WHEN typeof(content) = 'text' THEN substr(content, 1, ?2) ELSE content END
+             FROM messages WHERE message_id = ?1",
+        )?
+        .query_row(
+            params![message_id, i64::try_from(max_chars).unwrap_or(i64::MAX)],
+            |row| {
+                Ok(match row.get_ref(0)? {
+                    ValueRef::Blob(compressed) => {
+                        Some(codec::inflate_prefix(compressed, max_chars))
+                    }
+                    ValueRef::Text(text) => Some(String::from_utf8(text.to_vec()).ok()),
+                    _ => Some(None),
+                })
+            },
+        )
+        .optional()?
+        .flatten();
+    match prefix {
+        None => Ok(None),
+        Some(Some(text)) => Ok(Some(text)),
+        Some(None) => Err(StoreError::Corrupt(format!(
+            "content of message {message_id} is not a readable zlib stream or UTF-8"
+        ))),
+    }
 }
 
 /// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.
@@ -721,13 +800,17 @@ pub(super) fn session_message_sources(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Evidence items over every stored session record.
+/// Evidence items over every stored session record (read here rather
+/// than by SQL's JSON functions: records are stored compressed).
 pub(super) fn count_evidence(conn: &Connection) -> Result<i64, StoreError> {
-    Ok(conn.query_row(
-        "SELECT COALESCE(SUM(json_array_length(record_json, '$.evidence')), 0) FROM sessions",
-        [],
-        |row| row.get(0),
-    )?)
+    let mut statement = conn.prepare("SELECT record_json FROM sessions")?;
+    let mut rows = statement.query([])?;
+    let mut total: i64 = 0;
+    while let Some(row) = rows.next()? {
+        let record_json = json_column(row, 0, "record_json")?;
+        total = total.saturating_add(codec::evidence_items(&record_json));
+    }
+    Ok(total)
 }
 
 /// Moves a user to its next deletion generation (inside the caller's

@@ -148,6 +148,9 @@ conformance!(
     migration_is_idempotent,
     evidence_counted,
     user_state_follows_adds_deletions_and_purges,
+    records_stored_compressed_and_old_rows_read,
+    records_of_schema_6_read_after_migration,
+    long_messages_read_back_whole_and_by_prefix,
 );
 
 fn add(user: &str, request: &str, session: &str, contents: &[&str]) -> AddRequest {
@@ -789,6 +792,228 @@ fn evidence_counted(conn: &mut StoreConn) {
     )
     .unwrap();
     assert_eq!(count_evidence(conn).unwrap(), 2);
+}
+
+/// A record that compresses as real ones do: evidence repeating text.
+fn large_record(user: &str, session: &str, last_seq: i64) -> StoredSession {
+    let evidence = vec![
+        r#"{"kind":"trace","text":"Traceback (most recent call last): File \"app.py\", line 3"}"#;
+        50
+    ]
+    .join(",");
+    StoredSession {
+        record_json: format!(r#"{{"task":"{session}","evidence":[{evidence}]}}"#),
+        diagnostics_json: format!("[{}]", [r#""unparsed hunk header""#; 10].join(",")),
+        ..record(user, session, last_seq, 10)
+    }
+}
+
+/// Bytes the store holds for a session's record.
+fn stored_record_bytes(conn: &StoreConn, session_id: &str) -> i64 {
+    let sql = format!(
+        "SELECT CAST(length(record_json) AS BIGINT) FROM sessions WHERE session_id = '{session_id}'"
+    );
+    match conn {
+        StoreConn::Sqlite(sqlite) => sqlite.query_row(&sql, [], |row| row.get(0)).unwrap(),
+        StoreConn::Postgres(pg) => pg.query_i64(&sql).unwrap(),
+    }
+}
+
+/// Writes a session row as codemem did before records were compressed:
+/// the JSON text itself (TEXT in SQLite; in PostgreSQL the column's type
+/// is that of the schema, `as_text` for versions before 7).
+fn insert_plain_record(conn: &StoreConn, session: &StoredSession, as_text: bool) {
+    let (record, diagnostics) = (&session.record_json, &session.diagnostics_json);
+    assert!(!record.contains('\'') && !diagnostics.contains('\''));
+    let sql = |record: String, diagnostics: String| {
+        format!(
+            "INSERT INTO sessions (user_id, session_id, record_json, diagnostics_json,
+                 num_messages, last_seq, updated_at_ms, extractor_version)
+             VALUES ('{}', '{}', {record}, {diagnostics}, {}, {}, {}, {})",
+            session.user_id,
+            session.session_id,
+            session.num_messages,
+            session.last_seq,
+            session.updated_at_ms,
+            session.extractor_version
+        )
+    };
+    match conn {
+        StoreConn::Sqlite(sqlite) => {
+            sqlite
+                .execute_batch(&sql(format!("'{record}'"), format!("'{diagnostics}'")))
+                .unwrap();
+            let kind: String = sqlite
+                .query_row(
+                    "SELECT typeof(record_json) FROM sessions WHERE session_id = ?1",
+                    [&session.session_id],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(kind, "text");
+        }
+        StoreConn::Postgres(pg) if as_text => pg
+            .batch(&sql(format!("'{record}'"), format!("'{diagnostics}'")))
+            .unwrap(),
+        StoreConn::Postgres(pg) => pg
+            .batch(&sql(
+                format!("convert_to('{record}', 'UTF8')"),
+                format!("convert_to('{diagnostics}', 'UTF8')"),
+            ))
+            .unwrap(),
+    }
+}
+
+fn records_stored_compressed_and_old_rows_read(conn: &mut StoreConn) {
+    let seq = store(conn, &add("u1", "a", "s1", &["one"]));
+    let large = large_record("u1", "s1", seq);
+    upsert_session(conn, &large).unwrap();
+    assert_eq!(session(conn, "u1", "s1").unwrap(), Some(large.clone()));
+    assert_eq!(sessions_of_user(conn, "u1").unwrap(), vec![large.clone()]);
+    let stored = stored_record_bytes(conn, "s1");
+    assert!(
+        stored * 4 < large.record_json.len() as i64,
+        "{stored} bytes stored for {} of JSON",
+        large.record_json.len()
+    );
+
+    // A row written before records were compressed reads as it was, and
+    // is compressed when its record is stored again.
+    let old_seq = store(conn, &add("u1", "b", "s-old", &["two"]));
+    let old = large_record("u1", "s-old", old_seq);
+    insert_plain_record(conn, &old, false);
+    assert_eq!(
+        stored_record_bytes(conn, "s-old"),
+        old.record_json.len() as i64
+    );
+    assert_eq!(session(conn, "u1", "s-old").unwrap(), Some(old.clone()));
+    assert_eq!(
+        sessions_changed_between(conn, 0, old_seq).unwrap(),
+        vec![large.clone(), old.clone()]
+    );
+    assert_eq!(count_evidence(conn).unwrap(), 100);
+    upsert_session(conn, &old).unwrap();
+    assert!(stored_record_bytes(conn, "s-old") * 4 < old.record_json.len() as i64);
+    assert_eq!(session(conn, "u1", "s-old").unwrap(), Some(old));
+    assert_eq!(count_evidence(conn).unwrap(), 100);
+}
+
+fn records_of_schema_6_read_after_migration(conn: &mut StoreConn) {
+    let seq = store(conn, &add("u1", "a", "s1", &["one"]));
+    let old = large_record("u1", "s1", seq);
+    // The store as version 6 left it.
+    let reopened = match &*conn {
+        StoreConn::Sqlite(sqlite) => {
+            sqlite.pragma_update(None, "user_version", 6).unwrap();
+            insert_plain_record(conn, &old, true);
+            let dir = std::path::Path::new(sqlite.path().expect("file database"))
+                .parent()
+                .expect("data dir")
+                .to_path_buf();
+            open_writer(&dir).expect("migrate")
+        }
+        StoreConn::Postgres(pg) => {
+            pg.batch(
+                "ALTER TABLE sessions
+                    ALTER COLUMN record_json TYPE TEXT USING convert_from(record_json, 'UTF8'),
+                    ALTER COLUMN diagnostics_json TYPE TEXT
+                        USING convert_from(diagnostics_json, 'UTF8');
+                 UPDATE schema_version SET version = 6",
+            )
+            .unwrap();
+            insert_plain_record(conn, &old, true);
+            let url = postgres_url("records_of_schema_6_read_after_migration").expect("url");
+            let schema = current_schema(conn);
+            StoreConn::Postgres(Box::new(
+                postgres::PgConn::open(&url, Some(&schema), true).expect("migrate"),
+            ))
+        }
+    };
+    assert_eq!(session(&reopened, "u1", "s1").unwrap(), Some(old.clone()));
+    assert_eq!(count_evidence(&reopened).unwrap(), 50);
+    let replaced = StoredSession {
+        updated_at_ms: 20,
+        ..old
+    };
+    upsert_session(&reopened, &replaced).unwrap();
+    assert!(stored_record_bytes(&reopened, "s1") * 4 < replaced.record_json.len() as i64);
+    assert_eq!(session(&reopened, "u1", "s1").unwrap(), Some(replaced));
+}
+
+fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
+    let long = "fünf ünïcödé Traceback (most recent call last)\n".repeat(200);
+    let like_zlib = format!("x = parse_config(path)\n{}", "y = 1\n".repeat(100));
+    let seq = store(conn, &add("u1", "a", "s1", &[&long, "short", &like_zlib]));
+    // As stored before content was compressed: the text itself, here one
+    // that starts with the zlib header's byte.
+    let old = format!("x{}", "old plain content ".repeat(50));
+    let sql = format!(
+        "INSERT INTO messages (seq, user_id, session_id, message_index, role, content)
+         VALUES ({seq}, 'u1', 's1', 3, 'user', '{old}')"
+    );
+    match &*conn {
+        StoreConn::Sqlite(sqlite) => sqlite.execute_batch(&sql).unwrap(),
+        StoreConn::Postgres(pg) => pg.batch(&sql).unwrap(),
+    }
+    let expected = [long.as_str(), "short", like_zlib.as_str(), old.as_str()];
+
+    let session = session_messages(conn, "u1", "s1").unwrap();
+    let contents: Vec<&str> = session.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, expected);
+    let contents: Vec<String> = messages_after(conn, 0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(contents, expected);
+    let ids = session_message_ids(conn, "u1", "s1").unwrap();
+    let mut found = messages_by_id(conn, "u1", &ids).unwrap();
+    found.sort_by_key(|m| m.message_id);
+    assert_eq!(found, session);
+    if let StoreConn::Sqlite(sqlite) = &*conn {
+        let stored: i64 = sqlite
+            .query_row(
+                "SELECT length(content) FROM messages WHERE message_id = ?1",
+                [ids[0]],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert!(stored * 10 < long.len() as i64, "{stored} bytes stored");
+    }
+
+    for (&id, text) in ids.iter().zip(expected) {
+        for max_chars in [0, 1, 4, 60, 10_000] {
+            let prefix: String = text.chars().take(max_chars).collect();
+            assert_eq!(
+                message_content_prefix(conn, id, max_chars).unwrap(),
+                Some(prefix),
+                "{max_chars} characters of {text:.20}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_sqlite_log_is_cut_back_after_a_big_write_is_checkpointed() {
+    let backend = sqlite();
+    let StoreConn::Sqlite(conn) = &backend.conn else {
+        unreachable!("sqlite")
+    };
+    let wal = std::path::PathBuf::from(format!("{}-wal", conn.path().expect("file database")));
+    conn.execute_batch(
+        "CREATE TABLE scratch (bytes BLOB);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 24)
+         INSERT INTO scratch SELECT randomblob(1048576) FROM n;",
+    )
+    .unwrap();
+    let after_write = std::fs::metadata(&wal).unwrap().len();
+    assert!(after_write > 24 << 20, "{after_write} bytes of log");
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        .unwrap();
+    // The next write starts the log again, and cuts the file back.
+    conn.execute_batch("DELETE FROM scratch").unwrap();
+    let after_next = std::fs::metadata(&wal).unwrap().len();
+    assert!(after_next <= 17 << 20, "{after_next} bytes of log");
 }
 
 #[test]

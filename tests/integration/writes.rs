@@ -26,7 +26,10 @@ fn stored_session(
     let messages = statement
         .query_map([user_id, session_id], |row| {
             let role: String = row.get(0)?;
-            Ok((Role::parse(&role).expect("role"), row.get(1)?))
+            Ok((
+                Role::parse(&role).expect("role"),
+                stored_text(row.get_ref(1)?),
+            ))
         })
         .expect("query")
         .collect::<Result<Vec<(Role, String)>, _>>()
@@ -35,10 +38,27 @@ fn stored_session(
         .query_row(
             "SELECT record_json, num_messages FROM sessions WHERE user_id = ?1 AND session_id = ?2",
             [user_id, session_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((stored_text(row.get_ref(0)?), row.get(1)?)),
         )
         .expect("record");
     (messages, record_json, num_messages)
+}
+
+/// A stored record or message: the text itself, or a zlib stream of it (a
+/// BLOB), as the store writes all but short ones.
+fn stored_text(value: rusqlite::types::ValueRef<'_>) -> String {
+    use std::io::Read;
+    match value {
+        rusqlite::types::ValueRef::Text(text) => String::from_utf8(text.to_vec()).expect("utf-8"),
+        rusqlite::types::ValueRef::Blob(compressed) => {
+            let mut json = String::new();
+            flate2::read::ZlibDecoder::new(compressed)
+                .read_to_string(&mut json)
+                .expect("zlib stream");
+            json
+        }
+        other => panic!("text stored as {:?}", other.data_type()),
+    }
 }
 
 fn derived_json(messages: &[(Role, String)]) -> String {

@@ -240,6 +240,13 @@ impl PgConn {
         get(&self.query_one("SELECT current_schema()::TEXT", &[])?, 0)
     }
 
+    /// The one BIGINT a query answers (the conformance suite's look at
+    /// stored forms).
+    #[cfg(test)]
+    pub(in crate::store) fn query_i64(&self, sql: &str) -> Result<i64, StoreError> {
+        get(&self.query_one(sql, &[])?, 0)
+    }
+
     fn migrate(&self) -> Result<(), StoreError> {
         let tx = self.begin(false)?;
         // One migrating process at a time; the others wait, then find the
@@ -340,7 +347,7 @@ fn get<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> Resul
 
 /// The migrations by schema version: entry `i` takes the schema from
 /// version `i` to `i + 1`, as `sqlite.rs`'s do.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     "CREATE TABLE requests (
         seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         user_id      TEXT NOT NULL,
@@ -398,6 +405,11 @@ const MIGRATIONS: [&str; 6] = [
         generation BIGINT NOT NULL
     );
     CREATE INDEX requests_by_user_seq ON requests (user_id, seq);",
+    // Records and diagnostics are written compressed (`store::codec`):
+    // BYTEA, rows of earlier versions kept as their UTF-8 text.
+    "ALTER TABLE sessions
+        ALTER COLUMN record_json TYPE BYTEA USING convert_to(record_json, 'UTF8'),
+        ALTER COLUMN diagnostics_json TYPE BYTEA USING convert_to(diagnostics_json, 'UTF8');",
 ];
 
 fn to_i64(value: usize) -> i64 {

@@ -7,7 +7,7 @@ use postgres::Row;
 
 use super::{PgConn, get, to_i64};
 use crate::domain::Role;
-use crate::store::{StoreError, StoredMessage, StoredSession, StoredUser, UserState};
+use crate::store::{StoreError, StoredMessage, StoredSession, StoredUser, UserState, codec};
 
 const MESSAGE_COLUMNS: &str = "m.message_id, m.seq, m.user_id, m.session_id, r.request_id,
      m.message_index, m.role, m.content, m.timestamp_ms, r.stored_at_ms";
@@ -106,8 +106,8 @@ fn session_from_row(row: &Row) -> Result<StoredSession, StoreError> {
     Ok(StoredSession {
         user_id: get(row, 0)?,
         session_id: get(row, 1)?,
-        record_json: get(row, 2)?,
-        diagnostics_json: get(row, 3)?,
+        record_json: codec::unpack_or_empty(get(row, 2)?, "record_json"),
+        diagnostics_json: codec::unpack_or_empty(get(row, 3)?, "diagnostics_json"),
         num_messages: get(row, 4)?,
         last_seq: get(row, 5)?,
         updated_at_ms: get(row, 6)?,
@@ -301,16 +301,15 @@ pub(in crate::store) fn session_message_sources(
     .collect()
 }
 
+/// Read here rather than by SQL's JSON functions: records are stored
+/// compressed.
 pub(in crate::store) fn count_evidence(conn: &PgConn) -> Result<i64, StoreError> {
-    get(
-        &conn.query_one(
-            "SELECT COALESCE(SUM(CASE WHEN jsonb_typeof(record_json::JSONB -> 'evidence') = 'array'
-                 THEN jsonb_array_length(record_json::JSONB -> 'evidence') END), 0)::BIGINT
-             FROM sessions",
-            &[],
-        )?,
-        0,
-    )
+    let mut total: i64 = 0;
+    for row in conn.query("SELECT record_json FROM sessions", &[])? {
+        let record_json = codec::unpack_or_empty(get(&row, 0)?, "record_json");
+        total = total.saturating_add(codec::evidence_items(&record_json));
+    }
+    Ok(total)
 }
 
 pub(in crate::store) fn user_state(conn: &PgConn, user_id: &str) -> Result<UserState, StoreError> {

@@ -10,7 +10,7 @@ use postgres::types::ToSql;
 use super::reads::{SESSION_COLUMNS, pairs, sessions};
 use super::{PgConn, get, to_i64};
 use crate::domain::AddRequest;
-use crate::store::{Admission, Deleted, StoreError, StoredSession, content_bytes};
+use crate::store::{Admission, Deleted, StoreError, StoredSession, codec, content_bytes};
 
 pub(in crate::store) fn prior_admission(
     conn: &PgConn,
@@ -180,6 +180,8 @@ pub(in crate::store) fn upsert_session(
     conn: &PgConn,
     session: &StoredSession,
 ) -> Result<(), StoreError> {
+    let record = codec::pack(&session.record_json);
+    let diagnostics = codec::pack(&session.diagnostics_json);
     conn.execute(
         &format!(
             "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -194,8 +196,8 @@ pub(in crate::store) fn upsert_session(
         &[
             &session.user_id,
             &session.session_id,
-            &session.record_json,
-            &session.diagnostics_json,
+            &record.as_bytes(),
+            &diagnostics.as_bytes(),
             &session.num_messages,
             &session.last_seq,
             &session.updated_at_ms,
