@@ -14,7 +14,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc;
 
-use tantivy::tokenizer::PreTokenizedString;
 use tantivy::{IndexReader, IndexWriter, TantivyDocument, Term, doc};
 
 use super::directory::CLEAN_MARKER;
@@ -237,9 +236,9 @@ impl IndexWriterHandle {
         self.jobs.send(job).map_err(|_| stopped())
     }
 
-    /// Hands what was queued to the committer as operations, each text
-    /// tokenized once: for tantivy (pre-tokenized) and, with `batch`, for
-    /// the published batch. Returns the hand-off's number.
+    /// Hands what was queued to the committer as operations (with `batch`,
+    /// each text also tokenized into the published batch). Returns the
+    /// hand-off's number.
     fn hand_off(&mut self, batch: Option<&mut RecentBatch>) -> Result<u64, IndexError> {
         let ops = self.ops_for(batch);
         self.send_ops(ops)
@@ -254,8 +253,10 @@ impl IndexWriterHandle {
         Ok(number)
     }
 
-    /// What was queued, as operations (each text tokenized once, for
-    /// tantivy and, with `batch`, for the published batch).
+    /// What was queued, as operations (with `batch`, each text also
+    /// tokenized into the published batch; tantivy's own tokenizer reads
+    /// it again on the committer's side: a pre-tokenized value would cross
+    /// to tantivy's indexing thread as JSON, which costs more).
     fn ops_for(&mut self, mut batch: Option<&mut RecentBatch>) -> Vec<Op> {
         let fields = self.fields;
         let mut ops = Vec::with_capacity(self.pending.len());
@@ -267,38 +268,30 @@ impl IndexWriterHandle {
                     last_seq,
                     text,
                 } => {
-                    let tokens = super::tantivy_tokens(&text);
-                    let mut document = doc!(
+                    ops.push(Op::Add(doc!(
                         fields.user_id => session.user_id.as_str(),
                         fields.doc_kind => KIND_SESSION,
                         fields.seq => seq_term(last_seq),
                         fields.session_key => session.key.as_str(),
                         fields.profile => session.profile_json.as_str(),
-                    );
+                        fields.session_text => text.as_str(),
+                    )));
                     if let Some(batch) = batch.as_deref_mut() {
-                        batch.add_session(session, &tokens, text.len());
+                        batch.add_session(session, &super::tantivy_tokens(&text), text.len());
                     }
-                    document.add_pre_tokenized_text(
-                        fields.session_text,
-                        PreTokenizedString { text, tokens },
-                    );
-                    ops.push(Op::Add(document));
                 }
                 Pending::Message { message, seq, text } => {
-                    let tokens = super::tantivy_tokens(&text);
-                    let mut document = doc!(
+                    ops.push(Op::Add(doc!(
                         fields.user_id => message.user_id.as_str(),
                         fields.doc_kind => KIND_MESSAGE,
                         fields.message_id => seq_term(message.message_id),
                         fields.seq => seq_term(seq),
                         fields.message_session => message.session_key.as_str(),
-                    );
+                        fields.text => text.as_str(),
+                    )));
                     if let Some(batch) = batch.as_deref_mut() {
-                        batch.add_message(message, &tokens, text.len());
+                        batch.add_message(message, &super::tantivy_tokens(&text), text.len());
                     }
-                    document
-                        .add_pre_tokenized_text(fields.text, PreTokenizedString { text, tokens });
-                    ops.push(Op::Add(document));
                 }
             }
         }
