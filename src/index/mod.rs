@@ -11,15 +11,17 @@
 //! keys, which ranking weighs), replaced whole whenever the record is
 //! re-derived. The facts are not indexed as fields of their own: ranking
 //! reads them from the profile of each candidate, and every indexed field
-//! costs a term dictionary per segment, which every Add's commit builds.
+//! costs a term dictionary per segment, which every commit builds.
 //! Every commit carries a payload `{"schema": V, "seq": N}`: everything the
 //! store holds up to `seq` N is in the index. At start-up the index replays
 //! what it lacks; a missing, unreadable or outdated index is rebuilt from the
 //! store.
 //!
-//! Architecture invariant: this module knows nothing of HTTP. Only the one
-//! writer thread (see `service`) holds the `IndexWriter`; searches share the
-//! reader, which is reloaded after every commit.
+//! Architecture invariant: this module knows nothing of HTTP. Only the
+//! committer thread ([`writer`]) holds the `IndexWriter`, and only the one
+//! writer thread (see `service`) hands it work; searches read one view at a
+//! time: the searcher of the last commit and the turns published since
+//! ([`recent`]).
 
 pub mod directory;
 mod recent;
