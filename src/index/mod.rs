@@ -86,6 +86,12 @@ const CODE_TOKENIZER: &str = "code";
 const SCHEMA_VERSION: u64 = 11;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+/// Decompressed document store blocks each segment's reader keeps (tantivy
+/// keeps 100, 16 KB or more each). Stored fields are read for ranking
+/// profiles only, and the searcher keeps the parsed profiles, so a block
+/// is seldom read twice: the default cache held tens of MB per searcher for
+/// nothing.
+const DOC_STORE_CACHE_BLOCKS: usize = 8;
 
 /// How segments are merged. Every Add commits, so segments start at a few
 /// documents. tantivy's default puts every segment under 10,000 documents
@@ -316,6 +322,7 @@ pub fn open(data_dir: &Path) -> Result<(SearchIndex, IndexWriterHandle, OpenStat
     let reader: IndexReader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
+        .doc_store_cache_num_blocks(DOC_STORE_CACHE_BLOCKS)
         .try_into()?;
     let view = std::sync::Arc::new(std::sync::Mutex::new(View::committed(&reader)));
     Ok((
@@ -355,6 +362,7 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
     let reader: IndexReader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
+        .doc_store_cache_num_blocks(DOC_STORE_CACHE_BLOCKS)
         .try_into()?;
     Ok(SearchIndex {
         view: std::sync::Arc::new(std::sync::Mutex::new(View::committed(&reader))),

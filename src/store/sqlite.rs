@@ -510,9 +510,12 @@ pub(super) fn sessions_pending_index(conn: &Connection) -> Result<Vec<StoredSess
         .map(|column| format!("s.{column}"))
         .collect::<Vec<_>>()
         .join(", ");
+    // CROSS JOIN keeps the (usually empty) pending table outside: without
+    // statistics SQLite would rather walk every session record and look
+    // each up in it, at every start-up and every re-derived group.
     let mut statement = conn.prepare_cached(&format!(
         "SELECT {columns} FROM pending_session_index p
-         JOIN sessions s ON s.user_id = p.user_id AND s.session_id = p.session_id"
+         CROSS JOIN sessions s ON s.user_id = p.user_id AND s.session_id = p.session_id"
     ))?;
     let rows = statement.query_map([], session_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -594,11 +597,22 @@ pub(super) fn sessions_changed_between(
 
 /// Sessions that have messages but no derived record (stored before records
 /// existed), as `(user_id, session_id)`.
+///
+/// Runs at every start-up, so it walks the request log's index by session
+/// (one entry per Add) rather than the messages (several per Add: on a
+/// store of 100,000 sessions the scan of every message was most of the
+/// start-up), and looks each session up once; only a session without a
+/// record has its messages looked for.
 pub(super) fn sessions_missing(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
     let mut statement = conn.prepare(
-        "SELECT DISTINCT m.user_id, m.session_id FROM messages m
-         LEFT JOIN sessions s ON s.user_id = m.user_id AND s.session_id = m.session_id
-         WHERE s.session_id IS NULL",
+        "SELECT r.user_id, r.session_id FROM requests r
+         GROUP BY r.user_id, r.session_id
+         HAVING NOT EXISTS (
+                    SELECT 1 FROM sessions s
+                    WHERE s.user_id = r.user_id AND s.session_id = r.session_id)
+                AND EXISTS (
+                    SELECT 1 FROM messages m
+                    WHERE m.user_id = r.user_id AND m.session_id = r.session_id)",
     )?;
     let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)

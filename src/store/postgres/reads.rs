@@ -211,10 +211,17 @@ pub(in crate::store) fn sessions_changed_between(
 pub(in crate::store) fn sessions_missing(
     conn: &PgConn,
 ) -> Result<Vec<(String, String)>, StoreError> {
+    // The request log by session (one row per Add), not every message: see
+    // the SQLite backend.
     pairs(conn.query(
-        "SELECT DISTINCT m.user_id, m.session_id FROM messages m
-         LEFT JOIN sessions s ON s.user_id = m.user_id AND s.session_id = m.session_id
-         WHERE s.session_id IS NULL",
+        "SELECT r.user_id, r.session_id FROM requests r
+         GROUP BY r.user_id, r.session_id
+         HAVING NOT EXISTS (
+                    SELECT 1 FROM sessions s
+                    WHERE s.user_id = r.user_id AND s.session_id = r.session_id)
+                AND EXISTS (
+                    SELECT 1 FROM messages m
+                    WHERE m.user_id = r.user_id AND m.session_id = r.session_id)",
         &[],
     )?)
 }
