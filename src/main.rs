@@ -10,10 +10,12 @@ use std::ffi::{c_int, c_long};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Milliseconds mimalloc keeps freed memory before it gives it back to the
-/// system (its own default: 1,000). Every Add commits the index, and each
-/// commit's indexing thread (tantivy starts a new one per commit) builds its
-/// segment in fresh buffers and frees them: under steady Adds a second of
-/// freed buffers stayed resident, about a third of the server's memory.
+/// system (its own default: 1,000). Each index commit's indexing thread
+/// (tantivy starts a new one per commit) builds its segment in fresh
+/// buffers and frees them, and extraction, published batches and merges
+/// churn too: under steady Adds a second of freed buffers stayed resident,
+/// about a third of the server's memory (measured when every Add
+/// committed).
 const ALLOCATOR_PURGE_DELAY_MS: c_long = 10;
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (`mimalloc.h`, the
