@@ -93,8 +93,8 @@ const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// nothing.
 const DOC_STORE_CACHE_BLOCKS: usize = 8;
 
-/// How segments are merged. Every Add commits, so segments start at a few
-/// documents. tantivy's default puts every segment under 10,000 documents
+/// How segments are merged. Commits come about once a second, so segments
+/// start at a second of Adds (a single Add's when idle). tantivy's default puts every segment under 10,000 documents
 /// in one level and merges all of them whenever eight are there, so the
 /// largest of them is rewritten again and again: on a growing store, most
 /// of the writer's time went to merges (FST building in profiles). Here
