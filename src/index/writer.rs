@@ -55,6 +55,9 @@ pub struct IndexWriterHandle {
 /// writer turn.
 const COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1000);
 
+/// How long the committer waits idle before it looks for finished merges.
+const MERGE_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Text bytes published since the last commit that make the next turn
 /// commit: what the batches held in memory may reach.
 const MAX_PUBLISHED_BYTES: usize = 32 * 1024 * 1024;
@@ -99,7 +102,15 @@ struct Committer {
 impl Committer {
     fn run(mut self, jobs: mpsc::Receiver<Job>) {
         let mut broken: Option<String> = None;
-        while let Ok(job) = jobs.recv() {
+        loop {
+            let job = match jobs.recv_timeout(MERGE_CHECK) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.pick_up_merges();
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            };
             match job {
                 Job::Ops { number, ops } => {
                     self.applied = number;
@@ -151,6 +162,36 @@ impl Committer {
                     return;
                 }
             }
+        }
+    }
+
+    /// When idle: gives searches the segments merges made since the last
+    /// commit (the same documents in fewer segments; the published batches
+    /// stay, as they are not in any segment).
+    fn pick_up_merges(&mut self) {
+        let before: Vec<tantivy::index::SegmentId> = self
+            .reader
+            .searcher()
+            .segment_readers()
+            .iter()
+            .map(|segment| segment.segment_id())
+            .collect();
+        if let Err(error) = self.reader.reload() {
+            tracing::warn!(%error, "index reload after merges failed");
+            return;
+        }
+        let searcher = self.reader.searcher();
+        let changed = searcher.segment_readers().len() != before.len()
+            || searcher
+                .segment_readers()
+                .iter()
+                .zip(&before)
+                .any(|(segment, id)| segment.segment_id() != *id);
+        if changed {
+            update_view(&self.view, |current| View {
+                searcher,
+                recent: current.recent.clone(),
+            });
         }
     }
 
