@@ -665,16 +665,46 @@ impl SearchIndex {
         Ok(hits)
     }
 
-    /// Number of documents visible to searches (until their commit, a
-    /// published record and the one it replaces both count).
+    /// Number of documents visible to searches: the committed ones, less
+    /// those a published record replaces, plus the published ones (the
+    /// newest record of each session).
     pub fn num_docs(&self) -> u64 {
         let view = self.view();
-        view.searcher.num_docs()
-            + view
-                .recent
-                .iter()
-                .map(|batch| batch.num_docs())
-                .sum::<u64>()
+        let mut keys: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut published = 0u64;
+        for batch in view.recent.iter().rev() {
+            published += batch.messages.len() as u64;
+            for session in batch.sessions.iter().rev() {
+                if keys.insert(session.key.as_str()) {
+                    published += 1;
+                }
+            }
+        }
+        let mut replaced = 0u64;
+        if !keys.is_empty() {
+            for segment in view.searcher.segment_readers() {
+                let Ok(inverted) = segment.inverted_index(self.fields.session_key) else {
+                    continue;
+                };
+                let alive = segment.alive_bitset();
+                for key in &keys {
+                    let term = Term::from_field_text(self.fields.session_key, key);
+                    let Ok(Some(mut postings)) =
+                        inverted.read_postings(&term, IndexRecordOption::Basic)
+                    else {
+                        continue;
+                    };
+                    let mut doc = postings.doc();
+                    while doc != tantivy::TERMINATED {
+                        if alive.is_none_or(|alive| alive.is_alive(doc)) {
+                            replaced += 1;
+                        }
+                        doc = postings.advance();
+                    }
+                }
+            }
+        }
+        (view.searcher.num_docs() + published).saturating_sub(replaced)
     }
 
     /// The state searches read now.

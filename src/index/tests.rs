@@ -536,9 +536,11 @@ fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
         .iter()
         .flat_map(|user| queries.iter().map(|words| answer(&index, user, words)))
         .collect();
+    let num_docs = index.num_docs();
     let seq = writer.committed_seq();
     writer.commit(seq, &index).expect("commit");
     assert_eq!(writer.commit_due_in(), None);
+    assert_eq!(index.num_docs(), num_docs, "documents visible");
     let committed: Vec<Answer> = users
         .iter()
         .flat_map(|user| queries.iter().map(|words| answer(&index, user, words)))
