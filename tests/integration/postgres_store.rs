@@ -693,6 +693,68 @@ impl RetryingClients {
             clients,
         }
     }
+
+    /// Acknowledged Adds so far.
+    fn num_acknowledged(&self) -> usize {
+        self.acknowledged.lock().expect("acknowledged").len()
+    }
+
+    /// Waits (a minute at most) until `count` Adds are acknowledged.
+    fn wait_for_acknowledged(&self, count: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while self.num_acknowledged() < count {
+            assert!(std::time::Instant::now() < deadline, "no Adds acknowledged");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for every client, then checks what an outage (`outage`, which
+    /// began when `acknowledged_before` Adds were acknowledged) must leave:
+    /// every Add acknowledged, some refused with 503 and Retry-After, the
+    /// node healthy again, each acknowledged Add found once and stored once.
+    fn check_after(
+        self,
+        outage: &str,
+        acknowledged_before: usize,
+        server: &ServerProcess,
+        schema: &Schema,
+    ) {
+        for client in self.clients {
+            client.join().expect("client thread");
+        }
+        let acknowledged = self.acknowledged.lock().expect("acknowledged").clone();
+        assert_eq!(acknowledged.len(), Self::CLIENTS * Self::ADDS_PER_CLIENT);
+        assert!(
+            acknowledged_before < acknowledged.len(),
+            "Adds went on after {outage}"
+        );
+        assert!(
+            self.refused.load(Ordering::SeqCst) > 0,
+            "Adds during {outage} were answered 503"
+        );
+        assert_eq!(
+            self.without_retry_after.load(Ordering::SeqCst),
+            0,
+            "every 503 carries Retry-After"
+        );
+        let (status, health) = server.request("GET", "/health", None);
+        assert_eq!(status, 200, "{health}");
+        for (user_id, marker) in &acknowledged {
+            let (status, body) = server.request(
+                "POST",
+                "/search",
+                Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
+            );
+            assert_eq!(status, 200, "{body}");
+            let items = body["data"].as_array().expect("data");
+            assert_eq!(count_found(items, marker), 1, "{marker} of {user_id}");
+        }
+        assert_eq!(
+            schema.count("SELECT COUNT(*) FROM requests"),
+            i64::try_from(Self::CLIENTS * Self::ADDS_PER_CLIENT).expect("count"),
+            "one stored Add per acknowledged request, none of an Add answered 503"
+        );
+    }
 }
 
 /// The database going away and coming back while clients keep adding, as
@@ -716,62 +778,16 @@ fn a_database_outage_during_concurrent_adds_loses_and_duplicates_nothing() {
     let (_guard, dir) = data_dir();
     let server = ServerProcess::start(&dir, &["--store", &schema.url_via(proxy.port)]);
     let address = server.address;
-    let RetryingClients {
-        acknowledged,
-        refused,
-        without_retry_after,
-        clients,
-    } = RetryingClients::spawn(address, "outagemark", Duration::from_secs(60));
+    let clients = RetryingClients::spawn(address, "outagemark", Duration::from_secs(60));
     // Cut once some Adds are acknowledged, while the clients send more.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while acknowledged.lock().expect("acknowledged").len() < 20 {
-        assert!(std::time::Instant::now() < deadline, "no Adds acknowledged");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    clients.wait_for_acknowledged(20);
     proxy.cut();
-    let acknowledged_at_cut = acknowledged.lock().expect("acknowledged").len();
+    let acknowledged_at_cut = clients.num_acknowledged();
     std::thread::sleep(Duration::from_millis(1500));
     let (status, health) = server.request("GET", "/health", None);
     assert_eq!(status, 503, "{health}");
     proxy.restore();
-    for client in clients {
-        client.join().expect("client thread");
-    }
-    let acknowledged = acknowledged.lock().expect("acknowledged").clone();
-    assert_eq!(
-        acknowledged.len(),
-        RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT
-    );
-    assert!(
-        acknowledged_at_cut < acknowledged.len(),
-        "Adds went on after the outage"
-    );
-    assert!(
-        refused.load(Ordering::SeqCst) > 0,
-        "Adds during the outage were answered 503"
-    );
-    assert_eq!(
-        without_retry_after.load(Ordering::SeqCst),
-        0,
-        "every 503 carries Retry-After"
-    );
-    let (status, health) = server.request("GET", "/health", None);
-    assert_eq!(status, 200, "{health}");
-    for (user_id, marker) in &acknowledged {
-        let (status, body) = server.request(
-            "POST",
-            "/search",
-            Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
-        );
-        assert_eq!(status, 200, "{body}");
-        let items = body["data"].as_array().expect("data");
-        assert_eq!(count_found(items, marker), 1, "{marker} of {user_id}");
-    }
-    assert_eq!(
-        schema.count("SELECT COUNT(*) FROM requests"),
-        i64::try_from(RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT).expect("count"),
-        "one stored Add per acknowledged request"
-    );
+    clients.check_after("the outage", acknowledged_at_cut, &server, &schema);
     assert_eq!(server.terminate(), Some(0));
 }
 
@@ -790,21 +806,12 @@ fn a_postgres_restart_during_concurrent_adds_loses_and_duplicates_nothing() {
     let (_guard, dir) = data_dir();
     let server = ServerProcess::start(&dir, &["--store", &schema.url]);
     let address = server.address;
-    let RetryingClients {
-        acknowledged,
-        refused,
-        without_retry_after,
-        clients,
-    } = RetryingClients::spawn(address, "restartmark", Duration::from_secs(90));
+    let clients = RetryingClients::spawn(address, "restartmark", Duration::from_secs(90));
     // Stop once some Adds are acknowledged, while the clients send more.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while acknowledged.lock().expect("acknowledged").len() < 20 {
-        assert!(std::time::Instant::now() < deadline, "no Adds acknowledged");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    clients.wait_for_acknowledged(20);
     let own = schema.own.as_mut().expect("a server of the test's own");
     own.stop();
-    let acknowledged_at_stop = acknowledged.lock().expect("acknowledged").len();
+    let acknowledged_at_stop = clients.num_acknowledged();
     std::thread::sleep(Duration::from_millis(1500));
     let (status, health) = server.request("GET", "/health", None);
     assert_eq!(status, 503, "{health}");
@@ -823,44 +830,7 @@ fn a_postgres_restart_during_concurrent_adds_loses_and_duplicates_nothing() {
         "{headers}"
     );
     own.start_server();
-    for client in clients {
-        client.join().expect("client thread");
-    }
-    let acknowledged = acknowledged.lock().expect("acknowledged").clone();
-    assert_eq!(
-        acknowledged.len(),
-        RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT
-    );
-    assert!(
-        acknowledged_at_stop < acknowledged.len(),
-        "Adds went on after the restart"
-    );
-    assert!(
-        refused.load(Ordering::SeqCst) > 0,
-        "Adds while the database was down were answered 503"
-    );
-    assert_eq!(
-        without_retry_after.load(Ordering::SeqCst),
-        0,
-        "every 503 carries Retry-After"
-    );
-    let (status, health) = server.request("GET", "/health", None);
-    assert_eq!(status, 200, "{health}");
-    for (user_id, marker) in &acknowledged {
-        let (status, body) = server.request(
-            "POST",
-            "/search",
-            Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
-        );
-        assert_eq!(status, 200, "{body}");
-        let items = body["data"].as_array().expect("data");
-        assert_eq!(count_found(items, marker), 1, "{marker} of {user_id}");
-    }
-    assert_eq!(
-        schema.count("SELECT COUNT(*) FROM requests"),
-        i64::try_from(RetryingClients::CLIENTS * RetryingClients::ADDS_PER_CLIENT).expect("count"),
-        "one stored Add per acknowledged request, none of the one answered 503"
-    );
+    clients.check_after("the restart", acknowledged_at_stop, &server, &schema);
     assert_eq!(server.terminate(), Some(0));
 }
 
