@@ -84,6 +84,21 @@ pub const DATABASE_FILE: &str = "codemem.sqlite3";
 /// The schema version every backend migrates to.
 const SCHEMA_VERSION: i64 = 7;
 
+/// The sessions with messages but no record, in the SQL both backends
+/// speak. Runs at every start-up, so it walks the request log by session
+/// (one entry per Add) rather than the messages (several per Add: on a
+/// store of 100,000 sessions the scan of every message was most of the
+/// start-up), and looks each session up once; only a session without a
+/// record has its messages looked for.
+const SESSIONS_MISSING_SQL: &str = "SELECT r.user_id, r.session_id FROM requests r
+     GROUP BY r.user_id, r.session_id
+     HAVING NOT EXISTS (
+                SELECT 1 FROM sessions s
+                WHERE s.user_id = r.user_id AND s.session_id = r.session_id)
+            AND EXISTS (
+                SELECT 1 FROM messages m
+                WHERE m.user_id = r.user_id AND m.session_id = r.session_id)";
+
 /// A connection to the store, whichever backend holds it. Not `Sync`: one
 /// thread uses it at a time (the writer owns one; readers are pooled).
 pub enum StoreConn {

@@ -10,8 +10,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec;
 use super::{
-    Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, StoredMessage, StoredSession,
-    StoredUser, UserState, content_bytes,
+    Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, SESSIONS_MISSING_SQL, StoreError,
+    StoredMessage, StoredSession, StoredUser, UserState, content_bytes,
 };
 use crate::domain::{AddRequest, Role};
 
@@ -598,22 +598,9 @@ pub(super) fn sessions_changed_between(
 /// Sessions that have messages but no derived record (stored before records
 /// existed), as `(user_id, session_id)`.
 ///
-/// Runs at every start-up, so it walks the request log's index by session
-/// (one entry per Add) rather than the messages (several per Add: on a
-/// store of 100,000 sessions the scan of every message was most of the
-/// start-up), and looks each session up once; only a session without a
-/// record has its messages looked for.
+/// See [`SESSIONS_MISSING_SQL`].
 pub(super) fn sessions_missing(conn: &Connection) -> Result<Vec<(String, String)>, StoreError> {
-    let mut statement = conn.prepare(
-        "SELECT r.user_id, r.session_id FROM requests r
-         GROUP BY r.user_id, r.session_id
-         HAVING NOT EXISTS (
-                    SELECT 1 FROM sessions s
-                    WHERE s.user_id = r.user_id AND s.session_id = r.session_id)
-                AND EXISTS (
-                    SELECT 1 FROM messages m
-                    WHERE m.user_id = r.user_id AND m.session_id = r.session_id)",
-    )?;
+    let mut statement = conn.prepare(SESSIONS_MISSING_SQL)?;
     let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }

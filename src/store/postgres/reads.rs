@@ -7,7 +7,9 @@ use postgres::Row;
 
 use super::{PgConn, get, to_i64};
 use crate::domain::Role;
-use crate::store::{StoreError, StoredMessage, StoredSession, StoredUser, UserState, codec};
+use crate::store::{
+    SESSIONS_MISSING_SQL, StoreError, StoredMessage, StoredSession, StoredUser, UserState, codec,
+};
 
 const MESSAGE_COLUMNS: &str = "m.message_id, m.seq, m.user_id, m.session_id, r.request_id,
      m.message_index, m.role, m.content, m.timestamp_ms, r.stored_at_ms";
@@ -211,19 +213,7 @@ pub(in crate::store) fn sessions_changed_between(
 pub(in crate::store) fn sessions_missing(
     conn: &PgConn,
 ) -> Result<Vec<(String, String)>, StoreError> {
-    // The request log by session (one row per Add), not every message: see
-    // the SQLite backend.
-    pairs(conn.query(
-        "SELECT r.user_id, r.session_id FROM requests r
-         GROUP BY r.user_id, r.session_id
-         HAVING NOT EXISTS (
-                    SELECT 1 FROM sessions s
-                    WHERE s.user_id = r.user_id AND s.session_id = r.session_id)
-                AND EXISTS (
-                    SELECT 1 FROM messages m
-                    WHERE m.user_id = r.user_id AND m.session_id = r.session_id)",
-        &[],
-    )?)
+    pairs(conn.query(SESSIONS_MISSING_SQL, &[])?)
 }
 
 pub(in crate::store) fn session(
