@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
 
-use super::text::{Line, Pattern, contains_str, lines_with_offsets, truncate_to_bytes};
+use super::text::{Line, Pattern, contains_str, line_end, lines_with_offsets, truncate_to_bytes};
 use super::trace::ParsedError;
 use super::{ErrorRecord, Frame};
 
@@ -216,21 +216,7 @@ fn lines_holding_literals(text: &str) -> Vec<Line<'_>> {
     starts.dedup();
     starts
         .into_iter()
-        .filter_map(|start| {
-            let end = bytes
-                .get(start..)
-                .and_then(|rest| memchr::memchr(b'\n', rest))
-                .map_or(bytes.len(), |newline| start + newline);
-            let mut content = text.get(start..end)?;
-            if let Some(stripped) = content.strip_suffix('\r') {
-                content = stripped;
-            }
-            Some(Line {
-                text: content,
-                start,
-                end: start + content.len(),
-            })
-        })
+        .filter_map(|start| Line::between(text, start, line_end(bytes, start)))
         .collect()
 }
 

@@ -32,6 +32,31 @@ pub struct Line<'a> {
     pub end: usize,
 }
 
+impl<'a> Line<'a> {
+    /// The line of `text` from `start` to `end`, the offset of its `\n` (or
+    /// of the text's end), without a `\r` before the `\n`.
+    pub fn between(text: &'a str, start: usize, end: usize) -> Option<Line<'a>> {
+        let mut content = text.get(start..end)?;
+        if let Some(stripped) = content.strip_suffix('\r') {
+            content = stripped;
+        }
+        Some(Line {
+            text: content,
+            start,
+            end: start + content.len(),
+        })
+    }
+}
+
+/// The offset of the `\n` that ends the line holding `position` in `bytes`,
+/// or the end of `bytes`.
+pub fn line_end(bytes: &[u8], position: usize) -> usize {
+    bytes
+        .get(position..)
+        .and_then(|rest| memchr::memchr(b'\n', rest))
+        .map_or(bytes.len(), |newline| position + newline)
+}
+
 /// Iterator over the lines of a text with their byte ranges.
 pub struct LineIterator<'a> {
     text: &'a str,
@@ -54,15 +79,7 @@ impl<'a> Iterator for LineIterator<'a> {
             None => (rest.len(), rest.len()),
         };
         self.position += advance;
-        let mut content = rest.get(..content_length)?;
-        if let Some(stripped) = content.strip_suffix('\r') {
-            content = stripped;
-        }
-        Some(Line {
-            text: content,
-            start,
-            end: start + content.len(),
-        })
+        Line::between(self.text, start, start + content_length)
     }
 }
 
@@ -289,23 +306,12 @@ fn lines_starting_with(text: &str, first: u8, second: u8) -> impl Iterator<Item 
             .and_then(|rest| memchr::memchr2(first, second, rest))
         {
             let position = search_from + offset;
-            let line_end = bytes
-                .get(position..)
-                .and_then(|rest| memchr::memchr(b'\n', rest))
-                .map_or(bytes.len(), |newline| position + newline);
-            search_from = line_end + 1;
+            let end = line_end(bytes, position);
+            search_from = end + 1;
             let Some(start) = line_start_if_first(text, position) else {
                 continue;
             };
-            let mut content = text.get(start..line_end)?;
-            if let Some(stripped) = content.strip_suffix('\r') {
-                content = stripped;
-            }
-            return Some(Line {
-                text: content,
-                start,
-                end: start + content.len(),
-            });
+            return Line::between(text, start, end);
         }
         None
     })
