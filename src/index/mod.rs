@@ -1,17 +1,27 @@
 //! index: "here is a user and a question, which of their sessions and
 //! messages match?"
 //!
-//! A tantivy index in `<data-dir>/index`, derived from the store. Each
-//! stored message is one document: its scope (`user_id`, a raw term), its
-//! `message_id` and `seq` (fast and indexed, to trace hits back to the store
-//! and to replay idempotently), its session and its text under the
-//! code-aware tokenizer. Each session record is one more document
-//! (`doc_kind` = `session`): its whole text and its stored ranking profile
-//! (the record's symbols, paths, error types, tests and outcome as match
-//! keys, which ranking weighs), replaced whole whenever the record is
-//! re-derived. The facts are not indexed as fields of their own: ranking
-//! reads them from the profile of each candidate, and every indexed field
-//! costs a term dictionary per segment, which every commit builds.
+//! A tantivy index in `<data-dir>/index`, derived from the store, of two
+//! kinds of documents, each with its scope (`user_id`, a raw term) and its
+//! session's `session_hash` (fast):
+//!
+//! - a **part** (`doc_kind` = `part`) holds consecutive messages of one
+//!   Add, up to 64 KB of their text: its `seq` (indexed and fast, to replay
+//!   idempotently), its messages' range within the Add (`part_range`,
+//!   fast, to trace hits back to the store) and their text under the
+//!   code-aware tokenizer. Each message is indexed once, in the part the Add
+//!   that brought it made; nothing later rewrites it.
+//! - a **session document** (`doc_kind` = `session`) holds what the record
+//!   makes of the whole session and is small: the task statement as text,
+//!   and the stored ranking profile (the record's symbols, paths, error
+//!   types, tests and outcome as match keys, which ranking weighs),
+//!   replaced whole whenever the record is derived again.
+//!
+//! A session's text is then its document's and its parts' together, and a
+//! session search scores it as one text (see [`search`]). The facts are not
+//! indexed as fields of their own: ranking reads them from the profile of
+//! each candidate, and every indexed field costs a term dictionary per
+//! segment, which every commit builds.
 //! Every commit carries a payload `{"schema": V, "seq": N}`: everything the
 //! store holds up to `seq` N is in the index. At start-up the index replays
 //! what it lacks; a missing, unreadable or outdated index is rebuilt from the
@@ -83,7 +93,10 @@ const CODE_TOKENIZER: &str = "code";
 /// (`rank::SessionProfile`) changes: an index of another
 /// version is rebuilt from the store.
 /// 11: task and fix digests are SHA-256 based (stable across builds).
-const SCHEMA_VERSION: u64 = 11;
+/// 12: message text is indexed once, in parts (consecutive messages of one
+/// Add) that a session's text is the sum of; session documents hold the
+/// task, and there are no message documents.
+const SCHEMA_VERSION: u64 = 12;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Decompressed document store blocks each segment's reader keeps (tantivy
@@ -119,47 +132,51 @@ const MERGE_MIN_SEGMENTS: usize = 5;
 #[derive(Debug, Clone, Copy)]
 struct Fields {
     user_id: Field,
-    /// `message` or `session`.
+    /// `session` or `part`.
     doc_kind: Field,
-    message_id: Field,
+    /// Session documents: the last Add the record includes; parts: their
+    /// Add (a replay deletes by it).
     seq: Field,
     /// Set on session documents only: replaced whole when re-derived.
     session_key: Field,
-    /// Message documents: the key of their session (apart from
-    /// `session_key`, which replacing a session record deletes by).
-    message_session: Field,
+    /// Parts: the key of their session (apart from `session_key`, which
+    /// replacing a session record deletes by).
+    part_session: Field,
+    /// Both kinds: [`session_hash`] of the session key, which groups a
+    /// session's parts with its document.
+    session_hash: Field,
+    /// Parts: the messages they hold within their Add, first and end
+    /// index ([`part_range`]).
+    part_range: Field,
     /// Session documents: the ranking profile (JSON, stored only).
     profile: Field,
-    /// Session documents: task statement and evidence text (apart from
-    /// `text`, so that session searches walk session postings only).
+    /// Session documents: task statement and evidence; parts: the text of
+    /// their messages.
     session_text: Field,
-    text: Field,
 }
 
-/// `doc_kind` of a raw message document.
-const KIND_MESSAGE: &str = "message";
+/// `doc_kind` of a part: consecutive messages of one Add.
+const KIND_PART: &str = "part";
 /// `doc_kind` of a session record document.
 const KIND_SESSION: &str = "session";
 
 fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
-    let code_text = || {
-        TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(CODE_TOKENIZER)
-                .set_index_option(IndexRecordOption::WithFreqs),
-        )
-    };
+    let code_text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(CODE_TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
     let fields = Fields {
         user_id: builder.add_text_field("user_id", STRING),
         doc_kind: builder.add_text_field("doc_kind", STRING),
-        message_id: builder.add_u64_field("message_id", INDEXED | FAST),
         seq: builder.add_u64_field("seq", INDEXED | FAST),
         session_key: builder.add_text_field("session_key", STRING),
-        message_session: builder.add_text_field("message_session", STRING),
+        part_session: builder.add_text_field("part_session", STRING),
+        session_hash: builder.add_u64_field("session_hash", FAST),
+        part_range: builder.add_u64_field("part_range", FAST),
         profile: builder.add_text_field("profile", STORED),
-        session_text: builder.add_text_field("session_text", code_text()),
-        text: builder.add_text_field("text", code_text()),
+        session_text: builder.add_text_field("session_text", code_text),
     };
     (builder.build(), fields)
 }
@@ -175,13 +192,38 @@ pub struct SessionDoc {
     pub last_seq: i64,
     /// The ranking profile, JSON.
     pub profile_json: String,
-    /// Task statement, evidence and the messages no evidence came from.
+    /// Task statement.
     pub text: String,
 }
 
 fn session_key(user_id: &str, session_id: &str) -> String {
     // Length-prefixed: no choice of ids can make two pairs collide.
     format!("{}:{user_id}{session_id}", user_id.len())
+}
+
+/// The `session_hash` of a session key: the first 8 bytes of its SHA-256.
+/// Two sessions of one user sharing it would pool their parts' text (one
+/// chance in 2^64 per pair); nothing else reads it.
+fn session_hash(key: &str) -> u64 {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
+}
+
+/// The `part_range` of the messages `first..end` of an Add.
+fn part_range(first: usize, end: usize) -> u64 {
+    let clamp = |index: usize| u64::from(u32::try_from(index).unwrap_or(u32::MAX));
+    (clamp(first) << 32) | clamp(end)
+}
+
+/// The messages `first..end` of a `part_range`.
+fn part_bounds(range: u64) -> (usize, usize) {
+    (
+        (range >> 32) as usize,
+        (range & u64::from(u32::MAX)) as usize,
+    )
 }
 
 /// [`tokenize::code_tokens`] as tantivy's tokens: what the code tokenizer
@@ -272,9 +314,9 @@ impl View {
     }
 }
 
-/// Bytes the remembered scopes may hold: five bytes per session document
-/// and segment, so room for about three million, far more than the
-/// scopes of the users searching at one time.
+/// Bytes the remembered scopes may hold: 14 bytes per session document or
+/// part and segment, so room for about a million, more than the scopes of
+/// the users searching at one time.
 const SCOPE_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// How the index was found at start-up.

@@ -14,7 +14,8 @@
 //! each document's term frequencies and its length as tantivy encodes it
 //! (its fieldnorm id), and the statistics of a search count the batches'
 //! documents. A session document here replaces the committed document of
-//! the same session (and any older one here), as its commit would.
+//! the same session (and any older one here), as its commit would; parts
+//! only add.
 //!
 //! A commit makes the batches' documents part of the segments; the view
 //! that searches read then has the new searcher and no batch (see
@@ -30,26 +31,34 @@ use tantivy::tokenizer::Token;
 /// Term -> (document, term frequency), documents ascending.
 pub(super) type Postings = FxHashMap<String, Vec<(u32, u32)>>;
 
-/// A session document written since the last commit.
+/// What a published document is.
 #[derive(Debug)]
-pub(super) struct RecentSession {
+pub(super) enum RecentKind {
+    /// A session record's document; `last_seq`: the last Add its record
+    /// includes.
+    Session { profile_json: String, last_seq: i64 },
+    /// A part: messages `range` (see `part_range`) of the Add `seq`.
+    Part { seq: i64, range: u64 },
+}
+
+/// A session document or a part written since the last commit.
+#[derive(Debug)]
+pub(super) struct RecentDoc {
     pub user_id: String,
-    /// The `session_key` term of the document.
+    /// The session's key (`session_key` of a session document,
+    /// `part_session` of a part).
     pub key: String,
-    pub profile_json: String,
+    /// `session_hash` of `key`.
+    pub hash: u64,
+    pub kind: RecentKind,
     /// Its `session_text` length as tantivy encodes it.
     pub fieldnorm_id: u8,
 }
 
-/// A message document written since the last commit.
-#[derive(Debug)]
-pub(super) struct RecentMessage {
-    pub user_id: String,
-    /// The `message_session` term of the document.
-    pub session_key: String,
-    pub message_id: i64,
-    /// Its `text` length as tantivy encodes it.
-    pub fieldnorm_id: u8,
+impl RecentDoc {
+    pub fn is_session(&self) -> bool {
+        matches!(self.kind, RecentKind::Session { .. })
+    }
 }
 
 /// The documents of one writer turn, with their terms.
@@ -60,14 +69,11 @@ pub(super) struct RecentBatch {
     pub number: u64,
     /// Names the batch's documents in a `DocKey` (as a segment would).
     pub id: SegmentId,
-    pub sessions: Vec<RecentSession>,
-    pub messages: Vec<RecentMessage>,
-    /// `session_text` term -> (session document, term frequency).
-    pub session_postings: Postings,
-    /// `text` term -> (message document, term frequency).
-    pub message_postings: Postings,
-    /// Summed `text` tokens.
-    pub message_tokens: u64,
+    pub docs: Vec<RecentDoc>,
+    /// `session_text` term -> (document, term frequency).
+    pub postings: Postings,
+    /// Summed `session_text` tokens.
+    pub num_tokens: u64,
     /// Bytes of text indexed, for the bound on what is held here.
     pub text_bytes: usize,
 }
@@ -77,35 +83,28 @@ impl RecentBatch {
         RecentBatch {
             number,
             id: SegmentId::generate_random(),
-            sessions: Vec::new(),
-            messages: Vec::new(),
-            session_postings: Postings::default(),
-            message_postings: Postings::default(),
-            message_tokens: 0,
+            docs: Vec::new(),
+            postings: Postings::default(),
+            num_tokens: 0,
             text_bytes: 0,
         }
     }
 
     /// Documents, as they count in tantivy's `max_doc`.
     pub fn num_docs(&self) -> u64 {
-        (self.sessions.len() + self.messages.len()) as u64
+        self.docs.len() as u64
     }
 
-    pub fn add_session(&mut self, mut session: RecentSession, tokens: &[Token], text_bytes: usize) {
-        let doc = self.sessions.len() as u32;
-        let num_tokens = index_terms(tokens, doc, &mut self.session_postings);
-        self.text_bytes += text_bytes + session.profile_json.len();
-        session.fieldnorm_id = FieldNormReader::fieldnorm_to_id(num_tokens);
-        self.sessions.push(session);
-    }
-
-    pub fn add_message(&mut self, mut message: RecentMessage, tokens: &[Token], text_bytes: usize) {
-        let doc = self.messages.len() as u32;
-        let num_tokens = index_terms(tokens, doc, &mut self.message_postings);
-        self.message_tokens += u64::from(num_tokens);
+    pub fn add(&mut self, mut document: RecentDoc, tokens: &[Token], text_bytes: usize) {
+        let doc = self.docs.len() as u32;
+        let num_tokens = index_terms(tokens, doc, &mut self.postings);
         self.text_bytes += text_bytes;
-        message.fieldnorm_id = FieldNormReader::fieldnorm_to_id(num_tokens);
-        self.messages.push(message);
+        self.num_tokens += u64::from(num_tokens);
+        if let RecentKind::Session { profile_json, .. } = &document.kind {
+            self.text_bytes += profile_json.len();
+        }
+        document.fieldnorm_id = FieldNormReader::fieldnorm_to_id(num_tokens);
+        self.docs.push(document);
     }
 }
 
@@ -134,15 +133,15 @@ fn index_terms(tokens: &[Token], doc: u32, postings: &mut Postings) -> u32 {
     num_tokens
 }
 
-/// One user's session documents among the published batches: the newest
-/// of each session only.
+/// One user's documents among the published batches: the newest session
+/// document of each session, and every part.
 pub(super) struct RecentScope<'a> {
-    /// (batch, session document), ascending (oldest batch first).
+    /// (batch, document), ascending (oldest batch first).
     pub docs: Vec<(usize, u32)>,
-    /// Their sessions' keys.
+    /// The keys of the session documents among them.
     pub keys: Vec<&'a str>,
-    /// Per batch, per session document, its position in `docs`
-    /// ([`NOT_IN_SCOPE`] for another user's or a replaced one).
+    /// Per batch, per document, its position in `docs` ([`NOT_IN_SCOPE`]
+    /// for another user's or a replaced one).
     positions: Vec<Vec<u32>>,
 }
 
@@ -152,10 +151,17 @@ impl<'a> RecentScope<'a> {
     pub fn of(batches: &'a [std::sync::Arc<RecentBatch>], user_id: &str) -> RecentScope<'a> {
         let mut seen: std::collections::HashSet<&'a str> = std::collections::HashSet::new();
         let mut docs = Vec::new();
+        let mut keys = Vec::new();
         for (batch_ord, batch) in batches.iter().enumerate().rev() {
-            for (doc, session) in batch.sessions.iter().enumerate().rev() {
-                if session.user_id == user_id && seen.insert(session.key.as_str()) {
+            for (doc, document) in batch.docs.iter().enumerate().rev() {
+                if document.user_id != user_id {
+                    continue;
+                }
+                if !document.is_session() {
                     docs.push((batch_ord, doc as u32));
+                } else if seen.insert(document.key.as_str()) {
+                    docs.push((batch_ord, doc as u32));
+                    keys.push(document.key.as_str());
                 }
             }
         }
@@ -166,14 +172,12 @@ impl<'a> RecentScope<'a> {
                 if docs.is_empty() {
                     Vec::new()
                 } else {
-                    vec![NOT_IN_SCOPE; batch.sessions.len()]
+                    vec![NOT_IN_SCOPE; batch.docs.len()]
                 }
             })
             .collect();
-        let mut keys = Vec::with_capacity(docs.len());
         for (position, &(batch_ord, doc)) in docs.iter().enumerate() {
             positions[batch_ord][doc as usize] = position as u32;
-            keys.push(batches[batch_ord].sessions[doc as usize].key.as_str());
         }
         RecentScope {
             docs,
@@ -194,7 +198,7 @@ impl<'a> RecentScope<'a> {
             return;
         }
         for (batch, positions) in batches.iter().zip(&self.positions) {
-            let Some(postings) = batch.session_postings.get(term) else {
+            let Some(postings) = batch.postings.get(term) else {
                 continue;
             };
             for &(doc, freq) in postings {

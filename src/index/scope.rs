@@ -1,7 +1,7 @@
-//! index::scope: "which session documents are this user's, and how long
-//! are they?", remembered per segment.
+//! index::scope: "which session documents and parts are this user's, and
+//! how long are they?", remembered per segment.
 //!
-//! Every search needs the live session documents of its user (BM25
+//! Every search needs the live session documents and parts of its user (BM25
 //! statistics and candidates are counted within them, never over other
 //! users' documents). Walking them is the same work for every search of a
 //! user until the index changes, so it is kept per segment state: a
@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use tantivy::index::SegmentId;
 use tantivy::{DocId, DocSet, Opstamp, SegmentReader};
 
-/// The live session documents of one user in one segment state.
+/// The live session documents and parts of one user in one segment state.
 #[derive(Debug, Default)]
 pub(super) struct SegmentScope {
     /// Ascending.
@@ -31,8 +31,17 @@ pub(super) struct SegmentScope {
     /// Each document's `session_text` fieldnorm id (its length as tantivy
     /// encodes it), in the order of `docs`.
     pub fieldnorm_ids: Vec<u8>,
-    /// Their summed `session_text` length (decoded fieldnorms).
-    pub num_tokens: u64,
+    /// Each document's `session_hash`, in the order of `docs`.
+    pub hashes: Vec<u64>,
+    /// Whether each document is a part (else a session document).
+    pub is_part: Vec<bool>,
+}
+
+/// The fast fields a scope reads of each document.
+pub(super) struct ScopeColumns<'a> {
+    pub fieldnorms: &'a tantivy::fieldnorm::FieldNormReader,
+    pub hashes: &'a tantivy::columnar::Column<u64>,
+    pub part_ranges: &'a tantivy::columnar::Column<u64>,
 }
 
 impl SegmentScope {
@@ -40,7 +49,7 @@ impl SegmentScope {
     pub fn collect(
         segment: &SegmentReader,
         matching: &mut dyn DocSet,
-        fieldnorms: &tantivy::fieldnorm::FieldNormReader,
+        columns: &ScopeColumns<'_>,
     ) -> SegmentScope {
         let alive = segment.alive_bitset();
         let mut scope = SegmentScope::default();
@@ -48,8 +57,11 @@ impl SegmentScope {
         while doc != tantivy::TERMINATED {
             if alive.is_none_or(|alive| alive.is_alive(doc)) {
                 scope.docs.push(doc);
-                scope.fieldnorm_ids.push(fieldnorms.fieldnorm_id(doc));
-                scope.num_tokens += u64::from(fieldnorms.fieldnorm(doc));
+                scope
+                    .fieldnorm_ids
+                    .push(columns.fieldnorms.fieldnorm_id(doc));
+                scope.hashes.push(columns.hashes.first(doc).unwrap_or(0));
+                scope.is_part.push(columns.part_ranges.first(doc).is_some());
             }
             doc = matching.advance();
         }
@@ -58,7 +70,10 @@ impl SegmentScope {
 
     /// Approximate heap bytes held, for the cache's budget.
     fn num_bytes(&self) -> usize {
-        self.docs.capacity() * std::mem::size_of::<DocId>() + self.fieldnorm_ids.capacity()
+        self.docs.capacity() * std::mem::size_of::<DocId>()
+            + self.fieldnorm_ids.capacity()
+            + self.hashes.capacity() * std::mem::size_of::<u64>()
+            + self.is_part.capacity()
     }
 }
 

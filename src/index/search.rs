@@ -1,6 +1,12 @@
 //! index::search: "which of this user's sessions and messages match these
 //! terms, and how well?", over one view (the committed segments and the
 //! batches published since).
+//!
+//! A session's text is its document's (task and evidence) and its parts'
+//! (every message, each indexed once, by the Add that brought it): a
+//! session search counts a term's frequency over all of them, and the
+//! session's length as their sum, so the score is BM25 over the session as
+//! one text, while an Add indexes only what it brought.
 
 use tantivy::collector::TopDocs;
 use tantivy::fieldnorm::FieldNormReader;
@@ -8,9 +14,11 @@ use tantivy::query::{Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query, Te
 use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::{DocSet, TantivyDocument, Term};
 
-use super::recent::{RecentBatch, RecentScope};
-use super::scope::SegmentScope;
-use super::{IndexError, KIND_MESSAGE, KIND_SESSION, SearchIndex, View, session_key};
+use rustc_hash::FxHashMap;
+
+use super::recent::{RecentBatch, RecentKind, RecentScope};
+use super::scope::{ScopeColumns, SegmentScope};
+use super::{IndexError, KIND_PART, KIND_SESSION, SearchIndex, View, part_bounds, session_key};
 
 /// Distinct query terms a session search uses: the first ones of a task
 /// statement (title and opening) carry its subject; a long pasted log adds
@@ -18,7 +26,7 @@ use super::{IndexError, KIND_MESSAGE, KIND_SESSION, SearchIndex, View, session_k
 const MAX_SESSION_QUERY_TERMS: usize = 128;
 
 /// Distinct query terms, the rarest, a search for the best-matching
-/// message of known sessions uses.
+/// parts of known sessions uses.
 const MAX_MESSAGE_QUERY_TERMS: usize = 16;
 
 /// One session document found for a query.
@@ -30,7 +38,8 @@ pub struct SessionHit {
     /// Its stored ranking profile (JSON); `None` when the caller knew the
     /// key already (see [`SearchIndex::search_sessions`]).
     pub profile_json: Option<String>,
-    /// BM25 of the query terms over its whole text.
+    /// BM25 of the query terms over its whole text (its document's and
+    /// its parts').
     pub text_score: f32,
     /// The summed IDF of the query terms its text holds, however often
     /// and however long the text: a rare term found in a long trajectory
@@ -38,44 +47,18 @@ pub struct SessionHit {
     pub matched_weight: f32,
 }
 
-/// BM25 statistics of one user's session documents: their number, their
-/// summed text length and each query term's document frequency, all
-/// counted within the scope. A user's ranking then depends on their own
-/// memory only, and no score reveals what another user stores. Handed to
-/// tantivy's [`Bm25Weight`], which would otherwise count over every user's
-/// documents.
-pub(super) struct ScopeStatistics {
-    pub(super) num_docs: u64,
-    pub(super) num_tokens: u64,
-    pub(super) doc_freqs: std::collections::HashMap<Term, u64>,
-}
-
-impl tantivy::query::Bm25StatisticsProvider for ScopeStatistics {
-    fn total_num_tokens(&self, _field: Field) -> tantivy::Result<u64> {
-        Ok(self.num_tokens)
-    }
-
-    fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Ok(self.num_docs)
-    }
-
-    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        Ok(self.doc_freqs.get(term).copied().unwrap_or(0))
-    }
-}
-
-/// BM25 statistics of the message documents: the committed segments'
-/// (tantivy's own, over every user, as a search of the index alone counts
-/// them) plus the published batches' documents, as their commit will add
-/// them.
-struct MessageStatistics<'a> {
+/// BM25 statistics of the parts: the committed segments' (tantivy's own,
+/// over every user's documents of the field, as a search of the index
+/// alone counts them) plus the published batches' documents, as their
+/// commit will add them.
+struct PartStatistics<'a> {
     searcher: &'a tantivy::Searcher,
     recent: &'a [std::sync::Arc<RecentBatch>],
 }
 
-impl tantivy::query::Bm25StatisticsProvider for MessageStatistics<'_> {
+impl tantivy::query::Bm25StatisticsProvider for PartStatistics<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let published: u64 = self.recent.iter().map(|batch| batch.message_tokens).sum();
+        let published: u64 = self.recent.iter().map(|batch| batch.num_tokens).sum();
         Ok(self.searcher.total_num_tokens(field)? + published)
     }
 
@@ -89,13 +72,25 @@ impl tantivy::query::Bm25StatisticsProvider for MessageStatistics<'_> {
             Some(text) => self
                 .recent
                 .iter()
-                .filter_map(|batch| batch.message_postings.get(text))
+                .filter_map(|batch| batch.postings.get(text))
                 .map(|postings| postings.len() as u64)
                 .sum(),
             None => 0,
         };
         Ok(self.searcher.doc_freq(term)? + published)
     }
+}
+
+/// tantivy's BM25 constants.
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// BM25 of a term of IDF `idf` found `tf` times in a text of `length`
+/// tokens, among texts of `average` tokens: tantivy's formula.
+pub(super) fn bm25(idf: f32, tf: u32, length: u64, average: f32) -> f32 {
+    let tf = tf as f32;
+    let norm = K1 * (1.0 - B + B * length as f32 / average);
+    idf * (1.0 + K1) * (tf / (tf + norm))
 }
 
 /// tantivy's BM25 IDF of a term held by `df` of `num_docs` documents.
@@ -105,12 +100,10 @@ pub(super) fn bm25_idf(num_docs: u64, df: u64) -> f32 {
     (1.0 + (num_docs - df + 0.5) / (df + 0.5)).ln()
 }
 
-/// The live session documents of one scope.
+/// The live session documents and parts of one scope.
 pub(super) struct ScopeDocuments {
     /// Per segment, in the searcher's order.
     pub(super) segments: Vec<std::sync::Arc<SegmentScope>>,
-    pub(super) num_docs: u64,
-    pub(super) num_tokens: u64,
 }
 
 /// Calls `found` with the position in `docs` (ascending) and the term
@@ -179,11 +172,19 @@ pub struct SessionCandidates {
     pub rarest_terms: Vec<String>,
 }
 
-/// One matching message: its store id and BM25 score.
+/// A part's score and address, with its Add and `part_range` when it is a
+/// published one.
+type ScoredPart = (f32, tantivy::DocAddress, Option<(i64, u64)>);
+
+/// One matching part: its messages and BM25 score.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Hit {
-    /// The message's row id in the store.
-    pub message_id: i64,
+pub struct PartHit {
+    /// The Add whose messages it holds.
+    pub seq: i64,
+    /// Its first message's index within the Add.
+    pub first_index: usize,
+    /// The index after its last message's.
+    pub end_index: usize,
     /// BM25 over the code-aware terms.
     pub score: f32,
 }
@@ -210,17 +211,18 @@ impl SearchIndex {
         ]
     }
 
-    /// The session documents of `user_id` sharing a term with `terms`: the
-    /// best `limit` by BM25 over their whole text.
-    /// Profiles are read only for documents `known` says no to (a caller
-    /// may keep the parsed profiles of keys it saw).
+    /// The sessions of `user_id` sharing a term with `terms`: the best
+    /// `limit` by BM25 over their whole text (their document's and their
+    /// parts'). Profiles are read only for documents `known` says no to (a
+    /// caller may keep the parsed profiles of keys it saw).
     ///
-    /// Each term's postings are read once, within the scope: its document
-    /// frequency there, and its frequency in each document that holds it.
-    /// The scores are then tantivy's BM25 (its [`Bm25Weight`] with the
-    /// scope's statistics), summed per document in the order of `terms`,
-    /// and the best kept by score, then document address, as tantivy's
-    /// `TopDocs` over `scope AND (term OR term ...)` would.
+    /// Each term's postings are read once, within the scope, and summed
+    /// per session: the term's document frequency is the number of
+    /// sessions holding it, and a session's length the sum of its
+    /// documents' (as tantivy encodes each). The scores are tantivy's BM25
+    /// formula with these statistics, summed per session in the order of
+    /// `terms`, and the best kept by score, then the address of the
+    /// session's document.
     pub fn search_sessions(
         &self,
         user_id: &str,
@@ -231,8 +233,9 @@ impl SearchIndex {
         let view = self.view();
         let searcher = &view.searcher;
         let scope = self.scope_documents(searcher, user_id)?;
-        // The user's session documents published since the commit: the
-        // newest of each session, and the committed ones they replace.
+        // The user's documents published since the commit: the newest
+        // session document of each session, every part, and the committed
+        // session documents they replace.
         let recent = RecentScope::of(&view.recent, user_id);
         // Every scope document has a slot: the documents of the first
         // segment, then of the next, each segment's ascending, then the
@@ -246,24 +249,75 @@ impl SearchIndex {
         let num_committed_slots = num_slots;
         num_slots += recent.docs.len();
         let replaced = self.replaced_slots(searcher, &scope, &first_slots, &recent)?;
-        let mut fieldnorm_ids: Vec<u8> = scope
-            .segments
-            .iter()
-            .flat_map(|segment_scope| segment_scope.fieldnorm_ids.iter().copied())
-            .collect();
-        fieldnorm_ids.extend(
-            recent
-                .docs
-                .iter()
-                .map(|&(batch, doc)| view.recent[batch].sessions[doc as usize].fieldnorm_id),
-        );
-        let length = |slot: usize| u64::from(FieldNormReader::id_to_fieldnorm(fieldnorm_ids[slot]));
-        let scope_size =
-            scope.num_docs.saturating_sub(replaced.len() as u64) + recent.docs.len() as u64;
-        let num_tokens = scope
-            .num_tokens
-            .saturating_sub(replaced.iter().map(|&slot| length(slot)).sum::<u64>())
-            + (num_committed_slots..num_slots).map(length).sum::<u64>();
+        let num_segments = scope.segments.len();
+        // Per slot: its length, its session's hash, whether it is a part,
+        // and its address.
+        let mut lengths: Vec<u64> = Vec::with_capacity(num_slots);
+        let mut hashes: Vec<u64> = Vec::with_capacity(num_slots);
+        let mut is_part: Vec<bool> = Vec::with_capacity(num_slots);
+        for segment_scope in &scope.segments {
+            lengths.extend(
+                segment_scope
+                    .fieldnorm_ids
+                    .iter()
+                    .map(|&id| u64::from(FieldNormReader::id_to_fieldnorm(id))),
+            );
+            hashes.extend_from_slice(&segment_scope.hashes);
+            is_part.extend_from_slice(&segment_scope.is_part);
+        }
+        for &(batch, doc) in &recent.docs {
+            let document = &view.recent[batch].docs[doc as usize];
+            lengths.push(u64::from(FieldNormReader::id_to_fieldnorm(
+                document.fieldnorm_id,
+            )));
+            hashes.push(document.hash);
+            is_part.push(!document.is_session());
+        }
+        let address = |slot: usize| -> tantivy::DocAddress {
+            if slot >= num_committed_slots {
+                let (batch, doc) = recent.docs[slot - num_committed_slots];
+                tantivy::DocAddress::new((num_segments + batch) as u32, doc)
+            } else {
+                let segment_ord = first_slots.partition_point(|&first| first <= slot) - 1;
+                let doc = scope.segments[segment_ord].docs[slot - first_slots[segment_ord]];
+                tantivy::DocAddress::new(segment_ord as u32, doc)
+            }
+        };
+        let mut live = vec![true; num_slots];
+        for &slot in &replaced {
+            live[slot] = false;
+        }
+        // One group per live session document; each part joins its
+        // session's (a part whose session has no live document, as in the
+        // moment between a purge's deletions, joins none).
+        const NO_GROUP: u32 = u32::MAX;
+        let mut group_of_hash: FxHashMap<u64, u32> = FxHashMap::default();
+        let mut group_slots: Vec<usize> = Vec::new();
+        for slot in 0..num_slots {
+            if live[slot] && !is_part[slot] {
+                group_of_hash.entry(hashes[slot]).or_insert_with(|| {
+                    group_slots.push(slot);
+                    (group_slots.len() - 1) as u32
+                });
+            }
+        }
+        let num_groups = group_slots.len();
+        let mut slot_groups = vec![NO_GROUP; num_slots];
+        let mut group_lengths = vec![0u64; num_groups];
+        for slot in 0..num_slots {
+            if !live[slot] {
+                continue;
+            }
+            if let Some(&group) = group_of_hash.get(&hashes[slot]) {
+                if !is_part[slot] && group_slots[group as usize] != slot {
+                    continue;
+                }
+                slot_groups[slot] = group;
+                group_lengths[group as usize] += lengths[slot];
+            }
+        }
+        let scope_size = num_groups as u64;
+        let num_tokens: u64 = group_lengths.iter().sum();
         let terms: Vec<&String> = terms.iter().take(MAX_SESSION_QUERY_TERMS).collect();
         if terms.is_empty() || limit == 0 || scope_size == 0 {
             return Ok(SessionCandidates {
@@ -273,10 +327,7 @@ impl SearchIndex {
                 rarest_terms: Vec::new(),
             });
         }
-        let mut live = vec![true; num_slots];
-        for &slot in &replaced {
-            live[slot] = false;
-        }
+        let average_length = (num_tokens as f32 / scope_size as f32).max(f32::MIN_POSITIVE);
         let inverted: Vec<Option<std::sync::Arc<tantivy::InvertedIndexReader>>> = searcher
             .segment_readers()
             .iter()
@@ -289,19 +340,24 @@ impl SearchIndex {
                 }
             })
             .collect::<tantivy::Result<_>>()?;
-        // Each term's postings within the scope: (slot, term frequency),
-        // the term's entries from `term_ends` of the previous term to its own.
-        let mut statistics = ScopeStatistics {
-            num_docs: scope_size,
-            num_tokens,
-            doc_freqs: std::collections::HashMap::with_capacity(terms.len()),
-        };
+        // Each term's frequency per session: (group, term frequency), the
+        // term's entries from `term_ends` of the previous term to its own.
         let mut held: Vec<(u32, u32)> = Vec::new();
         let mut term_ends: Vec<usize> = Vec::with_capacity(terms.len());
-        let mut term_keys: Vec<Term> = Vec::with_capacity(terms.len());
+        let mut frequencies = vec![0u32; num_groups];
+        let mut touched: Vec<u32> = Vec::new();
         for term in &terms {
             let key = Term::from_field_text(self.fields.session_text, term);
-            let term_start = held.len();
+            let mut count = |slot: usize, freq: u32| {
+                let group = slot_groups[slot];
+                if group != NO_GROUP {
+                    let frequency = &mut frequencies[group as usize];
+                    if *frequency == 0 {
+                        touched.push(group);
+                    }
+                    *frequency = frequency.saturating_add(freq);
+                }
+            };
             for ((inverted, segment_scope), first_slot) in
                 inverted.iter().zip(&scope.segments).zip(&first_slots)
             {
@@ -315,20 +371,19 @@ impl SearchIndex {
                     continue;
                 };
                 intersect_postings(&mut postings, &segment_scope.docs, |position, freq| {
-                    let slot = first_slot + position;
-                    if live[slot] {
-                        held.push((slot as u32, freq));
-                    }
+                    count(first_slot + position, freq);
                 });
             }
             recent.postings(&view.recent, term, |position, freq| {
-                held.push(((num_committed_slots + position) as u32, freq));
+                count(num_committed_slots + position, freq);
             });
-            statistics
-                .doc_freqs
-                .insert(key.clone(), (held.len() - term_start) as u64);
+            touched.sort_unstable();
+            for &group in &touched {
+                held.push((group, frequencies[group as usize]));
+                frequencies[group as usize] = 0;
+            }
+            touched.clear();
             term_ends.push(held.len());
-            term_keys.push(key);
         }
         let term_ranges: Vec<std::ops::Range<usize>> = term_ends
             .iter()
@@ -343,22 +398,17 @@ impl SearchIndex {
             .map(|range| bm25_idf(scope_size, range.len() as u64))
             .collect();
         let query_weight: f32 = idfs.iter().sum();
-        // Per slot, summed term by term in query order (as tantivy's union
-        // sums its term scorers): the BM25 score, the matched weight, and
-        // whether any term is there at all.
-        let mut text_scores = vec![0.0f32; num_slots];
-        let mut matched_weights = vec![0.0f32; num_slots];
-        let mut matched = vec![false; num_slots];
-        for ((range, key), idf) in term_ranges.iter().zip(&term_keys).zip(&idfs) {
-            if range.is_empty() {
-                continue;
-            }
-            let bm25 = Bm25Weight::for_terms(&statistics, std::slice::from_ref(key))?;
-            for &(slot, freq) in &held[range.clone()] {
-                let slot = slot as usize;
-                text_scores[slot] += bm25.score(fieldnorm_ids[slot], freq);
-                matched_weights[slot] += idf;
-                matched[slot] = true;
+        // Per session, summed term by term in query order: the BM25 score,
+        // the matched weight, and whether any term is there at all.
+        let mut text_scores = vec![0.0f32; num_groups];
+        let mut matched_weights = vec![0.0f32; num_groups];
+        let mut matched = vec![false; num_groups];
+        for (range, idf) in term_ranges.iter().zip(&idfs) {
+            for &(group, freq) in &held[range.clone()] {
+                let group = group as usize;
+                text_scores[group] += bm25(*idf, freq, group_lengths[group], average_length);
+                matched_weights[group] += idf;
+                matched[group] = true;
             }
         }
         let mut by_rarity: Vec<(usize, &String)> = term_ranges
@@ -373,30 +423,14 @@ impl SearchIndex {
             .take(MAX_MESSAGE_QUERY_TERMS)
             .map(|(_, term)| (*term).clone())
             .collect();
-        // (score, address, slot) of every document holding a term,
-        // ascending by address (a published batch after every segment, as
-        // its commit would add one); then the best `limit`, ties to the
-        // lower address.
-        let num_segments = scope.segments.len();
-        let mut found: Vec<(f32, tantivy::DocAddress, usize)> = Vec::new();
-        for ((segment_ord, segment_scope), first_slot) in
-            scope.segments.iter().enumerate().zip(&first_slots)
-        {
-            for (position, doc) in segment_scope.docs.iter().enumerate() {
-                let slot = first_slot + position;
-                if matched[slot] {
-                    let address = tantivy::DocAddress::new(segment_ord as u32, *doc);
-                    found.push((text_scores[slot], address, slot));
-                }
-            }
-        }
-        for (position, &(batch, doc)) in recent.docs.iter().enumerate() {
-            let slot = num_committed_slots + position;
-            if matched[slot] {
-                let address = tantivy::DocAddress::new((num_segments + batch) as u32, doc);
-                found.push((text_scores[slot], address, slot));
-            }
-        }
+        // (score, address of the session's document, group) of every
+        // session holding a term; then the best `limit`, ties to the lower
+        // address (a published batch after every segment, as its commit
+        // would add one).
+        let mut found: Vec<(f32, tantivy::DocAddress, usize)> = (0..num_groups)
+            .filter(|&group| matched[group])
+            .map(|group| (text_scores[group], address(group_slots[group]), group))
+            .collect();
         let best_first = |left: &(f32, tantivy::DocAddress, usize),
                           right: &(f32, tantivy::DocAddress, usize)| {
             right.0.total_cmp(&left.0).then(left.1.cmp(&right.1))
@@ -407,7 +441,8 @@ impl SearchIndex {
         }
         found.sort_unstable_by(best_first);
         let mut hits = Vec::with_capacity(found.len());
-        for (text_score, address, slot) in found {
+        for (text_score, address, group) in found {
+            let slot = group_slots[group];
             let (key, stored_profile) = if slot >= num_committed_slots {
                 let (batch, doc) = recent.docs[slot - num_committed_slots];
                 let batch = &view.recent[batch];
@@ -415,7 +450,11 @@ impl SearchIndex {
                     segment: batch.id,
                     doc,
                 };
-                (key, Some(&batch.sessions[doc as usize].profile_json))
+                let profile = match &batch.docs[doc as usize].kind {
+                    RecentKind::Session { profile_json, .. } => Some(profile_json),
+                    RecentKind::Part { .. } => None,
+                };
+                (key, profile)
             } else {
                 let key = DocKey {
                     segment: searcher.segment_reader(address.segment_ord).segment_id(),
@@ -441,7 +480,7 @@ impl SearchIndex {
                 key,
                 profile_json,
                 text_score,
-                matched_weight: matched_weights[slot],
+                matched_weight: matched_weights[group],
             });
         }
         Ok(SessionCandidates {
@@ -495,17 +534,32 @@ impl SearchIndex {
         Ok(replaced)
     }
 
-    /// The live session documents of `user_id`, per segment, with their
-    /// number and their summed `session_text` length: remembered per
-    /// segment state (see [`scope`]), computed for the segments not seen
-    /// yet.
+    /// The live session documents and parts of `user_id`, per segment,
+    /// with their lengths and sessions: remembered per segment state (see
+    /// [`scope`]), computed for the segments not seen yet.
     pub(super) fn scope_documents(
         &self,
         searcher: &tantivy::Searcher,
         user_id: &str,
     ) -> Result<ScopeDocuments, IndexError> {
         let segments = self.scopes.scopes(searcher, user_id, |ordinals| {
-            let scope = BooleanQuery::new(self.scoped(user_id, KIND_SESSION));
+            let constant = |query: Box<dyn Query>| -> Box<dyn Query> {
+                Box::new(ConstScoreQuery::new(query, 0.0))
+            };
+            let term = |field: Field, value: &str| -> Box<dyn Query> {
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, value),
+                    IndexRecordOption::Basic,
+                ))
+            };
+            let kinds = BooleanQuery::new(vec![
+                (Occur::Should, term(self.fields.doc_kind, KIND_SESSION)),
+                (Occur::Should, term(self.fields.doc_kind, KIND_PART)),
+            ]);
+            let scope = BooleanQuery::new(vec![
+                (Occur::Must, constant(term(self.fields.user_id, user_id))),
+                (Occur::Must, constant(Box::new(kinds))),
+            ]);
             let weight = scope.weight(tantivy::query::EnableScoring::disabled_from_searcher(
                 searcher,
             ))?;
@@ -514,35 +568,36 @@ impl SearchIndex {
                 .map(|ordinal| {
                     let segment = searcher.segment_reader(*ordinal as u32);
                     let fieldnorms = segment.get_fieldnorms_reader(self.fields.session_text)?;
+                    let fast = segment.fast_fields();
+                    let hashes = fast.u64("session_hash")?;
+                    let part_ranges = fast.u64("part_range")?;
                     let mut matching = weight.scorer(segment, 1.0)?;
                     Ok(SegmentScope::collect(
                         segment,
                         matching.as_mut(),
-                        &fieldnorms,
+                        &ScopeColumns {
+                            fieldnorms: &fieldnorms,
+                            hashes: &hashes,
+                            part_ranges: &part_ranges,
+                        },
                     ))
                 })
                 .collect()
         })?;
-        Ok(ScopeDocuments {
-            num_docs: segments
-                .iter()
-                .map(|segment| segment.docs.len() as u64)
-                .sum(),
-            num_tokens: segments.iter().map(|segment| segment.num_tokens).sum(),
-            segments,
-        })
+        Ok(ScopeDocuments { segments })
     }
 
-    /// The best `limit` messages of the given sessions of `user_id` for
+    /// The best `limit` parts of the given sessions of `user_id` for
     /// `terms` (the first few are used: pass the rarest, see
-    /// [`SessionCandidates::rarest_terms`]), by BM25, best first.
-    pub fn search_messages_in(
+    /// [`SessionCandidates::rarest_terms`]), by BM25, best first: where a
+    /// session's best-matching messages are.
+    pub fn search_parts_in(
         &self,
         user_id: &str,
         session_ids: &[&str],
         terms: &[String],
         limit: usize,
-    ) -> Result<Vec<Hit>, IndexError> {
+    ) -> Result<Vec<PartHit>, IndexError> {
         if session_ids.is_empty() || terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
@@ -556,9 +611,9 @@ impl SearchIndex {
                 .collect();
             Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>
         };
-        let mut clauses = self.scoped(user_id, KIND_MESSAGE);
+        let mut clauses = self.scoped(user_id, KIND_PART);
         let sessions = any_of(
-            self.fields.message_session,
+            self.fields.part_session,
             &mut session_ids
                 .iter()
                 .map(|session| session_key(user_id, session)),
@@ -568,7 +623,7 @@ impl SearchIndex {
         clauses.push((
             Occur::Must,
             any_of(
-                self.fields.text,
+                self.fields.session_text,
                 &mut terms.iter().take(MAX_MESSAGE_QUERY_TERMS).cloned(),
                 IndexRecordOption::WithFreqs,
             ),
@@ -579,20 +634,20 @@ impl SearchIndex {
         let collector = TopDocs::with_limit(limit).order_by_score();
         if view.recent.is_empty() {
             let top = searcher.search(&query, &collector)?;
-            return self.message_hits(
+            return self.part_hits(
                 searcher,
                 top.into_iter()
                     .map(|(score, address)| (score, address, None)),
             );
         }
         // With published batches, the statistics count their documents
-        // as their commit will, and their messages are scored alike.
-        let statistics = MessageStatistics {
+        // as their commit will, and their parts are scored alike.
+        let statistics = PartStatistics {
             searcher,
             recent: &view.recent,
         };
         let top = searcher.search_with_statistics_provider(&query, &collector, &statistics)?;
-        let mut scored: Vec<(f32, tantivy::DocAddress, Option<i64>)> = top
+        let mut scored: Vec<ScoredPart> = top
             .into_iter()
             .map(|(score, address)| (score, address, None))
             .collect();
@@ -604,7 +659,7 @@ impl SearchIndex {
             .iter()
             .take(MAX_MESSAGE_QUERY_TERMS)
             .map(|term| {
-                let key = Term::from_field_text(self.fields.text, term);
+                let key = Term::from_field_text(self.fields.session_text, term);
                 let weight = Bm25Weight::for_terms(&statistics, std::slice::from_ref(&key))?;
                 Ok((term.as_str(), weight))
             })
@@ -613,53 +668,61 @@ impl SearchIndex {
         for (batch_ord, batch) in view.recent.iter().enumerate() {
             let mut scores: std::collections::HashMap<u32, f32> = std::collections::HashMap::new();
             for (term, weight) in &weights {
-                let Some(postings) = batch.message_postings.get(*term) else {
+                let Some(postings) = batch.postings.get(*term) else {
                     continue;
                 };
                 for &(doc, freq) in postings {
-                    let message = &batch.messages[doc as usize];
-                    if message.user_id == user_id && wanted.contains(&message.session_key) {
+                    let document = &batch.docs[doc as usize];
+                    if !document.is_session()
+                        && document.user_id == user_id
+                        && wanted.contains(&document.key)
+                    {
                         *scores.entry(doc).or_insert(0.0) +=
-                            weight.score(message.fieldnorm_id, freq);
+                            weight.score(document.fieldnorm_id, freq);
                     }
                 }
             }
             for (doc, score) in scores {
                 let address = tantivy::DocAddress::new((num_segments + batch_ord) as u32, doc);
-                scored.push((
-                    score,
-                    address,
-                    Some(batch.messages[doc as usize].message_id),
-                ));
+                if let RecentKind::Part { seq, range } = batch.docs[doc as usize].kind {
+                    scored.push((score, address, Some((seq, range))));
+                }
             }
         }
         scored
             .sort_unstable_by(|left, right| right.0.total_cmp(&left.0).then(left.1.cmp(&right.1)));
         scored.truncate(limit);
-        self.message_hits(searcher, scored.into_iter())
+        self.part_hits(searcher, scored.into_iter())
     }
 
-    /// The hits of scored message documents: a committed one's message id
-    /// read from its fast field, a published one's given.
-    fn message_hits(
+    /// The hits of scored parts: a committed one's Add and messages read
+    /// from its fast fields, a published one's given.
+    fn part_hits(
         &self,
         searcher: &tantivy::Searcher,
-        scored: impl Iterator<Item = (f32, tantivy::DocAddress, Option<i64>)>,
-    ) -> Result<Vec<Hit>, IndexError> {
+        scored: impl Iterator<Item = ScoredPart>,
+    ) -> Result<Vec<PartHit>, IndexError> {
         let mut hits = Vec::new();
         for (score, address, published) in scored {
-            let message_id = match published {
-                Some(message_id) => Some(message_id),
+            let part = match published {
+                Some(part) => Some(part),
                 None => {
                     let segment = searcher.segment_reader(address.segment_ord);
-                    let column = segment.fast_fields().u64("message_id")?;
-                    column
-                        .first(address.doc_id)
-                        .map(|message_id| i64::try_from(message_id).unwrap_or(0))
+                    let fast = segment.fast_fields();
+                    let seq = fast.u64("seq")?.first(address.doc_id);
+                    let range = fast.u64("part_range")?.first(address.doc_id);
+                    seq.zip(range)
+                        .map(|(seq, range)| (i64::try_from(seq).unwrap_or(0), range))
                 }
             };
-            if let Some(message_id) = message_id {
-                hits.push(Hit { message_id, score });
+            if let Some((seq, range)) = part {
+                let (first_index, end_index) = part_bounds(range);
+                hits.push(PartHit {
+                    seq,
+                    first_index,
+                    end_index,
+                    score,
+                });
             }
         }
         Ok(hits)
@@ -667,15 +730,14 @@ impl SearchIndex {
 
     /// Number of documents visible to searches: the committed ones, less
     /// those a published record replaces, plus the published ones (the
-    /// newest record of each session).
+    /// newest record of each session, every part).
     pub fn num_docs(&self) -> u64 {
         let view = self.view();
         let mut keys: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let mut published = 0u64;
         for batch in view.recent.iter().rev() {
-            published += batch.messages.len() as u64;
-            for session in batch.sessions.iter().rev() {
-                if keys.insert(session.key.as_str()) {
+            for document in batch.docs.iter().rev() {
+                if !document.is_session() || keys.insert(document.key.as_str()) {
                     published += 1;
                 }
             }

@@ -10,8 +10,29 @@ use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocSet, Term};
 
-use super::search::{ScopeStatistics, SessionCandidates, bm25_idf};
+use super::search::{SessionCandidates, bm25_idf};
 use super::{DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, SearchIndex, SessionDoc, open};
+
+/// BM25 statistics of one scope, for tantivy's own query.
+struct ScopeStatistics {
+    num_docs: u64,
+    num_tokens: u64,
+    doc_freqs: HashMap<Term, u64>,
+}
+
+impl tantivy::query::Bm25StatisticsProvider for ScopeStatistics {
+    fn total_num_tokens(&self, _field: tantivy::schema::Field) -> tantivy::Result<u64> {
+        Ok(self.num_tokens)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.num_docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        Ok(self.doc_freqs.get(term).copied().unwrap_or(0))
+    }
+}
 
 /// A tiny vocabulary, so that terms are shared, repeated and tied.
 const WORDS: [&str; 12] = [
@@ -379,7 +400,12 @@ fn a_search_on_an_older_reader_leaves_no_stale_scope_to_newer_ones() {
     // A search still holding the older reader remembers that reader's
     // scope (where "one" was alive) after the newer one was seen.
     let older_scope = index.scope_documents(&older, "ada").expect("older scope");
-    assert_eq!(older_scope.num_docs, 2);
+    let older_sessions: usize = older_scope
+        .segments
+        .iter()
+        .map(|segment| segment.is_part.iter().filter(|part| !**part).count())
+        .sum();
+    assert_eq!(older_sessions, 2);
     let newer = search(&index, "ada", &["parser"], 10);
     assert_eq!(newer.scope_size, 2);
     assert_eq!(
@@ -412,7 +438,7 @@ fn galloping_finds_the_first_document_at_or_after_the_target() {
 
 /// What a search answers, in a form that does not depend on where the
 /// documents sit (segments or published batches): sessions by score then
-/// profile, scores as bits; messages by score then id.
+/// profile, scores as bits; parts by score then Add.
 type Answer = (
     u64,
     u32,
@@ -442,10 +468,10 @@ fn answer(index: &SearchIndex, user_id: &str, words: &[&str]) -> Answer {
     let session_ids: Vec<String> = (0..30).map(|number| format!("s{number}")).collect();
     let session_refs: Vec<&str> = session_ids.iter().map(String::as_str).collect();
     let mut messages: Vec<(i64, f32)> = index
-        .search_messages_in(user_id, &session_refs, &terms(words), 1000)
-        .expect("messages")
+        .search_parts_in(user_id, &session_refs, &terms(words), 1000)
+        .expect("parts")
         .into_iter()
-        .map(|hit| (hit.message_id, hit.score))
+        .map(|hit| (hit.seq, hit.score))
         .collect();
     messages.sort_by(|left, right| right.1.total_cmp(&left.1).then(left.0.cmp(&right.0)));
     (
@@ -550,10 +576,10 @@ fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
         assert_eq!(published.1, committed.1, "query weight");
         assert_eq!(published.2, committed.2, "rarest terms");
         assert_eq!(published.3, committed.3, "sessions");
-        // Messages are scored with tantivy's statistics over the whole
+        // Parts are scored with tantivy's statistics over the whole
         // index, which count deleted documents until a merge drops them: a
         // merge that lands between the two views moves every score a
-        // little. The same messages match, with about the same scores.
+        // little. The same parts match, with about the same scores.
         let ids = |messages: &[(i64, f32)]| {
             let mut ids: Vec<i64> = messages.iter().map(|message| message.0).collect();
             ids.sort_unstable();
@@ -566,7 +592,7 @@ fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
             };
             assert!(
                 (score - committed_score).abs() <= 0.1 * committed_score.abs(),
-                "message {id}: {score} published, {committed_score} committed"
+                "part of Add {id}: {score} published, {committed_score} committed"
             );
         }
     }
@@ -591,4 +617,70 @@ fn a_rollback_takes_published_documents_back_to_the_last_commit() {
     writer.rollback().expect("rollback");
     // A catch-up indexes again from the last commit.
     assert_eq!(writer.committed_seq(), 1);
+}
+
+#[test]
+fn a_session_scores_as_one_text_of_its_document_and_its_parts() {
+    // Texts short enough that tantivy encodes every length exactly: the
+    // sum of the parts' lengths is then the whole text's.
+    let whole_dir = tempfile::tempdir().expect("temp dir");
+    let split_dir = tempfile::tempdir().expect("temp dir");
+    let (whole, mut whole_writer, _) = open(whole_dir.path()).expect("open index");
+    let (split, mut split_writer, _) = open(split_dir.path()).expect("open index");
+    let mut numbers = Numbers(5);
+    let mut seq = 0;
+    for session_number in 0..12 {
+        let session_id = format!("s{session_number}");
+        let mut pieces: Vec<String> = Vec::new();
+        for _ in 0..1 + numbers.next(4) {
+            let length = 1 + numbers.next(8);
+            pieces.push(
+                (0..length)
+                    .map(|_| WORDS[numbers.next(WORDS.len())])
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+        }
+        let whole_text = pieces.join(" ");
+        commit(
+            &mut whole_writer,
+            &whole,
+            &[session("ada", &session_id, &whole_text)],
+        );
+        // The first piece is the session document's, each other one an
+        // Add's part; some committed, the last sessions only published.
+        let messages: Vec<crate::store::StoredMessage> = pieces[1..]
+            .iter()
+            .map(|piece| {
+                seq += 1;
+                message(seq, "ada", &session_id, piece)
+            })
+            .collect();
+        split_writer
+            .add_messages(&messages, false)
+            .expect("queue parts");
+        split_writer
+            .upsert_sessions(&[session("ada", &session_id, &pieces[0])])
+            .expect("queue session");
+        let next = split_writer.committed_seq() + 1;
+        if session_number < 8 {
+            split_writer.commit(next, &split).expect("commit");
+        } else {
+            split_writer.publish(next, &split).expect("publish");
+        }
+    }
+    for words in [
+        &WORDS[..],
+        &["token"][..],
+        &["parser", "token", "overflow"][..],
+        &["cache", "unknown", "retry", "panic"][..],
+    ] {
+        let whole_answer = answer(&whole, "ada", words);
+        let split_answer = answer(&split, "ada", words);
+        assert_eq!(whole_answer.0, split_answer.0, "scope size {words:?}");
+        assert_eq!(whole_answer.1, split_answer.1, "query weight {words:?}");
+        assert_eq!(whole_answer.2, split_answer.2, "rarest terms {words:?}");
+        assert_eq!(whole_answer.3, split_answer.3, "sessions {words:?}");
+        assert!(!split_answer.3.is_empty());
+    }
 }

@@ -17,10 +17,10 @@ use std::sync::mpsc;
 use tantivy::{IndexReader, IndexWriter, TantivyDocument, Term, doc};
 
 use super::directory::CLEAN_MARKER;
-use super::recent::{RecentBatch, RecentMessage, RecentSession};
+use super::recent::{RecentBatch, RecentDoc, RecentKind};
 use super::{
-    Fields, INDEX_DIR, IndexError, KIND_MESSAGE, KIND_SESSION, SCHEMA_VERSION, SearchIndex,
-    SessionDoc, SharedView, View, directory, io_error, session_key,
+    Fields, INDEX_DIR, IndexError, KIND_PART, KIND_SESSION, SCHEMA_VERSION, SearchIndex,
+    SessionDoc, SharedView, View, directory, io_error, part_range, session_hash, session_key,
 };
 use crate::store::StoredMessage;
 
@@ -57,6 +57,11 @@ const COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10
 
 /// How long the committer waits idle before it looks for finished merges.
 const MERGE_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Bytes of message text one part holds at most (a longer message is a
+/// part of its own): what a search that shows a part's best message reads
+/// of the store.
+pub(super) const PART_BYTES: usize = 64 * 1024;
 
 /// Text bytes published since the last commit that make the next turn
 /// commit: what the batches held in memory may reach.
@@ -302,38 +307,38 @@ impl IndexWriterHandle {
         let fields = self.fields;
         let mut ops = Vec::with_capacity(self.pending.len());
         for pending in self.pending.drain(..) {
-            match pending {
-                Pending::Delete(term) => ops.push(Op::Delete(term)),
-                Pending::Session {
-                    session,
+            let (document, text) = match pending {
+                Pending::Delete(term) => {
+                    ops.push(Op::Delete(term));
+                    continue;
+                }
+                Pending::Document { document, text } => (document, text),
+            };
+            ops.push(Op::Add(match &document.kind {
+                RecentKind::Session {
+                    profile_json,
                     last_seq,
-                    text,
-                } => {
-                    ops.push(Op::Add(doc!(
-                        fields.user_id => session.user_id.as_str(),
-                        fields.doc_kind => KIND_SESSION,
-                        fields.seq => seq_term(last_seq),
-                        fields.session_key => session.key.as_str(),
-                        fields.profile => session.profile_json.as_str(),
-                        fields.session_text => text.as_str(),
-                    )));
-                    if let Some(batch) = batch.as_deref_mut() {
-                        batch.add_session(session, &super::tantivy_tokens(&text), text.len());
-                    }
-                }
-                Pending::Message { message, seq, text } => {
-                    ops.push(Op::Add(doc!(
-                        fields.user_id => message.user_id.as_str(),
-                        fields.doc_kind => KIND_MESSAGE,
-                        fields.message_id => seq_term(message.message_id),
-                        fields.seq => seq_term(seq),
-                        fields.message_session => message.session_key.as_str(),
-                        fields.text => text.as_str(),
-                    )));
-                    if let Some(batch) = batch.as_deref_mut() {
-                        batch.add_message(message, &super::tantivy_tokens(&text), text.len());
-                    }
-                }
+                } => doc!(
+                    fields.user_id => document.user_id.as_str(),
+                    fields.doc_kind => KIND_SESSION,
+                    fields.seq => seq_term(*last_seq),
+                    fields.session_key => document.key.as_str(),
+                    fields.session_hash => document.hash,
+                    fields.profile => profile_json.as_str(),
+                    fields.session_text => text.as_str(),
+                ),
+                RecentKind::Part { seq, range } => doc!(
+                    fields.user_id => document.user_id.as_str(),
+                    fields.doc_kind => KIND_PART,
+                    fields.seq => seq_term(*seq),
+                    fields.part_session => document.key.as_str(),
+                    fields.session_hash => document.hash,
+                    fields.part_range => *range,
+                    fields.session_text => text.as_str(),
+                ),
+            }));
+            if let Some(batch) = batch.as_deref_mut() {
+                batch.add(document, &super::tantivy_tokens(&text), text.len());
             }
         }
         ops
@@ -345,33 +350,63 @@ impl IndexWriterHandle {
         self.send(job(reply))?;
         answer.recv().map_err(|_| stopped())?
     }
-    /// Queues the documents of these messages. With `replace`, documents of
-    /// the same Adds that an earlier, unrecorded commit may have left are
-    /// deleted first, so a replay never duplicates.
+    /// Queues the parts of these messages (of one or more Adds, in order):
+    /// consecutive messages of one Add, up to [`PART_BYTES`] of text each.
+    /// With `replace`, documents of the same Adds that an earlier,
+    /// unrecorded commit may have left are deleted first, so a replay never
+    /// duplicates.
     pub fn add_messages(
         &mut self,
         messages: &[StoredMessage],
         replace: bool,
     ) -> Result<(), IndexError> {
         let mut last_replaced = None;
-        for message in messages {
-            if replace && last_replaced != Some(message.seq) {
+        let mut start = 0;
+        while start < messages.len() {
+            let first = &messages[start];
+            if replace && last_replaced != Some(first.seq) {
                 self.pending.push(Pending::Delete(Term::from_field_u64(
                     self.fields.seq,
-                    seq_term(message.seq),
+                    seq_term(first.seq),
                 )));
-                last_replaced = Some(message.seq);
+                last_replaced = Some(first.seq);
             }
-            self.pending.push(Pending::Message {
-                message: RecentMessage {
-                    user_id: message.user_id.clone(),
-                    session_key: session_key(&message.user_id, &message.session_id),
-                    message_id: message.message_id,
+            let mut end = start + 1;
+            let mut bytes = first.content.len();
+            while end < messages.len()
+                && messages[end].seq == first.seq
+                && messages[end].message_index == messages[end - 1].message_index + 1
+                && bytes + messages[end].content.len() <= PART_BYTES
+            {
+                bytes += messages[end].content.len();
+                end += 1;
+            }
+            let part = &messages[start..end];
+            let mut text = String::with_capacity(bytes + part.len());
+            for message in part {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&message.content);
+            }
+            let key = session_key(&first.user_id, &first.session_id);
+            let last_index = part
+                .last()
+                .map_or(first.message_index, |last| last.message_index);
+            self.pending.push(Pending::Document {
+                document: RecentDoc {
+                    user_id: first.user_id.clone(),
+                    hash: session_hash(&key),
+                    key,
+                    kind: RecentKind::Part {
+                        seq: first.seq,
+                        range: part_range(first.message_index, last_index + 1),
+                    },
                     fieldnorm_id: 0,
                 },
-                seq: message.seq,
-                text: message.content.clone(),
+                text,
             });
+            start = end;
         }
         Ok(())
     }
@@ -384,14 +419,17 @@ impl IndexWriterHandle {
                 self.fields.session_key,
                 &key,
             )));
-            self.pending.push(Pending::Session {
-                session: RecentSession {
+            self.pending.push(Pending::Document {
+                document: RecentDoc {
                     user_id: session.user_id.clone(),
+                    hash: session_hash(&key),
                     key,
-                    profile_json: session.profile_json.clone(),
+                    kind: RecentKind::Session {
+                        profile_json: session.profile_json.clone(),
+                        last_seq: session.last_seq,
+                    },
                     fieldnorm_id: 0,
                 },
-                last_seq: session.last_seq,
                 text: session.text.clone(),
             });
         }
@@ -526,7 +564,7 @@ impl IndexWriterHandle {
                 &key,
             )));
             self.pending.push(Pending::Delete(Term::from_field_text(
-                self.fields.message_session,
+                self.fields.part_session,
                 &key,
             )));
         }
@@ -561,16 +599,7 @@ impl IndexWriterHandle {
 /// A deletion or a document queued since the last hand-off.
 enum Pending {
     Delete(Term),
-    Session {
-        session: RecentSession,
-        last_seq: i64,
-        text: String,
-    },
-    Message {
-        message: RecentMessage,
-        seq: i64,
-        text: String,
-    },
+    Document { document: RecentDoc, text: String },
 }
 
 /// The error of a committer that is gone (it stops only when the handle

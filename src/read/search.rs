@@ -77,8 +77,9 @@ const MAX_CACHED_PROFILES: usize = 20_000;
 /// (at least one, at most `top_k`).
 const MIN_ITEM_CHARS: usize = 600;
 
-/// Best-matching messages fetched per confident session (the best of all
-/// of them by BM25, so one session may bring more than this, another none).
+/// Best-matching parts (each brings its best message) fetched per confident
+/// session (the best of all of them by BM25, so one session may bring more
+/// than this, another none).
 const MESSAGES_PER_CONFIDENT_SESSION: usize = 5;
 
 /// Session candidates taken per BM25 field: past this, sessions share only
@@ -162,7 +163,7 @@ impl Searcher {
             })
             .map(|scored| scored.session_id.as_str())
             .collect();
-        let hits = self.index.search_messages_in(
+        let parts = self.index.search_parts_in(
             &request.user_id,
             &confident,
             &explained.rarest_terms,
@@ -191,23 +192,27 @@ impl Searcher {
                     Ok((stored, sources))
                 })
                 .collect::<Result<Vec<_>, ReadError>>()?;
-            let ids: Vec<i64> = hits.iter().map(|hit| hit.message_id).collect();
-            let messages = store::messages_by_id(conn, &request.user_id, &ids)?;
+            // The best-matching message of each part, best part first.
+            let mut messages = Vec::with_capacity(parts.len());
+            for part in &parts {
+                let held = store::messages_of_add_in(
+                    conn,
+                    &request.user_id,
+                    part.seq,
+                    part.first_index,
+                    part.end_index,
+                )?;
+                messages.extend(best_message(held, &explained.rarest_terms));
+            }
             Ok((loaded, messages))
         })?;
-        let mut by_id: std::collections::HashMap<i64, store::StoredMessage> = messages
-            .into_iter()
-            .map(|message| (message.message_id, message))
-            .collect();
         let mut best_messages: std::collections::HashMap<String, Vec<store::StoredMessage>> =
             std::collections::HashMap::new();
-        for hit in &hits {
-            if let Some(message) = by_id.remove(&hit.message_id) {
-                best_messages
-                    .entry(message.session_id.clone())
-                    .or_default()
-                    .push(message);
-            }
+        for message in messages {
+            best_messages
+                .entry(message.session_id.clone())
+                .or_default()
+                .push(message);
         }
         let mut loaded_sessions = Vec::with_capacity(kept.len());
         for (scored, (stored, sources)) in kept.iter().zip(loaded) {
@@ -376,4 +381,42 @@ impl Searcher {
             pool.push(conn);
         }
     }
+}
+
+/// The message of a part that holds the most of `terms` (the query's
+/// rarest first, each weighing more than the next), the first of equals;
+/// `None` when the part is empty. Occurrences are counted as substrings of
+/// the lower-cased text: enough to choose which message to show.
+fn best_message(
+    messages: Vec<store::StoredMessage>,
+    terms: &[String],
+) -> Option<store::StoredMessage> {
+    let finders: Vec<(f32, memchr::memmem::Finder<'_>)> = terms
+        .iter()
+        .enumerate()
+        .map(|(rank, term)| {
+            (
+                (terms.len() - rank) as f32,
+                memchr::memmem::Finder::new(term.as_bytes()),
+            )
+        })
+        .collect();
+    let score = |message: &store::StoredMessage| -> f32 {
+        let lower = message.content.to_ascii_lowercase();
+        finders
+            .iter()
+            .map(|(weight, finder)| {
+                let count = finder.find_iter(lower.as_bytes()).count() as f32;
+                weight * count / (count + 1.2)
+            })
+            .sum()
+    };
+    let mut best: Option<(f32, store::StoredMessage)> = None;
+    for message in messages {
+        let value = score(&message);
+        if best.as_ref().is_none_or(|(top, _)| value > *top) {
+            best = Some((value, message));
+        }
+    }
+    best.map(|(_, message)| message)
 }

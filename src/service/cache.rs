@@ -292,7 +292,7 @@ pub(super) fn catch_up_user(
         let mut unreadable = Vec::new();
         for session in store::user_sessions_changed_after(&snapshot, user_id, from.unwrap_or(0))? {
             if session.last_seq <= state.last_seq {
-                match readable_session_doc(&snapshot, session)? {
+                match readable_session_doc(session)? {
                     Ok(doc) => sessions.extend(doc),
                     Err(session) => unreadable.push(session),
                 }

@@ -3,8 +3,8 @@
 //! writer (see [`prepare_add`]), on the caller's blocking thread, and the
 //! writer only checks that the session did not move on in between. The
 //! index catches up with every Add the store holds past its committed
-//! sequence number (message documents and the changed sessions' documents),
-//! and with the sessions re-derived without an Add.
+//! sequence number (the parts of its messages and the changed sessions'
+//! documents), and with the sessions re-derived without an Add.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -491,18 +491,15 @@ pub(super) fn derive_session(
     Ok(())
 }
 
-/// Bytes of a session document's text at most.
+/// Bytes of a session document's text (the task) at most.
 const MAX_TEXT_BYTES: usize = 256 * 1024;
-/// Bytes of one plain message a session document's text takes at most.
-const MAX_PLAIN_MESSAGE_BYTES: usize = 64 * 1024;
 
 /// The index document of a stored session record. A record that cannot be
 /// read (written by an extractor whose record had another shape) is derived
 /// again from the session's messages and stored, never left out of search.
-/// The messages no evidence came from (a plain remark, a question, an
-/// observation that showed nothing wrong) are searchable through the
-/// session too: their content is read from the store only as far as the
-/// text has room, so the cost does not grow with the session.
+/// The document holds the record's task and profile, never the session's
+/// messages: each message is indexed once, in a part of the Add that
+/// brought it (see `index`).
 pub(super) fn session_doc(
     conn: &StoreConn,
     session: StoredSession,
@@ -521,7 +518,7 @@ pub(super) fn session_doc(
                 return Ok(None);
             };
             match serde_json::from_str(&again.record_json) {
-                Ok(record) => return doc_of_record(conn, again, &record),
+                Ok(record) => return doc_of_record(again, &record),
                 Err(error) => {
                     tracing::error!(%error, "derived session record unreadable; not indexed");
                     return Ok(None);
@@ -529,18 +526,17 @@ pub(super) fn session_doc(
             }
         }
     };
-    doc_of_record(conn, session, &record)
+    doc_of_record(session, &record)
 }
 
 /// A stored session's index document, or the session back when its record
 /// cannot be read: for a caller on a read-only snapshot, which cannot store
 /// the record derived again (see [`session_doc`]).
 pub(super) fn readable_session_doc(
-    conn: &StoreConn,
     session: StoredSession,
 ) -> Result<Result<Option<SessionDoc>, StoredSession>, ServiceError> {
     match serde_json::from_str::<SessionRecord>(&session.record_json) {
-        Ok(record) => Ok(Ok(doc_of_record(conn, session, &record)?)),
+        Ok(record) => Ok(Ok(doc_of_record(session, &record)?)),
         Err(error) => {
             tracing::warn!(%error, "stored session record unreadable; left out and derived again");
             Ok(Err(session))
@@ -550,45 +546,10 @@ pub(super) fn readable_session_doc(
 
 /// The index document of a session with its record read.
 fn doc_of_record(
-    conn: &StoreConn,
     session: StoredSession,
     record: &SessionRecord,
 ) -> Result<Option<SessionDoc>, ServiceError> {
-    let mut text = record.task.clone();
-    for evidence in &record.evidence {
-        if text.len() + evidence.text.len() > MAX_TEXT_BYTES {
-            break;
-        }
-        text.push('\n');
-        text.push_str(&evidence.text);
-    }
-    let with_evidence: std::collections::HashSet<usize> = record
-        .evidence
-        .iter()
-        .map(|evidence| evidence.message_index)
-        .collect();
-    let mut plain_bytes = 0usize;
-    let message_ids = store::session_message_ids(conn, &session.user_id, &session.session_id)?;
-    for (index, message_id) in message_ids.into_iter().enumerate() {
-        if with_evidence.contains(&index) {
-            continue;
-        }
-        // A prefix of as many characters as the cap has bytes holds at
-        // least the cap's bytes: truncating it is truncating the whole.
-        let Some(prefix) =
-            store::message_content_prefix(conn, message_id, MAX_PLAIN_MESSAGE_BYTES)?
-        else {
-            continue;
-        };
-        let content = ingest::text::truncate_to_bytes(&prefix, MAX_PLAIN_MESSAGE_BYTES);
-        if text.len() + content.len() > MAX_TEXT_BYTES {
-            break;
-        }
-        plain_bytes += content.len();
-        text.push('\n');
-        text.push_str(content);
-    }
-    tracing::trace!(plain_bytes, "session text");
+    let text = ingest::text::truncate_to_bytes(&record.task, MAX_TEXT_BYTES).to_string();
     let profile = rank::SessionProfile::from_record(
         &session.session_id,
         record,

@@ -10,7 +10,7 @@
 //! store first, then index.
 //!
 //! Fairness: an Add of more than `INDEX_SLICE_BYTES` of content is stored
-//! whole with its group, but its message documents are indexed a slice per
+//! whole with its group, but its messages are indexed (as parts) a slice per
 //! turn, beside the next groups of Adds, so that everyone's commit carries
 //! at most one slice of it; it is answered when its last slice is
 //! committed. Meanwhile the index's committed sequence number stays below
@@ -142,7 +142,7 @@ pub(super) fn writer_loop(
         adds_preparing,
     } = reports;
     let mut batch = Vec::with_capacity(max_batch);
-    // Stored Adds whose message documents are indexed a slice per turn.
+    // Stored Adds whose messages are indexed a slice per turn.
     let mut sliced: VecDeque<SlicedAdd> = VecDeque::new();
     // After a failed index update the writer may hold documents of an
     // unrecorded commit: the next catch-up replaces instead of appending.
@@ -505,12 +505,12 @@ fn write_batch(
     ok
 }
 
-/// Bytes of message content above which an Add's message documents are
+/// Bytes of message content above which an Add's messages are
 /// indexed in slices, and the bytes of slices one writer turn indexes:
 /// what one Add can add to everyone's commit.
 const INDEX_SLICE_BYTES: usize = 256 * 1024;
 
-/// An Add stored whose message documents are indexed a slice per writer
+/// An Add stored whose messages are indexed a slice per writer
 /// turn; answered once the last slice is committed.
 struct SlicedAdd {
     seq: i64,
@@ -593,7 +593,7 @@ fn index_slices(
     }
 }
 
-/// One index commit: the message documents of `small_seqs`, the documents
+/// One index commit: the parts of `small_seqs`, the documents
 /// of `sessions`, and the next [`INDEX_SLICE_BYTES`] (`all`: everything)
 /// of the sliced Adds, oldest first. The committed sequence number is the
 /// one below the oldest sliced Add still unfinished (every Add up to it is

@@ -105,32 +105,6 @@ pub(super) fn inflate(compressed: &[u8]) -> Option<String> {
     Some(text)
 }
 
-/// The first `max_chars` characters of the text of a zlib stream (all of
-/// it when shorter), inflating no more than those characters can take.
-pub(super) fn inflate_prefix(compressed: &[u8], max_chars: usize) -> Option<String> {
-    // A character is at most 4 bytes: this many bytes hold `max_chars`
-    // whole characters, or the whole text.
-    let max_bytes = max_chars.saturating_mul(4);
-    let mut bytes = Vec::with_capacity(max_bytes.min(compressed.len() * 4));
-    flate2::read::ZlibDecoder::new(compressed)
-        .take(u64::try_from(max_bytes).unwrap_or(u64::MAX))
-        .read_to_end(&mut bytes)
-        .ok()?;
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(text) => text,
-        // Cut inside the last character.
-        Err(error) if error.error_len().is_none() => {
-            std::str::from_utf8(&bytes[..error.valid_up_to()]).ok()?
-        }
-        Err(_) => return None,
-    };
-    let end = text
-        .char_indices()
-        .nth(max_chars)
-        .map_or(text.len(), |(index, _)| index);
-    Some(text[..end].to_string())
-}
-
 /// The JSON text of a stored record or diagnostics column. A value that
 /// cannot be read (damaged on disk) is answered as an empty string with a
 /// warning rather than failing every query that lists it: callers parse
@@ -196,20 +170,13 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_inflates_whole_characters() {
+    fn a_packed_text_inflates_whole() {
         let text = "fünf ünïcödé ".repeat(40);
         let Packed::Zlib(compressed) = pack(&text) else {
             panic!("compressed");
         };
-        for max_chars in [0, 1, 2, 3, 7, 100, text.chars().count(), usize::MAX] {
-            let expected: String = text.chars().take(max_chars).collect();
-            assert_eq!(
-                inflate_prefix(&compressed, max_chars).as_deref(),
-                Some(expected.as_str())
-            );
-        }
         assert_eq!(inflate(&compressed).as_deref(), Some(text.as_str()));
-        assert_eq!(inflate_prefix(&[ZLIB_HEADER, 0x01], 10), None);
+        assert_eq!(inflate(&[ZLIB_HEADER, 0x01]), None);
     }
 
     #[test]

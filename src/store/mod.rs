@@ -424,15 +424,19 @@ pub fn messages_of_add(conn: &StoreConn, seq: i64) -> Result<Vec<StoredMessage>,
     dispatch!(conn, messages_of_add(seq))
 }
 
-/// The messages with these ids that belong to `user_id`, in any order.
-/// Filtering on the user again here is deliberate: an id that leaked from
-/// another scope still yields nothing.
-pub fn messages_by_id(
+/// The messages `first_index..end_index` of the Add `seq`, if it is
+/// `user_id`'s, in source order. Filtering on the user here is
+/// deliberate: an Add named by another scope's index still yields nothing.
+pub fn messages_of_add_in(
     conn: &StoreConn,
     user_id: &str,
-    message_ids: &[i64],
+    seq: i64,
+    first_index: usize,
+    end_index: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
-    dispatch!(conn, messages_by_id(user_id, message_ids))
+    let first = i64::try_from(first_index).unwrap_or(i64::MAX);
+    let end = i64::try_from(end_index).unwrap_or(i64::MAX);
+    dispatch!(conn, messages_of_add_in(user_id, seq, first, end))
 }
 
 /// The highest sequence number stored, 0 when empty.
@@ -523,27 +527,6 @@ pub fn sessions_pending_index(conn: &StoreConn) -> Result<Vec<StoredSession>, St
 /// The index holds the current documents of every pending session.
 pub fn clear_sessions_pending_index(conn: &StoreConn) -> Result<(), StoreError> {
     dispatch!(conn, clear_sessions_pending_index())
-}
-
-/// The row ids of a session's messages in session order, without their
-/// content, for callers that fetch the content of a few (see
-/// [`message_content_prefix`]).
-pub fn session_message_ids(
-    conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<Vec<i64>, StoreError> {
-    dispatch!(conn, session_message_ids(user_id, session_id))
-}
-
-/// The first `max_chars` characters of a message's content (all of it when
-/// shorter); `None` when there is no such message.
-pub fn message_content_prefix(
-    conn: &StoreConn,
-    message_id: i64,
-    max_chars: usize,
-) -> Result<Option<String>, StoreError> {
-    dispatch!(conn, message_content_prefix(message_id, max_chars))
 }
 
 /// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.

@@ -322,28 +322,25 @@ pub(super) fn messages_of_add(
     collect_messages(rows)
 }
 
-/// The messages with these ids that belong to `user_id`, in any order.
-/// Filtering on the user again here is deliberate: an id that leaked from
-/// another scope still yields nothing.
-pub(super) fn messages_by_id(
+pub(super) fn messages_of_add_in(
     conn: &Connection,
     user_id: &str,
-    message_ids: &[i64],
+    seq: i64,
+    first_index: i64,
+    end_index: i64,
 ) -> Result<Vec<StoredMessage>, StoreError> {
-    let mut statement = conn.prepare_cached(&format!(
+    let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
-         WHERE m.message_id = ?1 AND m.user_id = ?2"
-    ))?;
-    let mut out = Vec::with_capacity(message_ids.len());
-    for &message_id in message_ids {
-        let row = statement
-            .query_row(params![message_id, user_id], message_from_row)
-            .optional()?;
-        if let Some(message) = row {
-            out.push(message.map_err(StoreError::Corrupt)?);
-        }
-    }
-    Ok(out)
+         WHERE m.seq = ?1 AND m.message_index >= ?2 AND m.message_index < ?3
+           AND m.user_id = ?4
+         ORDER BY m.message_index"
+    );
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement.query_map(
+        params![seq, first_index, end_index, user_id],
+        message_from_row,
+    )?;
+    collect_messages(rows)
 }
 
 fn collect_messages(
@@ -525,60 +522,6 @@ pub(super) fn sessions_pending_index(conn: &Connection) -> Result<Vec<StoredSess
 pub(super) fn clear_sessions_pending_index(conn: &Connection) -> Result<(), StoreError> {
     conn.execute("DELETE FROM pending_session_index", [])?;
     Ok(())
-}
-
-/// The row ids of a session's messages in session order, without their
-/// content, for callers that fetch the content of a few (see
-/// [`message_content_prefix`]).
-pub(super) fn session_message_ids(
-    conn: &Connection,
-    user_id: &str,
-    session_id: &str,
-) -> Result<Vec<i64>, StoreError> {
-    let mut statement = conn.prepare_cached(
-        "SELECT message_id FROM messages WHERE user_id = ?1 AND session_id = ?2
-         ORDER BY seq, message_index",
-    )?;
-    let rows = statement.query_map(params![user_id, session_id], |row| row.get(0))?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// The first `max_chars` characters of a message's content (all of it when
-/// shorter); `None` when there is no such message.
-///
-/// Plain content is cut by SQL; compressed content (a BLOB) is inflated
-/// only as far as the prefix needs.
-pub(super) fn message_content_prefix(
-    conn: &Connection,
-    message_id: i64,
-    max_chars: usize,
-) -> Result<Option<String>, StoreError> {
-    let prefix = conn
-        .prepare_cached(
-            "SELECT CASE WHEN typeof(content) = 'text' THEN substr(content, 1, ?2) ELSE content END
-             FROM messages WHERE message_id = ?1",
-        )?
-        .query_row(
-            params![message_id, i64::try_from(max_chars).unwrap_or(i64::MAX)],
-            |row| {
-                Ok(match row.get_ref(0)? {
-                    ValueRef::Blob(compressed) => {
-                        Some(codec::inflate_prefix(compressed, max_chars))
-                    }
-                    ValueRef::Text(text) => Some(String::from_utf8(text.to_vec()).ok()),
-                    _ => Some(None),
-                })
-            },
-        )
-        .optional()?
-        .flatten();
-    match prefix {
-        None => Ok(None),
-        Some(Some(text)) => Ok(Some(text)),
-        Some(None) => Err(StoreError::Corrupt(format!(
-            "content of message {message_id} is not a readable zlib stream or UTF-8"
-        ))),
-    }
 }
 
 /// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.

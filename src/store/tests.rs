@@ -332,33 +332,24 @@ fn messages_read_back(conn: &mut StoreConn) {
     let session = session_messages(conn, "u1", "s1").unwrap();
     let contents: Vec<&str> = session.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(contents, vec!["one", "two", "four", "fünf ünïcödé"]);
-    let ids = session_message_ids(conn, "u1", "s1").unwrap();
+    // A range of one Add's messages, only within the user.
     assert_eq!(
-        ids,
-        session.iter().map(|m| m.message_id).collect::<Vec<_>>()
-    );
-
-    // By id, only within the user.
-    let foreign_id = all[5].message_id;
-    let mut found = messages_by_id(conn, "u1", &[ids[3], ids[0], foreign_id]).unwrap();
-    found.sort_by_key(|m| m.message_id);
-    assert_eq!(found, vec![session[0].clone(), session[3].clone()]);
-    assert!(messages_by_id(conn, "u1", &[]).unwrap().is_empty());
-
-    // Prefixes count characters.
-    assert_eq!(
-        message_content_prefix(conn, ids[3], 4).unwrap().as_deref(),
-        Some("fünf")
+        messages_of_add_in(conn, "u1", third, 1, 2).unwrap(),
+        vec![of_add[1].clone()]
     );
     assert_eq!(
-        message_content_prefix(conn, ids[0], 100)
+        messages_of_add_in(conn, "u1", third, 0, 10).unwrap(),
+        of_add
+    );
+    assert!(
+        messages_of_add_in(conn, "someone else", third, 0, 10)
             .unwrap()
-            .as_deref(),
-        Some("one")
+            .is_empty()
     );
-    assert_eq!(
-        message_content_prefix(conn, foreign_id + 100, 4).unwrap(),
-        None
+    assert!(
+        messages_of_add_in(conn, "u1", third, 2, 10)
+            .unwrap()
+            .is_empty()
     );
 
     assert_eq!(
@@ -966,10 +957,18 @@ fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
         .map(|m| m.content)
         .collect();
     assert_eq!(contents, expected);
-    let ids = session_message_ids(conn, "u1", "s1").unwrap();
-    let mut found = messages_by_id(conn, "u1", &ids).unwrap();
-    found.sort_by_key(|m| m.message_id);
-    assert_eq!(found, session);
+    for message in &session {
+        let found = messages_of_add_in(
+            conn,
+            "u1",
+            message.seq,
+            message.message_index,
+            message.message_index + 1,
+        )
+        .unwrap();
+        assert_eq!(found, vec![message.clone()]);
+    }
+    let ids: Vec<i64> = session.iter().map(|m| m.message_id).collect();
     if let StoreConn::Sqlite(sqlite) = &*conn {
         let stored: i64 = sqlite
             .query_row(
@@ -979,17 +978,6 @@ fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
             )
             .unwrap();
         assert!(stored * 10 < long.len() as i64, "{stored} bytes stored");
-    }
-
-    for (&id, text) in ids.iter().zip(expected) {
-        for max_chars in [0, 1, 4, 60, 10_000] {
-            let prefix: String = text.chars().take(max_chars).collect();
-            assert_eq!(
-                message_content_prefix(conn, id, max_chars).unwrap(),
-                Some(prefix),
-                "{max_chars} characters of {text:.20}"
-            );
-        }
     }
 }
 

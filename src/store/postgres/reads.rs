@@ -66,17 +66,21 @@ pub(in crate::store) fn messages_of_add(
     )?)
 }
 
-pub(in crate::store) fn messages_by_id(
+pub(in crate::store) fn messages_of_add_in(
     conn: &PgConn,
     user_id: &str,
-    message_ids: &[i64],
+    seq: i64,
+    first_index: i64,
+    end_index: i64,
 ) -> Result<Vec<StoredMessage>, StoreError> {
     messages(conn.query(
         &format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq
-             WHERE m.message_id = ANY($1) AND m.user_id = $2"
+             WHERE m.seq = $1 AND m.message_index >= $2 AND m.message_index < $3
+               AND m.user_id = $4
+             ORDER BY m.message_index"
         ),
-        &[&message_ids, &user_id],
+        &[&seq, &first_index, &end_index, &user_id],
     )?)
 }
 
@@ -164,36 +168,6 @@ pub(in crate::store) fn count_sessions_derived_before(
         )?,
         0,
     )
-}
-
-pub(in crate::store) fn session_message_ids(
-    conn: &PgConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<Vec<i64>, StoreError> {
-    conn.query(
-        "SELECT message_id FROM messages WHERE user_id = $1 AND session_id = $2
-         ORDER BY seq, message_index",
-        &[&user_id, &session_id],
-    )?
-    .iter()
-    .map(|row| get(row, 0))
-    .collect()
-}
-
-pub(in crate::store) fn message_content_prefix(
-    conn: &PgConn,
-    message_id: i64,
-    max_chars: usize,
-) -> Result<Option<String>, StoreError> {
-    let max_chars = i32::try_from(max_chars).unwrap_or(i32::MAX);
-    match conn.query_opt(
-        "SELECT substr(content, 1, $2::INT4) FROM messages WHERE message_id = $1",
-        &[&message_id, &max_chars],
-    )? {
-        Some(row) => Ok(Some(get(&row, 0)?)),
-        None => Ok(None),
-    }
 }
 
 pub(in crate::store) fn sessions_changed_between(
