@@ -35,6 +35,56 @@ pub(super) struct SegmentScope {
     pub hashes: Vec<u64>,
     /// Whether each document is a part (else a session document).
     pub is_part: Vec<bool>,
+    /// For a scope holding a large share of its segment: which documents
+    /// it holds, as a bit set with ranks, so that a term's postings are
+    /// read block by block and looked up instead of walked beside `docs`.
+    pub dense: Option<DenseScope>,
+}
+
+/// A scope's documents as a bit set over the segment, with the number of
+/// documents before each 64-bit word: a document's position in `docs` in
+/// two loads.
+#[derive(Debug, Default)]
+pub(super) struct DenseScope {
+    words: Vec<u64>,
+    ranks: Vec<u32>,
+}
+
+/// A scope holding more than one in this many of its segment's documents
+/// is kept dense too (the bit set then costs at most 16 bytes per scope
+/// document, and reading every posting of a term is cheaper than seeking).
+const DENSE_SHARE: usize = 8;
+
+impl DenseScope {
+    fn of(docs: &[DocId], max_doc: u32) -> DenseScope {
+        let mut words = vec![0u64; (max_doc as usize).div_ceil(64)];
+        for &doc in docs {
+            words[doc as usize / 64] |= 1 << (doc % 64);
+        }
+        let mut ranks = Vec::with_capacity(words.len());
+        let mut before = 0u32;
+        for word in &words {
+            ranks.push(before);
+            before += word.count_ones();
+        }
+        DenseScope { words, ranks }
+    }
+
+    /// The position of `doc` in the scope's `docs`, if it is there.
+    #[inline]
+    pub fn position(&self, doc: DocId) -> Option<usize> {
+        let index = doc as usize / 64;
+        let word = *self.words.get(index)?;
+        let bit = 1u64 << (doc % 64);
+        if word & bit == 0 {
+            return None;
+        }
+        Some(self.ranks[index] as usize + (word & (bit - 1)).count_ones() as usize)
+    }
+
+    fn num_bytes(&self) -> usize {
+        self.words.capacity() * 8 + self.ranks.capacity() * 4
+    }
 }
 
 /// The fast fields a scope reads of each document.
@@ -65,6 +115,10 @@ impl SegmentScope {
             }
             doc = matching.advance();
         }
+        let max_doc = segment.max_doc();
+        if !scope.docs.is_empty() && scope.docs.len() * DENSE_SHARE >= max_doc as usize {
+            scope.dense = Some(DenseScope::of(&scope.docs, max_doc));
+        }
         scope
     }
 
@@ -74,6 +128,7 @@ impl SegmentScope {
             + self.fieldnorm_ids.capacity()
             + self.hashes.capacity() * std::mem::size_of::<u64>()
             + self.is_part.capacity()
+            + self.dense.as_ref().map_or(0, DenseScope::num_bytes)
     }
 }
 
@@ -261,6 +316,34 @@ impl CacheState {
             }
             if let Some(removed) = self.entries.remove(&key) {
                 self.num_bytes -= removed.num_bytes;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DenseScope;
+
+    #[test]
+    fn a_dense_scope_finds_each_documents_position_and_nothing_else() {
+        let mut state = 3u64;
+        for max_doc in [1u32, 63, 64, 65, 200, 1000] {
+            let docs: Vec<u32> = (0..max_doc)
+                .filter(|_| {
+                    state = state
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1);
+                    (state >> 60).is_multiple_of(3)
+                })
+                .collect();
+            let dense = DenseScope::of(&docs, max_doc);
+            for doc in 0..max_doc + 70 {
+                assert_eq!(
+                    dense.position(doc),
+                    docs.binary_search(&doc).ok(),
+                    "doc {doc} of {max_doc}"
+                );
             }
         }
     }

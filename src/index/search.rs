@@ -364,6 +364,27 @@ impl SearchIndex {
                 let Some(inverted) = inverted else {
                     continue;
                 };
+                if let Some(dense) = &segment_scope.dense {
+                    let Some(mut block) = inverted
+                        .read_block_postings(&key, IndexRecordOption::WithFreqs)
+                        .map_err(tantivy::TantivyError::from)?
+                    else {
+                        continue;
+                    };
+                    loop {
+                        let docs = block.docs();
+                        if docs.is_empty() {
+                            break;
+                        }
+                        for (doc, freq) in docs.iter().zip(block.freqs()) {
+                            if let Some(position) = dense.position(*doc) {
+                                count(first_slot + position, *freq);
+                            }
+                        }
+                        block.advance();
+                    }
+                    continue;
+                }
                 let Some(mut postings) = inverted
                     .read_postings(&key, IndexRecordOption::WithFreqs)
                     .map_err(tantivy::TantivyError::from)?
@@ -377,7 +398,6 @@ impl SearchIndex {
             recent.postings(&view.recent, term, |position, freq| {
                 count(num_committed_slots + position, freq);
             });
-            touched.sort_unstable();
             for &group in &touched {
                 held.push((group, frequencies[group as usize]));
                 frequencies[group as usize] = 0;
