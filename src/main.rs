@@ -13,9 +13,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// system (its own default: 1,000). Adds free their request, extraction and
 /// indexing buffers as fast as they allocate them, and with a second's delay
 /// about a second of them stays resident. At 3,000 sessions (`bench scale`,
-/// alternated runs) 50 ms gave 547 and 520 Adds/s from 8 clients and a peak
-/// RSS of 210 and 213 MB; 1,000 ms gave 460 to 539 and 249 to 275 MB; 10 ms
-/// 452 and 475 Adds/s and 197 and 199 MB.
+/// two rounds of alternated runs) 50 ms peaked at 206 to 217 MB with 459 to
+/// 547 Adds/s from 8 clients, 1,000 ms at 249 to 282 MB with 460 to 565.
 const ALLOCATOR_PURGE_DELAY_MS: c_long = 50;
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (`mimalloc.h`, the
