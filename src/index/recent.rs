@@ -56,6 +56,18 @@ pub(super) struct RecentDoc {
 }
 
 impl RecentDoc {
+    /// A document of `user_id`'s session `key` (its length set when a
+    /// batch takes it).
+    pub fn new(user_id: &str, key: String, kind: RecentKind) -> RecentDoc {
+        RecentDoc {
+            user_id: user_id.to_string(),
+            hash: super::session_hash(&key),
+            key,
+            kind,
+            fieldnorm_id: 0,
+        }
+    }
+
     pub fn is_session(&self) -> bool {
         matches!(self.kind, RecentKind::Session { .. })
     }

@@ -20,7 +20,7 @@ use super::directory::CLEAN_MARKER;
 use super::recent::{RecentBatch, RecentDoc, RecentKind};
 use super::{
     Fields, INDEX_DIR, IndexError, KIND_PART, KIND_SESSION, SCHEMA_VERSION, SearchIndex,
-    SessionDoc, SharedView, View, directory, io_error, part_range, session_hash, session_key,
+    SessionDoc, SharedView, View, directory, io_error, part_range, session_key,
 };
 use crate::store::StoredMessage;
 
@@ -394,16 +394,14 @@ impl IndexWriterHandle {
                 .last()
                 .map_or(first.message_index, |last| last.message_index);
             self.pending.push(Pending::Document {
-                document: RecentDoc {
-                    user_id: first.user_id.clone(),
-                    hash: session_hash(&key),
+                document: RecentDoc::new(
+                    &first.user_id,
                     key,
-                    kind: RecentKind::Part {
+                    RecentKind::Part {
                         seq: first.seq,
                         range: part_range(first.message_index, last_index + 1),
                     },
-                    fieldnorm_id: 0,
-                },
+                ),
                 text,
             });
             start = end;
@@ -420,16 +418,14 @@ impl IndexWriterHandle {
                 &key,
             )));
             self.pending.push(Pending::Document {
-                document: RecentDoc {
-                    user_id: session.user_id.clone(),
-                    hash: session_hash(&key),
+                document: RecentDoc::new(
+                    &session.user_id,
                     key,
-                    kind: RecentKind::Session {
+                    RecentKind::Session {
                         profile_json: session.profile_json.clone(),
                         last_seq: session.last_seq,
                     },
-                    fieldnorm_id: 0,
-                },
+                ),
                 text: session.text.clone(),
             });
         }
