@@ -226,12 +226,46 @@ fn assert_same_as_reference(index: &SearchIndex, user_id: &str, words: &[&str], 
 
 #[test]
 fn session_search_scores_and_orders_exactly_as_tantivys_query() {
+    // Three users: each holds a large share of every segment, so their
+    // postings are read through the scope's bit set.
+    let (_dir, index) = scores_and_orders_as_tantivy(&["ada", "bob", "cyd"]);
+    assert!(num_scopes(&index, &["ada", "bob", "cyd"], true) > 0);
+}
+
+#[test]
+fn sparse_scopes_score_and_order_exactly_as_tantivys_query() {
+    // Many users: in merged segments each holds a small share, so their
+    // postings are walked beside the scope's documents.
+    let users: Vec<String> = (0..24).map(|user| format!("user{user}")).collect();
+    let users: Vec<&str> = users.iter().map(String::as_str).collect();
+    let (_dir, index) = scores_and_orders_as_tantivy(&users);
+    assert!(num_scopes(&index, &users, false) > 0);
+}
+
+/// How many of the users' segment scopes are (or are not) kept dense.
+fn num_scopes(index: &SearchIndex, users: &[&str], dense: bool) -> usize {
+    let searcher = index.view().searcher.clone();
+    users
+        .iter()
+        .map(|user| {
+            let scope = index.scope_documents(&searcher, user).expect("scope");
+            scope
+                .segments
+                .iter()
+                .filter(|segment| !segment.docs.is_empty() && segment.dense.is_some() == dense)
+                .count()
+        })
+        .sum()
+}
+
+/// Commits rounds of session documents of `users` (many small commits, so
+/// many segments, some merged; records replaced, so deletes; texts
+/// repeated, so tied scores) and checks every search against tantivy's
+/// own query as it goes; then forgets a session and checks again.
+fn scores_and_orders_as_tantivy(users: &[&str]) -> (tempfile::TempDir, SearchIndex) {
     let dir = tempfile::tempdir().expect("temp dir");
     let (index, mut writer, _) = open(dir.path()).expect("open index");
-    let users = ["ada", "bob", "cyd"];
     let mut numbers = Numbers(7);
-    // Many small commits (so many segments, some merged), records
-    // replaced (so deletes), and texts repeated (so tied scores).
     for round in 0..40 {
         let mut batch = Vec::new();
         for _ in 0..1 + numbers.next(4) {
@@ -276,11 +310,13 @@ fn session_search_scores_and_orders_exactly_as_tantivys_query() {
         }
     }
     writer
-        .forget(&[], &[("bob".to_string(), "s3".to_string())], &index)
+        .forget(&[], &[(users[1].to_string(), "s3".to_string())], &index)
         .expect("forget a session");
     for user in users {
         assert_same_as_reference(&index, user, &WORDS, 100);
     }
+    drop(writer);
+    (dir, index)
 }
 
 #[test]
