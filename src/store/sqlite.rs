@@ -563,21 +563,26 @@ pub(super) fn session(
 }
 
 /// `(request_id, index within that Add)` of a session's first message.
+/// Each message of a session as its source (request id, index in it), in
+/// session order.
+const SESSION_SOURCES_SQL: &str = "SELECT r.request_id, m.message_index
+     FROM messages m JOIN requests r ON r.seq = m.seq
+     WHERE m.user_id = ?1 AND m.session_id = ?2
+     ORDER BY m.seq, m.message_index";
+
+fn source_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, usize)> {
+    let index: i64 = row.get(1)?;
+    Ok((row.get(0)?, usize::try_from(index).unwrap_or(0)))
+}
+
 pub(super) fn session_first_source(
     conn: &Connection,
     user_id: &str,
     session_id: &str,
 ) -> Result<Option<(String, usize)>, StoreError> {
     Ok(conn
-        .prepare_cached(
-            "SELECT r.request_id, m.message_index FROM messages m JOIN requests r ON r.seq = m.seq
-             WHERE m.user_id = ?1 AND m.session_id = ?2
-             ORDER BY m.seq, m.message_index LIMIT 1",
-        )?
-        .query_row(params![user_id, session_id], |row| {
-            let index: i64 = row.get(1)?;
-            Ok((row.get(0)?, usize::try_from(index).unwrap_or(0)))
-        })
+        .prepare_cached(&format!("{SESSION_SOURCES_SQL} LIMIT 1"))?
+        .query_row(params![user_id, session_id], source_from_row)
         .optional()?)
 }
 
@@ -732,15 +737,8 @@ pub(super) fn session_message_sources(
     user_id: &str,
     session_id: &str,
 ) -> Result<Vec<(String, usize)>, StoreError> {
-    let mut statement = conn.prepare_cached(
-        "SELECT r.request_id, m.message_index FROM messages m JOIN requests r ON r.seq = m.seq
-         WHERE m.user_id = ?1 AND m.session_id = ?2
-         ORDER BY m.seq, m.message_index",
-    )?;
-    let rows = statement.query_map(params![user_id, session_id], |row| {
-        let index: i64 = row.get(1)?;
-        Ok((row.get(0)?, usize::try_from(index).unwrap_or(0)))
-    })?;
+    let mut statement = conn.prepare_cached(SESSION_SOURCES_SQL)?;
+    let rows = statement.query_map(params![user_id, session_id], source_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

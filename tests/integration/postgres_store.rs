@@ -406,6 +406,25 @@ fn count_found(items: &[serde_json::Value], marker: &str) -> usize {
         .count()
 }
 
+/// Asserts that a Search of `node` for each acknowledged `(user_id,
+/// marker)` finds it exactly once.
+fn assert_each_found_once(node: &ServerProcess, acknowledged: &[(String, String)], what: &str) {
+    for (user_id, marker) in acknowledged {
+        let (status, body) = node.request(
+            "POST",
+            "/search",
+            Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
+        );
+        assert_eq!(status, 200, "{body}");
+        let items = body["data"].as_array().expect("data");
+        assert_eq!(
+            count_found(items, marker),
+            1,
+            "{marker} of {user_id} {what}"
+        );
+    }
+}
+
 #[test]
 fn two_nodes_on_one_database_read_each_others_writes_and_deletions() {
     let Some(schema) = Schema::create("two_nodes") else {
@@ -575,22 +594,8 @@ fn sigkill_of_one_node_during_adds_loses_and_duplicates_nothing_through_the_othe
     }
     let acknowledged = acknowledged.lock().expect("acknowledged").clone();
     assert!(acknowledged.len() >= 40);
-    let check = |node: &ServerProcess, what: &str| {
-        for (user_id, marker) in &acknowledged {
-            let (status, body) = node.request(
-                "POST",
-                "/search",
-                Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
-            );
-            assert_eq!(status, 200, "{body}");
-            let items = body["data"].as_array().expect("data");
-            assert_eq!(
-                count_found(items, marker),
-                1,
-                "{marker} of {user_id} {what}"
-            );
-        }
-    };
+    let check =
+        |node: &ServerProcess, what: &str| assert_each_found_once(node, &acknowledged, what);
     check(&node_b, "through B after A was killed");
 
     // A restarts (no clean shutdown: it fills each user again) and catches
@@ -739,16 +744,7 @@ impl RetryingClients {
         );
         let (status, health) = server.request("GET", "/health", None);
         assert_eq!(status, 200, "{health}");
-        for (user_id, marker) in &acknowledged {
-            let (status, body) = server.request(
-                "POST",
-                "/search",
-                Some(&serde_json::json!({"query": marker, "user_id": user_id, "top_k": 100})),
-            );
-            assert_eq!(status, 200, "{body}");
-            let items = body["data"].as_array().expect("data");
-            assert_eq!(count_found(items, marker), 1, "{marker} of {user_id}");
-        }
+        assert_each_found_once(server, &acknowledged, &format!("after {outage}"));
         assert_eq!(
             schema.count("SELECT COUNT(*) FROM requests"),
             i64::try_from(Self::CLIENTS * Self::ADDS_PER_CLIENT).expect("count"),

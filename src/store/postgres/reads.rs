@@ -204,6 +204,13 @@ pub(in crate::store) fn session(
     .transpose()
 }
 
+/// Each message of a session as its source (request id, index in it), in
+/// session order.
+const SESSION_SOURCES_SQL: &str = "SELECT r.request_id, m.message_index
+     FROM messages m JOIN requests r ON r.seq = m.seq
+     WHERE m.user_id = $1 AND m.session_id = $2
+     ORDER BY m.seq, m.message_index";
+
 fn source_from_row(row: &Row) -> Result<(String, usize), StoreError> {
     let index: i64 = get(row, 1)?;
     Ok((get(row, 0)?, usize::try_from(index).unwrap_or(0)))
@@ -215,9 +222,7 @@ pub(in crate::store) fn session_first_source(
     session_id: &str,
 ) -> Result<Option<(String, usize)>, StoreError> {
     conn.query_opt(
-        "SELECT r.request_id, m.message_index FROM messages m JOIN requests r ON r.seq = m.seq
-         WHERE m.user_id = $1 AND m.session_id = $2
-         ORDER BY m.seq, m.message_index LIMIT 1",
+        &format!("{SESSION_SOURCES_SQL} LIMIT 1"),
         &[&user_id, &session_id],
     )?
     .as_ref()
@@ -261,15 +266,10 @@ pub(in crate::store) fn session_message_sources(
     user_id: &str,
     session_id: &str,
 ) -> Result<Vec<(String, usize)>, StoreError> {
-    conn.query(
-        "SELECT r.request_id, m.message_index FROM messages m JOIN requests r ON r.seq = m.seq
-         WHERE m.user_id = $1 AND m.session_id = $2
-         ORDER BY m.seq, m.message_index",
-        &[&user_id, &session_id],
-    )?
-    .iter()
-    .map(source_from_row)
-    .collect()
+    conn.query(SESSION_SOURCES_SQL, &[&user_id, &session_id])?
+        .iter()
+        .map(source_from_row)
+        .collect()
 }
 
 /// Read here rather than by SQL's JSON functions: records are stored
