@@ -536,25 +536,40 @@ impl SearchIndex {
             if segment_scope.docs.is_empty() {
                 continue;
             }
-            let inverted = segment.inverted_index(self.fields.session_key)?;
-            for key in &recent.keys {
-                let term = Term::from_field_text(self.fields.session_key, key);
-                let Some(mut postings) = inverted
-                    .read_postings(&term, IndexRecordOption::Basic)
-                    .map_err(tantivy::TantivyError::from)?
-                else {
-                    continue;
-                };
-                let mut doc = postings.doc();
-                while doc != tantivy::TERMINATED {
-                    if let Ok(position) = segment_scope.docs.binary_search(&doc) {
-                        replaced.push(first_slot + position);
-                    }
-                    doc = postings.advance();
+            self.session_documents_of(segment, &recent.keys, |doc| {
+                if let Ok(position) = segment_scope.docs.binary_search(&doc) {
+                    replaced.push(first_slot + position);
                 }
-            }
+            })?;
         }
         Ok(replaced)
+    }
+
+    /// Calls `found` with each live session document of `segment` whose
+    /// `session_key` is one of `keys`.
+    fn session_documents_of(
+        &self,
+        segment: &tantivy::SegmentReader,
+        keys: &[&str],
+        mut found: impl FnMut(tantivy::DocId),
+    ) -> tantivy::Result<()> {
+        let inverted = segment.inverted_index(self.fields.session_key)?;
+        let alive = segment.alive_bitset();
+        for key in keys {
+            let term = Term::from_field_text(self.fields.session_key, key);
+            let Some(mut postings) = inverted.read_postings(&term, IndexRecordOption::Basic)?
+            else {
+                continue;
+            };
+            let mut doc = postings.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|alive| alive.is_alive(doc)) {
+                    found(doc);
+                }
+                doc = postings.advance();
+            }
+        }
+        Ok(())
     }
 
     /// The live session documents and parts of `user_id`, per segment,
@@ -767,26 +782,10 @@ impl SearchIndex {
         }
         let mut replaced = 0u64;
         if !keys.is_empty() {
+            let keys: Vec<&str> = keys.into_iter().collect();
             for segment in view.searcher.segment_readers() {
-                let Ok(inverted) = segment.inverted_index(self.fields.session_key) else {
-                    continue;
-                };
-                let alive = segment.alive_bitset();
-                for key in &keys {
-                    let term = Term::from_field_text(self.fields.session_key, key);
-                    let Ok(Some(mut postings)) =
-                        inverted.read_postings(&term, IndexRecordOption::Basic)
-                    else {
-                        continue;
-                    };
-                    let mut doc = postings.doc();
-                    while doc != tantivy::TERMINATED {
-                        if alive.is_none_or(|alive| alive.is_alive(doc)) {
-                            replaced += 1;
-                        }
-                        doc = postings.advance();
-                    }
-                }
+                // A segment that cannot be read counts nothing replaced.
+                let _ = self.session_documents_of(segment, &keys, |_| replaced += 1);
             }
         }
         (view.searcher.num_docs() + published).saturating_sub(replaced)
