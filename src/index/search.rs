@@ -109,6 +109,40 @@ pub(super) struct ScopeDocuments {
     pub(super) segments: Vec<std::sync::Arc<SegmentScope>>,
 }
 
+/// Calls `found` with the position in the scope and the term frequency of
+/// every document of `scope` that holds `term`: read block by block and
+/// looked up in the scope's bit set when it has one (a large share of the
+/// segment), else walked beside the scope's documents.
+fn scope_postings(
+    inverted: &tantivy::InvertedIndexReader,
+    term: &Term,
+    scope: &SegmentScope,
+    mut found: impl FnMut(usize, u32),
+) -> tantivy::Result<()> {
+    if let Some(dense) = &scope.dense {
+        let Some(mut block) = inverted.read_block_postings(term, IndexRecordOption::WithFreqs)?
+        else {
+            return Ok(());
+        };
+        loop {
+            let docs = block.docs();
+            if docs.is_empty() {
+                return Ok(());
+            }
+            for (doc, freq) in docs.iter().zip(block.freqs()) {
+                if let Some(position) = dense.position(*doc) {
+                    found(position, *freq);
+                }
+            }
+            block.advance();
+        }
+    }
+    if let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::WithFreqs)? {
+        intersect_postings(&mut postings, &scope.docs, found);
+    }
+    Ok(())
+}
+
 /// Calls `found` with the position in `docs` (ascending) and the term
 /// frequency of every document of `docs` that `postings` holds: the two
 /// lists walked together, each skipping ahead to the other's next document.
@@ -367,36 +401,9 @@ impl SearchIndex {
                 let Some(inverted) = inverted else {
                     continue;
                 };
-                if let Some(dense) = &segment_scope.dense {
-                    let Some(mut block) = inverted
-                        .read_block_postings(&key, IndexRecordOption::WithFreqs)
-                        .map_err(tantivy::TantivyError::from)?
-                    else {
-                        continue;
-                    };
-                    loop {
-                        let docs = block.docs();
-                        if docs.is_empty() {
-                            break;
-                        }
-                        for (doc, freq) in docs.iter().zip(block.freqs()) {
-                            if let Some(position) = dense.position(*doc) {
-                                count(first_slot + position, *freq);
-                            }
-                        }
-                        block.advance();
-                    }
-                    continue;
-                }
-                let Some(mut postings) = inverted
-                    .read_postings(&key, IndexRecordOption::WithFreqs)
-                    .map_err(tantivy::TantivyError::from)?
-                else {
-                    continue;
-                };
-                intersect_postings(&mut postings, &segment_scope.docs, |position, freq| {
+                scope_postings(inverted, &key, segment_scope, |position, freq| {
                     count(first_slot + position, freq);
-                });
+                })?;
             }
             recent.postings(&view.recent, term, |position, freq| {
                 count(num_committed_slots + position, freq);

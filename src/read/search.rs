@@ -80,7 +80,7 @@ const MIN_ITEM_CHARS: usize = 600;
 /// Best-matching parts (each brings its best message) fetched per confident
 /// session (the best of all of them by BM25, so one session may bring more
 /// than this, another none).
-const MESSAGES_PER_CONFIDENT_SESSION: usize = 5;
+const PARTS_PER_CONFIDENT_SESSION: usize = 5;
 
 /// Session candidates taken per BM25 field: past this, sessions share only
 /// common words with the query.
@@ -167,7 +167,7 @@ impl Searcher {
             &request.user_id,
             &confident,
             &explained.rarest_terms,
-            confident.len() * MESSAGES_PER_CONFIDENT_SESSION,
+            confident.len() * PARTS_PER_CONFIDENT_SESSION,
         )?;
         let searched_at = started.elapsed();
         let (loaded, messages) = self.with_reader(|conn| {
