@@ -8,9 +8,9 @@ the nodes. Standard library only.
 
     forwarder.py [--hash-user] --listen 127.0.0.1:0 HOST:PORT HOST:PORT ...
 
-With --hash-user it is the reference of codemem's routing rule: a
+With --hash-user it is the reference of precedent's routing rule: a
 connection's first request goes to the backend chosen by rendezvous
-hashing of its X-Codemem-User header (the highest SHA-256 of user and
+hashing of its X-Precedent-User header (the highest SHA-256 of user and
 backend; round robin without the header), sent with "Connection: close"
 so that each request is routed on its own.
 
@@ -49,7 +49,7 @@ def pipe(source: socket.socket, sink: socket.socket) -> None:
                 pass
 
 
-USER_HEADER = b"x-codemem-user"
+USER_HEADER = b"x-precedent-user"
 
 
 def read_head(client: socket.socket) -> bytes | None:
@@ -68,7 +68,7 @@ def read_head(client: socket.socket) -> bytes | None:
 
 def routed(data: bytes) -> tuple[bytes, str | None]:
     """The request with "Connection: close" in place of any Connection
-    header, and its X-Codemem-User value."""
+    header, and its X-Precedent-User value."""
     head, _, rest = data.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     user = None
@@ -122,7 +122,7 @@ def main() -> int:
     parser.add_argument(
         "--hash-user",
         action="store_true",
-        help="route by rendezvous hashing of X-Codemem-User",
+        help="route by rendezvous hashing of X-Precedent-User",
     )
     parser.add_argument("backends", nargs="+", type=address)
     args = parser.parse_args()

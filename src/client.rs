@@ -1,12 +1,12 @@
-//! client: what codemem's own HTTP clients share (`import --server`,
+//! client: what precedent's own HTTP clients share (`import --server`,
 //! `mcp --server`, the benchmarks): one agent configuration and the
 //! percent-encoding of path and query values.
 
 use std::time::Duration;
 
 /// The header naming the request's user (the body's `user_id`) for the
-/// load balancer in front of several nodes to hash; codemem ignores it.
-pub const USER_HEADER: &str = "X-Codemem-User";
+/// load balancer in front of several nodes to hash; precedent ignores it.
+pub const USER_HEADER: &str = "X-Precedent-User";
 
 /// An agent that answers every status as a response (callers read the
 /// error body) and gives up on a request after `timeout`.

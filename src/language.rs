@@ -1,5 +1,5 @@
 //! Programming languages: one table, [`DIALECTS`], says for every kind of
-//! source file codemem knows which language it is, which file extensions and
+//! source file precedent knows which language it is, which file extensions and
 //! fenced-block names mark it, which tree-sitter grammar (with its tag query
 //! in `grammars/`) parses it, which line-scan patterns find its definitions,
 //! and which family it belongs to when ranking asks whether two sessions are
@@ -74,7 +74,7 @@ pub enum Language {
     ObjectiveC,
 }
 
-/// A tree-sitter grammar codemem parses with; its tag query is
+/// A tree-sitter grammar precedent parses with; its tag query is
 /// `grammars/<name>-tags.scm` (TypeScript and TSX share JavaScript's and
 /// TypeScript's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,7 +134,7 @@ pub struct Dialect {
     pub family: Language,
 }
 
-/// Every kind of source file codemem knows. An extension or a fence name
+/// Every kind of source file precedent knows. An extension or a fence name
 /// appears in one row only; a grammar gives one row, the first (`.pxd`,
 /// `.ipp` and `.inl` are line-scanned only: tree-sitter's Python grammar does
 /// not parse Cython, and the C++ query was only checked on ordinary

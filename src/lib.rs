@@ -1,4 +1,4 @@
-//! codemem: a memory sidecar for coding agents.
+//! precedent: a memory sidecar for coding agents.
 //!
 //! It stores agent trajectories (Add) durably in SQLite, indexes them in
 //! tantivy with a code-aware tokenizer, and ranks them for a new task
@@ -33,7 +33,7 @@ mod tokenize;
 /// The HTTP service: the router over a [`Service`] and its options.
 pub use api::auth::ApiKeys;
 pub use api::{ApiOptions, app};
-/// `codemem bench load`: concurrent clients against a running server.
+/// `precedent bench load`: concurrent clients against a running server.
 pub use bench::check_incremental as bench_check_incremental;
 pub use bench::load as bench_load;
 /// The command line (the binary's whole `main`).

@@ -1,10 +1,10 @@
-//! The `codemem` binary: everything lives in the library; see its `cli` module.
+//! The `precedent` binary: everything lives in the library; see its `cli` module.
 
 use std::ffi::{c_int, c_long};
 
 /// mimalloc rather than the system allocator: extraction, tokenizing and
 /// indexing allocate many small, short-lived values, which it serves about a
-/// quarter faster (`codemem bench ingest`). Built without transparent huge
+/// quarter faster (`precedent bench ingest`). Built without transparent huge
 /// pages (feature `no_thp`), which raised peak memory by about a fifth.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -36,5 +36,5 @@ fn main() -> std::process::ExitCode {
         // value and at any time; the option is read when memory is freed.
         unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, ALLOCATOR_PURGE_DELAY_MS) };
     }
-    codemem::main()
+    precedent::main()
 }

@@ -1,5 +1,5 @@
 //! mcp: the Model Context Protocol face of the service, over stdio, for
-//! coding agents (`codemem mcp`).
+//! coding agents (`precedent mcp`).
 //!
 //! Four tools: `search_memory`, `record_experience`, `list_sessions`,
 //! `get_session`. Each builds the body of the matching HTTP route and hands
@@ -40,7 +40,7 @@ pub const MAX_TOP_K: u64 = 50;
 pub enum Backend {
     /// The service, opened on a data directory by this process.
     Local(Arc<Service>),
-    /// A running codemem server.
+    /// A running precedent server.
     Remote(RemoteServer),
 }
 
@@ -519,9 +519,9 @@ fn render(name: &str, value: &Value) -> String {
 impl ServerHandler for MemoryServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("codemem", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new("precedent", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "codemem remembers past coding sessions of user scope {:?}. Before working on \
+                "precedent remembers past coding sessions of user scope {:?}. Before working on \
                  a task, call search_memory with the task's text; after finishing, call \
                  record_experience with what was done.",
                 self.user_id

@@ -119,8 +119,8 @@ impl HttpMetrics {
         histogram.observe(elapsed);
     }
 
-    /// Writes `codemem_http_requests_total` and
-    /// `codemem_http_request_duration_seconds`.
+    /// Writes `precedent_http_requests_total` and
+    /// `precedent_http_request_duration_seconds`.
     pub fn write(&self, out: &mut String) {
         let series: Vec<_> = match self.series.lock() {
             Ok(series) => series
@@ -130,21 +130,21 @@ impl HttpMetrics {
             Err(_) => return,
         };
         out.push_str(
-            "# HELP codemem_http_requests_total HTTP requests answered, by route template, method and status.\n\
-             # TYPE codemem_http_requests_total counter\n",
+            "# HELP precedent_http_requests_total HTTP requests answered, by route template, method and status.\n\
+             # TYPE precedent_http_requests_total counter\n",
         );
         for ((route, method, status), histogram) in &series {
             let _ = writeln!(
                 out,
-                "codemem_http_requests_total{{route=\"{}\",method=\"{}\",status=\"{status}\"}} {}",
+                "precedent_http_requests_total{{route=\"{}\",method=\"{}\",status=\"{status}\"}} {}",
                 escape(route),
                 escape(method),
                 histogram.count()
             );
         }
         out.push_str(
-            "# HELP codemem_http_request_duration_seconds Time to answer, by route template, method and status.\n\
-             # TYPE codemem_http_request_duration_seconds histogram\n",
+            "# HELP precedent_http_request_duration_seconds Time to answer, by route template, method and status.\n\
+             # TYPE precedent_http_request_duration_seconds histogram\n",
         );
         for ((route, method, status), histogram) in &series {
             let labels = format!(
@@ -152,7 +152,7 @@ impl HttpMetrics {
                 escape(route),
                 escape(method)
             );
-            histogram.write(out, "codemem_http_request_duration_seconds", &labels);
+            histogram.write(out, "precedent_http_request_duration_seconds", &labels);
         }
     }
 }
@@ -202,10 +202,10 @@ mod tests {
         let mut out = String::new();
         metrics.write(&mut out);
         assert!(out.contains(
-            "codemem_http_requests_total{route=\"/v1/add\",method=\"POST\",status=\"200\"} 2\n"
+            "precedent_http_requests_total{route=\"/v1/add\",method=\"POST\",status=\"200\"} 2\n"
         ));
         assert!(out.contains(
-            "codemem_http_requests_total{route=\"/v1/add\",method=\"POST\",status=\"422\"} 1\n"
+            "precedent_http_requests_total{route=\"/v1/add\",method=\"POST\",status=\"422\"} 1\n"
         ));
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
@@ -221,7 +221,7 @@ mod tests {
         let mut out = String::new();
         metrics.write(&mut out);
         assert!(out.contains(
-            "codemem_http_requests_total{route=\"/health\",method=\"other\",status=\"405\"} 1000\n"
+            "precedent_http_requests_total{route=\"/health\",method=\"other\",status=\"405\"} 1000\n"
         ));
         assert!(out.contains("method=\"GET\""));
         assert!(out.len() < 16 * 1024, "{} bytes", out.len());

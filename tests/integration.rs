@@ -1,11 +1,14 @@
 //! The one integration-test binary: each module covers one area, all
-//! through the public library API or the real `codemem` binary.
+//! through the public library API or the real `precedent` binary.
 
 #[path = "integration/support.rs"]
 mod support;
 
 #[path = "integration/boundaries.rs"]
 mod boundaries;
+
+#[path = "integration/continuity.rs"]
+mod continuity;
 
 #[path = "integration/contract.rs"]
 mod contract;

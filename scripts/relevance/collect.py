@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Collect the ranking features of every candidate of every benchmark query.
 
-Ingests a benchmark's scopes into a running codemem server (the same Adds,
+Ingests a benchmark's scopes into a running precedent server (the same Adds,
 chunking and request ids as `amlbench.py run`, under the benchmark's own
 user ids, so a second run is a series of idempotent retries), then for each
 query calls `POST /v1/search/explain` (every candidate with its features)

@@ -63,7 +63,7 @@ fn required_id(object: &Map<String, Value>, name: &str, errors: &mut Errors) -> 
     None
 }
 
-/// Part types whose content is not kept (codemem remembers text).
+/// Part types whose content is not kept (precedent remembers text).
 pub const SKIPPED_PART_TYPES: [&str; 4] =
     ["image_url", "image", "input_image", "redacted_thinking"];
 /// Part types of a tool call (Anthropic `tool_use`, OpenAI Responses
@@ -107,7 +107,7 @@ fn text_or_parts(value: Option<&Value>, field: &str, errors: &mut Errors) -> Opt
                 }
             }
             if ok && texts.iter().all(|text| text.is_empty()) {
-                errors.push(field, "has no text: codemem stores text parts only");
+                errors.push(field, "has no text: precedent stores text parts only");
             } else if ok {
                 return Some(texts.join("\n"));
             }
@@ -399,7 +399,7 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
     errors.finish(request)
 }
 
-/// Why a body is not the JSON codemem reads.
+/// Why a body is not the JSON precedent reads.
 #[derive(Debug, thiserror::Error)]
 pub enum JsonError {
     /// Not JSON at all, or not UTF-8 text.

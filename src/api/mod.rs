@@ -523,15 +523,15 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
     state.http_metrics.write(&mut out);
     let writer = state.service.writer_metrics();
     out.push_str(
-        "# HELP codemem_index_commit_duration_seconds Time to store, derive, index and commit one group of Adds.\n\
-         # TYPE codemem_index_commit_duration_seconds histogram\n",
+        "# HELP precedent_index_commit_duration_seconds Time to store, derive, index and commit one group of Adds.\n\
+         # TYPE precedent_index_commit_duration_seconds histogram\n",
     );
     writer
         .commit
-        .write(&mut out, "codemem_index_commit_duration_seconds", "");
+        .write(&mut out, "precedent_index_commit_duration_seconds", "");
     crate::metrics::write_single(
         &mut out,
-        "codemem_adds_written_total",
+        "precedent_adds_written_total",
         "counter",
         "Adds handed to the writer.",
         writer
@@ -540,37 +540,37 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
     );
     for (name, kind, help, value) in [
         (
-            "codemem_adds_derived_again_total",
+            "precedent_adds_derived_again_total",
             "counter",
             "Adds derived again because another Add of their session landed first.",
             &writer.adds_rederived_stale,
         ),
         (
-            "codemem_sessions_to_rederive",
+            "precedent_sessions_to_rederive",
             "gauge",
             "Session records of an older extractor still to derive again.",
             &writer.sessions_to_rederive,
         ),
         (
-            "codemem_sessions_rederived_total",
+            "precedent_sessions_rederived_total",
             "counter",
             "Session records derived again by a newer extractor since start-up.",
             &writer.sessions_rederived,
         ),
         (
-            "codemem_cache_catch_ups_total",
+            "precedent_cache_catch_ups_total",
             "counter",
             "Users whose index documents were caught up with the shared store before a Search.",
             &writer.catch_ups,
         ),
         (
-            "codemem_cache_catch_up_adds_total",
+            "precedent_cache_catch_up_adds_total",
             "counter",
             "Adds indexed by those catch-ups (Adds the index was behind).",
             &writer.catch_up_adds,
         ),
         (
-            "codemem_cache_evictions_total",
+            "precedent_cache_evictions_total",
             "counter",
             "Users whose index marks were dropped to stay within --max-cached-users (filled again on their next Search).",
             &writer.cache_evictions,
@@ -585,12 +585,12 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
         );
     }
     out.push_str(
-        "# HELP codemem_cache_catch_up_lag_seconds Age of the oldest Add a catch-up indexed: how long the index was behind the store for that user.\n\
-         # TYPE codemem_cache_catch_up_lag_seconds histogram\n",
+        "# HELP precedent_cache_catch_up_lag_seconds Age of the oldest Add a catch-up indexed: how long the index was behind the store for that user.\n\
+         # TYPE precedent_cache_catch_up_lag_seconds histogram\n",
     );
     writer
         .catch_up_lag
-        .write(&mut out, "codemem_cache_catch_up_lag_seconds", "");
+        .write(&mut out, "precedent_cache_catch_up_lag_seconds", "");
     match state.service.figures().await {
         Ok(figures) => write_figures(&mut out, &figures),
         Err(error) => {
@@ -616,21 +616,21 @@ fn write_figures(out: &mut String, figures: &crate::service::ServiceFigures) {
     use std::fmt::Write as _;
     write_single(
         out,
-        "codemem_add_queue_depth",
+        "precedent_add_queue_depth",
         "gauge",
         "Jobs waiting for the writer.",
         figures.queue_depth as f64,
     );
     write_single(
         out,
-        "codemem_add_queue_capacity",
+        "precedent_add_queue_capacity",
         "gauge",
         "Jobs the writer's queue holds.",
         figures.queue_capacity as f64,
     );
     write_single(
         out,
-        "codemem_index_documents",
+        "precedent_index_documents",
         "gauge",
         "Documents visible to searches.",
         figures.num_docs as f64,
@@ -638,29 +638,29 @@ fn write_figures(out: &mut String, figures: &crate::service::ServiceFigures) {
     if let Some(num_users) = figures.num_users_indexed {
         write_single(
             out,
-            "codemem_cache_users",
+            "precedent_cache_users",
             "gauge",
-            "Users this node's index follows (a shared store; the documents are codemem_index_documents).",
+            "Users this node's index follows (a shared store; the documents are precedent_index_documents).",
             num_users as f64,
         );
     }
     write_single(
         out,
-        "codemem_store_bytes",
+        "precedent_store_bytes",
         "gauge",
         "Bytes of the data directory (store and index).",
         figures.store_bytes as f64,
     );
     write_single(
         out,
-        "codemem_users",
+        "precedent_users",
         "gauge",
         "Users holding sessions.",
         figures.sessions_per_user.len() as f64,
     );
     out.push_str(
-        "# HELP codemem_sessions_per_user How many sessions users hold (no user ids).\n\
-         # TYPE codemem_sessions_per_user histogram\n",
+        "# HELP precedent_sessions_per_user How many sessions users hold (no user ids).\n\
+         # TYPE precedent_sessions_per_user histogram\n",
     );
     for bound in SESSIONS_PER_USER_BUCKETS {
         let count = figures
@@ -670,13 +670,13 @@ fn write_figures(out: &mut String, figures: &crate::service::ServiceFigures) {
             .count();
         let _ = writeln!(
             out,
-            "codemem_sessions_per_user_bucket{{le=\"{bound}\"}} {count}"
+            "precedent_sessions_per_user_bucket{{le=\"{bound}\"}} {count}"
         );
     }
     let total: i64 = figures.sessions_per_user.iter().sum();
     let _ = writeln!(
         out,
-        "codemem_sessions_per_user_bucket{{le=\"+Inf\"}} {}\ncodemem_sessions_per_user_sum {total}\ncodemem_sessions_per_user_count {}",
+        "precedent_sessions_per_user_bucket{{le=\"+Inf\"}} {}\nprecedent_sessions_per_user_sum {total}\nprecedent_sessions_per_user_count {}",
         figures.sessions_per_user.len(),
         figures.sessions_per_user.len()
     );

@@ -301,7 +301,7 @@ pub struct UserDeleted {
 #[derive(OpenApi)]
 #[openapi(
     info(
-        title = "codemem",
+        title = "precedent",
         description = "A memory for coding agents: Add stores agent trajectories, Search returns the past experience that helps with a new task. Speaks the Agent Memory Leaderboard Add/Search contract.",
     ),
     paths(

@@ -1,4 +1,4 @@
-//! Benchmarks that print figures: `codemem bench ingest` measures the
+//! Benchmarks that print figures: `precedent bench ingest` measures the
 //! extraction of session records alone (no storage, no index) over a bench
 //! directory's sessions, chunked the way the evaluation platform chunks them;
 //! `bench load` drives a running server. Each report renders its own text

@@ -1,12 +1,12 @@
-//! The reference memory `codemem bench scale` measures codemem against:
+//! The reference memory `precedent bench scale` measures precedent against:
 //! raw Add chunks in one SQLite FTS5 table, ranked by `bm25()` and filtered
 //! by user, the way a typical text memory is built. It speaks the same
-//! `POST /add` and `POST /search` as codemem (ids, messages, `top_k`) so
+//! `POST /add` and `POST /search` as precedent (ids, messages, `top_k`) so
 //! one client measures both, and it is as durable: WAL with
 //! `synchronous=FULL`, one transaction per Add, answered after commit.
 //!
-//! Run as its own process (`codemem bench reference-server`, hidden) so
-//! that its memory and start-up are measured the way codemem's are.
+//! Run as its own process (`precedent bench reference-server`, hidden) so
+//! that its memory and start-up are measured the way precedent's are.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -20,7 +20,7 @@ use axum::{Json, Router};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
-/// Query terms kept (codemem's query analysis keeps as many).
+/// Query terms kept (precedent's query analysis keeps as many).
 const MAX_QUERY_TERMS: usize = 128;
 
 const SCHEMA: &str = "
@@ -72,7 +72,7 @@ pub fn serve(data_dir: &Path, listen: &str) -> anyhow::Result<()> {
             .route("/add", post(add))
             .route("/search", post(search))
             .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
-            // The same body limit as codemem's, so that both take the
+            // The same body limit as precedent's, so that both take the
             // whole-trajectory and big-session Adds.
             .layer(axum::extract::DefaultBodyLimit::max(
                 crate::api::DEFAULT_MAX_BODY_BYTES,

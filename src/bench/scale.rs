@@ -1,4 +1,4 @@
-//! `codemem bench scale`: codemem at scale, side by side with an SQLite
+//! `precedent bench scale`: precedent at scale, side by side with an SQLite
 //! FTS5 memory ([`super::reference`]) under the same workload.
 //!
 //! The corpus replays a bench directory's sessions, chunked the way the
@@ -7,8 +7,8 @@
 //! large user scope; the rest to small scopes of [`SMALL_SCOPE_SESSIONS`]
 //! sessions each, like the per-task scopes of the benchmark.
 //!
-//! Each system runs as its own process (the real `codemem serve`, and
-//! `codemem bench reference-server`) on a fresh directory and is driven
+//! Each system runs as its own process (the real `precedent serve`, and
+//! `precedent bench reference-server`) on a fresh directory and is driven
 //! over HTTP on loopback by the same client code:
 //! 1. Adds from one client (the first tenth of the sessions, at most
 //!    [`MAX_SINGLE_CLIENT_SESSIONS`]), then from eight clients, each
@@ -69,9 +69,9 @@ pub struct ScaleOptions {
     pub work_dir: Option<PathBuf>,
     /// Skip the FTS5 reference.
     pub skip_reference: bool,
-    /// codemem's store, when not the data directory's SQLite (a
+    /// precedent's store, when not the data directory's SQLite (a
     /// PostgreSQL URL of an empty database); passed to the server in
-    /// CODEMEM_STORE.
+    /// PRECEDENT_STORE.
     pub store: Option<String>,
 }
 
@@ -139,21 +139,21 @@ pub struct ScaleReport {
     pub chunks: usize,
     /// MB of message content sent.
     pub input_mb: f64,
-    /// Evidence items codemem stored (from its session records).
+    /// Evidence items precedent stored (from its session records).
     pub evidence_items: i64,
-    /// codemem.
-    pub codemem: SystemFigures,
+    /// precedent.
+    pub precedent: SystemFigures,
     /// The FTS5 reference (absent when skipped).
     pub fts5: Option<SystemFigures>,
 }
 
 impl ScaleReport {
-    /// The flat JSON object `--json` prints: codemem's figures, then the
+    /// The flat JSON object `--json` prints: precedent's figures, then the
     /// reference's with an `fts5_` prefix, then the corpus.
     pub fn flat_json(&self) -> Value {
         let mut object = serde_json::Map::new();
-        if let Ok(Value::Object(codemem)) = serde_json::to_value(&self.codemem) {
-            object.extend(codemem);
+        if let Ok(Value::Object(precedent)) = serde_json::to_value(&self.precedent) {
+            object.extend(precedent);
         }
         if let Some(fts5) = &self.fts5
             && let Ok(Value::Object(fts5)) = serde_json::to_value(fts5)
@@ -213,12 +213,12 @@ impl Server {
     /// Starts `command`; its log goes to `log` (appended).
     fn start(mut command: Command, what: &str, log: &Path) -> anyhow::Result<(Server, Duration)> {
         let started = Instant::now();
-        let level = std::env::var("CODEMEM_LOG").unwrap_or_else(|_| "warn,codemem=info".into());
+        let level = std::env::var("PRECEDENT_LOG").unwrap_or_else(|_| "warn,precedent=info".into());
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .env("CODEMEM_LOG", level)
+            .env("PRECEDENT_LOG", level)
             .spawn()
             .with_context(|| format!("cannot start {what}"))?;
         let stderr = child.stderr.take().context("stderr")?;
@@ -720,10 +720,10 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
     };
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("cannot create {}", work_dir.display()))?;
-    let binary = std::env::current_exe().context("cannot find the codemem binary")?;
-    let codemem_dir = work_dir.join("codemem");
+    let binary = std::env::current_exe().context("cannot find the precedent binary")?;
+    let precedent_dir = work_dir.join("precedent");
     let fts5_dir = work_dir.join("fts5");
-    for dir in [&codemem_dir, &fts5_dir] {
+    for dir in [&precedent_dir, &fts5_dir] {
         let _ = std::fs::remove_file(dir.with_extension("log"));
         if dir.exists() {
             std::fs::remove_dir_all(dir)
@@ -734,17 +734,17 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
         "corpus: {total} sessions ({scope_sessions} in the large scope), {chunks} Adds, {input_mb:.1} MB; data under {}",
         work_dir.display()
     ));
-    let start_codemem = || {
+    let start_precedent = || {
         let mut command = Command::new(&binary);
         command
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
-            .arg(&codemem_dir);
+            .arg(&precedent_dir);
         match &options.store {
-            Some(store) => command.env("CODEMEM_STORE", store),
-            None => command.env_remove("CODEMEM_STORE"),
+            Some(store) => command.env("PRECEDENT_STORE", store),
+            None => command.env_remove("PRECEDENT_STORE"),
         };
         command
     };
@@ -763,8 +763,14 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
         input_mb,
         same_task: &same_task,
     };
-    let codemem = measure("codemem", &start_codemem, &codemem_dir, &workload, progress)?;
-    let location = crate::store::StoreLocation::parse(options.store.as_deref(), &codemem_dir)?;
+    let precedent = measure(
+        "precedent",
+        &start_precedent,
+        &precedent_dir,
+        &workload,
+        progress,
+    )?;
+    let location = crate::store::StoreLocation::parse(options.store.as_deref(), &precedent_dir)?;
     let evidence_items = count_evidence(&location).unwrap_or(0);
     let fts5 = if options.skip_reference {
         None
@@ -798,7 +804,7 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
         chunks,
         input_mb,
         evidence_items,
-        codemem,
+        precedent,
         fts5,
     })
 }
@@ -806,7 +812,7 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
 /// A fresh directory under the system's temporary directory.
 fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!(
-        "codemem-bench-scale-{}-{}",
+        "precedent-bench-scale-{}-{}",
         std::process::id(),
         crate::time::now_ms()
     ));
@@ -823,10 +829,10 @@ fn count_evidence(location: &crate::store::StoreLocation) -> anyhow::Result<i64>
 /// A line of the table: its label and the figure it shows.
 type Row = (&'static str, fn(&SystemFigures) -> f64);
 
-/// The report as a table: codemem, the reference, and their ratio.
+/// The report as a table: precedent, the reference, and their ratio.
 pub fn render(report: &ScaleReport) -> String {
     let mut out = format!(
-        "corpus: {} sessions ({} in the large scope, {} small scopes of {}), {} Adds, {:.1} MB of content; codemem holds {} evidence items\n\n",
+        "corpus: {} sessions ({} in the large scope, {} small scopes of {}), {} Adds, {:.1} MB of content; precedent holds {} evidence items\n\n",
         report.sessions,
         report.scope_sessions,
         report.small_scopes,
@@ -837,7 +843,7 @@ pub fn render(report: &ScaleReport) -> String {
     );
     out.push_str(&format!(
         "{:<34} {:>12} {:>12} {:>10}\n",
-        "", "codemem", "fts5", "fts5/codemem"
+        "", "precedent", "fts5", "fts5/precedent"
     ));
     let fts5 = report.fts5.clone();
     let rows: [Row; 20] = [
@@ -867,7 +873,7 @@ pub fn render(report: &ScaleReport) -> String {
         ("Search errors", |f| f.search_errors as f64),
     ];
     for (label, value) in rows {
-        let ours = value(&report.codemem);
+        let ours = value(&report.precedent);
         match &fts5 {
             Some(reference) => {
                 let theirs = value(reference);

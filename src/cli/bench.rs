@@ -1,4 +1,4 @@
-//! `codemem bench`: its subcommands, run and printed (the reports and
+//! `precedent bench`: its subcommands, run and printed (the reports and
 //! their text are `crate::bench`'s).
 
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ pub(super) enum BenchCommand {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// codemem at scale beside an SQLite FTS5 memory under the same
+    /// precedent at scale beside an SQLite FTS5 memory under the same
     /// workload: replays a bench directory's sessions (repeated under fresh
     /// ids up to --sessions) into each over HTTP on loopback, from 1 then 8
     /// clients, then searches a large scope and small per-task scopes;
@@ -65,12 +65,12 @@ pub(super) enum BenchCommand {
         /// removed at the end).
         #[arg(long)]
         work_dir: Option<PathBuf>,
-        /// Measure codemem alone.
+        /// Measure precedent alone.
         #[arg(long)]
         no_reference: bool,
-        /// codemem's store: a PostgreSQL URL of an empty database (default:
-        /// SQLite in the work directory). Read from CODEMEM_STORE too.
-        #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+        /// precedent's store: a PostgreSQL URL of an empty database (default:
+        /// SQLite in the work directory). Read from PRECEDENT_STORE too.
+        #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
         store: Option<String>,
         /// Print one JSON object instead of the table.
         #[arg(long)]
@@ -105,7 +105,7 @@ pub(super) enum BenchCommand {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
         /// The server's API key (sent as a Bearer token).
-        #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+        #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
         api_key: Option<String>,
         /// Print one JSON object instead of text.
         #[arg(long)]

@@ -1,4 +1,4 @@
-//! `codemem import`: a git repository's history or agent transcripts into
+//! `precedent import`: a git repository's history or agent transcripts into
 //! a data directory, or through a running server, with progress on stderr.
 
 use std::sync::Arc;
@@ -138,7 +138,7 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
                 Ok(service) => service,
                 Err(service::ServiceError::Locked(path)) => anyhow::bail!(
                     "{} is held by a running server; import through it instead: \
-                     codemem import {} --user-id {} --server http://<its address> \
+                     precedent import {} --user-id {} --server http://<its address> \
                      (add --api-key if it requires one)",
                     path.display(),
                     args.paths

@@ -8,6 +8,7 @@
 
 mod bench;
 mod history;
+mod legacy;
 mod query;
 mod render;
 mod serve;
@@ -22,19 +23,19 @@ use crate::api::{self, DEFAULT_MAX_BODY_BYTES};
 use crate::import;
 use crate::rank;
 
-/// codemem: a memory for coding agents. It remembers agent trajectories
+/// precedent: a memory for coding agents. It remembers agent trajectories
 /// (tasks, commands, tracebacks, diffs) and, given a new task, hands back
 /// the past experience that helps.
 #[derive(Debug, Parser)]
-#[command(name = "codemem", version, about, long_about = None)]
+#[command(name = "precedent", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
 
     /// How logs are written to stderr: `text` for people, `json` (one
     /// object per line) for log collectors. The level comes from RUST_LOG
-    /// (or CODEMEM_LOG), `info` by default.
-    #[arg(long, global = true, env = "CODEMEM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    /// (or PRECEDENT_LOG), `info` by default.
+    #[arg(long, global = true, env = "PRECEDENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 }
 
@@ -81,19 +82,19 @@ enum Command {
     Bench(BenchCommand),
 }
 
-/// Options of `codemem inspect`.
+/// Options of `precedent inspect`.
 #[derive(Debug, Args)]
 struct InspectArgs {
-    /// The data directory of the service (default: $XDG_DATA_HOME/codemem,
-    /// else ~/.local/share/codemem).
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
+    /// The data directory of the service (default: $XDG_DATA_HOME/precedent,
+    /// else ~/.local/share/precedent).
+    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
-    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
     /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// Give a URL with a password through PRECEDENT_STORE rather than on
     /// the command line, where every local user can read it.
-    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
     store: Option<String>,
 
     /// The user whose memory to show.
@@ -109,19 +110,19 @@ struct InspectArgs {
     json: bool,
 }
 
-/// Options of `codemem search`.
+/// Options of `precedent search`.
 #[derive(Debug, Args)]
 struct SearchArgs {
-    /// The data directory of the service (default: $XDG_DATA_HOME/codemem,
-    /// else ~/.local/share/codemem).
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
+    /// The data directory of the service (default: $XDG_DATA_HOME/precedent,
+    /// else ~/.local/share/precedent).
+    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
-    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
     /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// Give a URL with a password through PRECEDENT_STORE rather than on
     /// the command line, where every local user can read it.
-    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
     store: Option<String>,
 
     /// The user whose memory to search.
@@ -133,7 +134,7 @@ struct SearchArgs {
     top_k: u32,
 
     /// The most characters of content to return.
-    #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS)]
+    #[arg(long, env = "PRECEDENT_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS)]
     max_chars: usize,
 
     /// Show every candidate session with its features, score and verdict
@@ -149,7 +150,7 @@ struct SearchArgs {
     query: String,
 }
 
-/// Options of `codemem import`.
+/// Options of `precedent import`.
 #[derive(Debug, Args)]
 struct ImportArgs {
     /// A git repository (its work tree or its .git directory), or
@@ -191,15 +192,15 @@ struct ImportArgs {
     watch: bool,
 
     /// The data directory to write to when no --server is given (default:
-    /// $XDG_DATA_HOME/codemem, else ~/.local/share/codemem).
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
+    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent).
+    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
-    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
     /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// Give a URL with a password through PRECEDENT_STORE rather than on
     /// the command line, where every local user can read it.
-    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
     store: Option<String>,
 
     /// Import through a running server's Add endpoint (e.g.
@@ -208,7 +209,7 @@ struct ImportArgs {
     server: Option<String>,
 
     /// The server's API key (sent as a Bearer token).
-    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 
     /// Adds in flight at once.
@@ -220,69 +221,69 @@ struct ImportArgs {
     json: bool,
 }
 
-/// Options of `codemem mcp`.
+/// Options of `precedent mcp`.
 #[derive(Debug, Args)]
 struct McpArgs {
     /// The user scope of every tool. Default: the git repository enclosing
     /// the working directory, named by its `origin` remote
     /// (`github.com/owner/name`) or else by its root path.
-    #[arg(long, env = "CODEMEM_USER_ID")]
+    #[arg(long, env = "PRECEDENT_USER_ID")]
     user_id: Option<String>,
 
     /// The data directory, when no --server is given (it must not be held
     /// by a running server: use --server then). Default:
-    /// $XDG_DATA_HOME/codemem, else ~/.local/share/codemem, shared by every
+    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent, shared by every
     /// command.
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
+    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
-    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
     /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// Give a URL with a password through PRECEDENT_STORE rather than on
     /// the command line, where every local user can read it.
-    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
     store: Option<String>,
 
     /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
     /// opening the data directory.
-    #[arg(long, env = "CODEMEM_SERVER")]
+    #[arg(long, env = "PRECEDENT_SERVER")]
     server: Option<String>,
 
     /// The server's API key (sent as a Bearer token).
-    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 }
 
-/// Options of `codemem serve`.
+/// Options of `precedent serve`.
 #[derive(Debug, Args)]
 struct ServeArgs {
     /// Address to listen on (host:port; port 0 picks a free port).
-    #[arg(long, env = "CODEMEM_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "PRECEDENT_LISTEN", default_value = "127.0.0.1:8080")]
     listen: String,
 
-    /// Directory holding the store (codemem.sqlite3) and the index; created
+    /// Directory holding the store (precedent.sqlite3) and the index; created
     /// if missing. One process at a time may hold it. Default:
-    /// $XDG_DATA_HOME/codemem, else ~/.local/share/codemem, shared by every
+    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent, shared by every
     /// command.
-    #[arg(long, env = "CODEMEM_DATA_DIR", default_value_os_t = default_data_dir())]
+    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
 
-    /// Where the store is: `sqlite` (the default: codemem.sqlite3 in the
+    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
     /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through CODEMEM_STORE rather than on
+    /// Give a URL with a password through PRECEDENT_STORE rather than on
     /// the command line, where every local user can read it.
-    #[arg(long, env = "CODEMEM_STORE", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
     store: Option<String>,
 
     /// API key that Add and Search require (Authorization: Bearer <key>,
     /// Authorization: Token <key> or X-Api-Key: <key>). Without any key the
     /// service runs without authentication. Health is never authenticated.
-    #[arg(long, env = "CODEMEM_API_KEY", hide_env_values = true)]
+    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 
     /// File of accepted API keys, one a line (blank lines and # comments
     /// skipped); combines with --api-key, so keys can be rotated.
-    #[arg(long, env = "CODEMEM_API_KEY_FILE")]
+    #[arg(long, env = "PRECEDENT_API_KEY_FILE")]
     api_key_file: Option<PathBuf>,
 
     /// File of scoped keys: each line a key's SHA-256 digest (hex), the
@@ -290,53 +291,53 @@ struct ServeArgs {
     /// and optionally `list-users`; # comments and blank lines skipped.
     /// Combines with --api-key and --api-key-file (whose keys reach every
     /// user). See the README.
-    #[arg(long, env = "CODEMEM_KEYS_FILE")]
+    #[arg(long, env = "PRECEDENT_KEYS_FILE")]
     keys_file: Option<PathBuf>,
 
     /// Largest request body accepted, in bytes; larger ones get 413.
-    #[arg(long, env = "CODEMEM_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    #[arg(long, env = "PRECEDENT_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
 
     /// Bytes of message content one session may hold; an Add that would
     /// take its session past it gets 413 and nothing of it is stored.
-    #[arg(long, env = "CODEMEM_MAX_SESSION_BYTES", default_value_t = crate::service::DEFAULT_MAX_SESSION_BYTES)]
+    #[arg(long, env = "PRECEDENT_MAX_SESSION_BYTES", default_value_t = crate::service::DEFAULT_MAX_SESSION_BYTES)]
     max_session_bytes: usize,
 
     /// On a shared store (PostgreSQL), users whose index marks this node
     /// keeps; the least recently searched is dropped past it and filled
     /// again from the store on its next Search.
-    #[arg(long, env = "CODEMEM_MAX_CACHED_USERS", default_value_t = crate::service::DEFAULT_MAX_CACHED_USERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "PRECEDENT_MAX_CACHED_USERS", default_value_t = crate::service::DEFAULT_MAX_CACHED_USERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_cached_users: usize,
 
     /// Most Adds written together in one group commit.
-    #[arg(long, env = "CODEMEM_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, env = "PRECEDENT_MAX_BATCH", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_batch: u32,
 
     /// Purge sessions not added to for this many days, at start-up and then
     /// hourly (their messages, Adds, record and index documents). Off
     /// unless given.
-    #[arg(long, env = "CODEMEM_RETENTION_DAYS", value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    #[arg(long, env = "PRECEDENT_RETENTION_DAYS", value_parser = clap::value_parser!(u64).range(1..=36_500))]
     retention_days: Option<u64>,
 
     /// Mask common credentials (cloud and API keys, tokens, private keys,
     /// Authorization headers, passwords in URLs and assignments) in message
     /// content before it is stored; see the README for the list.
-    #[arg(long, env = "CODEMEM_REDACT_SECRETS")]
+    #[arg(long, env = "PRECEDENT_REDACT_SECRETS")]
     redact_secrets: bool,
 
     /// Requests handled at once (health aside); past it, 503 with
     /// Retry-After.
-    #[arg(long, env = "CODEMEM_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, env = "PRECEDENT_MAX_IN_FLIGHT", default_value_t = api::DEFAULT_MAX_IN_FLIGHT as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     max_in_flight: u32,
 
     /// Seconds a request may take before it is answered 503 with
     /// Retry-After.
-    #[arg(long, env = "CODEMEM_REQUEST_TIMEOUT_SECS", default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "PRECEDENT_REQUEST_TIMEOUT_SECS", default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     request_timeout_secs: u64,
 
     /// Characters of content a Search answer holds at most, unless the
     /// request's `max_chars` says otherwise (the first item is always given).
-    #[arg(long, env = "CODEMEM_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, env = "PRECEDENT_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     search_budget: u64,
 
     /// A Host name served besides the listen address (loopback names and
@@ -345,7 +346,7 @@ struct ServeArgs {
     /// (no DNS-rebinding guard). Other Hosts get 421.
     #[arg(
         long = "allowed-host",
-        env = "CODEMEM_ALLOWED_HOSTS",
+        env = "PRECEDENT_ALLOWED_HOSTS",
         value_delimiter = ','
     )]
     allowed_hosts: Vec<String>,
@@ -355,45 +356,46 @@ struct ServeArgs {
     /// answers it. Repeatable.
     #[arg(
         long = "allowed-origin",
-        env = "CODEMEM_ALLOWED_ORIGINS",
+        env = "PRECEDENT_ALLOWED_ORIGINS",
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
 
     /// Seconds a request body may take to arrive (408 past it); no
     /// in-flight slot is held meanwhile.
-    #[arg(long, env = "CODEMEM_BODY_READ_TIMEOUT_SECS", default_value_t = api::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "PRECEDENT_BODY_READ_TIMEOUT_SECS", default_value_t = api::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     body_read_timeout_secs: u64,
 
     /// Seconds a request head may take to arrive, and a kept-alive
     /// connection may stay idle, before the connection is closed.
-    #[arg(long, env = "CODEMEM_HEADER_READ_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, env = "PRECEDENT_HEADER_READ_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     header_read_timeout_secs: u64,
 
     /// Connections open at once; past it new ones are closed at once.
-    #[arg(long, env = "CODEMEM_MAX_CONNECTIONS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, env = "PRECEDENT_MAX_CONNECTIONS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,
 
     /// Serve HTTPS with this PEM certificate chain (with --tls-key).
-    #[arg(long, env = "CODEMEM_TLS_CERT", requires = "tls_key")]
+    #[arg(long, env = "PRECEDENT_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
 
     /// The PEM private key of --tls-cert.
-    #[arg(long, env = "CODEMEM_TLS_KEY", requires = "tls_cert")]
+    #[arg(long, env = "PRECEDENT_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
 }
 
-/// The store a command was given (`--store` or CODEMEM_STORE), the data
+/// The store a command was given (`--store` or PRECEDENT_STORE), the data
 /// directory's SQLite database by default. Warns when a password came on
 /// the command line.
 pub(crate) fn store_location(
     store: Option<&str>,
     data_dir: &std::path::Path,
 ) -> anyhow::Result<crate::store::StoreLocation> {
+    legacy::announce_if_legacy(data_dir);
     let location = crate::store::StoreLocation::parse(store, data_dir)?;
-    if location.has_password() && std::env::var_os("CODEMEM_STORE").is_none() {
+    if location.has_password() && std::env::var_os("PRECEDENT_STORE").is_none() {
         tracing::warn!(
-            "--store with a password on the command line is visible to every local user (ps); set CODEMEM_STORE instead"
+            "--store with a password on the command line is visible to every local user (ps); set PRECEDENT_STORE instead"
         );
     }
     Ok(location)
@@ -401,8 +403,12 @@ pub(crate) fn store_location(
 
 /// Parses the arguments, runs the command, maps errors to an exit code.
 pub fn main() -> ExitCode {
+    let deprecations = legacy::adopt_legacy_environment();
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    for warning in deprecations {
+        tracing::warn!("{warning}");
+    }
     let result = match cli.command {
         Command::Mcp(args) => serve::mcp(args),
         Command::Serve(args) => serve::serve(args),
@@ -421,12 +427,15 @@ pub fn main() -> ExitCode {
 }
 
 /// The data directory every command uses unless told otherwise: the
-/// user's data directory (`$XDG_DATA_HOME/codemem`, else
-/// `~/.local/share/codemem`), not the directory a command starts in, so
-/// that no data directory lands inside a repository; `./codemem-data` only
+/// user's data directory (`$XDG_DATA_HOME/precedent`, else
+/// `~/.local/share/precedent`), not the directory a command starts in, so
+/// that no data directory lands inside a repository; `./precedent-data` only
 /// when neither variable is set.
 pub(crate) fn default_data_dir() -> PathBuf {
-    data_dir_from(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
+    legacy::default_or_legacy(data_dir_from(
+        std::env::var_os("XDG_DATA_HOME"),
+        std::env::var_os("HOME"),
+    ))
 }
 
 fn data_dir_from(
@@ -438,16 +447,16 @@ fn data_dir_from(
         value.map(PathBuf::from).filter(|path| path.is_absolute())
     };
     if let Some(data_home) = absolute(xdg_data_home) {
-        return data_home.join("codemem");
+        return data_home.join("precedent");
     }
     if let Some(home) = absolute(home) {
-        return home.join(".local").join("share").join("codemem");
+        return home.join(".local").join("share").join("precedent");
     }
-    PathBuf::from("./codemem-data")
+    PathBuf::from("./precedent-data")
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CODEMEM_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PRECEDENT_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
@@ -479,16 +488,16 @@ mod tests {
     fn the_data_directory_is_the_users_not_the_working_directorys() {
         assert_eq!(
             data_dir_from(Some("/data".into()), Some("/home/me".into())),
-            PathBuf::from("/data/codemem")
+            PathBuf::from("/data/precedent")
         );
         assert_eq!(
             data_dir_from(Some("relative".into()), Some("/home/me".into())),
-            PathBuf::from("/home/me/.local/share/codemem")
+            PathBuf::from("/home/me/.local/share/precedent")
         );
         assert_eq!(
             data_dir_from(None, Some("/home/me".into())),
-            PathBuf::from("/home/me/.local/share/codemem")
+            PathBuf::from("/home/me/.local/share/precedent")
         );
-        assert_eq!(data_dir_from(None, None), PathBuf::from("./codemem-data"));
+        assert_eq!(data_dir_from(None, None), PathBuf::from("./precedent-data"));
     }
 }

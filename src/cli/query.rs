@@ -13,7 +13,7 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
     if !location.exists() {
         anyhow::bail!(
-            "no codemem store at {} (expected {})",
+            "no precedent store at {} (expected {})",
             args.data_dir.display(),
             location.describe()
         );

@@ -1,4 +1,4 @@
-//! The text renderers of `codemem inspect` and `codemem search` (the JSON
+//! The text renderers of `precedent inspect` and `precedent search` (the JSON
 //! forms are the API's).
 
 use crate::domain::MemoryItem;

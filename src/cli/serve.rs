@@ -27,7 +27,7 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .thread_name("codemem-mcp")
+        .thread_name("precedent-mcp")
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
@@ -46,7 +46,7 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
                     Ok(service) => service,
                     Err(error @ service::ServiceError::Locked(_)) => {
                         return Err(anyhow::anyhow!(
-                            "{error}: a server holds it; run `codemem mcp --server URL` to go through that server"
+                            "{error}: a server holds it; run `precedent mcp --server URL` to go through that server"
                         ));
                     }
                     Err(error) => return Err(error.into()),
@@ -54,7 +54,7 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
                 crate::mcp::Backend::Local(service)
             }
         };
-        tracing::info!(user_id = %user_id, "codemem MCP server on stdio");
+        tracing::info!(user_id = %user_id, "precedent MCP server on stdio");
         let local = match &backend {
             crate::mcp::Backend::Local(service) => Some(service.clone()),
             crate::mcp::Backend::Remote(_) => None,
@@ -70,9 +70,9 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
 }
 
 pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    if args.api_key.is_some() && std::env::var_os("CODEMEM_API_KEY").is_none() {
+    if args.api_key.is_some() && std::env::var_os("PRECEDENT_API_KEY").is_none() {
         tracing::warn!(
-            "--api-key on the command line is visible to every local user (ps); set CODEMEM_API_KEY or use --api-key-file or --keys-file instead"
+            "--api-key on the command line is visible to every local user (ps); set PRECEDENT_API_KEY or use --api-key-file or --keys-file instead"
         );
     }
     let mut keys = ApiKeys::new(args.api_key.iter());
@@ -89,7 +89,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name("codemem-worker")
+        .thread_name("precedent-worker")
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
@@ -120,7 +120,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(
             data_dir = %args.data_dir.display(),
             store = %store_description,
-            "codemem listening on {scheme}://{address} ({auth})"
+            "precedent listening on {scheme}://{address} ({auth})"
         );
         let app = api::app(
             service.clone(),

@@ -1,6 +1,6 @@
 //! import: past work becomes memory.
 //!
-//! `codemem import` reads two kinds of sources and stores them through the
+//! `precedent import` reads two kinds of sources and stores them through the
 //! same Add path as any client:
 //!
 //! - a git repository's history (`git`): each first-parent commit, merges

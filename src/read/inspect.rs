@@ -1,7 +1,7 @@
 //! inspect: "what was extracted from this user's sessions?" Derived session
 //! records read back for people: a line per session, or one session's whole
 //! record with where each message came from. Read with any connection to
-//! the store (the service's pooled ones, or `codemem inspect`'s own).
+//! the store (the service's pooled ones, or `precedent inspect`'s own).
 //!
 //! Architecture invariant: nothing here writes.
 

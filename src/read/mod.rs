@@ -4,8 +4,8 @@
 //! [`search`] ranks a user's stored experience for a new task (the
 //! [`search::Searcher`] and its `explain`); [`inspect`] reads derived session
 //! records back for people (`session_summaries`, `session_detail`). The
-//! service reads through them beside its writer; `codemem search` and
-//! `codemem inspect` use them on a data directory directly, which works
+//! service reads through them beside its writer; `precedent search` and
+//! `precedent inspect` use them on a data directory directly, which works
 //! while a server holds it (SQLite and tantivy readers never block the
 //! writer).
 //!

@@ -4,7 +4,7 @@
 //! Query analysis, candidates from the index, ranking and the noise gate
 //! ([`rank`]), then result assembly with the session records and messages
 //! read from the store. The service searches through a [`Searcher`] beside
-//! its writer; `codemem search` opens one on a data directory directly,
+//! its writer; `precedent search` opens one on a data directory directly,
 //! which works while a server holds it (SQLite readers and tantivy readers
 //! never block the writer).
 //!

@@ -34,7 +34,7 @@ impl ExtractPool {
             let receiver = receiver.clone();
             threads.push(
                 std::thread::Builder::new()
-                    .name(format!("codemem-extract-{number}"))
+                    .name(format!("precedent-extract-{number}"))
                     .spawn(move || {
                         while let Ok(job) = receiver.recv() {
                             job();

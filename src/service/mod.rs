@@ -84,7 +84,7 @@ pub enum ServiceError {
     #[error("stored, but not yet searchable: {0}")]
     NotYetSearchable(String),
     /// The data directory is held by another process.
-    #[error("data directory {0} is in use by another codemem process")]
+    #[error("data directory {0} is in use by another precedent process")]
     Locked(PathBuf),
     /// Data directory problems at start-up.
     #[error("data directory {path}: {source}")]
@@ -314,7 +314,7 @@ impl Service {
         // waits for all of it (an extraction needing a query still being
         // compiled waits for that one).
         let warm_up = std::thread::Builder::new()
-            .name("codemem-warm-up".to_string())
+            .name("precedent-warm-up".to_string())
             .spawn(|| {
                 let started = std::time::Instant::now();
                 for error in ingest::warm_up() {
@@ -391,7 +391,7 @@ impl Service {
             max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
         };
         let writer_thread = std::thread::Builder::new()
-            .name("codemem-writer".to_string())
+            .name("precedent-writer".to_string())
             .spawn(move || {
                 writer_loop(
                     WriterHome {

@@ -57,7 +57,7 @@ impl Rederivation {
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
-            .name("codemem-rederive".to_string())
+            .name("precedent-rederive".to_string())
             .spawn(move || {
                 match rederive_all(&conn, &writer, &metrics, &thread_stop) {
                     Ok(()) => {}

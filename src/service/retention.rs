@@ -42,7 +42,7 @@ impl Retention {
     ) -> std::io::Result<Retention> {
         let (stop, stopped) = std_mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
-            .name("codemem-retention".to_string())
+            .name("precedent-retention".to_string())
             .spawn(move || {
                 loop {
                     if let Err(error) = purge_older_than(&writer, age) {

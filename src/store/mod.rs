@@ -8,7 +8,7 @@
 //!
 //! One seam, backends behind it: [`StoreConn`] is a connection to one of
 //! them and every operation below is one `match` over it (`sqlite.rs`:
-//! the embedded default, `<data-dir>/codemem.sqlite3`; `postgres/`: a
+//! the embedded default, `<data-dir>/precedent.sqlite3`; `postgres/`: a
 //! PostgreSQL database that several processes can share). Both keep the
 //! same contracts, held equal by one conformance suite (`tests.rs`).
 //!
@@ -49,8 +49,8 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    /// The database was written by a newer codemem.
-    #[error("database schema version {found} is newer than this codemem supports ({supported})")]
+    /// The database was written by a newer precedent.
+    #[error("database schema version {found} is newer than this precedent supports ({supported})")]
     SchemaTooNew {
         /// Version found in the file.
         found: i64,
@@ -79,7 +79,23 @@ pub enum StoreError {
 }
 
 /// The file name of the database inside the data directory.
-pub const DATABASE_FILE: &str = "codemem.sqlite3";
+pub const DATABASE_FILE: &str = "precedent.sqlite3";
+
+/// The file name the database had before the product's rename (it was
+/// called codemem): still opened, for one release, in a data directory
+/// that holds it and no [`DATABASE_FILE`].
+pub const LEGACY_DATABASE_FILE: &str = "codemem.sqlite3";
+
+/// The database file of a data directory: [`DATABASE_FILE`], or
+/// [`LEGACY_DATABASE_FILE`] when only that one exists.
+pub fn database_path(data_dir: &Path) -> PathBuf {
+    let path = data_dir.join(DATABASE_FILE);
+    let legacy = data_dir.join(LEGACY_DATABASE_FILE);
+    if !path.exists() && legacy.is_file() {
+        return legacy;
+    }
+    path
+}
 
 /// The schema version every backend migrates to.
 const SCHEMA_VERSION: i64 = 7;
@@ -187,7 +203,7 @@ impl std::ops::Deref for StoreTx<'_> {
 /// the data directory keeps the index (a cache) and the lock file.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreLocation {
-    /// `codemem.sqlite3` inside this data directory.
+    /// `precedent.sqlite3` inside this data directory.
     Sqlite(PathBuf),
     /// A PostgreSQL database, by connection URL (it may hold a password:
     /// shown only through [`StoreLocation::describe`]).
@@ -233,7 +249,7 @@ impl StoreLocation {
     /// URL with any password redacted.
     pub fn describe(&self) -> String {
         match self {
-            StoreLocation::Sqlite(data_dir) => data_dir.join(DATABASE_FILE).display().to_string(),
+            StoreLocation::Sqlite(data_dir) => database_path(data_dir).display().to_string(),
             StoreLocation::Postgres(url) => postgres::redact(url),
         }
     }
@@ -251,7 +267,7 @@ impl StoreLocation {
     /// to: connecting tells).
     pub fn exists(&self) -> bool {
         match self {
-            StoreLocation::Sqlite(data_dir) => data_dir.join(DATABASE_FILE).exists(),
+            StoreLocation::Sqlite(data_dir) => database_path(data_dir).exists(),
             StoreLocation::Postgres(_) => true,
         }
     }

@@ -1,5 +1,5 @@
 //! The SQLite backend: today's embedded store (WAL, `synchronous=FULL`)
-//! in `<data-dir>/codemem.sqlite3`. Migrations by `PRAGMA user_version`.
+//! in `<data-dir>/precedent.sqlite3`. Migrations by `PRAGMA user_version`.
 //! Every function here answers for one operation of the seam in
 //! [`super`]; the contracts are written there.
 
@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::codec;
 use super::{
     Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, SESSIONS_MISSING_SQL, StoreError,
-    StoredMessage, StoredSession, StoredUser, UserState, content_bytes,
+    StoredMessage, StoredSession, StoredUser, UserState, content_bytes, database_path,
 };
 use crate::domain::{AddRequest, Role};
 
@@ -104,7 +104,7 @@ CREATE INDEX requests_by_user_seq ON requests (user_id, seq);
 /// written compressed (a zlib stream, stored as a BLOB in the same column;
 /// see `store::codec`) unless short. The tables do not change, and values
 /// of earlier versions (TEXT) read as they are; the version tells an
-/// older codemem that it cannot read this store.
+/// older precedent that it cannot read this store.
 const SCHEMA_V7: &str = "";
 
 /// The size the write-ahead log is cut back to once a checkpoint has
@@ -118,7 +118,14 @@ const WAL_SIZE_LIMIT_BYTES: i64 = 16 * 1024 * 1024;
 /// Opens the database for the one writer: WAL, `synchronous=FULL`, schema
 /// created or migrated.
 pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
+    let path = database_path(data_dir);
+    if path.file_name() != Some(std::ffi::OsStr::new(DATABASE_FILE)) {
+        tracing::info!(
+            path = %path.display(),
+            "opening the database under its former name (codemem.sqlite3), since {DATABASE_FILE} does not exist"
+        );
+    }
+    let conn = Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)?;
     conn.pragma_update(None, "synchronous", "FULL")?;
@@ -130,7 +137,7 @@ pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
 
 /// Opens a read-only connection (one per blocking thread that reads).
 pub(super) fn open_reader(data_dir: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open(data_dir.join(DATABASE_FILE))?;
+    let conn = Connection::open(database_path(data_dir))?;
     conn.pragma_update(None, "query_only", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
     Ok(conn)

@@ -1,5 +1,5 @@
 //! The store's conformance suite: every operation's contract, run against
-//! SQLite always and against PostgreSQL: the database `CODEMEM_TEST_POSTGRES`
+//! SQLite always and against PostgreSQL: the database `PRECEDENT_TEST_POSTGRES`
 //! names when it is set, else a server of the test process's own (`initdb`
 //! in a temporary directory, started once, stopped and removed at process
 //! exit). Each test runs in a fresh schema, dropped at the end. Only where
@@ -12,7 +12,7 @@ use super::*;
 use crate::domain::{AddRequest, Message, Role};
 
 /// The environment variable naming the PostgreSQL database of the tests.
-const POSTGRES_URL_VAR: &str = "CODEMEM_TEST_POSTGRES";
+const POSTGRES_URL_VAR: &str = "PRECEDENT_TEST_POSTGRES";
 
 /// A backend under test, with what it needs kept alive and cleaned up.
 struct Backend {
@@ -52,7 +52,7 @@ fn postgres(test: &str) -> Option<Backend> {
     let url = postgres_url(test)?;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let schema = format!(
-        "codemem_test_{}_{}_{test}",
+        "precedent_test_{}_{}_{test}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
@@ -65,7 +65,7 @@ fn postgres(test: &str) -> Option<Backend> {
     })
 }
 
-/// The URL of the tests' PostgreSQL database: `CODEMEM_TEST_POSTGRES`,
+/// The URL of the tests' PostgreSQL database: `PRECEDENT_TEST_POSTGRES`,
 /// else the process's own server; `None` where neither is there.
 fn postgres_url(test: &str) -> Option<String> {
     match std::env::var(POSTGRES_URL_VAR) {
@@ -810,7 +810,7 @@ fn stored_record_bytes(conn: &StoreConn, session_id: &str) -> i64 {
     }
 }
 
-/// Writes a session row as codemem did before records were compressed:
+/// Writes a session row as precedent did before records were compressed:
 /// the JSON text itself (TEXT in SQLite; in PostgreSQL the column's type
 /// is that of the schema, `as_text` for versions before 7).
 fn insert_plain_record(conn: &StoreConn, session: &StoredSession, as_text: bool) {
@@ -1007,8 +1007,8 @@ fn the_sqlite_log_is_cut_back_after_a_big_write_is_checkpointed() {
 #[test]
 fn redacts_passwords() {
     assert_eq!(
-        postgres::redact("postgres://codemem:s3cr%40t@db.example:5432/codemem"),
-        "postgres://codemem:***@db.example:5432/codemem"
+        postgres::redact("postgres://precedent:s3cr%40t@db.example:5432/precedent"),
+        "postgres://precedent:***@db.example:5432/precedent"
     );
     assert_eq!(
         postgres::redact("postgresql://u@host/db?sslmode=disable&password=hunter2"),
@@ -1059,7 +1059,7 @@ fn postgres_commit_after_a_failed_statement_rolls_back() {
 
 #[test]
 fn a_store_location_is_sqlite_by_default_or_a_postgres_url() {
-    let dir = std::path::Path::new("/data/codemem");
+    let dir = std::path::Path::new("/data/precedent");
     for given in [None, Some(""), Some("  "), Some("sqlite"), Some("SQLite")] {
         assert_eq!(
             StoreLocation::parse(given, dir).unwrap(),
@@ -1067,21 +1067,21 @@ fn a_store_location_is_sqlite_by_default_or_a_postgres_url() {
             "{given:?}"
         );
     }
-    let url = "postgres://codemem:s3cret@db.example/codemem";
+    let url = "postgres://precedent:s3cret@db.example/precedent";
     let location = StoreLocation::parse(Some(url), dir).unwrap();
     assert_eq!(location, StoreLocation::Postgres(url.to_string()));
     assert_eq!(location.backend(), "postgres");
     assert!(location.has_password());
     assert_eq!(
         location.describe(),
-        "postgres://codemem:***@db.example/codemem"
+        "postgres://precedent:***@db.example/precedent"
     );
     assert!(!format!("{location:?}").contains("s3cret"));
-    let without = StoreLocation::parse(Some("postgresql://codemem@db/codemem"), dir).unwrap();
+    let without = StoreLocation::parse(Some("postgresql://precedent@db/precedent"), dir).unwrap();
     assert!(!without.has_password());
     assert_eq!(
         StoreLocation::Sqlite(dir.to_path_buf()).describe(),
-        "/data/codemem/codemem.sqlite3"
+        "/data/precedent/precedent.sqlite3"
     );
     let unknown = StoreLocation::parse(Some("mysql://u:pw@host/db"), dir).expect_err("refused");
     assert!(unknown.to_string().contains("postgres://"), "{unknown}");

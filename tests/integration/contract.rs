@@ -3,8 +3,8 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use codemem::{ApiKeys, ApiOptions};
 use http_body_util::BodyExt;
+use precedent::{ApiKeys, ApiOptions};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -762,7 +762,7 @@ async fn redact_secrets_masks_credentials_before_storage() {
         "{shown}"
     );
     assert!(shown.contains("[REDACTED:github-token]"), "{shown}");
-    for file in ["codemem.sqlite3", "codemem.sqlite3-wal"] {
+    for file in ["precedent.sqlite3", "precedent.sqlite3-wal"] {
         let bytes = std::fs::read(redacting.dir.path().join(file)).unwrap_or_default();
         assert!(
             !String::from_utf8_lossy(&bytes).contains(token),
@@ -791,10 +791,10 @@ async fn retention_purges_sessions_idle_for_longer_and_nothing_else() {
     }
     {
         let conn =
-            rusqlite::Connection::open(app.dir.path().join("codemem.sqlite3")).expect("store");
+            rusqlite::Connection::open(app.dir.path().join("precedent.sqlite3")).expect("store");
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .expect("busy timeout");
-        let forty_days_ago = codemem::now_ms() - 40 * 86_400_000;
+        let forty_days_ago = precedent::now_ms() - 40 * 86_400_000;
         conn.execute(
             "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
             [forty_days_ago],
@@ -850,17 +850,17 @@ async fn a_service_opened_with_retention_purges_idle_sessions_at_start_up() {
     drop(router);
     drop(service);
     {
-        let conn = rusqlite::Connection::open(dir.path().join("codemem.sqlite3")).expect("store");
-        let forty_days_ago = codemem::now_ms() - 40 * 86_400_000;
+        let conn = rusqlite::Connection::open(dir.path().join("precedent.sqlite3")).expect("store");
+        let forty_days_ago = precedent::now_ms() - 40 * 86_400_000;
         conn.execute(
             "UPDATE sessions SET updated_at_ms = ?1 WHERE session_id = 'old'",
             [forty_days_ago],
         )
         .expect("age the session");
     }
-    let mut options = codemem::ServiceOptions::new(dir.path());
+    let mut options = precedent::ServiceOptions::new(dir.path());
     options.retention = Some(std::time::Duration::from_secs(30 * 86_400));
-    let service = codemem::Service::open(options).expect("service reopens");
+    let service = precedent::Service::open(options).expect("service reopens");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let sessions = service

@@ -220,7 +220,7 @@ fn a_missing_or_broken_index_is_rebuilt_from_the_store() {
 fn a_second_server_on_the_same_directory_is_refused() {
     let (_guard, dir) = data_dir();
     let _server = ServerProcess::start(&dir, &[]);
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&dir)
         .output()
@@ -228,7 +228,7 @@ fn a_second_server_on_the_same_directory_is_refused() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("in use by another codemem process"),
+        stderr.contains("in use by another precedent process"),
         "{stderr}"
     );
 }
@@ -336,7 +336,7 @@ fn a_clean_shutdown_leaves_a_marker_that_skips_verification() {
 /// Kill cycles: a real server, 8 concurrent clients sending Adds, SIGKILL at
 /// a pseudo-random moment, restart. Every Add answered 200 in any cycle is
 /// stored whole and searchable exactly once at the end; every stored request
-/// (acknowledged or not) has all of its messages. `CODEMEM_CRASH_CYCLES`
+/// (acknowledged or not) has all of its messages. `PRECEDENT_CRASH_CYCLES`
 /// sets the number of cycles (default 20).
 #[test]
 fn twenty_kill_cycles_lose_and_duplicate_nothing() {
@@ -349,7 +349,7 @@ fn twenty_kill_cycles_lose_and_duplicate_nothing() {
     // below fails it.
     const ACKS_BEFORE_KILL: usize = 8;
     const PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
-    let cycles: usize = std::env::var("CODEMEM_CRASH_CYCLES")
+    let cycles: usize = std::env::var("PRECEDENT_CRASH_CYCLES")
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(20);
@@ -426,7 +426,7 @@ fn twenty_kill_cycles_lose_and_duplicate_nothing() {
     }
     drop(server);
     // No half-written request: each stored request has both its messages.
-    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
     let partial: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM requests r WHERE (SELECT COUNT(*) FROM messages m WHERE m.seq = r.seq) != 2",
@@ -466,7 +466,7 @@ fn a_user_deletion_interrupted_before_the_index_is_finished_at_start_up() {
     assert_eq!(server.terminate(), Some(0));
 
     {
-        let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+        let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
         conn.execute_batch(
             "BEGIN;
              DELETE FROM messages WHERE user_id = 'gone';
@@ -487,7 +487,7 @@ fn a_user_deletion_interrupted_before_the_index_is_finished_at_start_up() {
     assert_eq!(count_marker(&server, "gone", &marker(0)), 0);
     assert_eq!(count_marker(&server, "kept", &marker(2)), 1);
     assert_eq!(server.terminate(), Some(0));
-    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
     let pending: i64 = conn
         .query_row("SELECT COUNT(*) FROM pending_user_deletions", [], |row| {
             row.get(0)
@@ -497,17 +497,17 @@ fn a_user_deletion_interrupted_before_the_index_is_finished_at_start_up() {
 }
 
 /// Load: 16 clients mixing Adds and Searches against the real binary for
-/// `CODEMEM_LOAD_SECONDS` (default 5): no error, and the server's resident
+/// `PRECEDENT_LOAD_SECONDS` (default 5): no error, and the server's resident
 /// memory stays bounded.
 #[test]
 fn sixteen_clients_of_adds_and_searches_get_no_error() {
-    let seconds: u64 = std::env::var("CODEMEM_LOAD_SECONDS")
+    let seconds: u64 = std::env::var("PRECEDENT_LOAD_SECONDS")
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(5);
     let (_guard, dir) = data_dir();
     let server = ServerProcess::start(&dir, &[]);
-    let report = codemem::bench_load(
+    let report = precedent::bench_load(
         &format!("http://{}", server.address),
         16,
         std::time::Duration::from_secs(seconds),
@@ -546,7 +546,7 @@ fn a_purge_interrupted_before_the_index_is_finished_at_start_up() {
     }
     assert_eq!(server.terminate(), Some(0));
     {
-        let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+        let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
         conn.execute_batch(
             "BEGIN;
              DELETE FROM messages WHERE session_id = 'old';
@@ -561,7 +561,7 @@ fn a_purge_interrupted_before_the_index_is_finished_at_start_up() {
     assert_eq!(count_marker(&server, "u", &marker(0)), 0);
     assert_eq!(count_marker(&server, "u", &marker(1)), 1);
     assert_eq!(server.terminate(), Some(0));
-    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
     let pending: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM pending_session_deletions",

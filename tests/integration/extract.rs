@@ -1,12 +1,12 @@
 //! Extraction over real, minimized trajectories: data-driven snapshots of
 //! the session record, and a bounded property run over mutated inputs.
 //!
-//! `CODEMEM_UPDATE_SNAPSHOTS=1 cargo test --test integration extract`
+//! `PRECEDENT_UPDATE_SNAPSHOTS=1 cargo test --test integration extract`
 //! rewrites the snapshots; review the diff before committing it.
 
 use std::path::{Path, PathBuf};
 
-use codemem::{IngestMessage, Role, SessionRecord};
+use precedent::{IngestMessage, Role, SessionRecord};
 use serde_json::Value;
 
 fn fixtures_dir() -> PathBuf {
@@ -54,7 +54,7 @@ fn extract(messages: &[(Role, String)]) -> SessionRecord {
             .iter()
             .map(|(role, content)| (*role, content.as_str())),
     );
-    codemem::extract_session(&inputs).0
+    precedent::extract_session(&inputs).0
 }
 
 /// The one way these tests check a record: against its snapshot.
@@ -63,14 +63,14 @@ fn check_snapshot(name: &str, record: &SessionRecord) -> Option<String> {
         .join("snapshots")
         .join(format!("{name}.json"));
     let actual = serde_json::to_string_pretty(record).expect("serialize") + "\n";
-    if std::env::var_os("CODEMEM_UPDATE_SNAPSHOTS").is_some() {
+    if std::env::var_os("PRECEDENT_UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, &actual).expect("write snapshot");
         return None;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
     (expected != actual).then(|| {
         format!(
-            "{name}: record differs from {} (rerun with CODEMEM_UPDATE_SNAPSHOTS=1 and review)",
+            "{name}: record differs from {} (rerun with PRECEDENT_UPDATE_SNAPSHOTS=1 and review)",
             path.display()
         )
     })
@@ -206,8 +206,8 @@ fn check_spans(messages: &[(Role, String)], record: &SessionRecord) {
 
 #[test]
 fn mutated_trajectories_never_panic_and_spans_stay_valid() {
-    // Bounded: CI runs this many cases; raise CODEMEM_PROPERTY_CASES locally.
-    let cases: usize = std::env::var("CODEMEM_PROPERTY_CASES")
+    // Bounded: CI runs this many cases; raise PRECEDENT_PROPERTY_CASES locally.
+    let cases: usize = std::env::var("PRECEDENT_PROPERTY_CASES")
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(300);
@@ -258,9 +258,9 @@ fn transcript_files(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The records of one transcript file, read as `codemem import` reads it.
+/// The records of one transcript file, read as `precedent import` reads it.
 fn transcript_records(path: &Path) -> Vec<SessionRecord> {
-    let (_, transcripts) = codemem::read_transcripts(path)
+    let (_, transcripts) = precedent::read_transcripts(path)
         .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     transcripts
         .iter()
@@ -377,7 +377,7 @@ fn heldout_sessions_are_measured() {
             "{}: the patch names no file",
             patch_path.display()
         );
-        let (_, transcripts) = codemem::read_transcripts(&path).expect("transcript");
+        let (_, transcripts) = precedent::read_transcripts(&path).expect("transcript");
         let messages: Vec<(Role, String)> = transcripts
             .iter()
             .flat_map(|transcript| transcript.messages.iter())
@@ -426,7 +426,7 @@ fn heldout_sessions_are_measured() {
                 ));
             }
         }
-        if let Some(directory) = std::env::var_os("CODEMEM_HELDOUT_DUMP") {
+        if let Some(directory) = std::env::var_os("PRECEDENT_HELDOUT_DUMP") {
             // The record of each session, to read a miss.
             let dump = PathBuf::from(directory).join(format!("{name}.json"));
             let _ = std::fs::write(
@@ -434,7 +434,7 @@ fn heldout_sessions_are_measured() {
                 serde_json::to_string_pretty(&record).expect("serialize"),
             );
         }
-        if std::env::var_os("CODEMEM_HELDOUT_VERBOSE").is_some() {
+        if std::env::var_os("PRECEDENT_HELDOUT_VERBOSE").is_some() {
             println!("  {name}: {:?}", record.outcome);
         }
         *measured
@@ -443,7 +443,7 @@ fn heldout_sessions_are_measured() {
             .or_default() += 1;
         if meta["resolved"] == Value::Bool(true) {
             measured.resolved_sessions += 1;
-            if record.outcome.status == codemem::OutcomeStatus::Resolved {
+            if record.outcome.status == precedent::OutcomeStatus::Resolved {
                 measured.resolved_found += 1;
             } else {
                 measured

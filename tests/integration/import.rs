@@ -1,4 +1,4 @@
-//! `codemem import`: a repository built here with git2 (Python and Rust
+//! `precedent import`: a repository built here with git2 (Python and Rust
 //! files, fix commits, a merge, a binary file) becomes searchable memory,
 //! directly into a data directory and through a running server.
 
@@ -133,8 +133,8 @@ fn build_repository() -> Built {
     }
 }
 
-fn codemem(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_codemem"))
+fn precedent(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_precedent"))
         .args(args)
         .output()
         .expect("runs");
@@ -164,7 +164,7 @@ fn history_imports_once_and_its_fixes_rank_first() {
     let (_guard, dir) = data_dir();
     let dir_arg = dir.to_str().expect("utf-8").to_string();
     let import = || {
-        let (code, out, err) = codemem(&[
+        let (code, out, err) = precedent(&[
             "import",
             &repo,
             "--user-id",
@@ -188,7 +188,7 @@ fn history_imports_once_and_its_fixes_rank_first() {
 
     let name = repository_name(&built);
     let search = |query: &str| {
-        let (code, out, err) = codemem(&[
+        let (code, out, err) = precedent(&[
             "search",
             "--data-dir",
             &dir_arg,
@@ -222,7 +222,7 @@ fn history_imports_once_and_its_fixes_rank_first() {
     let (_server_guard, server_dir) = data_dir();
     let server = ServerProcess::start(&server_dir, &[]);
     let url = format!("http://{}", server.address);
-    let (code, out, err) = codemem(&[
+    let (code, out, err) = precedent(&[
         "import",
         &repo,
         "--user-id",
@@ -245,7 +245,7 @@ fn history_imports_once_and_its_fixes_rank_first() {
         body["data"][0]["session_id"],
         format!("git:{name}:{}", built.divide_fix)
     );
-    let (code, out, _) = codemem(&[
+    let (code, out, _) = precedent(&[
         "import",
         &repo,
         "--user-id",
@@ -261,7 +261,7 @@ fn history_imports_once_and_its_fixes_rank_first() {
 
     // A data directory a server holds: a clear message naming --server.
     let server_dir_arg = server_dir.to_str().expect("utf-8");
-    let (code, _, err) = codemem(&[
+    let (code, _, err) = precedent(&[
         "import",
         &repo,
         "--user-id",
@@ -275,7 +275,7 @@ fn history_imports_once_and_its_fixes_rank_first() {
         "{err}"
     );
     // Not a repository: a clear message too.
-    let (code, _, err) = codemem(&[
+    let (code, _, err) = precedent(&[
         "import",
         server_dir_arg,
         "--user-id",
@@ -287,14 +287,14 @@ fn history_imports_once_and_its_fixes_rank_first() {
     assert!(err.contains("is not a git repository"), "{err}");
 }
 
-/// `codemem import` with `XDG_DATA_HOME` and `HOME` in a temporary
+/// `precedent import` with `XDG_DATA_HOME` and `HOME` in a temporary
 /// directory, so that nothing reaches the real home directory.
-fn codemem_at(home: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_codemem"))
+fn precedent_at(home: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_precedent"))
         .args(args)
         .env("XDG_DATA_HOME", home.join("data"))
         .env("HOME", home)
-        .env_remove("CODEMEM_DATA_DIR")
+        .env_remove("PRECEDENT_DATA_DIR")
         .output()
         .expect("runs");
     (
@@ -327,7 +327,7 @@ fn report(out: &str) -> Value {
 
 /// A session's record, read from the default data directory.
 fn session(home: &Path, session_id: &str) -> Value {
-    let (code, out, err) = codemem_at(
+    let (code, out, err) = precedent_at(
         home,
         &[
             "inspect",
@@ -365,7 +365,7 @@ fn claude_code_folder_imports_once_then_only_its_new_tail() {
     let import = |paths: &[&str]| {
         let mut args = vec!["import", "--user-id", "me", "--json"];
         args.extend_from_slice(paths);
-        let (code, out, err) = codemem_at(home.path(), &args);
+        let (code, out, err) = precedent_at(home.path(), &args);
         assert_eq!(code, Some(0), "{err}");
         report(&out)
     };
@@ -387,7 +387,11 @@ fn claude_code_folder_imports_once_then_only_its_new_tail() {
         "{first}"
     );
     // The default data directory is under XDG_DATA_HOME.
-    assert!(home.path().join("data/codemem/codemem.sqlite3").exists());
+    assert!(
+        home.path()
+            .join("data/precedent/precedent.sqlite3")
+            .exists()
+    );
 
     let main_session = "claude-code:4d5611e5-241a-462a-8d15-5122611a9569";
     let record = session(home.path(), main_session);
@@ -455,7 +459,7 @@ fn claude_code_folder_imports_once_then_only_its_new_tail() {
 
     // Paths that are neither a repository nor hold transcripts: refused.
     let empty = tempfile::tempdir().expect("empty");
-    let (code, _, err) = codemem_at(
+    let (code, _, err) = precedent_at(
         home.path(),
         &[
             "import",
@@ -475,7 +479,7 @@ fn aider_history_is_one_session_per_chat() {
     let history = folder.path().join(".aider.chat.history.md");
     let history_arg = history.to_str().expect("utf-8");
     let import = || {
-        let (code, out, err) = codemem_at(
+        let (code, out, err) = precedent_at(
             home.path(),
             &["import", history_arg, "--user-id", "me", "--json"],
         );
@@ -484,7 +488,7 @@ fn aider_history_is_one_session_per_chat() {
     };
     let first = import();
     assert_eq!(first["sessions"], 1, "{first}");
-    let (code, out, err) = codemem_at(home.path(), &["inspect", "--user-id", "me", "--json"]);
+    let (code, out, err) = precedent_at(home.path(), &["inspect", "--user-id", "me", "--json"]);
     assert_eq!(code, Some(0), "{err}");
     let sessions = report(&out);
     let session_id = sessions["data"][0]["session_id"]
@@ -522,7 +526,7 @@ fn aider_history_is_one_session_per_chat() {
 #[test]
 fn codex_swe_agent_and_openhands_transcripts_import() {
     let home = tempfile::tempdir().expect("home");
-    let (code, out, err) = codemem_at(
+    let (code, out, err) = precedent_at(
         home.path(),
         &[
             "import",
@@ -541,7 +545,7 @@ fn codex_swe_agent_and_openhands_transcripts_import() {
     let codex = session(home.path(), "codex:019c8bfe-ec25-79e0-97d7-bda6a9c575ff");
     assert_eq!(codex["num_messages"], 19, "{codex:#}");
     // The OpenHands rename: the command and its exit code.
-    let (_, out, _) = codemem_at(home.path(), &["inspect", "--user-id", "me", "--json"]);
+    let (_, out, _) = precedent_at(home.path(), &["inspect", "--user-id", "me", "--json"]);
     let sessions = report(&out);
     let rename = sessions["data"]
         .as_array()
@@ -635,7 +639,7 @@ fn merged_pull_requests_are_sessions_unless_no_merges() {
         .to_string();
 
     let home = tempfile::tempdir().expect("home");
-    let (code, out, err) = codemem_at(
+    let (code, out, err) = precedent_at(
         home.path(),
         &["import", repo, "--user-id", "me", "--no-merges", "--json"],
     );
@@ -645,7 +649,8 @@ fn merged_pull_requests_are_sessions_unless_no_merges() {
     assert_eq!(skipping["merges_skipped"], 1, "{skipping}");
     assert_eq!(skipping["merges_imported"], 0, "{skipping}");
 
-    let (code, out, err) = codemem_at(home.path(), &["import", repo, "--user-id", "me", "--json"]);
+    let (code, out, err) =
+        precedent_at(home.path(), &["import", repo, "--user-id", "me", "--json"]);
     assert_eq!(code, Some(0), "{err}");
     let with_merges = report(&out);
     assert_eq!(with_merges["imported"], 1, "{with_merges}");

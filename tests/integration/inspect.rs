@@ -2,7 +2,7 @@
 //! `GET /v1/sessions` and `GET /v1/sessions/{id}`.
 
 use axum::http::StatusCode;
-use codemem::{ApiKeys, ApiOptions};
+use precedent::{ApiKeys, ApiOptions};
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, add_body, fixture_messages, reason};
@@ -178,7 +178,7 @@ async fn inspection_is_scoped_validated_and_authenticated() {
 }
 
 #[test]
-fn codemem_inspect_reads_a_store_that_a_server_holds() {
+fn precedent_inspect_reads_a_store_that_a_server_holds() {
     let (_guard, dir) = crate::support::data_dir();
     let server = crate::support::ServerProcess::start(&dir, &[]);
     for (index, messages) in fixture_messages("mini-swe-agent-sympy-13480")
@@ -194,7 +194,7 @@ fn codemem_inspect_reads_a_store_that_a_server_holds() {
         assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
     }
     let run = |extra: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
             .args(["inspect", "--user-id", "u", "--data-dir"])
             .arg(&dir)
             .args(extra)
@@ -224,7 +224,7 @@ fn codemem_inspect_reads_a_store_that_a_server_holds() {
     let json: Value = serde_json::from_str(&run(&["--session", "traj-1", "--json"])).expect("JSON");
     assert_eq!(json["errors"][0]["type"], "NameError");
 
-    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
         .args([
             "inspect",
             "--user-id",

@@ -84,26 +84,26 @@ fn metrics_count_requests_per_route_and_status_without_user_ids() {
         sample(&metrics, series).unwrap_or_else(|| panic!("{series} missing:\n{metrics}"))
     };
     assert_eq!(
-        count(r#"codemem_http_requests_total{route="/v1/add",method="POST",status="200"}"#),
+        count(r#"precedent_http_requests_total{route="/v1/add",method="POST",status="200"}"#),
         2.0
     );
     assert_eq!(
-        count(r#"codemem_http_requests_total{route="/v1/add",method="POST",status="422"}"#),
+        count(r#"precedent_http_requests_total{route="/v1/add",method="POST",status="422"}"#),
         1.0
     );
     assert_eq!(
         count(
-            r#"codemem_http_request_duration_seconds_count{route="/v1/search",method="POST",status="200"}"#
+            r#"precedent_http_request_duration_seconds_count{route="/v1/search",method="POST",status="200"}"#
         ),
         1.0
     );
-    assert_eq!(count("codemem_adds_written_total"), 2.0);
-    assert!(count("codemem_index_commit_duration_seconds_count") >= 1.0);
-    assert!(count("codemem_index_documents") >= 2.0);
-    assert!(count("codemem_store_bytes") > 0.0);
-    assert_eq!(count("codemem_users"), 2.0);
-    assert_eq!(count(r#"codemem_sessions_per_user_bucket{le="1"}"#), 2.0);
-    assert_eq!(count("codemem_add_queue_depth"), 0.0);
+    assert_eq!(count("precedent_adds_written_total"), 2.0);
+    assert!(count("precedent_index_commit_duration_seconds_count") >= 1.0);
+    assert!(count("precedent_index_documents") >= 2.0);
+    assert!(count("precedent_store_bytes") > 0.0);
+    assert_eq!(count("precedent_users"), 2.0);
+    assert_eq!(count(r#"precedent_sessions_per_user_bucket{le="1"}"#), 2.0);
+    assert_eq!(count("precedent_add_queue_depth"), 0.0);
     assert!(
         !metrics.contains("secret-user"),
         "user ids must not appear in metrics"

@@ -2,7 +2,7 @@
 //! Adds and Searches, a restart on an empty data directory (the index
 //! rebuilt from PostgreSQL), a user deletion, and an outage of the
 //! database. Each test in a fresh schema of the database named by
-//! `CODEMEM_TEST_POSTGRES` when it is set (fast: one cluster for all),
+//! `PRECEDENT_TEST_POSTGRES` when it is set (fast: one cluster for all),
 //! else of a PostgreSQL the test starts for itself in a temporary
 //! directory; a test that restarts the database always starts its own.
 //! Skipped, with a note, where PostgreSQL is not installed.
@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::support::pg::OwnPostgres;
 use crate::support::{ServerProcess, add_body, data_dir, http_request};
 
-const POSTGRES_URL_VAR: &str = "CODEMEM_TEST_POSTGRES";
+const POSTGRES_URL_VAR: &str = "PRECEDENT_TEST_POSTGRES";
 
 /// A fresh schema in the test database, dropped at the end; its `url`
 /// puts the server's tables there (`options=-csearch_path=...`).
@@ -30,7 +30,7 @@ struct Schema {
 }
 
 impl Schema {
-    /// In the database of `CODEMEM_TEST_POSTGRES`, else of a server of
+    /// In the database of `PRECEDENT_TEST_POSTGRES`, else of a server of
     /// the test's own.
     fn create(test: &str) -> Option<Schema> {
         match std::env::var(POSTGRES_URL_VAR) {
@@ -48,7 +48,7 @@ impl Schema {
     fn in_database(test: &str, base_url: String, own: Option<OwnPostgres>) -> Schema {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!(
-            "codemem_it_{}_{}_{test}",
+            "precedent_it_{}_{}_{test}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
@@ -170,7 +170,7 @@ fn serve_on_postgres_adds_searches_rebuilds_and_deletes() {
     assert_eq!(status, 200);
     // The rows are in PostgreSQL, not in the data directory.
     assert_eq!(schema.count("SELECT COUNT(*) FROM requests"), 4);
-    assert!(!dir.join("codemem.sqlite3").exists());
+    assert!(!dir.join("precedent.sqlite3").exists());
     assert_eq!(server.terminate(), Some(0));
 
     // A new node with an empty data directory: the index is rebuilt from
@@ -385,7 +385,7 @@ fn a_password_on_the_command_line_is_warned_about_and_never_logged() {
     let server = ServerProcess::start(&dir, &["--store", &schema.url]);
     let lines = server.stderr();
     assert!(
-        lines.iter().any(|line| line.contains("CODEMEM_STORE")),
+        lines.iter().any(|line| line.contains("PRECEDENT_STORE")),
         "{lines:?}"
     );
     assert!(
@@ -509,10 +509,10 @@ fn two_nodes_on_one_database_read_each_others_writes_and_deletions() {
     let (status, metrics) = http_metrics(&node_b);
     assert_eq!(status, 200);
     assert!(
-        metrics.contains("codemem_cache_catch_ups_total"),
+        metrics.contains("precedent_cache_catch_ups_total"),
         "{metrics}"
     );
-    assert!(metrics.contains("codemem_cache_users 1"), "{metrics}");
+    assert!(metrics.contains("precedent_cache_users 1"), "{metrics}");
     assert_eq!(node_a.terminate(), Some(0));
     assert_eq!(node_b.terminate(), Some(0));
 }
@@ -865,8 +865,8 @@ fn searches_for_users_with_nothing_stored_cost_no_catch_up_and_marks_stay_bounde
         "{explained}"
     );
     let (_, metrics) = http_metrics(&node_b);
-    assert_eq!(metric(&metrics, "codemem_cache_catch_ups_total"), 0.0);
-    assert_eq!(metric(&metrics, "codemem_cache_users"), 0.0);
+    assert_eq!(metric(&metrics, "precedent_cache_catch_ups_total"), 0.0);
+    assert_eq!(metric(&metrics, "precedent_cache_users"), 0.0);
 
     // Three users written through A, searched through B, which keeps two.
     let marker = |user: usize, round: usize| format!("boundmark{user}r{round}z");
@@ -888,8 +888,8 @@ fn searches_for_users_with_nothing_stored_cost_no_catch_up_and_marks_stay_bounde
         assert_eq!(count_found(&items, &marker(user, 0)), 1, "{items:?}");
     }
     let (_, metrics) = http_metrics(&node_b);
-    assert_eq!(metric(&metrics, "codemem_cache_users"), 2.0);
-    assert_eq!(metric(&metrics, "codemem_cache_evictions_total"), 1.0);
+    assert_eq!(metric(&metrics, "precedent_cache_users"), 2.0);
+    assert_eq!(metric(&metrics, "precedent_cache_evictions_total"), 1.0);
 
     // user-0 was dropped (least recently used) while its documents stayed
     // in B's index; a new Add through A, then B fills user-0 from nothing:
@@ -910,7 +910,7 @@ fn searches_for_users_with_nothing_stored_cost_no_catch_up_and_marks_stay_bounde
         assert_eq!(count_found(&items, &marker(0, round)), 1, "{items:?}");
     }
     let (_, metrics) = http_metrics(&node_b);
-    assert_eq!(metric(&metrics, "codemem_cache_users"), 2.0);
+    assert_eq!(metric(&metrics, "precedent_cache_users"), 2.0);
     assert_eq!(node_a.terminate(), Some(0));
     assert_eq!(node_b.terminate(), Some(0));
 }

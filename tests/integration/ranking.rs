@@ -188,7 +188,7 @@ async fn one_users_experience_never_ranks_for_another() {
 }
 
 #[test]
-fn codemem_search_reads_a_data_directory_a_server_holds() {
+fn precedent_search_reads_a_data_directory_a_server_holds() {
     let (_guard, dir) = crate::support::data_dir();
     let server = crate::support::ServerProcess::start(&dir, &[]);
     for name in MEMORY {
@@ -206,7 +206,7 @@ fn codemem_search_reads_a_data_directory_a_server_holds() {
     let (_, health) = server.request("GET", "/health", None);
     crate::support::wait_for_index_commit(&dir, health["indexed_seq"].as_i64().unwrap_or(i64::MAX));
     let run = |extra: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
             .args(["search", "--user-id", "team", "--data-dir"])
             .arg(&dir)
             .args(extra)
@@ -245,7 +245,7 @@ fn codemem_search_reads_a_data_directory_a_server_holds() {
     assert_eq!(code, Some(1));
     assert!(error.contains("the query is empty"), "{error}");
     let elsewhere = tempfile::tempdir().expect("tempdir");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_codemem"))
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
         .args(["search", "--user-id", "team", "--data-dir"])
         .arg(elsewhere.path())
         .arg("anything")

@@ -2,7 +2,7 @@
 //! must not lose, and the limits of an answer.
 
 use axum::http::StatusCode;
-use codemem::{SearchRequest, Searcher};
+use precedent::{SearchRequest, Searcher};
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, add_body, store_fixtures};

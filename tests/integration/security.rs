@@ -572,9 +572,9 @@ async fn redaction_masks_whole_values_and_refuses_secret_ids() {
     use axum::http::StatusCode;
     let app = crate::support::TestApp::with_service(
         |options| options.redact_secrets = true,
-        codemem::ApiOptions {
+        precedent::ApiOptions {
             refuse_secret_ids: true,
-            ..codemem::ApiOptions::default()
+            ..precedent::ApiOptions::default()
         },
     );
     let body = crate::support::add_body(
@@ -652,11 +652,11 @@ async fn scoped_keys_never_reach_outside_their_scope() {
         }
         let path = dir.path().join("keys");
         std::fs::write(&path, &file).expect("keys file");
-        let mut api_keys = codemem::ApiKeys::none();
+        let mut api_keys = precedent::ApiKeys::none();
         api_keys.add_keys_file(&path).expect("valid keys file");
-        let app = crate::support::TestApp::with_options(codemem::ApiOptions {
+        let app = crate::support::TestApp::with_options(precedent::ApiOptions {
             keys: api_keys,
-            ..codemem::ApiOptions::default()
+            ..precedent::ApiOptions::default()
         });
         for step in 0..40 {
             let (key, patterns, list_users) = &keys[random.below(keys.len() as u64) as usize];
@@ -790,9 +790,9 @@ fn tls_serves_https_with_a_self_signed_certificate() {
 async fn a_trusted_origin_may_call_the_api() {
     use axum::http::StatusCode;
     use tower::ServiceExt as _;
-    let app = crate::support::TestApp::with_options(codemem::ApiOptions {
+    let app = crate::support::TestApp::with_options(precedent::ApiOptions {
         trusted_origins: vec!["https://app.example".to_string()],
-        ..codemem::ApiOptions::default()
+        ..precedent::ApiOptions::default()
     });
     let body = crate::support::add_body("r1", "u", "s", &["from the trusted page"]).to_string();
     for (origin, expected) in [

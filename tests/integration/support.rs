@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use codemem::{ApiOptions, Service, ServiceOptions};
 use http_body_util::BodyExt;
+use precedent::{ApiOptions, Service, ServiceOptions};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -43,7 +43,7 @@ impl TestApp {
         let mut service_options = ServiceOptions::new(dir.path());
         configure(&mut service_options);
         let service = Service::open(service_options).expect("service opens");
-        let router = codemem::app(service.clone(), options);
+        let router = precedent::app(service.clone(), options);
         TestApp {
             dir,
             service,
@@ -158,7 +158,7 @@ pub fn reason(body: &Value) -> String {
         .to_string()
 }
 
-/// The `codemem` binary, started on a loopback port.
+/// The `precedent` binary, started on a loopback port.
 pub struct ServerProcess {
     child: Option<Child>,
     pub address: SocketAddr,
@@ -167,20 +167,34 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     pub fn start(data_dir: &Path, extra_args: &[&str]) -> ServerProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_codemem"))
+        let mut command = ServerProcess::command();
+        command.arg("--data-dir").arg(data_dir).args(extra_args);
+        ServerProcess::spawn(command)
+    }
+
+    /// `precedent serve` on a free loopback port, logging at `info`, for
+    /// a test to add arguments and environment to before
+    /// [`ServerProcess::spawn`].
+    pub fn command() -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_precedent"));
+        command
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(extra_args)
-            .env("CODEMEM_LOG", "info")
-            .env("NO_COLOR", "1")
+            .env("PRECEDENT_LOG", "info")
+            .env("NO_COLOR", "1");
+        command
+    }
+
+    /// Starts `command` (from [`ServerProcess::command`]) and waits for
+    /// the address it listens on.
+    pub fn spawn(mut command: Command) -> ServerProcess {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("codemem starts");
+            .expect("precedent starts");
         let stderr = child.stderr.take().expect("stderr piped");
         let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
         let (address_sender, address_receiver) = std::sync::mpsc::channel();

@@ -6,7 +6,7 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use codemem::{IngestMessage, Role, extract_session};
+use precedent::{IngestMessage, Role, extract_session};
 
 use crate::support::{ServerProcess, TestApp, add_body, data_dir, reason};
 
@@ -16,7 +16,7 @@ fn stored_session(
     user_id: &str,
     session_id: &str,
 ) -> (Vec<(Role, String)>, String, i64) {
-    let conn = rusqlite::Connection::open(data_dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(data_dir.join("precedent.sqlite3")).expect("store");
     let mut statement = conn
         .prepare(
             "SELECT role, content FROM messages WHERE user_id = ?1 AND session_id = ?2
@@ -99,7 +99,7 @@ async fn an_add_past_the_session_limit_gets_413_and_nothing_of_it_is_stored() {
         .add(&add_body("r3", "u", "other", &[&"y".repeat(1_200)]))
         .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
-    let conn = rusqlite::Connection::open(app.dir.path().join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(app.dir.path().join("precedent.sqlite3")).expect("store");
     let stored: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM requests WHERE session_id = 'other'",
@@ -168,9 +168,9 @@ fn records_of_an_older_extractor_are_derived_again_at_start_up_while_search_answ
     }
     assert_eq!(server.terminate(), Some(0));
 
-    // As an older codemem left it: records of extractor version 0, one of
+    // As an older precedent left it: records of extractor version 0, one of
     // them in a shape this build cannot read, and no index.
-    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
     conn.execute("UPDATE sessions SET extractor_version = 0", [])
         .expect("age records");
     conn.execute(
@@ -201,11 +201,11 @@ fn records_of_an_older_extractor_are_derived_again_at_start_up_while_search_answ
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+        let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
         let outdated: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM sessions WHERE extractor_version < ?1",
-                [codemem::EXTRACTOR_VERSION],
+                [precedent::EXTRACTOR_VERSION],
                 |row| row.get(0),
             )
             .expect("count");
@@ -237,7 +237,7 @@ fn records_of_an_older_extractor_are_derived_again_at_start_up_while_search_answ
 #[test]
 fn resumed_extraction_equals_extraction_of_the_whole_over_dev_sessions() {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/incremental");
-    let report = codemem::bench_check_incremental(&fixture, 3, 0x5eed).expect("check");
+    let report = precedent::bench_check_incremental(&fixture, 3, 0x5eed).expect("check");
     assert_eq!(report.num_sessions, 39);
     assert!(report.num_chunks > 3 * report.num_sessions);
     assert_eq!(
@@ -277,7 +277,7 @@ async fn an_add_to_a_session_extends_its_kept_state_into_the_full_record() {
 /// Messages and session records in the store, and documents in the index
 /// (`/health`), of a data directory a server holds.
 fn store_and_index_counts(server: &ServerProcess, data_dir: &std::path::Path) -> (i64, u64) {
-    let conn = rusqlite::Connection::open(data_dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(data_dir.join("precedent.sqlite3")).expect("store");
     let stored: i64 = conn
         .query_row(
             "SELECT (SELECT COUNT(*) FROM messages) + (SELECT COUNT(*) FROM sessions)",
@@ -368,7 +368,7 @@ fn a_big_add_is_indexed_in_slices_while_other_adds_are_answered() {
             "{body}"
         );
     }
-    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
     let big_messages: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM messages WHERE session_id = 'big-session'",
@@ -404,7 +404,7 @@ fn a_kill_while_a_big_add_is_indexed_in_slices_loses_and_duplicates_nothing() {
         "after kills mid-Add: one document per message and session"
     );
     // Every stored request has all of its messages.
-    let conn = rusqlite::Connection::open(dir.join("codemem.sqlite3")).expect("store");
+    let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
     let partial: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM requests r WHERE (SELECT COUNT(*) FROM messages m WHERE m.seq = r.seq) != r.num_messages",

@@ -1,11 +1,11 @@
-"""End-to-end check of `codemem mcp` with the official Python MCP SDK.
+"""End-to-end check of `precedent mcp` with the official Python MCP SDK.
 
 Usage: python tests/mcp/check.py BINARY
 
 It starts `BINARY mcp` over stdio as a coding agent would, from inside a
 throw-away git repository (so the user scope comes from its `origin`
 remote), lists the tools and calls each one; then starts `BINARY serve` on
-the same data directory and checks that `codemem mcp --server URL` sees the
+the same data directory and checks that `precedent mcp --server URL` sees the
 same memory, and that opening a directory a server holds is refused with a
 clear message. Exits non-zero on the first failed check.
 """
@@ -56,7 +56,7 @@ async def local_session(binary: str, repo: Path, data_dir: Path, fixture: dict) 
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
-            check(init.server_info.name == "codemem", "initialize names the server", init.server_info)
+            check(init.server_info.name == "precedent", "initialize names the server", init.server_info)
             check(SCOPE in (init.instructions or ""), "the scope comes from the git remote", init.instructions)
 
             listed = await session.list_tools()
@@ -158,7 +158,7 @@ def main() -> None:
         sys.exit(2)
     binary = str(Path(sys.argv[1]).resolve())
     fixture = json.loads(FIXTURE.read_text())
-    with tempfile.TemporaryDirectory(prefix="codemem-mcp-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="precedent-mcp-") as scratch:
         scratch = Path(scratch)
         repo = scratch / "project"
         repo.mkdir()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Measures two hardening targets against a codemem binary on loopback.
+"""Measures two hardening targets against a precedent binary on loopback.
 
-    python3 tests/security/measure.py target/release/codemem
+    python3 tests/security/measure.py target/release/precedent
 
 1. Odd methods: 10,000 requests whose method is 4,000 random capital
    letters; reports the size of /metrics and the server's RSS before and

@@ -45,7 +45,7 @@ log="$workdir/server.log"
 # Created before the server starts, so that reading it never races the
 # server's own redirection.
 : >"$log"
-env -u CODEMEM_API_KEY -u CODEMEM_API_KEY_FILE \
+env -u PRECEDENT_API_KEY -u PRECEDENT_API_KEY_FILE \
     "$binary" serve --listen 127.0.0.1:0 --data-dir "$workdir/data" --api-key "$key" 2>"$log" &
 server_pid=$!
 url=""

@@ -355,7 +355,7 @@ fn capped(message: &Message) -> Message {
     }
     let mut content = message.content[..end].to_string();
     content.push_str(&format!(
-        "\n[... {} bytes cut by codemem import]",
+        "\n[... {} bytes cut by precedent import]",
         message.content.len() - end
     ));
     Message {
@@ -575,6 +575,6 @@ mod tests {
         };
         let cut = capped(&message);
         assert!(cut.content.len() < MAX_MESSAGE_BYTES + 100);
-        assert!(cut.content.ends_with("bytes cut by codemem import]"));
+        assert!(cut.content.ends_with("bytes cut by precedent import]"));
     }
 }

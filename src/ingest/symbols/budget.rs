@@ -29,7 +29,7 @@ static CLOCK_FREE: AtomicBool = AtomicBool::new(false);
 /// progress only, and line diffs of edits run to the end, never stopped by
 /// wall-clock time, so that extraction gives the same
 /// records however loaded the machine is. For offline tools that compare
-/// records (`codemem bench ingest --records-out`); a server keeps its clock,
+/// records (`precedent bench ingest --records-out`); a server keeps its clock,
 /// which bounds latency on pathological input.
 pub fn ignore_wall_clock() {
     CLOCK_FREE.store(true, Ordering::Relaxed);

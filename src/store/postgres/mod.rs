@@ -1,5 +1,5 @@
 //! The PostgreSQL backend: the same tables and contracts as `sqlite.rs`
-//! in a database that operators replicate and several codemem processes
+//! in a database that operators replicate and several precedent processes
 //! can share. `BIGINT GENERATED ALWAYS AS IDENTITY` gives the sequence
 //! numbers (a sequence never hands a number out twice, whether its
 //! transaction committed or not), `BYTEA` holds the body hashes, and
@@ -295,7 +295,7 @@ impl Drop for PgConn {
             return;
         }
         if let Err(error) = std::thread::Builder::new()
-            .name("codemem-pg-close".to_string())
+            .name("precedent-pg-close".to_string())
             .spawn(move || drop(client))
         {
             tracing::warn!(%error, "cannot start a thread to close a postgres connection");

@@ -1,7 +1,7 @@
 //! A PostgreSQL server of the test's own: `initdb` in a temporary
 //! directory, `pg_ctl start` on a free loopback port, stopped and removed
 //! on drop. Tests that restart the database need one; the others use it
-//! when `CODEMEM_TEST_POSTGRES` does not name a database.
+//! when `PRECEDENT_TEST_POSTGRES` does not name a database.
 //!
 //! `initdb` and `postgres` refuse to run as root: as root (CI), the
 //! binaries run as the `postgres` user through `runuser`, the directory
@@ -15,7 +15,7 @@ use std::process::{Command, Output};
 const UNPRIVILEGED_USER: &str = "postgres";
 
 /// A running PostgreSQL of the test's own (trust authentication on
-/// loopback, superuser `codemem`).
+/// loopback, superuser `precedent`).
 pub struct OwnPostgres {
     bin: PathBuf,
     as_user: Option<&'static str>,
@@ -51,7 +51,7 @@ impl OwnPostgres {
             None
         };
         let dir = tempfile::Builder::new()
-            .prefix("codemem-pg-")
+            .prefix("precedent-pg-")
             .tempdir()
             .expect("temp dir");
         if let Some(user) = as_user {
@@ -78,7 +78,7 @@ impl OwnPostgres {
                 "-A",
                 "trust",
                 "-U",
-                "codemem",
+                "precedent",
                 "-E",
                 "UTF8",
                 "--no-sync",
@@ -91,7 +91,7 @@ impl OwnPostgres {
 
     /// The URL of its `postgres` database.
     pub fn url(&self) -> String {
-        format!("postgres://codemem@127.0.0.1:{}/postgres", self.port)
+        format!("postgres://precedent@127.0.0.1:{}/postgres", self.port)
     }
 
     /// `pg_ctl stop -m fast`: sessions are ended, the server shuts down.
