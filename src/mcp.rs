@@ -26,8 +26,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::api::dto;
 use crate::api::error::FieldError;
+use crate::api::listing::{self, PageRequest};
+use crate::api::{self, dto};
 use crate::client::encode;
 use crate::service::Service;
 
@@ -35,6 +36,10 @@ use crate::service::Service;
 pub const DEFAULT_TOP_K: u64 = 5;
 /// The most items `search_memory` returns.
 pub const MAX_TOP_K: u64 = 50;
+
+/// Sessions `list_sessions` gives when the agent names no `limit`: a
+/// page that an agent's tool-output budget holds (about 300 bytes each).
+pub const MCP_PAGE_LIMIT: usize = 100;
 
 /// Where the tools' requests go.
 pub enum Backend {
@@ -223,16 +228,24 @@ impl Backend {
         }
     }
 
-    async fn list_sessions(&self, user_id: &str) -> Result<Value, ToolFailure> {
+    async fn list_sessions(&self, user_id: &str, page: PageRequest) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
-                let sessions = service.list_sessions(user_id.to_string()).await?;
-                let data: Vec<dto::SessionSummaryDto> =
-                    sessions.into_iter().map(Into::into).collect();
-                Ok(json!({ "data": data }))
+                let sessions = service
+                    .list_sessions(user_id.to_string(), page.after, page.limit)
+                    .await?;
+                Ok(api::sessions_page_json(sessions))
             }
             Backend::Remote(server) => {
-                let path = format!("/v1/sessions?user_id={}", encode(user_id));
+                let mut path = format!(
+                    "/v1/sessions?user_id={}&limit={}",
+                    encode(user_id),
+                    page.limit
+                );
+                if let Some(after) = &page.after {
+                    path.push_str("&cursor=");
+                    path.push_str(&listing::encode_cursor(after));
+                }
                 remote(server, user_id, &path, None).await
             }
         }
@@ -317,7 +330,17 @@ impl MemoryServer {
         match name {
             "search_memory" => self.search_memory(arguments).await,
             "record_experience" => self.record_experience(arguments).await,
-            "list_sessions" => self.backend.list_sessions(&self.user_id).await,
+            "list_sessions" => {
+                let page =
+                    PageRequest::from_arguments(arguments, MCP_PAGE_LIMIT).map_err(|reason| {
+                        ToolFailure::Refused {
+                            status: 422,
+                            reason,
+                            errors: Value::Null,
+                        }
+                    })?;
+                self.backend.list_sessions(&self.user_id, page).await
+            }
             "get_session" => {
                 let session_id = required_string(arguments, "session_id")?;
                 self.backend.session(&self.user_id, &session_id).await
@@ -469,8 +492,16 @@ pub fn tools() -> Vec<Tool> {
         Tool::new(
             "list_sessions",
             "List the sessions remembered for this repository, most recent first, each with \
-             its task, outcome and the files, symbols and errors it touched.",
-            schema(json!({ "type": "object", "properties": {}, "additionalProperties": false })),
+             its task, outcome and the files, symbols and errors it touched; 100 at a time \
+             unless `limit` says otherwise, with `next_cursor` to pass back for more.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "limit": { "type": "integer", "minimum": 1, "maximum": listing::MAX_PAGE_LIMIT, "description": "At most this many sessions (default 100)." },
+                    "cursor": { "type": "string", "description": "The next_cursor of the page before." }
+                },
+                "additionalProperties": false
+            })),
         ),
         Tool::new(
             "get_session",

@@ -31,6 +31,9 @@ mod ranking;
 #[path = "integration/import.rs"]
 mod import;
 
+#[path = "integration/listing.rs"]
+mod listing;
+
 #[path = "integration/operations.rs"]
 mod operations;
 

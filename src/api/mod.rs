@@ -13,6 +13,7 @@ pub mod dto;
 pub mod error;
 pub mod guard;
 pub mod limits;
+pub mod listing;
 pub mod openapi;
 pub mod serve;
 
@@ -39,8 +40,10 @@ use self::auth::{ApiKeys, Scope, authorize};
 use self::dto::ItemDto;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto};
 use self::error::ApiError;
+use self::listing::PageRequest;
 use crate::read::search::Explained;
 use crate::service::{Health, Service};
+use crate::store;
 
 /// Knobs of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -351,18 +354,30 @@ async fn explain(
 /// The `user_id` of an inspection request's query string: required,
 /// non-empty, given once.
 fn inspected_user(query: Option<&str>) -> Result<String, ApiError> {
+    inspected_user_of(&query_pairs(query)?)
+}
+
+/// An inspection request's query string as name and value pairs.
+fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
+    serde_urlencoded::from_str(query.unwrap_or("")).map_err(|_| {
+        ApiError::invalid_fields(vec![error::FieldError {
+            field: "user_id".to_string(),
+            message: "the query string is not valid form encoding".to_string(),
+        }])
+    })
+}
+
+fn inspected_user_of(pairs: &[(String, String)]) -> Result<String, ApiError> {
     let field_error = |message: &str| {
         ApiError::invalid_fields(vec![error::FieldError {
             field: "user_id".to_string(),
             message: message.to_string(),
         }])
     };
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
-        .map_err(|_| field_error("the query string is not valid form encoding"))?;
     let mut values = pairs
-        .into_iter()
+        .iter()
         .filter(|(name, _)| name == "user_id")
-        .map(|(_, value)| value);
+        .map(|(_, value)| value.clone());
     match (values.next(), values.next()) {
         (None, _) => Err(field_error("query parameter required, non-empty")),
         (Some(_), Some(_)) => Err(field_error(
@@ -375,12 +390,16 @@ fn inspected_user(query: Option<&str>) -> Result<String, ApiError> {
     }
 }
 
-/// Users holding sessions, with counts.
+/// Users holding sessions, with counts, in pages.
 #[utoipa::path(get, path = "/v1/users", tag = "inspection",
-    responses((status = 200, description = "Users, most recently active first", body = openapi::UserList)))]
+    params(
+        ("limit" = Option<usize>, Query, description = "At most this many users (default 1000, at most 10000)", minimum = 1, maximum = 10000),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before")),
+    responses((status = 200, description = "Users, most recently active first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::UserList)))]
 async fn list_users(
     State(state): State<AppState>,
     scope: KeyScope,
+    RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let scope = scope_of(&scope);
     if scope.is_some_and(|scope| !scope.allows_user_list()) {
@@ -389,13 +408,25 @@ async fn list_users(
             "this API key may not list users (grant list-users in the keys file)",
         ));
     }
-    let users = state.service.list_users().await?;
-    let data: Vec<dto::UserSummaryDto> = users
+    let page = PageRequest::from_pairs(&query_pairs(query.as_deref())?)?;
+    let users = state.service.list_users(page.after, page.limit).await?;
+    // A key that sees some users only: a page may hold fewer than `limit`
+    // of them, and goes on after the last user read, seen or not.
+    let next = users.next;
+    let items: Vec<store::StoredUser> = users
+        .items
         .into_iter()
         .filter(|user| scope.is_none_or(|scope| scope.allows_user(&user.user_id)))
-        .map(Into::into)
         .collect();
-    Ok(Json(serde_json::json!({ "data": data })))
+    Ok(Json(listing::page_json(
+        items,
+        next,
+        |user| store::ListCursor {
+            last_seq: user.last_seq,
+            key: user.user_id.clone(),
+        },
+        dto::UserSummaryDto::from,
+    )))
 }
 
 /// The inspection page: one self-contained HTML document (styles and script
@@ -418,20 +449,42 @@ async fn ui_page() -> impl axum::response::IntoResponse {
     )
 }
 
-/// A user's sessions with summaries.
+/// A user's sessions with summaries, in pages.
 #[utoipa::path(get, path = "/v1/sessions", tag = "inspection",
-    params(("user_id" = String, Query, description = "The user", min_length = 1)),
-    responses((status = 200, description = "Sessions, most recently updated first", body = openapi::SessionList)))]
+    params(("user_id" = String, Query, description = "The user", min_length = 1),
+        ("limit" = Option<usize>, Query, description = "At most this many sessions (default 1000, at most 10000)", minimum = 1, maximum = 10000),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before")),
+    responses((status = 200, description = "Sessions, most recently updated first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::SessionList)))]
 async fn list_sessions(
     State(state): State<AppState>,
     scope: KeyScope,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let user_id = inspected_user(query.as_deref())?;
+    let pairs = query_pairs(query.as_deref())?;
+    let user_id = inspected_user_of(&pairs)?;
     authorize(scope_of(&scope), &user_id)?;
-    let sessions = state.service.list_sessions(user_id).await?;
-    let data: Vec<SessionSummaryDto> = sessions.into_iter().map(Into::into).collect();
-    Ok(Json(serde_json::json!({ "data": data })))
+    let page = PageRequest::from_pairs(&pairs)?;
+    let sessions = state
+        .service
+        .list_sessions(user_id, page.after, page.limit)
+        .await?;
+    Ok(Json(sessions_page_json(sessions)))
+}
+
+/// A page of session summaries as the wire carries it (the HTTP route's
+/// and MCP's `list_sessions`).
+pub fn sessions_page_json(
+    page: crate::read::inspect::Page<crate::read::inspect::SessionSummary>,
+) -> Value {
+    listing::page_json(
+        page.items,
+        page.next,
+        |summary| store::ListCursor {
+            last_seq: summary.last_seq,
+            key: summary.session_id.clone(),
+        },
+        SessionSummaryDto::from,
+    )
 }
 
 /// One session's whole record with evidence and provenance.

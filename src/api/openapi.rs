@@ -244,6 +244,8 @@ pub struct FieldErrorBody {
 pub struct UserList {
     /// Users holding sessions, most recently active first.
     pub data: Vec<dto::UserSummaryDto>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// A list answer.
@@ -252,6 +254,8 @@ pub struct UserList {
 pub struct SessionList {
     /// Sessions of the user, most recently updated first.
     pub data: Vec<dto::SessionSummaryDto>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// `GET /v1/sessions/{session_id}`: the record's own fields (each evidence

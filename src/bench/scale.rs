@@ -204,14 +204,18 @@ struct Workload<'a> {
 }
 
 /// A server process under measurement.
-struct Server {
-    child: Child,
-    base_url: String,
+pub(super) struct Server {
+    pub(super) child: Child,
+    pub(super) base_url: String,
 }
 
 impl Server {
     /// Starts `command`; its log goes to `log` (appended).
-    fn start(mut command: Command, what: &str, log: &Path) -> anyhow::Result<(Server, Duration)> {
+    pub(super) fn start(
+        mut command: Command,
+        what: &str,
+        log: &Path,
+    ) -> anyhow::Result<(Server, Duration)> {
         let started = Instant::now();
         let level = std::env::var("PRECEDENT_LOG").unwrap_or_else(|_| "warn,precedent=info".into());
         let mut child = command
@@ -258,7 +262,7 @@ impl Server {
     }
 
     /// Peak resident memory so far, MB (Linux; 0 elsewhere).
-    fn rss_peak_mb(&self) -> f64 {
+    pub(super) fn rss_peak_mb(&self) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
@@ -269,7 +273,7 @@ impl Server {
     }
 
     /// SIGTERM and wait (a clean stop syncs the index).
-    fn stop(mut self) -> anyhow::Result<()> {
+    pub(super) fn stop(mut self) -> anyhow::Result<()> {
         let status = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
@@ -282,7 +286,7 @@ impl Server {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(super) fn agent() -> ureq::Agent {
     crate::client::agent(Duration::from_secs(600))
 }
 
@@ -810,7 +814,7 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
 }
 
 /// A fresh directory under the system's temporary directory.
-fn tempfile_dir() -> anyhow::Result<PathBuf> {
+pub(super) fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!(
         "precedent-bench-scale-{}-{}",
         std::process::id(),

@@ -79,6 +79,24 @@ pub(super) enum BenchCommand {
         #[arg(long)]
         json_out: Option<PathBuf>,
     },
+    /// Listing a huge memory: one user given --sessions small sessions over
+    /// HTTP, then --parallel clients reading GET /v1/sessions at once (first
+    /// pages, then whole walks by cursor) while the server's resident memory
+    /// is sampled; prints answer sizes, page latencies and memory growth.
+    Listing {
+        /// Sessions of the one user.
+        #[arg(long, default_value_t = 200_000)]
+        sessions: usize,
+        /// Clients reading at once.
+        #[arg(long, default_value_t = 16)]
+        parallel: usize,
+        /// Clients sending the Adds.
+        #[arg(long, default_value_t = 16)]
+        add_clients: usize,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// The FTS5 reference memory `bench scale` measures against.
     #[command(hide = true)]
     ReferenceServer {
@@ -134,6 +152,29 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
                     report.num_mismatches,
                     report.num_chunks
                 );
+            }
+            Ok(())
+        }
+        BenchCommand::Listing {
+            sessions,
+            parallel,
+            add_clients,
+            json,
+        } => {
+            let options = crate::bench::listing::ListingOptions {
+                sessions: sessions.max(1),
+                parallel: parallel.max(1),
+                add_clients: add_clients.max(1),
+            };
+            let report =
+                crate::bench::listing::run(&options, &|line| eprintln!("bench listing: {line}"))?;
+            if json {
+                print_out(&serde_json::to_string(&report)?);
+            } else {
+                print_out(&crate::bench::listing::render(&report));
+            }
+            if !report.walks_complete {
+                anyhow::bail!("a walk by cursor did not give every session exactly once");
             }
             Ok(())
         }

@@ -22,7 +22,7 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let mut out = String::new();
     match &args.session {
         None => {
-            let summaries = inspect::session_summaries(&conn, &args.user_id)?;
+            let summaries = all_summaries(&conn, &args.user_id)?;
             if args.json {
                 let data: Vec<api::dto::SessionSummaryDto> =
                     summaries.into_iter().map(Into::into).collect();
@@ -45,6 +45,28 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     }
     print_out(out.trim_end());
     Ok(())
+}
+
+/// Every session summary of a user, read page by page.
+fn all_summaries(
+    conn: &crate::store::StoreConn,
+    user_id: &str,
+) -> anyhow::Result<Vec<inspect::SessionSummary>> {
+    let mut summaries = Vec::new();
+    let mut after = None;
+    loop {
+        let page = inspect::session_summaries(
+            conn,
+            user_id,
+            after.as_ref(),
+            api::listing::MAX_PAGE_LIMIT,
+        )?;
+        summaries.extend(page.items);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(summaries),
+        }
+    }
 }
 
 pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@
 
 use super::ReadError;
 use crate::ingest::{self, SessionRecord};
-use crate::store::{self, StoreConn, StoreError, StoredSession};
+use crate::store::{self, ListCursor, StoreConn, StoreError, StoredSession, StoredUser};
 
 /// How many files, symbols and error types a session summary names.
 pub const SUMMARY_LIST_LEN: usize = 5;
@@ -36,6 +36,9 @@ pub struct SessionSummary {
     pub num_messages: i64,
     /// When the record was last derived, Unix ms.
     pub updated_at_ms: i64,
+    /// The sequence number of the last Add the record includes (where a
+    /// listing goes on after this session).
+    pub last_seq: i64,
     /// The first files changed (at most [`SUMMARY_LIST_LEN`]).
     pub files_changed: Vec<String>,
     /// The first symbols changed (at most [`SUMMARY_LIST_LEN`]).
@@ -58,6 +61,7 @@ impl SessionSummary {
             num_errors: record.errors.len(),
             num_messages: session.num_messages,
             updated_at_ms: session.updated_at_ms,
+            last_seq: session.last_seq,
             files_changed: record
                 .files_changed
                 .iter()
@@ -123,16 +127,60 @@ impl SessionDetail {
     }
 }
 
-/// Summaries of every session of a user, most recently updated first, read
-/// with any connection to the store (the service's, or the CLI's own).
+/// A page of a listing: its items, and where the next page starts when
+/// there is one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The items, in listing order.
+    pub items: Vec<T>,
+    /// After which item the next page starts; `None` on the last page.
+    pub next: Option<ListCursor>,
+}
+
+/// Summaries of at most `limit` sessions of a user after `after`, most
+/// recently updated first, read with any connection to the store (the
+/// service's, or the CLI's own). A record that cannot be read is left out
+/// of the page, and the page still goes on after it.
 pub fn session_summaries(
     conn: &StoreConn,
     user_id: &str,
-) -> Result<Vec<SessionSummary>, ReadError> {
-    Ok(store::sessions_of_user(conn, user_id)?
-        .iter()
-        .filter_map(SessionSummary::of)
-        .collect())
+    after: Option<&ListCursor>,
+    limit: usize,
+) -> Result<Page<SessionSummary>, ReadError> {
+    let mut rows = store::sessions_of_user(conn, user_id, after, limit.saturating_add(1))?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next = match rows.last() {
+        Some(last) if more => Some(ListCursor {
+            last_seq: last.last_seq,
+            key: last.session_id.clone(),
+        }),
+        _ => None,
+    };
+    Ok(Page {
+        items: rows.iter().filter_map(SessionSummary::of).collect(),
+        next,
+    })
+}
+
+/// At most `limit` users holding sessions after `after`, most recently
+/// active first.
+pub fn users(
+    conn: &StoreConn,
+    after: Option<&ListCursor>,
+    limit: usize,
+) -> Result<Page<StoredUser>, ReadError> {
+    let mut items = store::users(conn, after, limit.saturating_add(1))?;
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let next = match items.last() {
+        Some(last) if more => Some(ListCursor {
+            last_seq: last.last_seq,
+            key: last.user_id.clone(),
+        }),
+        _ => None,
+    };
+    Ok(Page { items, next })
 }
 
 /// One session's whole record with provenance; `None` when the user has no

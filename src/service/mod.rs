@@ -674,21 +674,33 @@ impl Service {
         .await
     }
 
-    /// Summaries of every session of a user, most recently updated first.
+    /// Summaries of at most `limit` sessions of a user after `after`, most
+    /// recently updated first.
     pub async fn list_sessions(
         self: &Arc<Self>,
         user_id: String,
-    ) -> Result<Vec<SessionSummary>, ServiceError> {
+        after: Option<store::ListCursor>,
+        limit: usize,
+    ) -> Result<inspect::Page<SessionSummary>, ServiceError> {
         self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| inspect::session_summaries(conn, &user_id))
+            searcher.with_reader(|conn| {
+                inspect::session_summaries(conn, &user_id, after.as_ref(), limit)
+            })
         })
         .await
     }
 
-    /// Every user holding sessions, most recently active first.
-    pub async fn list_users(self: &Arc<Self>) -> Result<Vec<store::StoredUser>, ServiceError> {
-        self.on_blocking_pool(move |searcher| searcher.with_reader(|conn| Ok(store::users(conn)?)))
-            .await
+    /// At most `limit` users holding sessions after `after`, most recently
+    /// active first.
+    pub async fn list_users(
+        self: &Arc<Self>,
+        after: Option<store::ListCursor>,
+        limit: usize,
+    ) -> Result<inspect::Page<store::StoredUser>, ServiceError> {
+        self.on_blocking_pool(move |searcher| {
+            searcher.with_reader(|conn| inspect::users(conn, after.as_ref(), limit))
+        })
+        .await
     }
 
     /// The whole derived record of one session of a user, with provenance.
@@ -762,12 +774,7 @@ impl Service {
         let data_dir = self.data_dir.clone();
         let sessions_per_user = self
             .on_blocking_pool(move |searcher| {
-                searcher.with_reader(|conn| {
-                    Ok(store::users(conn)?
-                        .iter()
-                        .map(|user| user.num_sessions)
-                        .collect())
-                })
+                searcher.with_reader(|conn| Ok(store::sessions_per_user(conn)?))
             })
             .await?;
         let store_bytes = tokio::task::spawn_blocking(move || directory_bytes(&data_dir, 3))

@@ -98,7 +98,7 @@ pub fn database_path(data_dir: &Path) -> PathBuf {
 }
 
 /// The schema version every backend migrates to.
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 8;
 
 /// The sessions with messages but no record, in the SQL both backends
 /// speak. Runs at every start-up, so it walks the request log by session
@@ -626,15 +626,69 @@ pub fn clear_user_deletions(conn: &StoreConn, user_ids: &[String]) -> Result<(),
     dispatch!(conn, clear_user_deletions(user_ids))
 }
 
-/// Every session of a user, most recently updated first.
-pub fn sessions_of_user(conn: &StoreConn, user_id: &str) -> Result<Vec<StoredSession>, StoreError> {
-    dispatch!(conn, sessions_of_user(user_id))
+/// Where a listing goes on: after the item of this last sequence number
+/// and key (a session id in a user's sessions, a user id in the users).
+/// Listings are ordered by both, descending, so pages walked by cursors
+/// give each item once; an item updated during the walk moves to the
+/// front, behind the walk, and a new walk lists it there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCursor {
+    /// The last sequence number of the item listed last.
+    pub last_seq: i64,
+    /// Its session or user id.
+    pub key: String,
 }
 
-/// One line per user holding sessions: how many, how many messages, and the
-/// last sequence number, most recently active first.
-pub fn users(conn: &StoreConn) -> Result<Vec<StoredUser>, StoreError> {
-    dispatch!(conn, users())
+/// The bounds a page's SQL compares with: `(last_seq, key) < bounds`.
+fn cursor_bounds(after: Option<&ListCursor>) -> (i64, String) {
+    match after {
+        Some(cursor) => (cursor.last_seq, cursor.key.clone()),
+        None => (i64::MAX, String::new()),
+    }
+}
+
+/// What follows `SELECT <session columns> FROM sessions` in a page of a
+/// user's sessions (one text for both backends: SQLite numbers `$n`
+/// parameters in order of appearance, so they appear in order).
+const SESSIONS_PAGE_SQL: &str = "WHERE user_id = $1 AND (last_seq, session_id) < ($2, $3)
+     ORDER BY last_seq DESC, session_id DESC LIMIT $4";
+
+/// A page of the users holding sessions (parameters as in
+/// [`SESSIONS_PAGE_SQL`]).
+const USERS_PAGE_SQL: &str = "SELECT user_id, COUNT(*), CAST(SUM(num_messages) AS BIGINT),
+            MAX(updated_at_ms), MAX(last_seq)
+     FROM sessions GROUP BY user_id
+     HAVING (MAX(last_seq), user_id) < ($1, $2)
+     ORDER BY MAX(last_seq) DESC, user_id DESC LIMIT $3";
+
+/// How many sessions each user holds.
+const SESSIONS_PER_USER_SQL: &str = "SELECT COUNT(*) FROM sessions GROUP BY user_id";
+
+/// At most `limit` sessions of a user after `after`, most recently updated
+/// first.
+pub fn sessions_of_user(
+    conn: &StoreConn,
+    user_id: &str,
+    after: Option<&ListCursor>,
+    limit: usize,
+) -> Result<Vec<StoredSession>, StoreError> {
+    dispatch!(conn, sessions_of_user(user_id, after, limit))
+}
+
+/// At most `limit` users holding sessions after `after`, one line each:
+/// how many, how many messages, and the last sequence number, most
+/// recently active first.
+pub fn users(
+    conn: &StoreConn,
+    after: Option<&ListCursor>,
+    limit: usize,
+) -> Result<Vec<StoredUser>, StoreError> {
+    dispatch!(conn, users(after, limit))
+}
+
+/// How many sessions each user holds, in no order (the metrics' histogram).
+pub fn sessions_per_user(conn: &StoreConn) -> Result<Vec<i64>, StoreError> {
+    dispatch!(conn, sessions_per_user())
 }
 
 /// What [`users`] reports of one user.
@@ -648,6 +702,8 @@ pub struct StoredUser {
     pub num_messages: i64,
     /// When a record of the user was last derived.
     pub updated_at_ms: i64,
+    /// The sequence number of the user's last Add with a session record.
+    pub last_seq: i64,
 }
 
 /// For each message of a session, in session order: the request id of the

@@ -10,8 +10,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec;
 use super::{
-    Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, SESSIONS_MISSING_SQL, StoreError,
-    StoredMessage, StoredSession, StoredUser, UserState, content_bytes, database_path,
+    Admission, DATABASE_FILE, Deleted, ListCursor, SCHEMA_VERSION, SESSIONS_MISSING_SQL,
+    SESSIONS_PAGE_SQL, SESSIONS_PER_USER_SQL, StoreError, StoredMessage, StoredSession, StoredUser,
+    USERS_PAGE_SQL, UserState, content_bytes, cursor_bounds, database_path,
 };
 use crate::domain::{AddRequest, Role};
 
@@ -107,6 +108,12 @@ CREATE INDEX requests_by_user_seq ON requests (user_id, seq);
 /// older precedent that it cannot read this store.
 const SCHEMA_V7: &str = "";
 
+/// Version 8: a user's sessions are listed in pages, most recently updated
+/// first, by an index walk.
+const SCHEMA_V8: &str = "
+CREATE INDEX IF NOT EXISTS sessions_by_user_last_seq ON sessions (user_id, last_seq, session_id);
+";
+
 /// The size the write-ahead log is cut back to once a checkpoint has
 /// copied it into the database. SQLite reuses the log from its start but
 /// keeps the file at its largest size until the last connection closes:
@@ -183,6 +190,9 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         // Records stored before stay plain JSON until they are derived
         // again; messages stored before stay plain text.
         tx.execute_batch(SCHEMA_V7)?;
+    }
+    if version < 8 {
+        tx.execute_batch(SCHEMA_V8)?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
@@ -706,35 +716,54 @@ pub(super) fn clear_user_deletions(
     Ok(())
 }
 
-/// Every session of a user, most recently updated first.
+/// A page of a user's sessions, most recently updated first, after
+/// `after` (see [`ListCursor`]).
 pub(super) fn sessions_of_user(
     conn: &Connection,
     user_id: &str,
+    after: Option<&ListCursor>,
+    limit: usize,
 ) -> Result<Vec<StoredSession>, StoreError> {
+    let (after_seq, after_key) = cursor_bounds(after);
     let mut statement = conn.prepare_cached(&format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = ?1
-         ORDER BY last_seq DESC"
+        "SELECT {SESSION_COLUMNS} FROM sessions {SESSIONS_PAGE_SQL}"
     ))?;
-    let rows = statement.query_map(params![user_id], session_from_row)?;
+    let rows = statement.query_map(
+        params![user_id, after_seq, after_key, to_i64(limit)],
+        session_from_row,
+    )?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// One line per user holding sessions: how many, how many messages, and the
-/// last sequence number, most recently active first.
-pub(super) fn users(conn: &Connection) -> Result<Vec<StoredUser>, StoreError> {
-    let mut statement = conn.prepare_cached(
-        "SELECT user_id, COUNT(*), SUM(num_messages), MAX(updated_at_ms) FROM sessions
-         GROUP BY user_id ORDER BY MAX(last_seq) DESC",
-    )?;
-    let rows = statement.query_map([], |row| {
+/// A page of the users holding sessions, most recently active first.
+pub(super) fn users(
+    conn: &Connection,
+    after: Option<&ListCursor>,
+    limit: usize,
+) -> Result<Vec<StoredUser>, StoreError> {
+    let (after_seq, after_key) = cursor_bounds(after);
+    let mut statement = conn.prepare_cached(USERS_PAGE_SQL)?;
+    let rows = statement.query_map(params![after_seq, after_key, to_i64(limit)], |row| {
         Ok(StoredUser {
             user_id: row.get(0)?,
             num_sessions: row.get(1)?,
             num_messages: row.get(2)?,
             updated_at_ms: row.get(3)?,
+            last_seq: row.get(4)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// How many sessions each user holds.
+pub(super) fn sessions_per_user(conn: &Connection) -> Result<Vec<i64>, StoreError> {
+    let mut statement = conn.prepare_cached(SESSIONS_PER_USER_SQL)?;
+    let rows = statement.query_map([], |row| row.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+fn to_i64(value: usize) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// For each message of a session, in session order: the request id of the

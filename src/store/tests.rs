@@ -145,6 +145,7 @@ conformance!(
     delete_user_records_pending,
     purge_records_pending,
     users_listed,
+    sessions_listed_in_pages,
     migration_is_idempotent,
     evidence_counted,
     user_state_follows_adds_deletions_and_purges,
@@ -407,10 +408,14 @@ fn session_records(conn: &mut StoreConn) {
     let other = record("u1", "s2", other_seq, 30);
     upsert_session(conn, &other).unwrap();
     assert_eq!(
-        sessions_of_user(conn, "u1").unwrap(),
+        sessions_of_user(conn, "u1", None, 100).unwrap(),
         vec![other.clone(), replaced.clone()]
     );
-    assert!(sessions_of_user(conn, "nobody").unwrap().is_empty());
+    assert!(
+        sessions_of_user(conn, "nobody", None, 100)
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         sessions_changed_between(conn, seq, other_seq).unwrap(),
         vec![replaced.clone(), other.clone()]
@@ -499,13 +504,17 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
         }
     );
     assert!(session_messages(conn, "doomed", "s1").unwrap().is_empty());
-    assert!(sessions_of_user(conn, "doomed").unwrap().is_empty());
+    assert!(
+        sessions_of_user(conn, "doomed", None, 100)
+            .unwrap()
+            .is_empty()
+    );
     let request = add("doomed", "a", "s1", &["one", "two"]);
     assert_eq!(
         prior_admission(conn, &request, &request.body_sha256()).unwrap(),
         None
     );
-    assert_eq!(sessions_of_user(conn, "kept").unwrap().len(), 1);
+    assert_eq!(sessions_of_user(conn, "kept", None, 100).unwrap().len(), 1);
     assert_eq!(messages_after(conn, 0, 10).unwrap().len(), 1);
 
     // Deleting again removes nothing and stays pending once.
@@ -550,7 +559,7 @@ fn purge_records_pending(conn: &mut StoreConn) {
     );
     assert!(session_messages(conn, "u1", "old").unwrap().is_empty());
     assert_eq!(
-        sessions_of_user(conn, "u1")
+        sessions_of_user(conn, "u1", None, 100)
             .unwrap()
             .into_iter()
             .map(|session| session.session_id)
@@ -659,7 +668,8 @@ fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
 }
 
 fn users_listed(conn: &mut StoreConn) {
-    assert!(users(conn).unwrap().is_empty());
+    assert!(users(conn, None, 100).unwrap().is_empty());
+    assert!(sessions_per_user(conn).unwrap().is_empty());
     let a = store(conn, &add("alice", "a", "s1", &["one"]));
     let b = store(conn, &add("bob", "b", "s1", &["two"]));
     let c = store(conn, &add("alice", "c", "s2", &["three"]));
@@ -688,23 +698,79 @@ fn users_listed(conn: &mut StoreConn) {
     )
     .unwrap();
     // Most recently active (highest last seq) first.
+    let alice = StoredUser {
+        user_id: "alice".to_string(),
+        num_sessions: 2,
+        num_messages: 6,
+        updated_at_ms: 60,
+        last_seq: c,
+    };
+    let bob = StoredUser {
+        user_id: "bob".to_string(),
+        num_sessions: 1,
+        num_messages: 1,
+        updated_at_ms: 70,
+        last_seq: b,
+    };
     assert_eq!(
-        users(conn).unwrap(),
-        vec![
-            StoredUser {
-                user_id: "alice".to_string(),
-                num_sessions: 2,
-                num_messages: 6,
-                updated_at_ms: 60,
-            },
-            StoredUser {
-                user_id: "bob".to_string(),
-                num_sessions: 1,
-                num_messages: 1,
-                updated_at_ms: 70,
-            },
-        ]
+        users(conn, None, 100).unwrap(),
+        vec![alice.clone(), bob.clone()]
     );
+    assert_eq!(sorted(sessions_per_user(conn).unwrap()), vec![1, 2]);
+    // In pages: after the first user, the second; after the last, nothing.
+    assert_eq!(users(conn, None, 1).unwrap(), vec![alice.clone()]);
+    let after_alice = ListCursor {
+        last_seq: alice.last_seq,
+        key: alice.user_id.clone(),
+    };
+    assert_eq!(
+        users(conn, Some(&after_alice), 1).unwrap(),
+        vec![bob.clone()]
+    );
+    let after_bob = ListCursor {
+        last_seq: bob.last_seq,
+        key: bob.user_id.clone(),
+    };
+    assert!(users(conn, Some(&after_bob), 10).unwrap().is_empty());
+}
+
+/// A user's sessions read in pages of every size give each session once,
+/// in the order of the whole listing, and a page never reaches another
+/// user's sessions.
+fn sessions_listed_in_pages(conn: &mut StoreConn) {
+    let mut expected = Vec::new();
+    for index in 0..7 {
+        let session = format!("s{index}");
+        let seq = store(conn, &add("u1", &format!("r{index}"), &session, &["x"]));
+        upsert_session(conn, &record("u1", &session, seq, index)).unwrap();
+        expected.push(session);
+        let other = format!("o{index}");
+        let seq = store(conn, &add("u2", &format!("r{index}"), &other, &["y"]));
+        upsert_session(conn, &record("u2", &other, seq, index)).unwrap();
+    }
+    expected.reverse();
+    let whole: Vec<String> = sessions_of_user(conn, "u1", None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|session| session.session_id)
+        .collect();
+    assert_eq!(whole, expected);
+    for size in 1..=8 {
+        let mut listed = Vec::new();
+        let mut after: Option<ListCursor> = None;
+        loop {
+            let page = sessions_of_user(conn, "u1", after.as_ref(), size).unwrap();
+            assert!(page.len() <= size);
+            let Some(last) = page.last() else { break };
+            after = Some(ListCursor {
+                last_seq: last.last_seq,
+                key: last.session_id.clone(),
+            });
+            listed.extend(page.into_iter().map(|session| session.session_id));
+        }
+        assert_eq!(listed, expected, "pages of {size}");
+    }
+    assert!(sessions_of_user(conn, "u1", None, 0).unwrap().is_empty());
 }
 
 fn migration_is_idempotent(conn: &mut StoreConn) {
@@ -860,7 +926,10 @@ fn records_stored_compressed_and_old_rows_read(conn: &mut StoreConn) {
     let large = large_record("u1", "s1", seq);
     upsert_session(conn, &large).unwrap();
     assert_eq!(session(conn, "u1", "s1").unwrap(), Some(large.clone()));
-    assert_eq!(sessions_of_user(conn, "u1").unwrap(), vec![large.clone()]);
+    assert_eq!(
+        sessions_of_user(conn, "u1", None, 100).unwrap(),
+        vec![large.clone()]
+    );
     let stored = stored_record_bytes(conn, "s1");
     assert!(
         stored * 4 < large.record_json.len() as i64,

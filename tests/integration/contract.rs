@@ -864,9 +864,10 @@ async fn a_service_opened_with_retention_purges_idle_sessions_at_start_up() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let sessions = service
-            .list_sessions("u".to_string())
+            .list_sessions("u".to_string(), None, 100)
             .await
-            .expect("sessions");
+            .expect("sessions")
+            .items;
         if sessions.len() == 1 {
             assert_eq!(sessions[0].session_id, "new");
             break;

@@ -145,7 +145,7 @@ async fn inspection_is_scoped_validated_and_authenticated() {
         .call("GET", "/v1/sessions?user_id=other", None, &auth)
         .await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(list, json!({"data": []}));
+    assert_eq!(list, json!({"data": [], "next_cursor": null}));
     let (status, answer) = app
         .call(
             "GET",

@@ -84,6 +84,18 @@ async def local_session(binary: str, repo: Path, data_dir: Path, fixture: dict) 
             listed_sessions = structured(await session.call_tool("list_sessions", {}))
             ids = {row["session_id"] for row in listed_sessions["data"]}
             check(ids == {session_id, "note-1"}, "list_sessions lists both sessions", ids)
+            check(listed_sessions.get("next_cursor") is None, "one page holds both", listed_sessions)
+            first = structured(await session.call_tool("list_sessions", {"limit": 1}))
+            check(len(first["data"]) == 1 and isinstance(first.get("next_cursor"), str),
+                  "list_sessions with limit 1 gives one session and a cursor", first)
+            second = structured(await session.call_tool(
+                "list_sessions", {"limit": 1, "cursor": first["next_cursor"]}))
+            check([row["session_id"] for row in first["data"] + second["data"]]
+                  == [row["session_id"] for row in listed_sessions["data"]]
+                  and second.get("next_cursor") is None,
+                  "the cursor gives the other session, and the last page says so", second)
+            refused = await session.call_tool("list_sessions", {"limit": 0})
+            check(refused.is_error, "list_sessions refuses limit 0", refused.content)
 
             task = fixture["messages"][0]["content"]
             found = await session.call_tool("search_memory", {"query": task, "top_k": 3})

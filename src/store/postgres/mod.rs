@@ -347,7 +347,7 @@ fn get<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> Resul
 
 /// The migrations by schema version: entry `i` takes the schema from
 /// version `i` to `i + 1`, as `sqlite.rs`'s do.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     "CREATE TABLE requests (
         seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         user_id      TEXT NOT NULL,
@@ -410,6 +410,8 @@ const MIGRATIONS: [&str; 7] = [
     "ALTER TABLE sessions
         ALTER COLUMN record_json TYPE BYTEA USING convert_to(record_json, 'UTF8'),
         ALTER COLUMN diagnostics_json TYPE BYTEA USING convert_to(diagnostics_json, 'UTF8');",
+    // A user's sessions are listed in pages by an index walk.
+    "CREATE INDEX IF NOT EXISTS sessions_by_user_last_seq ON sessions (user_id, last_seq, session_id);",
 ];
 
 fn to_i64(value: usize) -> i64 {

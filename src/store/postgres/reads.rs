@@ -8,7 +8,8 @@ use postgres::Row;
 use super::{PgConn, get, to_i64};
 use crate::domain::Role;
 use crate::store::{
-    SESSIONS_MISSING_SQL, StoreError, StoredMessage, StoredSession, StoredUser, UserState, codec,
+    ListCursor, SESSIONS_MISSING_SQL, SESSIONS_PAGE_SQL, SESSIONS_PER_USER_SQL, StoreError,
+    StoredMessage, StoredSession, StoredUser, USERS_PAGE_SQL, UserState, codec, cursor_bounds,
 };
 
 const MESSAGE_COLUMNS: &str = "m.message_id, m.seq, m.user_id, m.session_id, r.request_id,
@@ -233,32 +234,41 @@ pub(in crate::store) fn session_first_source(
 pub(in crate::store) fn sessions_of_user(
     conn: &PgConn,
     user_id: &str,
+    after: Option<&ListCursor>,
+    limit: usize,
 ) -> Result<Vec<StoredSession>, StoreError> {
+    let (after_seq, after_key) = cursor_bounds(after);
     sessions(conn.query(
-        &format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions WHERE user_id = $1
-             ORDER BY last_seq DESC"
-        ),
-        &[&user_id],
+        &format!("SELECT {SESSION_COLUMNS} FROM sessions {SESSIONS_PAGE_SQL}"),
+        &[&user_id, &after_seq, &after_key, &to_i64(limit)],
     )?)
 }
 
-pub(in crate::store) fn users(conn: &PgConn) -> Result<Vec<StoredUser>, StoreError> {
-    conn.query(
-        "SELECT user_id, COUNT(*), SUM(num_messages)::BIGINT, MAX(updated_at_ms) FROM sessions
-         GROUP BY user_id ORDER BY MAX(last_seq) DESC",
-        &[],
-    )?
-    .iter()
-    .map(|row| {
-        Ok(StoredUser {
-            user_id: get(row, 0)?,
-            num_sessions: get(row, 1)?,
-            num_messages: get(row, 2)?,
-            updated_at_ms: get(row, 3)?,
+pub(in crate::store) fn users(
+    conn: &PgConn,
+    after: Option<&ListCursor>,
+    limit: usize,
+) -> Result<Vec<StoredUser>, StoreError> {
+    let (after_seq, after_key) = cursor_bounds(after);
+    conn.query(USERS_PAGE_SQL, &[&after_seq, &after_key, &to_i64(limit)])?
+        .iter()
+        .map(|row| {
+            Ok(StoredUser {
+                user_id: get(row, 0)?,
+                num_sessions: get(row, 1)?,
+                num_messages: get(row, 2)?,
+                updated_at_ms: get(row, 3)?,
+                last_seq: get(row, 4)?,
+            })
         })
-    })
-    .collect()
+        .collect()
+}
+
+pub(in crate::store) fn sessions_per_user(conn: &PgConn) -> Result<Vec<i64>, StoreError> {
+    conn.query(SESSIONS_PER_USER_SQL, &[])?
+        .iter()
+        .map(|row| get(row, 0))
+        .collect()
 }
 
 pub(in crate::store) fn session_message_sources(

@@ -1,0 +1,279 @@
+//! listing: "how much of a list goes in one answer?" The inspection lists
+//! (`GET /v1/sessions`, `GET /v1/users`, MCP `list_sessions`) answer in
+//! pages: at most `limit` items and at most [`MAX_PAGE_BYTES`] of JSON,
+//! with a `next_cursor` that the next request passes back as `cursor`.
+//!
+//! Architecture invariant: a page's size is bounded whatever the store
+//! holds; a listing walked by its cursors gives each item once.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::{ApiError, FieldError};
+use crate::store::ListCursor;
+
+/// Items a page holds when the request names no `limit`.
+pub const DEFAULT_PAGE_LIMIT: usize = 1_000;
+
+/// The largest `limit` a request may name.
+pub const MAX_PAGE_LIMIT: usize = 10_000;
+
+/// The JSON of a page's items stops growing past this many bytes: the
+/// page ends early and its `next_cursor` goes on from there.
+pub const MAX_PAGE_BYTES: usize = 2_000_000;
+
+/// What a listing request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// At most this many items.
+    pub limit: usize,
+    /// After this item; `None` for the first page.
+    pub after: Option<ListCursor>,
+}
+
+impl Default for PageRequest {
+    fn default() -> PageRequest {
+        PageRequest {
+            limit: DEFAULT_PAGE_LIMIT,
+            after: None,
+        }
+    }
+}
+
+impl PageRequest {
+    /// Reads `limit` and `cursor` from a query string's pairs: each at
+    /// most once, `limit` in `1..=MAX_PAGE_LIMIT`, `cursor` one this
+    /// service gave.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Result<PageRequest, ApiError> {
+        let limit = match single(pairs, "limit")? {
+            None => DEFAULT_PAGE_LIMIT,
+            Some(text) => parse_limit(text).map_err(|message| field_error("limit", &message))?,
+        };
+        let after = match single(pairs, "cursor")? {
+            None => None,
+            Some(text) => Some(decode_cursor(text).ok_or_else(|| {
+                field_error(
+                    "cursor",
+                    "not a cursor this service gave (pass next_cursor back as it is)",
+                )
+            })?),
+        };
+        Ok(PageRequest { limit, after })
+    }
+
+    /// Reads `limit` and `cursor` from a JSON object's fields (MCP tool
+    /// arguments); an absent or null `limit` is `default_limit`.
+    pub fn from_arguments(
+        arguments: &serde_json::Map<String, Value>,
+        default_limit: usize,
+    ) -> Result<PageRequest, String> {
+        let limit = match arguments.get("limit") {
+            None | Some(Value::Null) => default_limit,
+            Some(Value::Number(number)) => number
+                .as_u64()
+                .and_then(|limit| usize::try_from(limit).ok())
+                .filter(|limit| (1..=MAX_PAGE_LIMIT).contains(limit))
+                .ok_or_else(|| format!("limit: {}", limit_range()))?,
+            Some(_) => return Err(format!("limit: {}", limit_range())),
+        };
+        let after = match arguments.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(
+                decode_cursor(text)
+                    .ok_or_else(|| "cursor: not a cursor this service gave".to_string())?,
+            ),
+            Some(_) => return Err("cursor: a string, the next_cursor of a page".to_string()),
+        };
+        Ok(PageRequest { limit, after })
+    }
+}
+
+fn limit_range() -> String {
+    format!("an integer from 1 to {MAX_PAGE_LIMIT}")
+}
+
+fn parse_limit(text: &str) -> Result<usize, String> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|limit| (1..=MAX_PAGE_LIMIT).contains(limit))
+        .ok_or_else(limit_range)
+}
+
+fn field_error(field: &str, message: &str) -> ApiError {
+    ApiError::invalid_fields(vec![FieldError {
+        field: field.to_string(),
+        message: message.to_string(),
+    }])
+}
+
+/// The value of a query parameter given at most once.
+fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, ApiError> {
+    let mut values = pairs.iter().filter(|(key, _)| key == name);
+    match (values.next(), values.next()) {
+        (_, Some(_)) => Err(field_error(name, "given more than once")),
+        (Some((_, value)), None) => Ok(Some(value.as_str())),
+        (None, None) => Ok(None),
+    }
+}
+
+/// A cursor as the wire carries it: opaque, URL-safe (hex of
+/// `<last_seq>:<key>`).
+pub fn encode_cursor(cursor: &ListCursor) -> String {
+    let text = format!("{}:{}", cursor.last_seq, cursor.key);
+    let mut hex = String::with_capacity(text.len() * 2);
+    for byte in text.bytes() {
+        hex.push(char::from(HEX[usize::from(byte >> 4)]));
+        hex.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    hex
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The cursor [`encode_cursor`] wrote; `None` for anything else.
+pub fn decode_cursor(hex: &str) -> Option<ListCursor> {
+    if !hex.len().is_multiple_of(2) || hex.len() > 4 * 1024 {
+        return None;
+    }
+    let bytes = hex
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            let text = std::str::from_utf8(pair).ok()?;
+            u8::from_str_radix(text, 16).ok()
+        })
+        .collect::<Option<Vec<u8>>>()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (seq, key) = text.split_once(':')?;
+    Some(ListCursor {
+        last_seq: seq.parse().ok()?,
+        key: key.to_string(),
+    })
+}
+
+/// One page as the wire carries it: `{"data": [...], "next_cursor": ...}`.
+/// Items are added in order while their JSON stays within
+/// [`MAX_PAGE_BYTES`] (the first always is); when the bound ends the page
+/// early, `next_cursor` goes on after the last item in it, else it is the
+/// store's (`None` on the last page).
+pub fn page_json<T, D: Serialize>(
+    items: Vec<T>,
+    next: Option<ListCursor>,
+    cursor_of: impl Fn(&T) -> ListCursor,
+    to_wire: impl Fn(T) -> D,
+) -> Value {
+    let mut data = Vec::with_capacity(items.len());
+    let mut bytes = 0usize;
+    let mut next = next;
+    let mut last: Option<ListCursor> = None;
+    for item in items {
+        let cursor = cursor_of(&item);
+        let value = serde_json::to_value(to_wire(item)).unwrap_or(Value::Null);
+        let size = serde_json::to_string(&value).map_or(0, |text| text.len() + 1);
+        if !data.is_empty() && bytes + size > MAX_PAGE_BYTES {
+            next = last;
+            break;
+        }
+        bytes += size;
+        data.push(value);
+        last = Some(cursor);
+    }
+    serde_json::json!({
+        "data": data,
+        "next_cursor": next.as_ref().map(encode_cursor),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(query: &str) -> Vec<(String, String)> {
+        serde_urlencoded::from_str(query).unwrap()
+    }
+
+    #[test]
+    fn cursors_round_trip_and_strangers_are_refused() {
+        for key in ["s1", "a:b:c", "", "ünïcode/ sessions?&="] {
+            let cursor = ListCursor {
+                last_seq: 42,
+                key: key.to_string(),
+            };
+            let encoded = encode_cursor(&cursor);
+            assert!(encoded.bytes().all(|byte| byte.is_ascii_hexdigit()));
+            assert_eq!(decode_cursor(&encoded), Some(cursor));
+        }
+        for stranger in ["", "zz", "abc", "3132", "x:1", &"00".repeat(3000)] {
+            assert_eq!(decode_cursor(stranger), None, "{stranger:?}");
+        }
+    }
+
+    #[test]
+    fn limits_default_and_are_bounded() {
+        assert_eq!(
+            PageRequest::from_pairs(&[]).unwrap(),
+            PageRequest::default()
+        );
+        assert_eq!(PageRequest::from_pairs(&pairs("limit=7")).unwrap().limit, 7);
+        assert_eq!(
+            PageRequest::from_pairs(&pairs("limit=10000"))
+                .unwrap()
+                .limit,
+            MAX_PAGE_LIMIT
+        );
+        for bad in [
+            "limit=0",
+            "limit=10001",
+            "limit=-1",
+            "limit=x",
+            "limit=1&limit=2",
+            "cursor=zz",
+        ] {
+            assert!(PageRequest::from_pairs(&pairs(bad)).is_err(), "{bad}");
+        }
+        let arguments = |value: Value| value.as_object().cloned().unwrap();
+        let page = PageRequest::from_arguments(&arguments(serde_json::json!({"limit": 3})), 9);
+        assert_eq!(page.unwrap().limit, 3);
+        let page = PageRequest::from_arguments(&arguments(serde_json::json!({})), 9);
+        assert_eq!(page.unwrap().limit, 9);
+        for bad in [
+            serde_json::json!({"limit": 0}),
+            serde_json::json!({"limit": "3"}),
+            serde_json::json!({"cursor": 5}),
+            serde_json::json!({"cursor": "zz"}),
+        ] {
+            assert!(
+                PageRequest::from_arguments(&arguments(bad.clone()), 9).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_page_stops_at_its_byte_bound_and_goes_on_from_there() {
+        let big = "x".repeat(MAX_PAGE_BYTES / 3);
+        let items: Vec<(i64, String)> = (0..5).map(|seq| (100 - seq, big.clone())).collect();
+        let cursor_of = |item: &(i64, String)| ListCursor {
+            last_seq: item.0,
+            key: format!("s{}", item.0),
+        };
+        let page = page_json(items, None, cursor_of, |item| item.1);
+        let data = page["data"].as_array().unwrap();
+        assert_eq!(data.len(), 2);
+        assert!(serde_json::to_string(&page).unwrap().len() <= MAX_PAGE_BYTES + 100);
+        let next = decode_cursor(page["next_cursor"].as_str().unwrap()).unwrap();
+        assert_eq!(next.last_seq, 99);
+
+        // Within the bound, the store's cursor stands (none on the last page).
+        let small: Vec<(i64, String)> = vec![(5, "a".into()), (4, "b".into())];
+        let page = page_json(small, None, cursor_of, |item| item.1);
+        assert_eq!(page["data"].as_array().unwrap().len(), 2);
+        assert!(page["next_cursor"].is_null());
+
+        // One item larger than the bound is still answered, alone.
+        let huge = vec![(9, "y".repeat(MAX_PAGE_BYTES + 10)), (8, "z".into())];
+        let page = page_json(huge, None, cursor_of, |item| item.1);
+        assert_eq!(page["data"].as_array().unwrap().len(), 1);
+        assert!(!page["next_cursor"].is_null());
+    }
+}
