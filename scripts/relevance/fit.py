@@ -275,31 +275,53 @@ class CharsModel:
         return max(60.0, a + b * r + (c * r if r >= 0.5 else 0.0))
 
 
+STANDOUT_MARGIN = 2.0     # rank::gate::STANDOUT_MARGIN
+BASELINE_PROTECTED = 5    # rank::gate::BASELINE_PROTECTED
+
+
+def baseline_facts(query):
+    """Per candidate: its place by session BM25 (1 the best) and whether it stands out
+    (its BM25 at least STANDOUT_MARGIN times every other's), as `rank` computes them."""
+    bm25 = [c["features"]["text_bm25"] for c in query["candidates"]]
+    by_text = sorted(range(len(bm25)), key=lambda i: -bm25[i])
+    place = {index: position + 1 for position, index in enumerate(by_text)}
+    best = bm25[by_text[0]] if by_text else 0.0
+    second = bm25[by_text[1]] if len(by_text) > 1 else 0.0
+    stands_out = [False] * len(bm25)
+    for position, index in enumerate(by_text):
+        others = second if position == 0 else best
+        stands_out[index] = others > 0 and bm25[index] >= STANDOUT_MARGIN * others
+    return place, stands_out
+
+
 def answer_of(query, scored, params, chars_model):
     """The simulated answer: [(instance_id, chars)] best first. `scored` is
     (ranking scores, gate probabilities) per candidate."""
     scores, probabilities = scored
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], -query["candidates"][i]["features"]["text_bm25"]))
     other_language = FEATURES.index("other_language")
+    place, stands_out = baseline_facts(query)
+    protected = lambda i: place[i] <= BASELINE_PROTECTED
     def floor(c):
         f = c["features"]
         return c["evidence"] < 0.1 and (
             f["text_rel"] < 0.15 and max(f["text_coverage"], f.get("term_coverage", 0.0)) < params.get("floor", 0.0))
-    kept_order = [i for i in order if probabilities[i] >= params["keep"]
-                  and not floor(query["candidates"][i])
+    kept_order = [i for i in order if stands_out[i] or (
+                  (protected(i) or (probabilities[i] >= params["keep"] and not floor(query["candidates"][i])))
                   and not (query["x"][i][other_language] and query["candidates"][i]["evidence"] < 0.5
-                           and query["candidates"][i]["features"]["text_coverage"] < 0.6)]
+                           and query["candidates"][i]["features"]["text_coverage"] < 0.6))]
     def grounded(c):
         f = c["features"]
         return c["evidence"] >= 0.1 or f["text_coverage"] >= 0.08 or f.get("term_coverage", 0.0) >= 0.5
-    if not any(probabilities[i] >= params["answer"] and grounded(query["candidates"][i]) for i in kept_order):
+    if not any(stands_out[i] or (probabilities[i] >= params["answer"] and grounded(query["candidates"][i]))
+               for i in kept_order):
         return []
     best = scores[kept_order[0]]
     kept, seen = [], set()
     for i in kept_order:
         score = scores[i]
-        if best - score > params["below_best"]:
-            break
+        if best - score > params["below_best"] and not stands_out[i] and not protected(i):
+            continue
         instance = query["candidates"][i]["instance_id"] or query["candidates"][i]["session_id"]
         if instance in seen:
             continue

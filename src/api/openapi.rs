@@ -287,8 +287,18 @@ pub struct Explanation {
     /// Sessions in the user's scope.
     pub num_sessions: u64,
     /// Kept candidates first, best first; each with `session_id`,
-    /// `features`, `score` and `dropped` (null when kept).
+    /// `features`, `score`, `baseline_rank` (its place by plain session
+    /// BM25, 1 the best), `bm25_margin` (its session BM25 over the best
+    /// other candidate's) and `dropped` (null when kept, else why).
     pub candidates: Vec<Value>,
+    /// A candidate less likely relevant than this is dropped.
+    pub keep_probability: f32,
+    /// An answer none of whose candidates is this likely relevant is
+    /// empty, unless one stands out.
+    pub answer_probability: f32,
+    /// A candidate whose `bm25_margin` is at least this stands out: kept,
+    /// and the answer is not empty.
+    pub standout_margin: f32,
 }
 
 /// What a user deletion removed.

@@ -450,6 +450,8 @@ mod tests {
             evidence: 0.0,
             probability: 1.0,
             score,
+            baseline_rank: 1,
+            bm25_margin: None,
             dropped: None,
             candidate: 0,
         }

@@ -3,7 +3,14 @@
 //! relevant ([`super::relevance`]), one far below the best, a duplicate of
 //! a task or a diff kept already, and everything past the tenth; when no
 //! candidate is likely enough relevant, it keeps nothing. The same task
-//! met again passes whatever its language or evidence.
+//! met again passes whatever its language or evidence, and so does a
+//! candidate that stands out of the query's own list: its session BM25
+//! at least [`STANDOUT_MARGIN`] times every other candidate's. Such a
+//! query is never answered with nothing. The rule reads the shape of the
+//! query's scores, not absolute levels of features a query may not name
+//! (a related issue's text names no path or changed symbol). Nor is one
+//! among the baseline's first [`BASELINE_PROTECTED`] dropped as below the
+//! floor or far below the best.
 
 use std::collections::HashMap;
 
@@ -36,6 +43,16 @@ pub const OTHER_LANGUAGE_EVIDENCE: f32 = 0.5;
 /// what distractors reach (on dev, the best distractor's coverage has a
 /// median of 0.27 and rarely passes 0.45).
 pub const OTHER_LANGUAGE_COVERAGE: f32 = 0.6;
+/// A candidate whose session BM25 is at least this many times every
+/// other candidate's stands out: the gate keeps it whatever the relevance
+/// model says, and the answer is not empty.
+pub const STANDOUT_MARGIN: f32 = 2.0;
+/// Candidates among this many first by plain session BM25 (the
+/// baseline) are not dropped as below the floor or far below the best:
+/// an answer keeps what the baseline would have put first, so it is not
+/// below the baseline where the relevance model misjudges a query (a
+/// related issue naming no code).
+pub const BASELINE_PROTECTED: usize = 5;
 /// Sessions kept at most: nDCG@10-deep, and an agent reads no more.
 pub const MAX_KEPT: usize = 10;
 
@@ -82,8 +99,13 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
     let mut seen_tasks: HashMap<&str, &str> = HashMap::new();
     let mut seen_fixes: HashMap<&str, &str> = HashMap::new();
     for entry in scored.iter_mut() {
-        // The same task again is relevant whatever its language or evidence.
-        if entry.features.same_task {
+        // The same task again is relevant whatever its language or
+        // evidence, and so is a candidate that stands out.
+        let stands_out = entry
+            .bm25_margin
+            .is_some_and(|margin| margin >= STANDOUT_MARGIN);
+        let protected = entry.baseline_rank <= BASELINE_PROTECTED;
+        if entry.features.same_task || stands_out {
             confident = true;
         } else {
             if is_other_language(language, entry.language)
@@ -97,10 +119,11 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
                 .features
                 .text_coverage
                 .max(entry.features.term_coverage);
-            if entry.probability < KEEP_PROBABILITY
-                || (entry.evidence < MIN_EVIDENCE
-                    && entry.features.text_rel < MIN_TEXT_REL_WITHOUT_EVIDENCE
-                    && coverage < MIN_COVERAGE_WITHOUT_EVIDENCE)
+            if !protected
+                && (entry.probability < KEEP_PROBABILITY
+                    || (entry.evidence < MIN_EVIDENCE
+                        && entry.features.text_rel < MIN_TEXT_REL_WITHOUT_EVIDENCE
+                        && coverage < MIN_COVERAGE_WITHOUT_EVIDENCE))
             {
                 entry.dropped = Some(DropReason::BelowFloor);
                 continue;
@@ -114,6 +137,8 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
         }
         if let Some(best) = best_kept
             && entry.score < best - MAX_BELOW_BEST
+            && !stands_out
+            && !protected
         {
             entry.dropped = Some(DropReason::FarBelowBest);
             continue;
@@ -143,5 +168,194 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
         for entry in scored.iter_mut().filter(|entry| entry.dropped.is_none()) {
             entry.dropped = Some(DropReason::NotConfident);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each rule kept and dropped on a real case: the figures are those
+    //! `/v1/search/explain` gave for real queries (the dev benchmark's
+    //! and a related issue's over real Claude Code transcripts).
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::ingest::{OutcomeStatus, SessionRecord};
+    use crate::rank::{Features, SessionProfile};
+
+    /// A candidate as explain showed it: session BM25, relative text
+    /// similarity, text coverage, code evidence, score, probability.
+    struct Seen {
+        id: &'static str,
+        bm25: f32,
+        text_rel: f32,
+        coverage: f32,
+        evidence: f32,
+        score: f32,
+        probability: f32,
+        language: Option<Language>,
+    }
+
+    fn seen(id: &'static str, bm25: f32, text_rel: f32, score: f32, probability: f32) -> Seen {
+        Seen {
+            id,
+            bm25,
+            text_rel,
+            coverage: 0.2,
+            evidence: 0.0,
+            score,
+            probability,
+            language: None,
+        }
+    }
+
+    /// Ranks the candidates as `rank` does (by score; baseline rank and
+    /// margin from their BM25) and applies the gate; answers each
+    /// session's verdict.
+    fn verdicts(seen: &[Seen], query: Option<Language>) -> Vec<(&'static str, Option<DropReason>)> {
+        let candidates: Vec<Candidate> = seen
+            .iter()
+            .map(|seen| Candidate {
+                profile: Arc::new(SessionProfile::from_record(
+                    seen.id,
+                    &SessionRecord {
+                        task: format!("the task of {}", seen.id),
+                        ..SessionRecord::default()
+                    },
+                    1,
+                    0,
+                )),
+                text_bm25: seen.bm25,
+                matched_weight: 0.0,
+            })
+            .collect();
+        let mut by_text: Vec<usize> = (0..seen.len()).collect();
+        by_text.sort_by(|&a, &b| seen[b].bm25.total_cmp(&seen[a].bm25));
+        let margins = super::super::bm25_margins(&candidates, &by_text);
+        let mut scored: Vec<Scored> = seen
+            .iter()
+            .enumerate()
+            .map(|(position, seen)| Scored {
+                session_id: seen.id.to_string(),
+                task_line: String::new(),
+                outcome: OutcomeStatus::Resolved,
+                language: seen.language,
+                updated_at_ms: 0,
+                files_changed: Vec::new(),
+                symbols_changed: Vec::new(),
+                features: Features {
+                    text_bm25: seen.bm25,
+                    text_rel: seen.text_rel,
+                    text_coverage: seen.coverage,
+                    term_coverage: seen.coverage / 2.0,
+                    ..Features::default()
+                },
+                evidence: seen.evidence,
+                score: seen.score,
+                probability: seen.probability,
+                baseline_rank: by_text
+                    .iter()
+                    .position(|&index| index == position)
+                    .unwrap_or(0)
+                    + 1,
+                bm25_margin: margins[position],
+                dropped: None,
+                candidate: position,
+            })
+            .collect();
+        scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+        apply(&mut scored, &candidates, query);
+        seen.iter()
+            .map(|seen| {
+                let entry = scored.iter().find(|entry| entry.session_id == seen.id);
+                (seen.id, entry.and_then(|entry| entry.dropped.clone()))
+            })
+            .collect()
+    }
+
+    fn verdict_of(verdicts: &[(&'static str, Option<DropReason>)], id: &str) -> Option<DropReason> {
+        verdicts
+            .iter()
+            .find(|(seen, _)| *seen == id)
+            .and_then(|(_, verdict)| verdict.clone())
+    }
+
+    #[test]
+    fn a_candidate_that_stands_out_is_kept_and_the_answer_is_not_empty() {
+        // A related issue over real transcripts: the linked session's
+        // BM25 is 42.6, the next 14.7, and no candidate reaches the
+        // answer probability (the issue names no code).
+        let related = [
+            seen("linked", 42.6, 1.0, 0.9, 0.10),
+            seen("next", 14.7, 0.345, 0.5, 0.08),
+            seen("third", 11.2, 0.263, 0.4, 0.07),
+        ];
+        let verdicts = verdicts(&related, Some(Language::Python));
+        assert_eq!(verdict_of(&verdicts, "linked"), None);
+    }
+
+    #[test]
+    fn without_a_standout_an_unconfident_answer_stays_empty() {
+        // Dev noise_only (a dayjs query; memory of other tasks): the best
+        // BM25 is another language's at 12.3, the next 8.1, under two
+        // times; nothing is likely enough relevant.
+        let noise = [
+            Seen {
+                language: Some(Language::Python),
+                evidence: 0.22,
+                coverage: 0.116,
+                ..seen("other-language", 12.3, 1.0, 1.4, 0.2)
+            },
+            Seen {
+                coverage: 0.076,
+                evidence: 0.074,
+                ..seen("same-repo", 8.1, 0.659, 1.0, 0.48)
+            },
+            Seen {
+                coverage: 0.048,
+                ..seen("weaker", 5.1, 0.416, 0.36, 0.361)
+            },
+        ];
+        let verdicts = verdicts(&noise, Some(Language::JavaScript));
+        assert_eq!(
+            verdict_of(&verdicts, "other-language"),
+            Some(DropReason::OtherCodeBase)
+        );
+        assert_eq!(
+            verdict_of(&verdicts, "same-repo"),
+            Some(DropReason::NotConfident)
+        );
+        assert_eq!(
+            verdict_of(&verdicts, "weaker"),
+            Some(DropReason::NotConfident)
+        );
+    }
+
+    #[test]
+    fn the_baselines_first_five_are_not_dropped_far_below_the_best() {
+        // Dev relevant (a ripgrep query, five relevant sessions): the
+        // fifth by score is 4.3 below the best but third by BM25 (24.0),
+        // and relevant. In the noisy memory of the same query a session
+        // seventh by BM25, as far below the best, is noise and goes.
+        let sessions = [
+            seen("best", 25.6, 1.0, 6.36, 0.966),
+            seen("second", 21.9, 0.856, 2.75, 0.645),
+            seen("third", 24.1, 0.942, 2.49, 0.598),
+            seen("fourth", 6.4, 0.25, 2.4, 0.581),
+            seen("third-by-bm25", 24.0, 0.938, 2.02, 0.51),
+        ];
+        let relevant = verdicts(&sessions, Some(Language::Rust));
+        assert_eq!(verdict_of(&relevant, "third-by-bm25"), None);
+
+        let mut noisy = vec![seen("best", 43.0, 1.0, 6.36, 0.966)];
+        for (index, id) in ["n2", "n3", "n4", "n5", "n6"].into_iter().enumerate() {
+            let bm25 = 42.0 - index as f32;
+            noisy.push(seen(id, bm25, bm25 / 43.0, 4.0 - index as f32 * 0.3, 0.6));
+        }
+        noisy.push(seen("seventh-by-bm25", 35.1, 0.816, 0.98, 0.095));
+        let noisy = verdicts(&noisy, Some(Language::Rust));
+        assert_eq!(
+            verdict_of(&noisy, "seventh-by-bm25"),
+            Some(DropReason::FarBelowBest)
+        );
     }
 }

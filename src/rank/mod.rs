@@ -37,7 +37,7 @@ use self::profile::EXPLAINED_ENTRIES;
 use self::query::QueryFacts;
 
 pub use self::features::Features;
-pub use self::gate::DropReason;
+pub use self::gate::{DropReason, STANDOUT_MARGIN};
 pub use self::paths::is_test_path;
 pub use self::profile::{SessionProfile, task_digest};
 pub use self::relevance::{ANSWER_PROBABILITY, KEEP_PROBABILITY};
@@ -79,6 +79,13 @@ pub struct Scored {
     pub score: f32,
     /// The probability that it is relevant, which the gate reads.
     pub probability: f32,
+    /// Its place in the baseline order, plain session BM25 over the whole
+    /// text (1 = the best `text_bm25`).
+    pub baseline_rank: usize,
+    /// Its session BM25 over the best of the other candidates' (`None`
+    /// when it is the only candidate with any): the gate reads it, a
+    /// margin relative to the query's own list (see [`gate`]).
+    pub bm25_margin: Option<f32>,
     /// `None` when kept.
     pub dropped: Option<DropReason>,
     /// Its position among the candidates `rank` was given.
@@ -156,6 +163,7 @@ pub fn rank(
     for (position, &index) in by_text.iter().enumerate() {
         text_rank[index] = position;
     }
+    let margins = bm25_margins(candidates, &by_text);
     let language = query.language.or_else(|| {
         voted_language(
             by_text
@@ -221,6 +229,8 @@ pub fn rank(
                 evidence,
                 score,
                 probability,
+                baseline_rank: text_rank[position] + 1,
+                bm25_margin: margins[position],
                 dropped: None,
                 candidate: position,
             }
@@ -239,6 +249,25 @@ pub fn rank(
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
     scored
+}
+
+/// Each candidate's session BM25 over the best of the others' (`by_text`:
+/// positions, best first); `None` when the others have none.
+fn bm25_margins(candidates: &[Candidate], by_text: &[usize]) -> Vec<Option<f32>> {
+    let best = by_text
+        .first()
+        .map_or(0.0, |&index| candidates[index].text_bm25);
+    let second = by_text
+        .get(1)
+        .map_or(0.0, |&index| candidates[index].text_bm25);
+    by_text.iter().enumerate().fold(
+        vec![None; candidates.len()],
+        |mut margins, (place, &index)| {
+            let others = if place == 0 { second } else { best };
+            margins[index] = (others > 0.0).then(|| candidates[index].text_bm25 / others);
+            margins
+        },
+    )
 }
 
 /// The language of the code base a query without explicit code is about:
@@ -366,6 +395,9 @@ mod tests {
             "python",
         );
         let faint = record("unrelated docs", &["docs/intro.rs"], &[], "rust");
+        let filler = |task: &str| record(task, &["src/main.rs"], &["main"], "rust");
+        // Past the baseline's first five (see `gate::BASELINE_PROTECTED`).
+        let fillers = [filler("commas in args"), filler("parser errors")];
         let ranked = rank(
             &query,
             &[
@@ -373,9 +405,11 @@ mod tests {
                 candidate("rust-again", &rust_again, 9.0),
                 candidate("python", &python, 4.0),
                 candidate("python-same-story", &python_same_story, 9.5),
+                candidate("filler-1", &fillers[0], 3.0),
+                candidate("filler-2", &fillers[1], 2.0),
                 candidate("faint", &faint, 0.5),
             ],
-            5,
+            7,
             10.0,
         );
         let verdict = |id: &str| {

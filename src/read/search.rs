@@ -32,8 +32,12 @@ pub struct Explained {
     pub candidates: Vec<rank::Scored>,
     /// A candidate less likely relevant than this is dropped.
     pub keep_probability: f32,
-    /// An answer none of whose candidates is this likely relevant is empty.
+    /// An answer none of whose candidates is this likely relevant is empty,
+    /// unless one stands out.
     pub answer_probability: f32,
+    /// A candidate whose session BM25 is this many times every other's
+    /// (its `bm25_margin`) stands out: kept, and the answer is not empty.
+    pub standout_margin: f32,
     /// The query's rarest terms the memory holds (finds messages).
     #[serde(skip)]
     pub rarest_terms: Vec<String>,
@@ -49,6 +53,7 @@ impl Explained {
             candidates: Vec::new(),
             keep_probability: rank::KEEP_PROBABILITY,
             answer_probability: rank::ANSWER_PROBABILITY,
+            standout_margin: rank::STANDOUT_MARGIN,
             rarest_terms: Vec::new(),
         }
     }
@@ -333,6 +338,7 @@ impl Searcher {
             candidates,
             keep_probability: rank::KEEP_PROBABILITY,
             answer_probability: rank::ANSWER_PROBABILITY,
+            standout_margin: rank::STANDOUT_MARGIN,
             rarest_terms: found.rarest_terms,
         })
     }
