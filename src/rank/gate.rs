@@ -10,7 +10,7 @@
 //! query's scores, not absolute levels of features a query may not name
 //! (a related issue's text names no path or changed symbol). Nor is one
 //! among the baseline's first [`BASELINE_PROTECTED`] dropped as below the
-//! floor or far below the best.
+//! floor, far below the best, or as another task's diff again.
 
 use std::collections::HashMap;
 
@@ -48,7 +48,8 @@ pub const OTHER_LANGUAGE_COVERAGE: f32 = 0.6;
 /// model says, and the answer is not empty.
 pub const STANDOUT_MARGIN: f32 = 2.0;
 /// Candidates among this many first by plain session BM25 (the
-/// baseline) are not dropped as below the floor or far below the best:
+/// baseline) are not dropped as below the floor, far below the best, or
+/// as the same diff as another task's:
 /// an answer keeps what the baseline would have put first, so it is not
 /// below the baseline where the relevance model misjudges a query (a
 /// related issue naming no code).
@@ -146,10 +147,12 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
         let profile = &candidates[entry.candidate].profile;
         let task = profile.task_digest.as_str();
         let fix = profile.fix_digest.as_deref();
-        if let Some(of) = seen_tasks
-            .get(task)
-            .or_else(|| fix.and_then(|fix| seen_fixes.get(fix)))
-        {
+        // Another task with the same diff is an experience of its own when
+        // the baseline puts it first: its issue tells what the diff fixed.
+        if let Some(of) = seen_tasks.get(task).or_else(|| {
+            fix.filter(|_| !protected)
+                .and_then(|fix| seen_fixes.get(fix))
+        }) {
             entry.dropped = Some(DropReason::Duplicate { of: of.to_string() });
             continue;
         }
