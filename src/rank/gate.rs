@@ -282,6 +282,29 @@ mod tests {
             .and_then(|(_, verdict)| verdict.clone())
     }
 
+    /// The fitting script simulates this gate: its copies of the rules'
+    /// constants are these.
+    #[test]
+    fn the_fitting_script_simulates_these_rules() {
+        let script = include_str!("../../scripts/relevance/fit.py");
+        let constant = |name: &str| {
+            script
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("{name} = ")))
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or_else(|| panic!("fit.py has no {name}"))
+                .to_string()
+        };
+        assert_eq!(
+            constant("STANDOUT_MARGIN").parse::<f32>().ok(),
+            Some(STANDOUT_MARGIN)
+        );
+        assert_eq!(
+            constant("BASELINE_PROTECTED").parse::<usize>().ok(),
+            Some(BASELINE_PROTECTED)
+        );
+    }
+
     #[test]
     fn a_candidate_that_stands_out_is_kept_and_the_answer_is_not_empty() {
         // A related issue over real transcripts: the linked session's
