@@ -151,37 +151,53 @@ pub fn decode_cursor(hex: &str) -> Option<ListCursor> {
     })
 }
 
-/// One page as the wire carries it: `{"data": [...], "next_cursor": ...}`.
-/// Items are added in order while their JSON stays within
-/// [`MAX_PAGE_BYTES`] (the first always is); when the bound ends the page
-/// early, `next_cursor` goes on after the last item in it, else it is the
-/// store's (`None` on the last page).
+/// One page as the wire carries it: `{"data": [...], "next_cursor": ...}`,
+/// written as bytes item by item (no JSON tree is built). Items are
+/// added in order while their JSON stays within [`MAX_PAGE_BYTES`] (the
+/// first always is); when the bound ends the page early, `next_cursor`
+/// goes on after the last item in it, else it is the store's (`None` on
+/// the last page).
+pub fn page_bytes<T, D: Serialize>(
+    items: Vec<T>,
+    next: Option<ListCursor>,
+    cursor_of: impl Fn(&T) -> ListCursor,
+    to_wire: impl Fn(T) -> D,
+) -> Vec<u8> {
+    let mut body = b"{\"data\":[".to_vec();
+    let mut data_bytes = 0usize;
+    let mut next = next;
+    let mut last: Option<ListCursor> = None;
+    for item in items {
+        let cursor = cursor_of(&item);
+        let Ok(json) = serde_json::to_vec(&to_wire(item)) else {
+            continue;
+        };
+        if last.is_some() && data_bytes + json.len() + 1 > MAX_PAGE_BYTES {
+            next = last;
+            break;
+        }
+        if last.is_some() {
+            body.push(b',');
+        }
+        data_bytes += json.len() + 1;
+        body.extend_from_slice(&json);
+        last = Some(cursor);
+    }
+    body.extend_from_slice(b"],\"next_cursor\":");
+    let cursor = next.as_ref().map(encode_cursor);
+    body.extend_from_slice(&serde_json::to_vec(&cursor).unwrap_or_else(|_| b"null".to_vec()));
+    body.push(b'}');
+    body
+}
+
+/// [`page_bytes`] as a JSON value (MCP's tool results).
 pub fn page_json<T, D: Serialize>(
     items: Vec<T>,
     next: Option<ListCursor>,
     cursor_of: impl Fn(&T) -> ListCursor,
     to_wire: impl Fn(T) -> D,
 ) -> Value {
-    let mut data = Vec::with_capacity(items.len());
-    let mut bytes = 0usize;
-    let mut next = next;
-    let mut last: Option<ListCursor> = None;
-    for item in items {
-        let cursor = cursor_of(&item);
-        let value = serde_json::to_value(to_wire(item)).unwrap_or(Value::Null);
-        let size = serde_json::to_string(&value).map_or(0, |text| text.len() + 1);
-        if !data.is_empty() && bytes + size > MAX_PAGE_BYTES {
-            next = last;
-            break;
-        }
-        bytes += size;
-        data.push(value);
-        last = Some(cursor);
-    }
-    serde_json::json!({
-        "data": data,
-        "next_cursor": next.as_ref().map(encode_cursor),
-    })
+    serde_json::from_slice(&page_bytes(items, next, cursor_of, to_wire)).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

@@ -400,7 +400,7 @@ async fn list_users(
     State(state): State<AppState>,
     scope: KeyScope,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let scope = scope_of(&scope);
     if scope.is_some_and(|scope| !scope.allows_user_list()) {
         return Err(ApiError::new(
@@ -418,7 +418,7 @@ async fn list_users(
         .into_iter()
         .filter(|user| scope.is_none_or(|scope| scope.allows_user(&user.user_id)))
         .collect();
-    Ok(Json(listing::page_json(
+    Ok(json_bytes(listing::page_bytes(
         items,
         next,
         |user| store::ListCursor {
@@ -459,7 +459,7 @@ async fn list_sessions(
     State(state): State<AppState>,
     scope: KeyScope,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let pairs = query_pairs(query.as_deref())?;
     let user_id = inspected_user_of(&pairs)?;
     authorize(scope_of(&scope), &user_id)?;
@@ -468,11 +468,35 @@ async fn list_sessions(
         .service
         .list_sessions(user_id, page.after, page.limit)
         .await?;
-    Ok(Json(sessions_page_json(sessions)))
+    Ok(json_bytes(sessions_page_bytes(sessions)))
 }
 
-/// A page of session summaries as the wire carries it (the HTTP route's
-/// and MCP's `list_sessions`).
+/// A JSON body already written.
+fn json_bytes(body: Vec<u8>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+/// A page of session summaries as the wire carries it (the HTTP route's).
+fn sessions_page_bytes(
+    page: crate::read::inspect::Page<crate::read::inspect::SessionSummary>,
+) -> Vec<u8> {
+    listing::page_bytes(
+        page.items,
+        page.next,
+        |summary| store::ListCursor {
+            last_seq: summary.last_seq,
+            key: summary.session_id.clone(),
+        },
+        SessionSummaryDto::from,
+    )
+}
+
+/// The same page as a JSON value (MCP's `list_sessions`).
 pub fn sessions_page_json(
     page: crate::read::inspect::Page<crate::read::inspect::SessionSummary>,
 ) -> Value {

@@ -49,10 +49,11 @@ pub struct ListingReport {
     pub walk_page_p99_ms: f64,
     /// The server's resident memory before the readers, MB.
     pub rss_before_mb: f64,
-    /// Its highest resident memory while they read, MB.
-    pub rss_peak_mb: f64,
-    /// The difference, MB.
-    pub rss_growth_mb: f64,
+    /// Its highest resident memory while the first pages were read, over
+    /// the memory before, MB.
+    pub first_pages_growth_mb: f64,
+    /// ... while the whole walks were read, MB.
+    pub walks_growth_mb: f64,
 }
 
 /// Stores the sessions, reads them as the options say, and stops the
@@ -127,36 +128,29 @@ fn measure(
 
     let pid = server.child.id();
     let rss_before_mb = resident_mb(pid);
-    let sampling = AtomicBool::new(true);
-    let peak_kb = AtomicUsize::new(0);
-    let (first_pages, walks) = std::thread::scope(|scope| {
-        let sampler = scope.spawn(|| {
-            while sampling.load(Ordering::Relaxed) {
-                let kb = (resident_mb(pid) * 1024.0) as usize;
-                peak_kb.fetch_max(kb, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        let first_pages: Vec<(Duration, usize)> = (0..options.parallel)
-            .map(|_| scope.spawn(|| read_page(base_url, "")))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .filter_map(|reader| reader.join().ok().flatten())
-            .collect();
-        let walks: Vec<Walk> = (0..options.parallel)
-            .map(|_| scope.spawn(|| walk(base_url)))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .filter_map(|walker| walker.join().ok())
-            .collect();
-        sampling.store(false, Ordering::Relaxed);
-        let _ = sampler.join();
-        (first_pages, walks)
+    let (first_pages, first_peak_mb) = sampled(pid, || {
+        std::thread::scope(|scope| {
+            (0..options.parallel)
+                .map(|_| scope.spawn(|| read_page(base_url, "")))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .filter_map(|reader| reader.join().ok().flatten())
+                .collect::<Vec<(Duration, usize)>>()
+        })
+    });
+    let (walks, walk_peak_mb) = sampled(pid, || {
+        std::thread::scope(|scope| {
+            (0..options.parallel)
+                .map(|_| scope.spawn(|| walk(base_url)))
+                .collect::<Vec<_>>()
+                .into_iter()
+                .filter_map(|walker| walker.join().ok())
+                .collect::<Vec<Walk>>()
+        })
     });
     if first_pages.len() != options.parallel || walks.len() != options.parallel {
         anyhow::bail!("a reader failed");
     }
-    let rss_peak_mb = (peak_kb.load(Ordering::Relaxed) as f64 / 1024.0).max(rss_before_mb);
     let mut first: Vec<Duration> = first_pages.iter().map(|(took, _)| *took).collect();
     first.sort();
     let mut pages: Vec<Duration> = walks.iter().flat_map(|walk| walk.pages.clone()).collect();
@@ -181,8 +175,8 @@ fn measure(
         walk_page_p50_ms: percentile(&pages, 0.5),
         walk_page_p99_ms: percentile(&pages, 0.99),
         rss_before_mb,
-        rss_peak_mb,
-        rss_growth_mb: rss_peak_mb - rss_before_mb,
+        first_pages_growth_mb: (first_peak_mb - rss_before_mb).max(0.0),
+        walks_growth_mb: (walk_peak_mb - rss_before_mb).max(0.0),
     })
 }
 
@@ -251,6 +245,26 @@ fn walk(base_url: &str) -> Walk {
     }
 }
 
+/// Runs `work` while sampling the process's resident memory; answers its
+/// result and the highest memory seen, MB.
+fn sampled<T>(pid: u32, work: impl FnOnce() -> T) -> (T, f64) {
+    let sampling = AtomicBool::new(true);
+    let peak_kb = AtomicUsize::new((resident_mb(pid) * 1024.0) as usize);
+    let result = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while sampling.load(Ordering::Relaxed) {
+                let kb = (resident_mb(pid) * 1024.0) as usize;
+                peak_kb.fetch_max(kb, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let result = work();
+        sampling.store(false, Ordering::Relaxed);
+        result
+    });
+    (result, peak_kb.load(Ordering::Relaxed) as f64 / 1024.0)
+}
+
 /// A process's resident memory now, MB (Linux; 0 elsewhere).
 fn resident_mb(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -268,7 +282,7 @@ pub fn render(report: &ListingReport) -> String {
          largest answer        {bytes} bytes\n\
          first pages           p50 {fp50:.1} ms  p99 {fp99:.1} ms\n\
          whole walks           {pages} pages each, complete: {complete}; page p50 {wp50:.1} ms  p99 {wp99:.1} ms\n\
-         server memory         {before:.0} MB before, {peak:.0} MB at peak: +{growth:.0} MB",
+         server memory         {before:.0} MB before; at peak +{first:.0} MB for the first pages, +{walks:.0} MB for the walks",
         sessions = report.num_sessions,
         adds = report.adds_per_s,
         parallel = report.parallel,
@@ -280,7 +294,7 @@ pub fn render(report: &ListingReport) -> String {
         wp50 = report.walk_page_p50_ms,
         wp99 = report.walk_page_p99_ms,
         before = report.rss_before_mb,
-        peak = report.rss_peak_mb,
-        growth = report.rss_growth_mb,
+        first = report.first_pages_growth_mb,
+        walks = report.walks_growth_mb,
     )
 }

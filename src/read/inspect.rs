@@ -47,15 +47,57 @@ pub struct SessionSummary {
     pub error_types: Vec<String>,
 }
 
+/// The parts of a stored record a summary reads; the rest (evidence,
+/// commands, frames) is skipped, not built.
+#[derive(serde::Deserialize)]
+struct SummaryFields {
+    #[serde(default)]
+    task: String,
+    #[serde(default)]
+    language: Option<crate::language::Language>,
+    #[serde(default)]
+    files_changed: Vec<String>,
+    #[serde(default)]
+    symbols_changed: Vec<String>,
+    #[serde(default)]
+    errors: Vec<ErrorType>,
+    #[serde(default)]
+    outcome: Option<OutcomeFields>,
+}
+
+#[derive(serde::Deserialize)]
+struct ErrorType {
+    #[serde(rename = "type")]
+    error_type: String,
+}
+
+#[derive(serde::Deserialize)]
+struct OutcomeFields {
+    status: crate::ingest::OutcomeStatus,
+}
+
 impl SessionSummary {
     fn of(session: &StoredSession) -> Option<SessionSummary> {
-        let record: SessionRecord = serde_json::from_str(&session.record_json).ok()?;
+        let record: SummaryFields = serde_json::from_str(&session.record_json).ok()?;
         let first_line = record.task.lines().next().unwrap_or("").trim();
+        let mut error_types: Vec<String> = Vec::new();
+        for error in &record.errors {
+            if error_types.len() == SUMMARY_LIST_LEN {
+                break;
+            }
+            if !error_types.contains(&error.error_type) {
+                error_types.push(error.error_type.clone());
+            }
+        }
         Some(SessionSummary {
             session_id: session.session_id.clone(),
             task: first_line.chars().take(SUMMARY_TASK_CHARS).collect(),
             language: record.language,
-            status: record.outcome.status,
+            status: record
+                .outcome
+                .map_or(crate::ingest::OutcomeStatus::Unknown, |outcome| {
+                    outcome.status
+                }),
             num_files_changed: record.files_changed.len(),
             num_symbols_changed: record.symbols_changed.len(),
             num_errors: record.errors.len(),
@@ -64,28 +106,15 @@ impl SessionSummary {
             last_seq: session.last_seq,
             files_changed: record
                 .files_changed
-                .iter()
+                .into_iter()
                 .take(SUMMARY_LIST_LEN)
-                .cloned()
                 .collect(),
             symbols_changed: record
                 .symbols_changed
-                .iter()
+                .into_iter()
                 .take(SUMMARY_LIST_LEN)
-                .cloned()
                 .collect(),
-            error_types: {
-                let mut types: Vec<String> = Vec::new();
-                for error in &record.errors {
-                    if types.len() == SUMMARY_LIST_LEN {
-                        break;
-                    }
-                    if !types.contains(&error.error_type) {
-                        types.push(error.error_type.clone());
-                    }
-                }
-                types
-            },
+            error_types,
         })
     }
 }
@@ -147,20 +176,35 @@ pub fn session_summaries(
     after: Option<&ListCursor>,
     limit: usize,
 ) -> Result<Page<SessionSummary>, ReadError> {
-    let mut rows = store::sessions_of_user(conn, user_id, after, limit.saturating_add(1))?;
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    let next = match rows.last() {
-        Some(last) if more => Some(ListCursor {
-            last_seq: last.last_seq,
-            key: last.session_id.clone(),
-        }),
-        _ => None,
-    };
-    Ok(Page {
-        items: rows.iter().filter_map(SessionSummary::of).collect(),
-        next,
-    })
+    // Records are read a few at a time and kept as summaries only: a
+    // page holds its summaries, never its records, whatever its limit.
+    const ROWS_PER_READ: usize = 256;
+    let mut items = Vec::new();
+    let mut read = 0usize;
+    let mut position = after.cloned();
+    loop {
+        let wanted = (limit - read).min(ROWS_PER_READ);
+        // One row more than wanted tells whether another follows.
+        let rows = store::sessions_of_user(conn, user_id, position.as_ref(), wanted + 1)?;
+        let more = rows.len() > wanted;
+        for row in rows.iter().take(wanted) {
+            items.extend(SessionSummary::of(row));
+            position = Some(ListCursor {
+                last_seq: row.last_seq,
+                key: row.session_id.clone(),
+            });
+        }
+        read += rows.len().min(wanted);
+        if !more {
+            return Ok(Page { items, next: None });
+        }
+        if read == limit {
+            return Ok(Page {
+                items,
+                next: position,
+            });
+        }
+    }
 }
 
 /// At most `limit` users holding sessions after `after`, most recently
