@@ -831,3 +831,122 @@ async fn a_trusted_origin_may_call_the_api() {
         Some("https://app.example")
     );
 }
+
+/// The SHA-256 digest of `key`, hex, as a keys file names it.
+fn key_digest(key: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The status and body of `GET /metrics` sent with `headers`.
+async fn get_metrics(
+    app: &crate::support::TestApp,
+    headers: &[(&str, &str)],
+) -> (axum::http::StatusCode, String) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let mut request = axum::http::Request::builder().uri("/metrics");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = app
+        .router
+        .clone()
+        .oneshot(request.body(axum::body::Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Finding 10: `/metrics` (user count, store bytes, per-route counts) was
+/// readable without a key while keys were configured. Now it takes a key
+/// with the `metrics` right, which full keys hold.
+#[tokio::test]
+async fn metrics_need_a_key_with_the_metrics_right_once_keys_are_configured() {
+    use axum::http::StatusCode;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("keys");
+    std::fs::write(
+        &path,
+        format!(
+            "{} - metrics\n{} *\n",
+            key_digest("scraper"),
+            key_digest("agent")
+        ),
+    )
+    .expect("keys file");
+    let mut keys = precedent::ApiKeys::new(["admin"]);
+    keys.add_keys_file(&path).expect("valid keys file");
+    let app = crate::support::TestApp::with_options(precedent::ApiOptions {
+        keys,
+        ..precedent::ApiOptions::default()
+    });
+    let (status, body) = get_metrics(&app, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(!body.contains("precedent_users"), "{body}");
+    let (status, body) = get_metrics(&app, &[("authorization", "Bearer agent")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body.contains("grant metrics"), "{body}");
+    for key in ["scraper", "admin"] {
+        let bearer = format!("Bearer {key}");
+        let (status, body) = get_metrics(&app, &[("authorization", &bearer)]).await;
+        assert_eq!(status, StatusCode::OK, "{key}");
+        assert!(body.contains("precedent_users"), "{key}: {body}");
+    }
+    // The metrics-only key reaches no user.
+    let body = crate::support::add_body("r1", "u", "s", &["scraper writes"]).to_string();
+    let (status, _) = app
+        .call(
+            "POST",
+            "/add",
+            Some(body.into_bytes()),
+            &[("authorization", "Bearer scraper")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Without keys, metrics stay open.
+    let open = crate::support::TestApp::new();
+    assert_eq!(get_metrics(&open, &[]).await.0, StatusCode::OK);
+}
+
+/// Finding 9: the server started on a keys file whose users field held a
+/// right (a user named `list-users` got access) or that gave one digest
+/// twice (the last line won). Both now stop start-up, naming the line.
+#[test]
+fn a_keys_file_with_a_right_as_a_user_or_a_repeated_digest_does_not_start() {
+    let (guard, dir) = data_dir();
+    for (text, expected) in [
+        (
+            format!("# keys\n{} list-users\n", key_digest("k")),
+            "line 2",
+        ),
+        (
+            format!("{} team-a/*\n{} *\n", key_digest("k"), key_digest("k")),
+            "same digest as line 1",
+        ),
+    ] {
+        let path = guard.path().join("keys");
+        std::fs::write(&path, &text).expect("keys file");
+        let output = ServerProcess::command()
+            .arg("--data-dir")
+            .arg(&dir)
+            .arg("--keys-file")
+            .arg(&path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{text}: {stderr}");
+        assert!(stderr.contains(expected), "{text}: {stderr}");
+    }
+}
