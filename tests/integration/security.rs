@@ -1130,3 +1130,69 @@ async fn a_search_body_over_one_mebibyte_is_413_with_a_reason() {
     let (status, answer) = app.add(&large_add).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
 }
+
+/// Finding 8: `precedent mcp` answered nothing to a line that was not JSON,
+/// nor to one over 16 MiB, so the client waited forever. Each now gets a
+/// JSON-RPC error, and the next message is served.
+#[test]
+fn mcp_answers_a_line_that_is_not_json_and_one_over_the_limit() {
+    use std::io::BufRead as _;
+    let (_guard, dir) = data_dir();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
+        .args(["mcp", "--user-id", "u", "--data-dir"])
+        .arg(&dir)
+        .env("PRECEDENT_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("precedent mcp starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = sender.send(line);
+        }
+    });
+    let next_answer = || -> serde_json::Value {
+        let line = receiver
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an answer line");
+        serde_json::from_str(&line).expect("a JSON line")
+    };
+    stdin.write_all(b"this is not json\n").expect("write");
+    let answer = next_answer();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert_eq!(answer["id"], serde_json::Value::Null, "{answer}");
+    stdin
+        .write_all(&vec![b'x'; 16 * 1024 * 1024 + 1])
+        .expect("write");
+    stdin.write_all(b"\n").expect("write");
+    let answer = next_answer();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let message = answer["error"]["message"].as_str().expect("message");
+    assert!(message.contains("16777216 bytes"), "{message}");
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "framing-test", "version": "1"}
+        }
+    });
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .expect("write");
+    let answer = next_answer();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(
+        answer["result"]["serverInfo"]["name"], "precedent",
+        "{answer}"
+    );
+    drop(stdin);
+    assert!(child.wait().expect("exits").success());
+}
