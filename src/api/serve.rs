@@ -68,25 +68,83 @@ pub struct ServeOptions {
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// Why the TLS certificate or key could not be used.
+/// Why the TLS certificate or key could not be used. Each message holds
+/// its cause, which is therefore no `source` (printed once, not twice).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A PEM file could not be read or parsed.
-    #[error("cannot read {what} from {path}: {source}")]
+    /// A PEM file could not be read.
+    #[error("cannot read the {what} file {path}: {detail}")]
+    Read {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// What went wrong.
+        detail: std::io::Error,
+    },
+    /// A PEM file is larger than any certificate chain or key.
+    #[error("the {what} file {path} is not a PEM file: larger than {MAX_PEM_BYTES} bytes")]
+    TooLarge {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: String,
+    },
+    /// A PEM file could not be parsed.
+    #[error("cannot read the {what} from {path}: {detail}")]
     Pem {
         /// `certificate` or `private key`.
         what: &'static str,
         /// The file.
         path: String,
         /// What went wrong.
-        source: rustls_pki_types::pem::Error,
+        detail: rustls_pki_types::pem::Error,
     },
     /// The certificate file holds no certificate.
     #[error("{0} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)")]
     NoCertificate(String),
+    /// The key file holds an encrypted key only.
+    #[error(
+        "the private key in {0} is encrypted, which is not supported: give it decrypted (openssl pkey -in KEY -out DECRYPTED)"
+    )]
+    EncryptedKey(String),
     /// rustls refused the pair (a key not matching the certificate, say).
     #[error("the TLS certificate and key cannot be used: {0}")]
-    Rustls(#[from] rustls::Error),
+    Rustls(rustls::Error),
+}
+
+impl From<rustls::Error> for TlsError {
+    fn from(error: rustls::Error) -> TlsError {
+        TlsError::Rustls(error)
+    }
+}
+
+/// The largest certificate or key file read: 1 MiB, far more than a
+/// chain of certificates takes, and a bound for a file that is no PEM
+/// at all (a device, say).
+pub const MAX_PEM_BYTES: u64 = 1024 * 1024;
+
+/// The bytes of a PEM file, at most [`MAX_PEM_BYTES`].
+fn read_pem_file(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    use std::io::Read as _;
+    let shown = || path.display().to_string();
+    let read_error = |detail| TlsError::Read {
+        what,
+        path: shown(),
+        detail,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PEM_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_PEM_BYTES {
+        return Err(TlsError::TooLarge {
+            what,
+            path: shown(),
+        });
+    }
+    Ok(bytes)
 }
 
 /// A TLS configuration from a PEM certificate chain and a PEM private key
@@ -96,16 +154,26 @@ pub fn tls_config(certificate: &Path, key: &Path) -> Result<Arc<rustls::ServerCo
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let pem_error = |what, path: &Path| {
         let path = path.display().to_string();
-        move |source| TlsError::Pem { what, path, source }
+        move |detail| TlsError::Pem { what, path, detail }
     };
-    let chain = CertificateDer::pem_file_iter(certificate)
-        .map_err(pem_error("certificate", certificate))?
+    let certificate_pem = read_pem_file("certificate", certificate)?;
+    let chain = CertificateDer::pem_slice_iter(&certificate_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(pem_error("certificate", certificate))?;
     if chain.is_empty() {
         return Err(TlsError::NoCertificate(certificate.display().to_string()));
     }
-    let key = PrivateKeyDer::from_pem_file(key).map_err(pem_error("private key", key))?;
+    let key_pem = read_pem_file("private key", key)?;
+    let key = match PrivateKeyDer::from_pem_slice(&key_pem) {
+        Ok(key) => key,
+        Err(rustls_pki_types::pem::Error::NoItemsFound)
+            if memchr::memmem::find(&key_pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+                .is_some() =>
+        {
+            return Err(TlsError::EncryptedKey(key.display().to_string()));
+        }
+        Err(detail) => return Err(pem_error("private key", key)(detail)),
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -572,6 +640,44 @@ fn log_connection_error(peer: SocketAddr, error: &hyper::Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Cosmetic findings of issue 29: TLS errors printed their cause
+    /// twice, an encrypted key said "no items found", and `--tls-cert
+    /// /dev/zero` read until memory ran out.
+    #[test]
+    fn tls_files_are_read_within_bounds_and_their_errors_said_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        let certified =
+            rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+        let cert = dir.path().join("cert.pem");
+        let key = dir.path().join("key.pem");
+        std::fs::write(&cert, certified.cert.pem()).expect("cert");
+        std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+        assert!(tls_config(&cert, &key).is_ok());
+        let shown = |error: TlsError| format!("{:#}", anyhow::Error::from(error));
+        let error = shown(tls_config(Path::new("/dev/zero"), &key).expect_err("a device"));
+        assert!(error.contains("larger than 1048576 bytes"), "{error}");
+        let encrypted = dir.path().join("encrypted.pem");
+        std::fs::write(
+            &encrypted,
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkq\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .expect("key");
+        let error = shown(tls_config(&cert, &encrypted).expect_err("encrypted"));
+        assert!(error.contains("is encrypted"), "{error}");
+        let missing = dir.path().join("missing.pem");
+        let error = shown(tls_config(&missing, &key).expect_err("missing"));
+        assert_eq!(error.matches("No such file").count(), 1, "{error}");
+        let error = shown(tls_config(&key, &key).expect_err("a key as certificate"));
+        assert!(error.contains("holds no certificate"), "{error}");
+        let other = rcgen::generate_simple_self_signed(vec!["other".to_string()]).expect("other");
+        let other_key = dir.path().join("other-key.pem");
+        std::fs::write(&other_key, other.signing_key.serialize_pem()).expect("key");
+        let error = shown(tls_config(&cert, &other_key).expect_err("a key of another"));
+        let cause_starts = error.find("cannot be used: ").expect("reason") + 16;
+        let cause = &error[cause_starts..];
+        assert_eq!(error.matches(cause).count(), 1, "{error}");
+    }
 
     fn admitted(table: &mut ConnectionTable, peer: &str, now: Instant) -> (u64, Arc<Notify>) {
         match table.admit(peer.parse().expect("address"), now) {

@@ -277,7 +277,9 @@ struct ServeArgs {
 
     /// API key that Add and Search require (Authorization: Bearer <key>,
     /// Authorization: Token <key> or X-Api-Key: <key>). Without any key the
-    /// service runs without authentication. Health is never authenticated.
+    /// service runs without authentication. Health is never authenticated;
+    /// with any key configured, /metrics needs a key with the metrics right
+    /// (this key holds it).
     #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 
