@@ -448,6 +448,39 @@ fn at_the_connection_cap_the_longest_idle_connection_makes_room() {
     }
 }
 
+/// Issue 29 finding 2: a kept-alive connection between requests is idle
+/// too, and is closed (after its answer, never during it) to make room.
+#[test]
+fn at_the_connection_cap_an_idle_kept_alive_connection_makes_room() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(
+        &dir,
+        &["--max-connections", "3", "--first-byte-timeout-secs", "300"],
+    );
+    let host = server.address.to_string();
+    let mut kept = open_with(
+        server.address,
+        format!("GET /health HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+    );
+    kept.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut answer = [0u8; 12];
+    kept.read_exact(&mut answer).expect("an answer");
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    std::thread::sleep(Duration::from_millis(100));
+    let mut others: Vec<TcpStream> = (0..2).map(|_| open_with(server.address, b"")).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let answer = exchange(
+        server.address,
+        &request("GET", "/health", &[("Host", &host)], ""),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(closed_within(&mut kept, Duration::from_secs(10)));
+    for stream in &mut others {
+        assert!(!closed_within(stream, Duration::from_millis(200)));
+    }
+}
+
 /// Issue 29 finding 2: a plain connection that never sent a byte was kept
 /// for the header read timeout (30 s by default); the first byte now has
 /// its own, shorter deadline.
