@@ -8,8 +8,9 @@
 //! the request is validated by the same parser as the HTTP API and the
 //! answer has the same JSON shape, so a tool result reads like the route's.
 //!
-//! The protocol itself (JSON-RPC framing, the handshake and version
-//! negotiation) is left to the official SDK, `rmcp`.
+//! The protocol itself (the handshake and version negotiation) is left to
+//! the official SDK, `rmcp`; where a message ends on stdio, and the answer
+//! to a line that is none (not JSON, or over 16 MiB), is [`framing`]'s.
 //!
 //! Architecture invariant: nothing here knows SQL or tantivy; stdout carries
 //! protocol messages only (logs go to stderr).
@@ -25,6 +26,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+
+pub mod framing;
 
 use crate::api::error::FieldError;
 use crate::api::listing::{self, PageRequest};
@@ -315,7 +318,10 @@ impl MemoryServer {
     /// Serves MCP on stdin/stdout until the client closes them.
     pub async fn serve_stdio(self) -> anyhow::Result<()> {
         let running = self
-            .serve(rmcp::transport::stdio())
+            .serve(framing::LineTransport::new(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            ))
             .await
             .map_err(|error| anyhow::anyhow!("MCP handshake failed: {error}"))?;
         running

@@ -154,12 +154,21 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
             limits::limit_request,
         ))
         .route_layer(middleware::from_fn(guard::require_json))
-        .route_layer(middleware::from_fn_with_state(keys, auth::require_key))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&keys),
+            auth::require_key,
+        ))
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/ui", get(ui_page))
         .route("/ui/", get(ui_page))
-        .route("/metrics", get(metrics))
+        .route(
+            "/metrics",
+            get(metrics).layer(middleware::from_fn_with_state(
+                keys,
+                auth::require_metrics_key,
+            )),
+        )
         .route("/openapi.json", get(openapi_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,32 +1,50 @@
 //! serve: the connections of a listening socket, each served by hyper's
-//! HTTP/1.1 connection with the limits `axum::serve` cannot set.
+//! HTTP/1.1 connection with the limits `axum::serve` cannot set, so that
+//! connections which do nothing cannot crowd out those that do.
 //!
+//! - First byte: a plain connection must send its first byte within
+//!   `first_byte_timeout`, and a TLS one finish its handshake within
+//!   `tls_handshake_timeout` (5 s each by default), else it is closed.
 //! - Header read timeout: a request head (and, as hyper starts that timer
 //!   whenever it waits for a head, the silence between requests on a
 //!   kept-alive connection) must arrive within it, else the connection is
 //!   closed. It is the idle timeout too.
-//! - Connection cap: past it, new connections are closed at once.
+//! - Caps ([`ConnectionTable`]): at most `max_connections` open, and at
+//!   most `max_connections_per_address` from one client address (an IPv6
+//!   address counts by its /64; loopback is not capped, as every local
+//!   client shares it). At a cap, the connection of that set idle the
+//!   longest (none of its requests in progress: waiting for its first
+//!   byte, its handshake or its next request) is closed to make room;
+//!   only when every one is in a request is the new one closed instead.
+//!   A request in progress is never cut.
 //! - Graceful shutdown: once `shutdown` resolves, no connection is
 //!   accepted, idle ones close, and those in a request finish it.
 //! - TLS (optional, [`tls_config`]): rustls with the ring provider, no
-//!   OpenSSL; the handshake must end within the header read timeout.
+//!   OpenSSL.
 //!
 //! HTTP/2 is not served: hyper's HTTP/2 server has no header read or idle
 //! timeout, and the contract's clients speak HTTP/1.1. What it leaves to
 //! others: body limits and the in-flight limit ([`super::limits`]).
 
+use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::{Body, Bytes};
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio_rustls::rustls;
+use tower::ServiceExt as _;
 
 /// Knobs of the connection layer.
 #[derive(Debug, Clone)]
@@ -34,33 +52,99 @@ pub struct ServeOptions {
     /// A request head must arrive within this, and a kept-alive connection
     /// is closed after this long without one.
     pub header_read_timeout: Duration,
-    /// Connections open at once; past it new ones are closed at once.
+    /// A plain connection must send its first byte within this.
+    pub first_byte_timeout: Duration,
+    /// A TLS connection must finish its handshake within this.
+    pub tls_handshake_timeout: Duration,
+    /// Connections open at once; at it, the longest idle one is closed for
+    /// a new one (the new one when none is idle).
     pub max_connections: usize,
+    /// Connections open at once from one client address (0: no cap;
+    /// loopback is never capped).
+    pub max_connections_per_address: usize,
     /// The longest wait, at shutdown, for requests being handled.
     pub shutdown_grace: Duration,
     /// Serve HTTPS with this configuration ([`tls_config`]).
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// Why the TLS certificate or key could not be used.
+/// Why the TLS certificate or key could not be used. Each message holds
+/// its cause, which is therefore no `source` (printed once, not twice).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A PEM file could not be read or parsed.
-    #[error("cannot read {what} from {path}: {source}")]
+    /// A PEM file could not be read.
+    #[error("cannot read the {what} file {path}: {detail}")]
+    Read {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// What went wrong.
+        detail: std::io::Error,
+    },
+    /// A PEM file is larger than any certificate chain or key.
+    #[error("the {what} file {path} is not a PEM file: larger than {MAX_PEM_BYTES} bytes")]
+    TooLarge {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: String,
+    },
+    /// A PEM file could not be parsed.
+    #[error("cannot read the {what} from {path}: {detail}")]
     Pem {
         /// `certificate` or `private key`.
         what: &'static str,
         /// The file.
         path: String,
         /// What went wrong.
-        source: rustls_pki_types::pem::Error,
+        detail: rustls_pki_types::pem::Error,
     },
     /// The certificate file holds no certificate.
     #[error("{0} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)")]
     NoCertificate(String),
+    /// The key file holds an encrypted key only.
+    #[error(
+        "the private key in {0} is encrypted, which is not supported: give it decrypted (openssl pkey -in KEY -out DECRYPTED)"
+    )]
+    EncryptedKey(String),
     /// rustls refused the pair (a key not matching the certificate, say).
     #[error("the TLS certificate and key cannot be used: {0}")]
-    Rustls(#[from] rustls::Error),
+    Rustls(rustls::Error),
+}
+
+impl From<rustls::Error> for TlsError {
+    fn from(error: rustls::Error) -> TlsError {
+        TlsError::Rustls(error)
+    }
+}
+
+/// The largest certificate or key file read: 1 MiB, far more than a
+/// chain of certificates takes, and a bound for a file that is no PEM
+/// at all (a device, say).
+pub const MAX_PEM_BYTES: u64 = 1024 * 1024;
+
+/// The bytes of a PEM file, at most [`MAX_PEM_BYTES`].
+fn read_pem_file(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    use std::io::Read as _;
+    let shown = || path.display().to_string();
+    let read_error = |detail| TlsError::Read {
+        what,
+        path: shown(),
+        detail,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PEM_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_PEM_BYTES {
+        return Err(TlsError::TooLarge {
+            what,
+            path: shown(),
+        });
+    }
+    Ok(bytes)
 }
 
 /// A TLS configuration from a PEM certificate chain and a PEM private key
@@ -70,16 +154,26 @@ pub fn tls_config(certificate: &Path, key: &Path) -> Result<Arc<rustls::ServerCo
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let pem_error = |what, path: &Path| {
         let path = path.display().to_string();
-        move |source| TlsError::Pem { what, path, source }
+        move |detail| TlsError::Pem { what, path, detail }
     };
-    let chain = CertificateDer::pem_file_iter(certificate)
-        .map_err(pem_error("certificate", certificate))?
+    let certificate_pem = read_pem_file("certificate", certificate)?;
+    let chain = CertificateDer::pem_slice_iter(&certificate_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(pem_error("certificate", certificate))?;
     if chain.is_empty() {
         return Err(TlsError::NoCertificate(certificate.display().to_string()));
     }
-    let key = PrivateKeyDer::from_pem_file(key).map_err(pem_error("private key", key))?;
+    let key_pem = read_pem_file("private key", key)?;
+    let key = match PrivateKeyDer::from_pem_slice(&key_pem) {
+        Ok(key) => key,
+        Err(rustls_pki_types::pem::Error::NoItemsFound)
+            if memchr::memmem::find(&key_pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+                .is_some() =>
+        {
+            return Err(TlsError::EncryptedKey(key.display().to_string()));
+        }
+        Err(detail) => return Err(pem_error("private key", key)(detail)),
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -91,17 +185,46 @@ pub fn tls_config(certificate: &Path, key: &Path) -> Result<Arc<rustls::ServerCo
 
 /// The default header read (and idle) timeout.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time a plain connection may take to send its first byte.
+pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The default time a TLS handshake may take.
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The default connection cap.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The default cap of connections from one client address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 128;
 
 impl Default for ServeOptions {
     fn default() -> ServeOptions {
         ServeOptions {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            first_byte_timeout: DEFAULT_FIRST_BYTE_TIMEOUT,
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             shutdown_grace: super::DEFAULT_REQUEST_TIMEOUT,
             tls: None,
         }
+    }
+}
+
+/// What every connection's task shares.
+struct Shared {
+    builder: hyper::server::conn::http1::Builder,
+    app: Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    first_byte_timeout: Duration,
+    tls_handshake_timeout: Duration,
+    /// A std mutex: each use is a few map operations (a scan of the open
+    /// connections at a cap), never held across an await.
+    connections: Mutex<ConnectionTable>,
+}
+
+impl Shared {
+    fn table(&self) -> std::sync::MutexGuard<'_, ConnectionTable> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -118,76 +241,391 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(options.header_read_timeout)
         .keep_alive(true);
-    let builder = Arc::new(builder);
-    let connections = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
-    let tls = options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let shared = Arc::new(Shared {
+        builder,
+        app,
+        tls: options.tls.clone().map(tokio_rustls::TlsAcceptor::from),
+        first_byte_timeout: options.first_byte_timeout,
+        tls_handshake_timeout: options.tls_handshake_timeout,
+        connections: Mutex::new(ConnectionTable::new(
+            options.max_connections.max(1),
+            options.max_connections_per_address,
+        )),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    // Out of descriptors, most likely: let some close.
+                    // Out of descriptors, most likely: close the longest
+                    // idle connection and let it go.
                     tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    if shared.table().close_longest_idle(None) {
+                        tracing::debug!("longest idle connection closed to free a descriptor");
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
             },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             () = &mut shutdown => break,
         };
-        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            tracing::debug!(%peer, "connection closed: at the connection cap");
-            drop(stream);
-            continue;
+        let admission = shared.table().admit(peer.ip(), Instant::now());
+        let (id, close) = match admission {
+            Admission::Admitted { id, close } => (id, close),
+            Admission::Refused(why) => {
+                tracing::debug!(%peer, why, "connection closed at once");
+                drop(stream);
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let builder = Arc::clone(&builder);
-        let watcher = graceful.watcher();
-        let acceptor = tls.clone();
-        let handshake_timeout = options.header_read_timeout;
-        tokio::spawn(async move {
-            let served = match acceptor {
-                None => {
-                    watcher
-                        .watch(builder.serve_connection(TokioIo::new(stream), service))
-                        .await
-                }
-                Some(acceptor) => {
-                    let stream = match tokio::time::timeout(
-                        handshake_timeout,
-                        acceptor.accept(stream),
-                    )
-                    .await
-                    {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(error)) => {
-                            tracing::debug!(%peer, %error, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake not done within the header read timeout");
-                            return;
-                        }
-                    };
-                    watcher
-                        .watch(builder.serve_connection(TokioIo::new(stream), service))
-                        .await
-                }
-            };
-            if let Err(error) = served {
-                log_connection_error(peer, &error);
-            }
-            drop(permit);
-        });
+        tasks.spawn(run_connection(Arc::clone(&shared), stream, peer, id, close));
     }
     drop(listener);
-    if tokio::time::timeout(options.shutdown_grace, graceful.shutdown())
+    shared.table().close_all();
+    let drained = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(options.shutdown_grace, drained)
         .await
         .is_err()
     {
         tracing::warn!("requests still open at the end of the shutdown grace period");
+    }
+}
+
+/// Removes its connection from the table when the connection's task ends,
+/// however it ends.
+struct OpenGuard {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.shared.table().remove(self.id);
+    }
+}
+
+/// One connection: its first byte or TLS handshake, then HTTP/1.1 until it
+/// closes or `close` is notified (closed when idle, finishing a request in
+/// progress).
+async fn run_connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+    close: Arc<Notify>,
+) {
+    let _open = OpenGuard {
+        shared: Arc::clone(&shared),
+        id,
+    };
+    let service = TrackedApp {
+        shared: Arc::clone(&shared),
+        id,
+    };
+    match &shared.tls {
+        None => {
+            let mut first = [0u8; 1];
+            let peeked = tokio::select! {
+                peeked = tokio::time::timeout(shared.first_byte_timeout, stream.peek(&mut first)) => peeked,
+                () = close.notified() => {
+                    tracing::debug!(%peer, "connection closed before its first byte: room for another");
+                    return;
+                }
+            };
+            match peeked {
+                Ok(Ok(read)) if read > 0 => {}
+                Ok(_) => return,
+                Err(_) => {
+                    tracing::debug!(%peer, "connection closed: no byte within the first-byte timeout");
+                    return;
+                }
+            }
+            serve_http(&shared, TokioIo::new(stream), service, peer, &close).await;
+        }
+        Some(acceptor) => {
+            let handshake = tokio::select! {
+                handshake = tokio::time::timeout(shared.tls_handshake_timeout, acceptor.accept(stream)) => handshake,
+                () = close.notified() => {
+                    tracing::debug!(%peer, "connection closed during its TLS handshake: room for another");
+                    return;
+                }
+            };
+            let stream = match handshake {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%peer, %error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "connection closed: TLS handshake not done within its timeout");
+                    return;
+                }
+            };
+            serve_http(&shared, TokioIo::new(stream), service, peer, &close).await;
+        }
+    }
+}
+
+/// HTTP/1.1 on `io` until the connection ends; once `close` is notified it
+/// ends after the request in progress (at once when idle).
+async fn serve_http<I>(
+    shared: &Shared,
+    io: TokioIo<I>,
+    service: TrackedApp,
+    peer: SocketAddr,
+    close: &Notify,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = shared.builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(error) = served {
+                    log_connection_error(peer, &error);
+                }
+                return;
+            }
+            () = close.notified(), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// The application, counting the requests in progress on its connection
+/// (from the request's start until its answer's body is sent or dropped).
+struct TrackedApp {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl hyper::service::Service<hyper::Request<Incoming>> for TrackedApp {
+    type Response = hyper::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        let in_progress = RequestInProgress::start(Arc::clone(&self.shared), self.id);
+        let answer = self.shared.app.clone().oneshot(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            Ok(response.map(|body| {
+                Body::new(TrackedBody {
+                    body,
+                    _in_progress: in_progress,
+                })
+            }))
+        })
+    }
+}
+
+/// A request counted in progress on its connection until dropped.
+struct RequestInProgress {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl RequestInProgress {
+    fn start(shared: Arc<Shared>, id: u64) -> RequestInProgress {
+        shared.table().request_started(id);
+        RequestInProgress { shared, id }
+    }
+}
+
+impl Drop for RequestInProgress {
+    fn drop(&mut self) {
+        self.shared.table().request_ended(self.id, Instant::now());
+    }
+}
+
+/// An answer's body, holding its request in progress until it is sent.
+struct TrackedBody {
+    body: Body,
+    _in_progress: RequestInProgress,
+}
+
+impl HttpBody for TrackedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(context)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The open connections, for the caps: which to admit, and which to close
+/// to make room.
+struct ConnectionTable {
+    max_connections: usize,
+    /// 0: no cap.
+    max_per_address: usize,
+    next_id: u64,
+    open: HashMap<u64, OpenConnection>,
+    /// Open connections by counted address ([`counted_address`]), capped
+    /// ones only.
+    num_per_address: HashMap<IpAddr, usize>,
+}
+
+struct OpenConnection {
+    /// The counted address, when the per-address cap applies to it.
+    capped_address: Option<IpAddr>,
+    num_requests_in_progress: usize,
+    /// When the last request ended (or the connection opened).
+    idle_since: Instant,
+    close: Arc<Notify>,
+}
+
+/// Whether a new connection is served.
+enum Admission {
+    /// Served: its id and the notice that asks it to close.
+    Admitted { id: u64, close: Arc<Notify> },
+    /// Closed at once: every connection of the full set is in a request.
+    Refused(&'static str),
+}
+
+impl ConnectionTable {
+    fn new(max_connections: usize, max_per_address: usize) -> ConnectionTable {
+        ConnectionTable {
+            max_connections,
+            max_per_address,
+            next_id: 0,
+            open: HashMap::new(),
+            num_per_address: HashMap::new(),
+        }
+    }
+
+    /// Admits a connection from `peer`, closing the longest idle one of a
+    /// full set (its address's, then all) to make room.
+    fn admit(&mut self, peer: IpAddr, now: Instant) -> Admission {
+        let peer = peer.to_canonical();
+        let capped_address =
+            (self.max_per_address > 0 && !peer.is_loopback()).then(|| counted_address(peer));
+        if let Some(address) = capped_address {
+            let num_open = self.num_per_address.get(&address).copied().unwrap_or(0);
+            if num_open >= self.max_per_address && !self.close_longest_idle(Some(address)) {
+                return Admission::Refused(
+                    "at the per-address connection cap, every one of them in a request",
+                );
+            }
+        }
+        if self.open.len() >= self.max_connections && !self.close_longest_idle(None) {
+            return Admission::Refused("at the connection cap, every connection in a request");
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let close = Arc::new(Notify::new());
+        if let Some(address) = capped_address {
+            *self.num_per_address.entry(address).or_insert(0) += 1;
+        }
+        self.open.insert(
+            id,
+            OpenConnection {
+                capped_address,
+                num_requests_in_progress: 0,
+                idle_since: now,
+                close: Arc::clone(&close),
+            },
+        );
+        Admission::Admitted { id, close }
+    }
+
+    /// Asks the connection idle the longest (of `address` only, when
+    /// given) to close, and stops counting it; false when none is idle.
+    fn close_longest_idle(&mut self, address: Option<IpAddr>) -> bool {
+        let longest_idle = self
+            .open
+            .iter()
+            .filter(|(_, connection)| {
+                connection.num_requests_in_progress == 0
+                    && address.is_none_or(|address| connection.capped_address == Some(address))
+            })
+            .min_by_key(|(id, connection)| (connection.idle_since, **id))
+            .map(|(id, _)| *id);
+        match longest_idle.and_then(|id| self.remove(id)) {
+            Some(connection) => {
+                connection.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Asks every connection to close (at shutdown).
+    fn close_all(&mut self) {
+        for connection in self.open.values() {
+            connection.close.notify_one();
+        }
+    }
+
+    /// Stops counting connection `id` (closed, or asked to close).
+    fn remove(&mut self, id: u64) -> Option<OpenConnection> {
+        let connection = self.open.remove(&id)?;
+        if let Some(address) = connection.capped_address
+            && let Some(num_open) = self.num_per_address.get_mut(&address)
+        {
+            *num_open -= 1;
+            if *num_open == 0 {
+                self.num_per_address.remove(&address);
+            }
+        }
+        Some(connection)
+    }
+
+    fn request_started(&mut self, id: u64) {
+        if let Some(connection) = self.open.get_mut(&id) {
+            connection.num_requests_in_progress += 1;
+        }
+    }
+
+    fn request_ended(&mut self, id: u64, now: Instant) {
+        if let Some(connection) = self.open.get_mut(&id) {
+            connection.num_requests_in_progress =
+                connection.num_requests_in_progress.saturating_sub(1);
+            if connection.num_requests_in_progress == 0 {
+                connection.idle_since = now;
+            }
+        }
+    }
+}
+
+/// The address a connection counts under for the per-address cap: IPv4 as
+/// is, IPv6 by its /64 (one site's addresses, which a client may pick from
+/// at will).
+fn counted_address(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => {
+            let segments = v6.segments();
+            IpAddr::V6(Ipv6Addr::new(
+                segments[0],
+                segments[1],
+                segments[2],
+                segments[3],
+                0,
+                0,
+                0,
+                0,
+            ))
+        }
     }
 }
 
@@ -196,5 +634,148 @@ fn log_connection_error(peer: SocketAddr, error: &hyper::Error) {
         tracing::debug!(%peer, "connection closed: no request head within the header read timeout");
     } else {
         tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cosmetic findings of issue 29: TLS errors printed their cause
+    /// twice, an encrypted key said "no items found", and `--tls-cert
+    /// /dev/zero` read until memory ran out.
+    #[test]
+    fn tls_files_are_read_within_bounds_and_their_errors_said_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        let certified =
+            rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+        let cert = dir.path().join("cert.pem");
+        let key = dir.path().join("key.pem");
+        std::fs::write(&cert, certified.cert.pem()).expect("cert");
+        std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+        assert!(tls_config(&cert, &key).is_ok());
+        let shown = |error: TlsError| format!("{:#}", anyhow::Error::from(error));
+        let error = shown(tls_config(Path::new("/dev/zero"), &key).expect_err("a device"));
+        assert!(error.contains("larger than 1048576 bytes"), "{error}");
+        let encrypted = dir.path().join("encrypted.pem");
+        std::fs::write(
+            &encrypted,
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkq\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .expect("key");
+        let error = shown(tls_config(&cert, &encrypted).expect_err("encrypted"));
+        assert!(error.contains("is encrypted"), "{error}");
+        let missing = dir.path().join("missing.pem");
+        let error = shown(tls_config(&missing, &key).expect_err("missing"));
+        assert_eq!(error.matches("No such file").count(), 1, "{error}");
+        let error = shown(tls_config(&key, &key).expect_err("a key as certificate"));
+        assert!(error.contains("holds no certificate"), "{error}");
+        let other = rcgen::generate_simple_self_signed(vec!["other".to_string()]).expect("other");
+        let other_key = dir.path().join("other-key.pem");
+        std::fs::write(&other_key, other.signing_key.serialize_pem()).expect("key");
+        let error = shown(tls_config(&cert, &other_key).expect_err("a key of another"));
+        let cause_starts = error.find("cannot be used: ").expect("reason") + 16;
+        let cause = &error[cause_starts..];
+        assert_eq!(error.matches(cause).count(), 1, "{error}");
+    }
+
+    fn admitted(table: &mut ConnectionTable, peer: &str, now: Instant) -> (u64, Arc<Notify>) {
+        match table.admit(peer.parse().expect("address"), now) {
+            Admission::Admitted { id, close } => (id, close),
+            Admission::Refused(why) => panic!("{peer} refused: {why}"),
+        }
+    }
+
+    /// Whether `close` was asked (a notified permit is waiting).
+    fn asked_to_close(close: &Notify) -> bool {
+        use std::future::Future as _;
+        let notified = close.notified();
+        tokio::pin!(notified);
+        let waker = std::task::Waker::noop();
+        notified
+            .as_mut()
+            .poll(&mut Context::from_waker(waker))
+            .is_ready()
+    }
+
+    #[test]
+    fn at_the_cap_the_longest_idle_connection_makes_room() {
+        let start = Instant::now();
+        let mut table = ConnectionTable::new(3, 0);
+        let at = |millis| start + Duration::from_millis(millis);
+        let (first, first_close) = admitted(&mut table, "127.0.0.1", at(0));
+        let (second, second_close) = admitted(&mut table, "127.0.0.1", at(1));
+        let (_, third_close) = admitted(&mut table, "127.0.0.1", at(2));
+        // The first is in a request, the second went idle after one.
+        table.request_started(first);
+        table.request_started(second);
+        table.request_ended(second, at(5));
+        admitted(&mut table, "127.0.0.1", at(6));
+        assert!(asked_to_close(&third_close), "idle since 2 ms: the longest");
+        assert!(!asked_to_close(&first_close) && !asked_to_close(&second_close));
+        assert_eq!(table.open.len(), 3);
+        admitted(&mut table, "127.0.0.1", at(7));
+        assert!(asked_to_close(&second_close));
+        assert!(
+            !asked_to_close(&first_close),
+            "a request in progress is never cut"
+        );
+    }
+
+    #[test]
+    fn at_the_cap_with_every_connection_in_a_request_the_new_one_is_refused() {
+        let now = Instant::now();
+        let mut table = ConnectionTable::new(2, 0);
+        for _ in 0..2 {
+            let (id, _) = admitted(&mut table, "10.0.0.1", now);
+            table.request_started(id);
+        }
+        assert!(matches!(
+            table.admit("10.0.0.2".parse().expect("address"), now),
+            Admission::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn one_address_is_capped_by_itself_and_loopback_is_not() {
+        let now = Instant::now();
+        let mut table = ConnectionTable::new(100, 2);
+        let (busy, _) = admitted(&mut table, "192.0.2.7", now);
+        table.request_started(busy);
+        let (_, idle_close) = admitted(&mut table, "192.0.2.7", now);
+        let (_, other_close) = admitted(&mut table, "192.0.2.8", now);
+        // A third from the same address closes that address's idle one.
+        let (third, _) = admitted(&mut table, "192.0.2.7", now);
+        assert!(asked_to_close(&idle_close) && !asked_to_close(&other_close));
+        table.request_started(third);
+        assert!(matches!(
+            table.admit("192.0.2.7".parse().expect("address"), now),
+            Admission::Refused(_)
+        ));
+        // IPv6 counts by /64; an IPv4-mapped address as its IPv4 one.
+        admitted(&mut table, "2001:db8::1", now);
+        admitted(&mut table, "2001:db8::2", now);
+        let (_, v6_close) = admitted(&mut table, "2001:db8::3", now);
+        assert_eq!(table.num_per_address.len(), 3);
+        assert!(!asked_to_close(&v6_close));
+        assert!(matches!(
+            table.admit("::ffff:192.0.2.7".parse().expect("address"), now),
+            Admission::Refused(_)
+        ));
+        for _ in 0..10 {
+            admitted(&mut table, "127.0.0.1", now);
+        }
+        assert!(
+            !table
+                .num_per_address
+                .contains_key(&"127.0.0.1".parse().expect("address"))
+        );
+        table.remove(busy);
+        table.remove(third);
+        assert!(
+            !table
+                .num_per_address
+                .contains_key(&"192.0.2.7".parse().expect("address"))
+        );
     }
 }

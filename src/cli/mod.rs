@@ -277,7 +277,9 @@ struct ServeArgs {
 
     /// API key that Add and Search require (Authorization: Bearer <key>,
     /// Authorization: Token <key> or X-Api-Key: <key>). Without any key the
-    /// service runs without authentication. Health is never authenticated.
+    /// service runs without authentication. Health is never authenticated;
+    /// with any key configured, /metrics needs a key with the metrics right
+    /// (this key holds it).
     #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 
@@ -287,10 +289,12 @@ struct ServeArgs {
     api_key_file: Option<PathBuf>,
 
     /// File of scoped keys: each line a key's SHA-256 digest (hex), the
-    /// user ids it may use (comma-separated; `prefix*` and `*` allowed),
-    /// and optionally `list-users`; # comments and blank lines skipped.
-    /// Combines with --api-key and --api-key-file (whose keys reach every
-    /// user). See the README.
+    /// user ids it may use (comma-separated; `prefix*`, `*` for all, `-`
+    /// for none), then optionally the rights `list-users` and `metrics`;
+    /// # comments and blank lines skipped. With any key configured,
+    /// /metrics needs a key with the metrics right (keys of --api-key and
+    /// --api-key-file hold it). Combines with --api-key and --api-key-file
+    /// (whose keys reach every user). See the README.
     #[arg(long, env = "PRECEDENT_KEYS_FILE")]
     keys_file: Option<PathBuf>,
 
@@ -371,9 +375,34 @@ struct ServeArgs {
     #[arg(long, env = "PRECEDENT_HEADER_READ_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     header_read_timeout_secs: u64,
 
-    /// Connections open at once; past it new ones are closed at once.
+    /// Seconds a plain connection may take to send its first byte before
+    /// it is closed.
+    #[arg(long, env = "PRECEDENT_FIRST_BYTE_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_FIRST_BYTE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    first_byte_timeout_secs: u64,
+
+    /// Seconds a TLS handshake may take before the connection is closed.
+    #[arg(long, env = "PRECEDENT_TLS_HANDSHAKE_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    tls_handshake_timeout_secs: u64,
+
+    /// Connections open at once. At it, the connection idle the longest
+    /// (no request in progress) is closed to make room; only when every
+    /// one is in a request is the new one closed. Each needs a file
+    /// descriptor: keep `ulimit -n` above it.
     #[arg(long, env = "PRECEDENT_MAX_CONNECTIONS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,
+
+    /// Connections open at once from one client address (IPv6 by its
+    /// /64), with the same rule at the cap as --max-connections; 0 for no
+    /// cap. Loopback is not capped (every local client shares it); behind
+    /// a reverse proxy, every client has the proxy's address.
+    #[arg(long, env = "PRECEDENT_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS as u32, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    max_connections_per_address: u32,
+
+    /// Requests a second each API key may make on the routes that take a
+    /// key (a burst of one second's worth); past it, 429 with Retry-After.
+    /// Off unless given; needs keys.
+    #[arg(long, env = "PRECEDENT_KEY_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    key_rate_limit: Option<u32>,
 
     /// Serve HTTPS with this PEM certificate chain (with --tls-key).
     #[arg(long, env = "PRECEDENT_TLS_CERT", requires = "tls_key")]

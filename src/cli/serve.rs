@@ -82,6 +82,14 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.keys_file {
         keys.add_keys_file(path)?;
     }
+    if let Some(per_second) = args.key_rate_limit {
+        if !keys.is_enabled() {
+            anyhow::bail!(
+                "--key-rate-limit limits each API key, and no key is configured (--api-key, --api-key-file or --keys-file)"
+            );
+        }
+        keys.limit_rate(api::auth::KeyRateLimit::new(per_second));
+    }
     let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(api::serve::tls_config(cert, key)?),
@@ -137,7 +145,10 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
         let serve_options = api::serve::ServeOptions {
             header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
+            first_byte_timeout: std::time::Duration::from_secs(args.first_byte_timeout_secs),
+            tls_handshake_timeout: std::time::Duration::from_secs(args.tls_handshake_timeout_secs),
             max_connections: args.max_connections as usize,
+            max_connections_per_address: args.max_connections_per_address as usize,
             shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
             tls,
         };
