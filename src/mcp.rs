@@ -396,10 +396,13 @@ impl MemoryServer {
 
     async fn record_experience(&self, arguments: &JsonObject) -> Result<Value, ToolFailure> {
         let session_id = required_string(arguments, "session_id")?;
+        let mut note_digest = None;
         let messages = match (arguments.get("messages"), arguments.get("note")) {
             (Some(messages @ Value::Array(_)), _) => messages.clone(),
-            (None | Some(Value::Null), Some(Value::String(note))) => {
-                json!([{ "role": "assistant", "content": note }])
+            (None | Some(Value::Null), Some(Value::String(note))) if !note.trim().is_empty() => {
+                note_digest = Some(note_request_id(&session_id, note));
+                // The note is its own task: its first line names it.
+                json!([{ "role": "user", "content": note }])
             }
             _ => {
                 return Err(ToolFailure::invalid(vec![FieldError {
@@ -409,12 +412,16 @@ impl MemoryServer {
                 }]));
             }
         };
-        // Unique per call: a retried call is a new Add, as the agent meant.
-        let request_id = format!(
-            "mcp-{}-{}",
-            crate::time::now_ms(),
-            NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
+        // Unique per call: a retried call is a new Add, as the agent meant;
+        // but the same note for the same session is one Add, however often
+        // it is recorded.
+        let request_id = note_digest.unwrap_or_else(|| {
+            format!(
+                "mcp-{}-{}",
+                crate::time::now_ms(),
+                NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )
+        });
         let body = json!({
             "user_id": self.user_id,
             "session_id": session_id,
@@ -426,6 +433,22 @@ impl MemoryServer {
 }
 
 static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The request id of a note: the same session and text give the same id,
+/// so the store keeps the note once (Adds are idempotent by request id).
+fn note_request_id(session_id: &str, note: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(session_id.as_bytes());
+    hasher.update([0]);
+    hasher.update(note.trim().as_bytes());
+    let digest = hasher.finalize();
+    let hex: String = digest[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("mcp-note-{hex}")
+}
 
 fn required_string(arguments: &JsonObject, field: &str) -> Result<String, ToolFailure> {
     match arguments.get(field) {

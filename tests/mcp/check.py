@@ -80,11 +80,19 @@ async def local_session(binary: str, repo: Path, data_dir: Path, fixture: dict) 
                 {"session_id": "note-1", "note": "Release builds need `cargo build --release --locked`."},
             )
             check(not noted.is_error, "record_experience stores a note", noted.content)
+            again = await session.call_tool(
+                "record_experience",
+                {"session_id": "note-1", "note": "Release builds need `cargo build --release --locked`."},
+            )
+            check(not again.is_error, "the same note recorded again is accepted", again.content)
 
             listed_sessions = structured(await session.call_tool("list_sessions", {}))
             ids = {row["session_id"] for row in listed_sessions["data"]}
             check(ids == {session_id, "note-1"}, "list_sessions lists both sessions", ids)
             check(listed_sessions.get("next_cursor") is None, "one page holds both", listed_sessions)
+            note_row = next(row for row in listed_sessions["data"] if row["session_id"] == "note-1")
+            check(note_row["num_messages"] == 1, "the same note twice is stored once", note_row)
+            check(note_row["task"].startswith("Release builds need"), "a note is its own task", note_row)
             first = structured(await session.call_tool("list_sessions", {"limit": 1}))
             check(len(first["data"]) == 1 and isinstance(first.get("next_cursor"), str),
                   "list_sessions with limit 1 gives one session and a cursor", first)
