@@ -326,7 +326,9 @@ fn add_v1() {}
 /// Search: the user's past experience that helps with the query, best
 /// first, within the character budget.
 #[utoipa::path(post, path = "/search", tag = "contract", request_body = openapi::SearchBody,
-    responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse)))]
+    responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse),
+              (status = 413, description = "The body is over the Search limit (1 MiB)", body = openapi::ErrorBody),
+              (status = 429, description = "The key's request rate is over --key-rate-limit", body = openapi::ErrorBody)))]
 async fn search(
     State(state): State<AppState>,
     scope: KeyScope,
@@ -342,14 +344,17 @@ async fn search(
 
 /// The same as `POST /search`.
 #[utoipa::path(post, path = "/v1/search", tag = "contract", request_body = openapi::SearchBody,
-    responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse)))]
+    responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse),
+              (status = 413, description = "The body is over the Search limit (1 MiB)", body = openapi::ErrorBody),
+              (status = 429, description = "The key's request rate is over --key-rate-limit", body = openapi::ErrorBody)))]
 #[allow(dead_code)]
 fn search_v1() {}
 
 /// Every candidate session of a Search with its features, fused score and
 /// the noise gate's verdict.
 #[utoipa::path(post, path = "/v1/search/explain", tag = "inspection", request_body = openapi::SearchBody,
-    responses((status = 200, description = "Candidates, kept ones first", body = openapi::Explanation)))]
+    responses((status = 200, description = "Candidates, kept ones first", body = openapi::Explanation),
+              (status = 413, description = "The body is over the Search limit (1 MiB)", body = openapi::ErrorBody)))]
 async fn explain(
     State(state): State<AppState>,
     scope: KeyScope,
@@ -404,7 +409,8 @@ fn inspected_user_of(pairs: &[(String, String)]) -> Result<String, ApiError> {
     params(
         ("limit" = Option<usize>, Query, description = "At most this many users (default 1000, at most 10000)", minimum = 1, maximum = 10000),
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before")),
-    responses((status = 200, description = "Users, most recently active first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::UserList)))]
+    responses((status = 200, description = "Users, most recently active first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::UserList),
+              (status = 422, description = "A bad limit or cursor", body = openapi::ErrorBody)))]
 async fn list_users(
     State(state): State<AppState>,
     scope: KeyScope,
@@ -463,7 +469,8 @@ async fn ui_page() -> impl axum::response::IntoResponse {
     params(("user_id" = String, Query, description = "The user", min_length = 1),
         ("limit" = Option<usize>, Query, description = "At most this many sessions (default 1000, at most 10000)", minimum = 1, maximum = 10000),
         ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before")),
-    responses((status = 200, description = "Sessions, most recently updated first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::SessionList)))]
+    responses((status = 200, description = "Sessions, most recently updated first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::SessionList),
+              (status = 422, description = "A bad user_id, limit or cursor", body = openapi::ErrorBody)))]
 async fn list_sessions(
     State(state): State<AppState>,
     scope: KeyScope,
@@ -602,7 +609,9 @@ fn health_v1() {}
 /// Prometheus metrics: requests and latency per route and status, the Add
 /// queue, commit latency, documents, store size, sessions per user.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
+    responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String),
+              (status = 401, description = "Keys are configured and none was given", body = openapi::ErrorBody),
+              (status = 403, description = "The key has not the metrics right", body = openapi::ErrorBody)))]
 async fn metrics(State(state): State<AppState>) -> axum::response::Response {
     use axum::response::IntoResponse;
     let mut out = String::with_capacity(8 * 1024);
