@@ -125,10 +125,7 @@ impl Sink for ServerSink {
             404 => Ok(0),
             status => {
                 let text = response.body_mut().read_to_string().unwrap_or_default();
-                bail!(
-                    "GET {url} answered HTTP {status}: {}",
-                    text.chars().take(300).collect::<String>()
-                )
+                bail!("GET {url} answered HTTP {status}: {}", answer_reason(&text))
             }
         }
     }
@@ -179,12 +176,18 @@ impl Sink for ServerSink {
                 continue;
             }
             let text = response.body_mut().read_to_string().unwrap_or_default();
-            bail!(
-                "POST {url} answered HTTP {status}: {}",
-                text.chars().take(300).collect::<String>()
-            );
+            bail!("POST {url} answered HTTP {status}: {}", answer_reason(&text));
         }
     }
+}
+
+/// The reason an error answer gives (`{"detail": {"reason": ...}}`), else
+/// its first 300 characters.
+fn answer_reason(text: &str) -> String {
+    let reason = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|body| body["detail"]["reason"].as_str().map(str::to_string));
+    reason.unwrap_or_else(|| text.chars().take(300).collect())
 }
 
 /// One job of a pool: Adds stored in order (the batches of one session),

@@ -513,3 +513,47 @@ fn unreadable_lines_are_reported_with_their_numbers() {
     assert!(out.contains("1 line(s) with invalid UTF-8"), "{out}");
     assert!(out.contains("1 message(s) cut"), "{out}");
 }
+
+#[test]
+fn an_import_through_a_server_refusing_the_key_says_the_servers_reason() {
+    use sha2::Digest;
+    let home = tempfile::tempdir().expect("home");
+    let (dir, data) = data_dir();
+    let key = "key-for-bob-only";
+    let digest: String = sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let keys = dir.path().join("keys");
+    std::fs::write(&keys, format!("{digest} bob\n")).expect("keys file");
+    let server = ServerProcess::start(&data, &["--keys-file", keys.to_str().expect("utf-8")]);
+    let bearer = format!("Bearer {key}");
+    let (status, answer) = crate::support::http_request(
+        server.address,
+        "GET",
+        &format!("/v1/sessions/claude-code%3A{MAIN_LOG}?user_id=me"),
+        None,
+        &[("authorization", bearer.as_str()), ("x-precedent-user", "me")],
+    );
+    assert_eq!(status, 403, "{answer}");
+    let reason = crate::support::reason(&answer);
+    assert!(!reason.is_empty(), "{answer}");
+
+    let url = format!("http://{}", server.address);
+    let log = fixture(&format!("{MAIN_LOG}.jsonl"));
+    let (code, _, err) = precedent_at(
+        home.path(),
+        &[
+            "import",
+            log.to_str().expect("utf-8"),
+            "--user-id",
+            "me",
+            "--server",
+            &url,
+            "--api-key",
+            key,
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("HTTP 403") && err.contains(&reason), "{err}");
+}

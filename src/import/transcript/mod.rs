@@ -1265,7 +1265,7 @@ impl Pass<'_> {
         if read.stopped || !batched.handed_over {
             return Ok(());
         }
-        session.num_messages = batched.num_messages.max(batched.num_already);
+        session.num_messages = batched.num_messages;
         let (hashed_offset, mut hasher) = hashed_from;
         let window = reader::hash_range(&opened.file, &mut hasher, hashed_offset, read.offset)
             .and_then(|()| {
