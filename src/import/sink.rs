@@ -176,7 +176,10 @@ impl Sink for ServerSink {
                 continue;
             }
             let text = response.body_mut().read_to_string().unwrap_or_default();
-            bail!("POST {url} answered HTTP {status}: {}", answer_reason(&text));
+            bail!(
+                "POST {url} answered HTTP {status}: {}",
+                answer_reason(&text)
+            );
         }
     }
 }

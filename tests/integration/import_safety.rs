@@ -533,7 +533,10 @@ fn an_import_through_a_server_refusing_the_key_says_the_servers_reason() {
         "GET",
         &format!("/v1/sessions/claude-code%3A{MAIN_LOG}?user_id=me"),
         None,
-        &[("authorization", bearer.as_str()), ("x-precedent-user", "me")],
+        &[
+            ("authorization", bearer.as_str()),
+            ("x-precedent-user", "me"),
+        ],
     );
     assert_eq!(status, 403, "{answer}");
     let reason = crate::support::reason(&answer);
