@@ -514,41 +514,23 @@ fn read_json_lines(
                 head_bytes += lines.bytes().len();
                 head.push((value, at));
                 if head.len() >= NUM_HEAD_EVENTS || head_bytes >= MAX_HEAD_BYTES {
-                    let (format, base_id) = detect_from(&head, naming)?;
-                    if !collector.begin(format, &base_id) {
-                        return Err(LEFT_OUT.to_string());
-                    }
-                    let mut grouper = Grouper::new(format);
-                    for (event, at) in head.drain(..) {
-                        if !grouper.event(event, at, collector) {
-                            stopped = true;
-                            break;
-                        }
-                    }
-                    known = Some((format, base_id, grouper));
-                    if stopped {
+                    let (begun, given) = begin_transcript(&mut head, naming, collector)?;
+                    known = Some(begun);
+                    if !given {
+                        stopped = true;
                         break;
                     }
                 }
             }
         }
     }
-    if known.is_none() {
-        let (format, base_id) = detect_from(&head, naming)?;
-        if !collector.begin(format, &base_id) {
-            return Err(LEFT_OUT.to_string());
+    let (format, base_id, mut grouper) = match known {
+        Some(known) => known,
+        None => {
+            let (begun, given) = begin_transcript(&mut head, naming, collector)?;
+            stopped |= !given;
+            begun
         }
-        let mut grouper = Grouper::new(format);
-        for (event, at) in head.drain(..) {
-            if !grouper.event(event, at, collector) {
-                stopped = true;
-                break;
-            }
-        }
-        known = Some((format, base_id, grouper));
-    }
-    let Some((format, base_id, mut grouper)) = known else {
-        return Err(not_a_transcript());
     };
     notes.not_fully_read = lines.reached_limit();
     let (mut offset, mut num_lines) = (lines.offset(), lines.line_number());
@@ -570,9 +552,25 @@ fn read_json_lines(
     })
 }
 
-fn detect_from(head: &[(Value, (u64, u64))], naming: &Naming) -> Result<(Format, String), String> {
-    let values: Vec<Value> = head.iter().map(|(value, _)| value.clone()).collect();
-    detect_lines(&values, naming)
+/// Tells a log's format and session from its first events, begins its
+/// transcript and gives those events: the transcript's grouping, and
+/// whether the collector took every message.
+fn begin_transcript(
+    head: &mut Vec<(Value, (u64, u64))>,
+    naming: &Naming,
+    collector: &mut dyn Collector,
+) -> Result<((Format, String, Grouper), bool), String> {
+    let (events, starts): (Vec<Value>, Vec<(u64, u64)>) = head.drain(..).unzip();
+    let (format, base_id) = detect_lines(&events, naming)?;
+    if !collector.begin(format, &base_id) {
+        return Err(LEFT_OUT.to_string());
+    }
+    let mut grouper = Grouper::new(format);
+    let given = events
+        .into_iter()
+        .zip(starts)
+        .all(|(event, at)| grouper.event(event, at, collector));
+    Ok(((format, base_id, grouper), given))
 }
 
 /// Reads a whole-file format (aider, trajectories): its transcripts, or
