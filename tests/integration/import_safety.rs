@@ -481,15 +481,26 @@ fn unreadable_lines_are_reported_with_their_numbers() {
     content.extend_from_slice(b"\", \"message\": {\"content\": \"caf\xff\xfe\"}}\n");
     let huge = json!({"type": "user", "sessionId": MAIN_LOG, "message": {"content": "x".repeat(5 * 1024 * 1024)}});
     content.extend_from_slice(format!("{huge}\n").as_bytes());
+    // Line 9: longer than a line may be (skipped unread).
+    let too_long = json!({"type": "user", "sessionId": MAIN_LOG, "message": {"content": "y".repeat(65 * 1024 * 1024)}});
+    content.extend_from_slice(format!("{too_long}\n").as_bytes());
     content.extend_from_slice(lines[4..].concat().as_bytes());
     std::fs::write(&log, &content).expect("write");
 
     let report = import(home.path(), &[&log]);
-    assert_eq!(report["num_lines_skipped"], 2, "{report}");
+    assert_eq!(report["num_lines_skipped"], 3, "{report}");
     let listed = &report["lines_skipped"][0];
-    assert_eq!(listed["num_lines"], 2, "{report}");
+    assert_eq!(listed["num_lines"], 3, "{report}");
     assert_eq!(listed["first"][0]["line"], 5, "{report}");
     assert_eq!(listed["first"][1]["line"], 6, "{report}");
+    assert_eq!(listed["first"][2]["line"], 9, "{report}");
+    assert!(
+        listed["first"][2]["reason"]
+            .as_str()
+            .expect("reason")
+            .starts_with("longer than 64 MiB"),
+        "{report}"
+    );
     assert!(
         listed["first"][1]["reason"]
             .as_str()
@@ -508,7 +519,7 @@ fn unreadable_lines_are_reported_with_their_numbers() {
         &["import", log.to_str().expect("utf-8"), "--user-id", "me"],
     );
     assert_eq!(code, Some(0), "{err}");
-    assert!(out.contains("2 line(s) of"), "{out}");
+    assert!(out.contains("3 line(s) of"), "{out}");
     assert!(out.contains("line 5 (not JSON"), "{out}");
     assert!(out.contains("1 line(s) with invalid UTF-8"), "{out}");
     assert!(out.contains("1 message(s) cut"), "{out}");
@@ -559,4 +570,26 @@ fn an_import_through_a_server_refusing_the_key_says_the_servers_reason() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("HTTP 403") && err.contains(&reason), "{err}");
+}
+
+#[test]
+fn a_fault_inside_a_held_back_response_is_reported_once() {
+    let lines = fixture_lines(&format!("{MAIN_LOG}.jsonl"));
+    let home = tempfile::tempdir().expect("home");
+    let folder = tempfile::tempdir().expect("folder");
+    let log = folder.path().join(format!("{MAIN_LOG}.jsonl"));
+    // The open response msg_013C..., then a broken line (line 13): both
+    // are read again next time, as the response is held back.
+    let mut content = lines[..12].concat();
+    content.push_str("{\"type\": \"assistant\", \"message\": {\"id\"\n");
+    std::fs::write(&log, &content).expect("write");
+    let first = import(home.path(), &[&log]);
+    assert_eq!(first["responses_held_back"], 1, "{first}");
+    assert_eq!(first["num_lines_skipped"], 1, "{first}");
+    assert_eq!(first["lines_skipped"][0]["first"][0]["line"], 13, "{first}");
+    append(&log, &lines[12..]);
+    let second = import(home.path(), &[&log]);
+    assert_eq!(second["responses_held_back"], 0, "{second}");
+    assert_eq!(second["num_lines_skipped"], 0, "{second}");
+    assert_eq!(second["messages_imported"], 2, "{second}");
 }

@@ -209,6 +209,8 @@ pub enum Format {
 /// What reading a file noticed besides its messages.
 #[derive(Debug, Default)]
 struct Notes {
+    /// Lines up to this one were reported by an earlier read.
+    reported_through: u64,
     skipped: Vec<SkippedLine>,
     num_skipped: usize,
     invalid_utf8: usize,
@@ -218,6 +220,9 @@ struct Notes {
 
 impl Notes {
     fn skip(&mut self, line: u64, reason: String) {
+        if line <= self.reported_through {
+            return;
+        }
         self.num_skipped += 1;
         if self.skipped.len() < NUM_LINES_LISTED {
             self.skipped.push(SkippedLine { line, reason });
@@ -295,7 +300,9 @@ fn parse_line(bytes: &[u8], notes: &mut Notes, line: u64) -> Option<Value> {
     let parsed = match std::str::from_utf8(bytes) {
         Ok(text) => serde_json::from_str::<Value>(text),
         Err(_) => {
-            notes.invalid_utf8 += 1;
+            if line > notes.reported_through {
+                notes.invalid_utf8 += 1;
+            }
             serde_json::from_str::<Value>(&String::from_utf8_lossy(bytes))
         }
     };
@@ -329,6 +336,9 @@ struct Start {
     offset: u64,
     num_lines: u64,
     known: Option<(Format, String)>,
+    /// Lines read (and reported) before: a held-back response's lines are
+    /// read again, their faults not reported again.
+    num_lines_reported: u64,
 }
 
 impl Start {
@@ -337,6 +347,7 @@ impl Start {
             offset: 0,
             num_lines: 0,
             known: None,
+            num_lines_reported: 0,
         }
     }
 }
@@ -348,6 +359,8 @@ struct LinesRead {
     base_id: String,
     offset: u64,
     num_lines: u64,
+    /// Lines read to the end (held-back ones included).
+    num_lines_read: u64,
     notes: Notes,
     stopped: bool,
 }
@@ -451,8 +464,12 @@ fn read_json_lines(
     naming: &Naming,
     collector: &mut dyn Collector,
 ) -> Result<LinesRead, String> {
+    let start_reported = start.num_lines_reported;
     let mut lines = Lines::new(file, start.offset, start.num_lines)?;
-    let mut notes = Notes::default();
+    let mut notes = Notes {
+        reported_through: start.num_lines_reported,
+        ..Notes::default()
+    };
     let mut head: Vec<(Value, (u64, u64))> = Vec::new();
     let mut head_bytes = 0usize;
     let mut known: Option<(Format, String, Grouper)> = None;
@@ -484,7 +501,10 @@ fn read_json_lines(
             Line::Unfinished(length) => {
                 // A last line that parses is complete; one that does not is
                 // still being written, unless the file is quiet.
-                let mut scratch = Notes::default();
+                let mut scratch = Notes {
+                    reported_through: notes.reported_through,
+                    ..Notes::default()
+                };
                 match parse_line(lines.bytes(), &mut scratch, number) {
                     Some(value) => {
                         lines.accept_unfinished(length);
@@ -534,6 +554,7 @@ fn read_json_lines(
     };
     notes.not_fully_read = lines.reached_limit();
     let (mut offset, mut num_lines) = (lines.offset(), lines.line_number());
+    let num_lines_read = num_lines.max(start_reported);
     if !stopped && grouper.is_open() {
         if settled {
             stopped = !grouper.close(collector);
@@ -547,6 +568,7 @@ fn read_json_lines(
         base_id,
         offset,
         num_lines,
+        num_lines_read,
         notes,
         stopped,
     })
@@ -1171,6 +1193,7 @@ impl Pass<'_> {
                         offset: state.offset,
                         num_lines: state.num_lines,
                         known: Some((format, session.base_id.clone())),
+                        num_lines_reported: state.num_lines_read,
                     };
                     (LogPlan::Resume(session), start, (state.offset, hasher))
                 } else {
@@ -1281,6 +1304,7 @@ impl Pass<'_> {
             format: read.format.name().to_string(),
             offset: read.offset,
             num_lines: read.num_lines,
+            num_lines_read: read.num_lines_read,
             prefix_sha256: reader::hex(&hasher.clone().finalize()),
             window_sha256,
             sessions: vec![SessionState {
@@ -1396,6 +1420,7 @@ impl Pass<'_> {
                     format: format.name().to_string(),
                     offset: opened.len,
                     num_lines: 0,
+                    num_lines_read: 0,
                     prefix_sha256: String::new(),
                     window_sha256: String::new(),
                     sessions,

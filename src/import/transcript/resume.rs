@@ -58,6 +58,10 @@ pub struct FileState {
     pub offset: u64,
     /// Lines before `offset`.
     pub num_lines: u64,
+    /// Lines read (past `offset` when a response is held back), whose
+    /// faults were reported.
+    #[serde(default)]
+    pub num_lines_read: u64,
     /// SHA-256 of the bytes before `offset`.
     pub prefix_sha256: String,
     /// SHA-256 of the last (at most 4 KiB) bytes before `offset`.
