@@ -31,6 +31,9 @@ mod ranking;
 #[path = "integration/import.rs"]
 mod import;
 
+#[path = "integration/import_safety.rs"]
+mod import_safety;
+
 #[path = "integration/listing.rs"]
 mod listing;
 

@@ -89,17 +89,14 @@ fn classify(args: &ImportArgs) -> anyhow::Result<Source> {
             "give either one git repository or transcript files and folders, not both"
         ),
     }
-    if !args.watch && !import::transcript::holds_transcripts(&args.paths) {
-        let named: Vec<String> = args
-            .paths
+    if !args.watch
+        && let Err(reasons) = import::transcript::holds_transcripts(&args.paths)
+    {
+        let reasons: Vec<String> = reasons
             .iter()
-            .map(|path| path.display().to_string())
+            .map(|skipped| format!("{}: {}", skipped.path, skipped.reason))
             .collect();
-        anyhow::bail!(
-            "{} is not a git repository and holds no transcripts (Claude Code, Codex CLI, \
-             SWE-agent, OpenHands or aider)",
-            named.join(", ")
-        );
+        anyhow::bail!("nothing to import; {}", reasons.join("; "));
     }
     Ok(Source::Transcripts)
 }
@@ -181,6 +178,7 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
                 user_id: args.user_id.clone(),
                 parallelism: args.parallelism as usize,
                 watch: args.watch,
+                state_dir: Some(args.data_dir.clone()),
             };
             import::import_transcripts(&options, sink, &mut progress, &stop)
                 .and_then(|report| transcript_output(&report, args.json))
@@ -237,6 +235,56 @@ fn transcript_output(report: &import::TranscriptReport, json: bool) -> anyhow::R
     );
     for skipped in &report.files_skipped {
         text.push_str(&format!("\nskipped {}: {}", skipped.path, skipped.reason));
+    }
+    for lines in &report.lines_skipped {
+        let first: Vec<String> = lines
+            .first
+            .iter()
+            .map(|line| format!("line {} ({})", line.line, line.reason))
+            .collect();
+        text.push_str(&format!(
+            "\n{} line(s) of {} skipped: {}{}",
+            lines.num_lines,
+            lines.path,
+            first.join(", "),
+            if lines.num_lines > first.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    if report.lines_with_invalid_utf8 > 0 {
+        text.push_str(&format!(
+            "\n{} line(s) with invalid UTF-8 (replaced by U+FFFD)",
+            report.lines_with_invalid_utf8
+        ));
+    }
+    if report.messages_cut > 0 {
+        text.push_str(&format!(
+            "\n{} message(s) cut to 4 MiB",
+            report.messages_cut
+        ));
+    }
+    if report.responses_held_back > 0 {
+        text.push_str(&format!(
+            "\n{} response(s) held back: still being written (stored once the next message \
+             starts or the file is quiet for {} min)",
+            report.responses_held_back,
+            import::transcript::SETTLE_TIME.as_secs() / 60
+        ));
+    }
+    for file in &report.files_not_fully_read {
+        text.push_str(&format!("\nnot fully read {}: {}", file.path, file.reason));
+    }
+    for session in &report.sessions_restarted {
+        text.push_str(&format!(
+            "\nimported again as {} ({}): {}",
+            session.session_id, session.path, session.reason
+        ));
+    }
+    if let Some(reason) = &report.state_not_saved {
+        text.push_str(&format!("\n{reason}"));
     }
     Ok(text)
 }

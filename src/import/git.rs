@@ -342,6 +342,10 @@ fn merge_task(message: &str) -> String {
 
 /// Errs, saying why, unless `path` is a git repository.
 pub fn check_repository(path: &std::path::Path) -> anyhow::Result<()> {
+    // A repository is a folder; a file (a FIFO, a device) is never opened.
+    if !path.is_dir() {
+        bail!("{} is not a git repository", path.display());
+    }
     Repository::open(path)
         .map(|_| ())
         .with_context(|| format!("{} is not a git repository", path.display()))

@@ -18,6 +18,11 @@ pub trait Sink: Send + Sync {
     fn stored_messages(&self, user_id: &str, session_id: &str) -> anyhow::Result<usize>;
     /// Stores one Add, durably, before returning.
     fn add(&self, request: AddRequest) -> anyhow::Result<()>;
+    /// Where the Adds go, as a name that tells destinations apart (the
+    /// key of what a transcript import remembers of a file).
+    fn target(&self) -> String {
+        String::new()
+    }
 }
 
 /// Writes straight into a data directory no server holds.
@@ -58,6 +63,10 @@ impl Sink for DirectSink {
     fn add(&self, request: AddRequest) -> anyhow::Result<()> {
         self.runtime.block_on(self.service.add(request))?;
         Ok(())
+    }
+
+    fn target(&self) -> String {
+        format!("store:{}", self.service.store_location().describe())
     }
 }
 
@@ -114,8 +123,15 @@ impl Sink for ServerSink {
                     .unwrap_or(0))
             }
             404 => Ok(0),
-            status => bail!("GET {url} answered HTTP {status}"),
+            status => {
+                let text = response.body_mut().read_to_string().unwrap_or_default();
+                bail!("GET {url} answered HTTP {status}: {}", answer_reason(&text))
+            }
         }
+    }
+
+    fn target(&self) -> String {
+        format!("server:{}", self.base_url)
     }
 
     fn add(&self, request: AddRequest) -> anyhow::Result<()> {
@@ -162,8 +178,33 @@ impl Sink for ServerSink {
             let text = response.body_mut().read_to_string().unwrap_or_default();
             bail!(
                 "POST {url} answered HTTP {status}: {}",
-                text.chars().take(300).collect::<String>()
+                answer_reason(&text)
             );
+        }
+    }
+}
+
+/// The reason an error answer gives (`{"detail": {"reason": ...}}`), else
+/// its first 300 characters.
+fn answer_reason(text: &str) -> String {
+    let reason = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|body| body["detail"]["reason"].as_str().map(str::to_string));
+    reason.unwrap_or_else(|| text.chars().take(300).collect())
+}
+
+/// One job of a pool: Adds stored in order (the batches of one session),
+/// given at once or streamed while a file is read.
+enum Job {
+    Adds(std::vec::IntoIter<AddRequest>),
+    Stream(std::sync::mpsc::Receiver<AddRequest>),
+}
+
+impl Job {
+    fn next(&mut self) -> Option<AddRequest> {
+        match self {
+            Job::Adds(adds) => adds.next(),
+            Job::Stream(receiver) => receiver.recv().ok(),
         }
     }
 }
@@ -172,7 +213,7 @@ impl Sink for ServerSink {
 /// store commits them in groups. A job is a list of Adds stored in order
 /// (the batches of one session); jobs run in parallel.
 pub(crate) struct AddPool {
-    sender: Option<std::sync::mpsc::SyncSender<Vec<AddRequest>>>,
+    sender: Option<std::sync::mpsc::SyncSender<Job>>,
     workers: Vec<std::thread::JoinHandle<()>>,
     adds_stored: Arc<AtomicUsize>,
     messages_stored: Arc<AtomicUsize>,
@@ -184,7 +225,7 @@ impl AddPool {
     /// Starts `parallelism` workers over `sink`.
     pub(crate) fn new(sink: Arc<dyn Sink>, parallelism: usize) -> AddPool {
         let parallelism = parallelism.max(1);
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<AddRequest>>(parallelism * 2);
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Job>(parallelism * 2);
         // A std Mutex: each worker holds it only to take the next job.
         let receiver = Arc::new(Mutex::new(receiver));
         let adds_stored = Arc::new(AtomicUsize::new(0));
@@ -203,8 +244,8 @@ impl AddPool {
                             .lock()
                             .ok()
                             .and_then(|receiver| receiver.recv().ok());
-                        let Some(job) = next else { break };
-                        for request in job {
+                        let Some(mut job) = next else { break };
+                        while let Some(request) = job.next() {
                             let num_messages = request.messages.len();
                             if let Err(error) = sink.add(request) {
                                 if let Ok(mut slot) = failure.lock() {
@@ -236,7 +277,22 @@ impl AddPool {
         }
         self.sender
             .as_ref()
-            .is_some_and(|sender| sender.send(job).is_ok())
+            .is_some_and(|sender| sender.send(Job::Adds(job.into_iter())).is_ok())
+    }
+
+    /// Queues a job whose Adds are sent, in order, through the returned
+    /// sender (one Add waits in it at most, so memory holds a few Adds,
+    /// not the file); `None` once a worker failed or every worker is gone.
+    pub(crate) fn submit_stream(&self) -> Option<std::sync::mpsc::SyncSender<AddRequest>> {
+        if self.failed() {
+            return None;
+        }
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        let queued = self
+            .sender
+            .as_ref()
+            .is_some_and(|jobs| jobs.send(Job::Stream(receiver)).is_ok());
+        queued.then_some(sender)
     }
 
     /// Whether a worker failed.

@@ -438,14 +438,17 @@ fn claude_code_folder_imports_once_then_only_its_new_tail() {
     let complete_line = json!({"type": "user", "sessionId": "4d5611e5-241a-462a-8d15-5122611a9569", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_new", "content": "3 tests, 1 failure", "is_error": true}]}}).to_string();
     let (head, tail) = complete_line.split_at(40);
     std::fs::write(&log, format!("{grown}{head}")).expect("write");
+    // The response still open (the file's last) is held back.
     let third = import(&[folder_arg]);
-    assert_eq!(third["messages_imported"], 2, "{third}");
+    assert_eq!(third["messages_imported"], 1, "{third}");
     assert_eq!(third["adds"], 1, "{third}");
-    assert_eq!(num_messages(home.path(), main_session), 8);
-    // The line completed: only it is added.
+    assert_eq!(third["responses_held_back"], 1, "{third}");
+    assert_eq!(num_messages(home.path(), main_session), 7);
+    // The line completed: the response and it are added.
     std::fs::write(&log, format!("{grown}{head}{tail}\n")).expect("write");
     let fourth = import(&[folder_arg]);
-    assert_eq!(fourth["messages_imported"], 1, "{fourth}");
+    assert_eq!(fourth["messages_imported"], 2, "{fourth}");
+    assert_eq!(fourth["responses_held_back"], 0, "{fourth}");
     let record = session(home.path(), main_session);
     assert_eq!(record["num_messages"], 9, "{record:#}");
     let last_command = record["commands"]

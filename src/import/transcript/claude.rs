@@ -56,6 +56,40 @@ pub fn messages(events: &[Value]) -> Messages {
     messages
 }
 
+/// What an event is to the grouping of events into messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unit {
+    /// Not a message (progress, summaries, meta lines).
+    Skipped,
+    /// A user message of its own.
+    User,
+    /// A block of the model response with this id (blocks of one
+    /// non-empty id in a row make one message).
+    Response(String),
+}
+
+/// What `event` is to [`messages`]: the same rules, one event at a time.
+pub fn unit_of(event: &Value) -> Unit {
+    let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+    if !matches!(kind, "user" | "assistant")
+        || event.get("isMeta").and_then(Value::as_bool) == Some(true)
+    {
+        return Unit::Skipped;
+    }
+    let Some(message) = event.get("message") else {
+        return Unit::Skipped;
+    };
+    if kind == "user" {
+        return Unit::User;
+    }
+    let response_id = message
+        .get("id")
+        .and_then(Value::as_str)
+        .or_else(|| event.get("uuid").and_then(Value::as_str))
+        .unwrap_or("");
+    Unit::Response(response_id.to_string())
+}
+
 fn flush(messages: &mut Messages, pending: Option<(String, Vec<String>, Option<i64>)>) {
     if let Some((_, texts, timestamp)) = pending {
         messages.push(Role::Assistant, &texts.join("\n\n"), timestamp);
