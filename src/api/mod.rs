@@ -20,7 +20,7 @@ pub mod serve;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{get, post};
@@ -527,6 +527,15 @@ pub fn sessions_page_json(
     )
 }
 
+/// A path segment that does not decode (`%FF` is no UTF-8): a 400 of
+/// the contract's error shape, not axum's plain text.
+fn path_error(field: &str, rejection: &PathRejection) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        format!("{field} in the path: {}", rejection.body_text()),
+    )
+}
+
 /// One session's whole record with evidence and provenance.
 #[utoipa::path(get, path = "/v1/sessions/{session_id}", tag = "inspection",
     params(("session_id" = String, Path, description = "The session"),
@@ -535,10 +544,11 @@ pub fn sessions_page_json(
               (status = 404, description = "The user has no such session", body = openapi::ErrorBody)))]
 async fn session_detail(
     State(state): State<AppState>,
-    Path(session_id): Path<String>,
+    session_id: Result<Path<String>, PathRejection>,
     scope: KeyScope,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
+    let Path(session_id) = session_id.map_err(|rejection| path_error("session_id", &rejection))?;
     let user_id = inspected_user(query.as_deref())?;
     authorize(scope_of(&scope), &user_id)?;
     let detail = state
@@ -562,8 +572,9 @@ async fn session_detail(
 async fn delete_user(
     State(state): State<AppState>,
     scope: KeyScope,
-    Path(user_id): Path<String>,
+    user_id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Path(user_id) = user_id.map_err(|rejection| path_error("user_id", &rejection))?;
     authorize(scope_of(&scope), &user_id)?;
     if user_id.is_empty() {
         return Err(ApiError::invalid_fields(vec![error::FieldError {

@@ -1229,3 +1229,20 @@ fn mcp_answers_a_line_that_is_not_json_and_one_over_the_limit() {
     drop(stdin);
     assert!(child.wait().expect("exits").success());
 }
+
+/// A path segment that is not UTF-8 once decoded gets the contract's
+/// JSON error, not a plain-text 400.
+#[test]
+fn an_undecodable_path_segment_gets_a_json_error() {
+    let (_dir, path) = data_dir();
+    let server = ServerProcess::start(&path, &[]);
+    for (method, route) in [
+        ("GET", "/v1/sessions/%FF?user_id=u"),
+        ("DELETE", "/v1/users/%FF"),
+    ] {
+        let (status, answer) = server.request(method, route, None);
+        assert_eq!(status, 400, "{method} {route}: {answer}");
+        let reason = crate::support::reason(&answer);
+        assert!(reason.contains("in the path"), "{reason}");
+    }
+}
