@@ -19,6 +19,10 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         );
     }
     let conn = location.open_reader()?;
+    if crate::store::user_state(&conn, &args.user_id)?.last_seq == 0 {
+        let users = inspect::users(&conn, None, USERS_NAMED)?;
+        anyhow::bail!("{}", unknown_user_message(&args.user_id, &users));
+    }
     let mut out = String::new();
     match &args.session {
         None => {
@@ -69,6 +73,37 @@ fn all_summaries(
     }
 }
 
+/// Users named when a user id holds nothing.
+const USERS_NAMED: usize = 5;
+
+/// When `user_id` holds nothing in this store: why, naming some of the
+/// users that do (a misspelt id is not "nothing passes the gate").
+fn unknown_user(searcher: &Searcher, user_id: &str) -> anyhow::Result<Option<String>> {
+    let found = searcher.with_reader(|conn| {
+        if crate::store::user_state(conn, user_id)?.last_seq > 0 {
+            return Ok(None);
+        }
+        Ok(Some(inspect::users(conn, None, USERS_NAMED)?))
+    })?;
+    Ok(found.map(|users| unknown_user_message(user_id, &users)))
+}
+
+fn unknown_user_message(user_id: &str, users: &inspect::Page<crate::store::StoredUser>) -> String {
+    if users.items.is_empty() {
+        return format!("no user {user_id:?}: this store holds nothing yet");
+    }
+    let named: Vec<String> = users
+        .items
+        .iter()
+        .map(|user| format!("{:?}", user.user_id))
+        .collect();
+    let more = if users.next.is_some() { ", ..." } else { "" };
+    format!(
+        "no user {user_id:?} in this store (user ids are exact and case-sensitive); it holds {}{more}",
+        named.join(", ")
+    )
+}
+
 pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
     if args.query.trim().is_empty() {
         anyhow::bail!("the query is empty");
@@ -82,6 +117,9 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
         top_k: args.top_k as usize,
         max_chars: Some(args.max_chars.max(1)),
     };
+    if let Some(unknown) = unknown_user(&searcher, &args.user_id)? {
+        anyhow::bail!("{unknown}");
+    }
     let mut out = String::new();
     if args.explain {
         let explained = searcher.explain(&request)?;

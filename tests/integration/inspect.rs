@@ -238,4 +238,24 @@ fn precedent_inspect_reads_a_store_that_a_server_holds() {
         .expect("runs");
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("has no session \"nope\""));
+
+    // A misspelt user id is named as such, with the users the store holds,
+    // by inspect and by search alike.
+    for args in [
+        vec!["inspect", "--user-id", "U"],
+        vec!["search", "--user-id", "U", "cotm is not defined"],
+    ] {
+        let misspelt = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
+            .args(&args)
+            .arg("--data-dir")
+            .arg(&dir)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&misspelt.stderr);
+        assert_eq!(misspelt.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("no user \"U\"") && stderr.contains("\"u\""),
+            "{args:?}: {stderr}"
+        );
+    }
 }
