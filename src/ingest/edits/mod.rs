@@ -132,6 +132,13 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
                     create: true,
                 },
             )],
+            "str_replace" if call.string(&["old_str"]).is_none() => {
+                problems.push(format!(
+                    "{} str_replace of {path} without old_str: skipped",
+                    call.name
+                ));
+                Vec::new()
+            }
             "str_replace" => vec![at(
                 path,
                 EditOp::Replace {
@@ -165,6 +172,13 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
         };
     }
     if call.is_named(&["Edit"]) && !path.is_empty() {
+        if let Some(missing) = ["old_string", "new_string"]
+            .into_iter()
+            .find(|key| call.string(&[key]).is_none())
+        {
+            problems.push(format!("Edit of {path} without {missing}: skipped"));
+            return Vec::new();
+        }
         return vec![at(
             path,
             EditOp::Replace {
@@ -591,8 +605,30 @@ impl Tracker {
         if let Some(selected) = windowed::cursors(message) {
             self.cursors = Some(selected);
         }
-        if let Some(open_file) = self.open_file.as_deref() {
-            edits.extend(windowed::range_edits(message, open_file, self.cursors));
+        if let Some(open_file) = self.open_file.clone() {
+            let in_text = windowed::range_edits(message, &open_file, self.cursors);
+            if in_text.is_empty() {
+                // The windowed editor's commands inside JSON arguments
+                // (`Tool call: bash` + `{"command": "edit 3:4\n..."}`).
+                for call in calls {
+                    let Some(command) = call.string(&["command", "cmd"]) else {
+                        continue;
+                    };
+                    if let Some(selected) = windowed::cursors(command) {
+                        self.cursors = Some(selected);
+                    }
+                    edits.extend(
+                        windowed::range_edits(command, &open_file, self.cursors)
+                            .into_iter()
+                            .map(|edit| FileEdit {
+                                start: call.start,
+                                end: call.end,
+                                ..edit
+                            }),
+                    );
+                }
+            }
+            edits.extend(in_text);
         }
         if calls.is_empty() {
             edits.extend(aider::search_replace_edits(message, problems));
