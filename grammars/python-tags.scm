@@ -8,10 +8,13 @@
 (function_definition
   name: (identifier) @name.definition.function) @definition.function
 
+; Module-level assignments are definitions when they name a constant
+; (`MAX_SIZE`, `__all__`); `obj = Foo()` in a script is not one.
 (module
   (expression_statement
     (assignment
-      left: (identifier) @name.definition.constant) @definition.constant))
+      left: (identifier) @name.definition.constant) @definition.constant)
+  (#match? @name.definition.constant "^(_*[A-Z][A-Z0-9_]*|__[a-z_]+__)$"))
 
 (call
   function: [

@@ -325,6 +325,11 @@ fn same_path(found: &str, truth: &str) -> bool {
         || found
             .strip_suffix(truth)
             .is_some_and(|head| head.ends_with('/'))
+        // A patch Claude Code recorded names absolute paths; the record
+        // names them relative to the repository root.
+        || truth
+            .strip_suffix(found)
+            .is_some_and(|head| head.ends_with('/'))
 }
 
 /// A symbol's last segment (`Class.method` -> `method`).
