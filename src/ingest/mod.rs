@@ -750,6 +750,22 @@ impl SessionBuilder {
         let mut scratch = self.edits.scratch_by_use();
         scratch.extend(self.outside_files.iter().cloned());
         scratch.retain(|path| !self.files_from_written_diffs.contains(path));
+        // The same script named another way (`reproduce.py` created, then
+        // edited as `/sympy__sympy/reproduce.py` in the editor's window).
+        let twins: Vec<String> = self
+            .files_changed
+            .values
+            .iter()
+            .filter(|path| {
+                !self.files_from_written_diffs.contains(*path)
+                    && scratch.iter().any(|scratch| {
+                        path.strip_suffix(scratch.as_str())
+                            .is_some_and(|head| head.ends_with('/'))
+                    })
+            })
+            .cloned()
+            .collect();
+        scratch.extend(twins);
         self.drop_files(&scratch);
     }
 
