@@ -8,10 +8,14 @@
 (function_definition
   name: (identifier) @name.definition.function) @definition.function
 
+; Module-level assignments are definitions when they name a constant or a
+; type (`MAX_SIZE`, `Pair = namedtuple(...)`, `__all__`); `obj = Foo()` in a
+; script is not one.
 (module
   (expression_statement
     (assignment
-      left: (identifier) @name.definition.constant) @definition.constant))
+      left: (identifier) @name.definition.constant) @definition.constant)
+  (#match? @name.definition.constant "^(_*[A-Z][A-Za-z0-9_]*|__[a-z_]+__)$"))
 
 (call
   function: [

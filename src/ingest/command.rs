@@ -112,6 +112,16 @@ pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
         let Ok(value) = serde_json::from_str::<Value>(json_text) else {
             continue;
         };
+        if let Value::Object(object) = &value
+            && !is_named_call(object)
+            && (super::toolcall::edit_tool_of_arguments(object).is_some()
+                || is_editor_command(object)
+                || super::toolcall::named_before(message, span.start)
+                    .is_some_and(super::toolcall::is_file_tool))
+        {
+            // The arguments of an edit or a file view, not a command.
+            continue;
+        }
         let mut found = Vec::new();
         commands_from_json(&value, 0, &mut found);
         for command in found {
@@ -124,6 +134,9 @@ pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
     }
     // SWE-agent's XML function calls.
     for call in super::toolcall::xml_calls(message) {
+        if super::toolcall::is_file_tool(&call.name) {
+            continue;
+        }
         let is_shell = SHELL_TOOL_NAMES.contains(&call.name.to_ascii_lowercase().as_str());
         let command = match call.string(&["command", "cmd"]) {
             Some(command) if is_shell => command.to_string(),
@@ -172,6 +185,22 @@ fn prompt_commands(text: &str, base: usize) -> Vec<ParsedCommand> {
         }
     }
     commands
+}
+
+/// Whether a JSON object names its tool itself.
+fn is_named_call(object: &serde_json::Map<String, Value>) -> bool {
+    ["name", "tool", "tool_name", "recipient_name", "function"]
+        .iter()
+        .any(|key| object.contains_key(*key))
+}
+
+/// A file editor's arguments without its name (`{"command": "view", "path": ...}`).
+fn is_editor_command(object: &serde_json::Map<String, Value>) -> bool {
+    object.contains_key("path")
+        && matches!(
+            string_field(object, &["command"]),
+            Some("view" | "create" | "str_replace" | "insert" | "undo_edit")
+        )
 }
 
 fn string_field<'v>(object: &'v serde_json::Map<String, Value>, keys: &[&str]) -> Option<&'v str> {
@@ -259,6 +288,8 @@ fn commands_from_json(value: &Value, depth: usize, found: &mut Vec<String>) {
             let is_shell = name
                 .is_some_and(|name| SHELL_TOOL_NAMES.contains(&name.to_ascii_lowercase().as_str()));
             match (name, command, &arguments) {
+                // Edits and file views are not commands.
+                (Some(name), _, _) if super::toolcall::is_file_tool(name) => {}
                 (Some(_), Some(command), _) if is_shell => found.push(command),
                 (None, Some(command), _) => found.push(command),
                 (Some(name), Some(command), Some(Value::Object(map))) => {
@@ -380,11 +411,29 @@ mod tests {
             "Run it.\n<function=bash>\n<parameter=command>python reproduce.py</parameter>\n</function>",
             &["python reproduce.py"],
         );
+        // File views and edits are not commands.
         check(
             "<function=str_replace_editor>\n<parameter=command>view</parameter>\n<parameter=path>/testbed/a.py</parameter>\n</function>",
-            &["str_replace_editor view /testbed/a.py"],
+            &[],
         );
         check("<function=submit>\n</function>", &["submit"]);
+    }
+
+    #[test]
+    fn calls_written_as_text_are_commands_unless_they_edit_or_read() {
+        check(
+            "Tool call: Bash\n{\"command\": \"python repro.py\"}",
+            &["python repro.py"],
+        );
+        check("Tool call: Read\n{\"file_path\": \"/r/a.py\"}", &[]);
+        check(
+            "Tool call: Edit\n{\"file_path\": \"a.py\", \"old_string\": \"x\", \"new_string\": \"y\"}",
+            &[],
+        );
+        check(
+            "[tool_use: str_replace_editor]\n{\"command\": \"create\", \"path\": \"/testbed/a.py\", \"file_text\": \"x\"}",
+            &[],
+        );
     }
 
     #[test]
@@ -399,7 +448,11 @@ mod tests {
         );
         check(
             r#"{"name": "str_replace_editor", "arguments": {"command": "view", "path": "/testbed/x.py"}}"#,
-            &["str_replace_editor view /testbed/x.py"],
+            &[],
+        );
+        check(
+            r#"{"name": "Read", "arguments": {"file_path": "/r/a.py"}}"#,
+            &[],
         );
         check(
             "The LogXML class is responsible.\n\n{\"state\": \"SearchLoop_Searching\", \"name\": \"search\", \"query\": \"LogXML class\", \"file_pattern\": \"**/junitxml.py\"}",

@@ -49,7 +49,8 @@ impl SessionExtractor {
                 role,
                 content,
             }];
-            let is_task = !self.task_seen && role == Role::User;
+            let is_task =
+                !self.task_seen && role == Role::User && !super::task::is_control(content);
             self.task_seen |= is_task;
             self.builder.add_message(&message, 0, is_task);
             self.num_messages += 1;

@@ -30,6 +30,8 @@ pub mod lint;
 pub mod mentions;
 /// The session outcome from its final diff, tests and errors.
 pub mod outcome;
+/// The repository root of a session, and paths relative to it.
+pub mod repo;
 
 mod record;
 /// Tree-sitter tags and the definitions enclosing changed lines.
@@ -62,7 +64,7 @@ use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 /// The version of extraction: bump it with any change that changes the
 /// records `extract_session` gives. Stored records of an older version are
 /// derived again from their messages (by the service, at start-up).
-pub const EXTRACTOR_VERSION: i64 = 3;
+pub const EXTRACTOR_VERSION: i64 = 4;
 /// Characters kept of the task statement.
 pub const MAX_TASK_CHARS: usize = 4_000;
 /// Evidence items kept per session.
@@ -156,7 +158,7 @@ pub fn extract_session(messages: &[IngestMessage<'_>]) -> (SessionRecord, Vec<Di
     let mut builder = SessionBuilder::for_session();
     let task_position = messages
         .iter()
-        .position(|message| message.role == Role::User);
+        .position(|message| message.role == Role::User && !task::is_control(message.content));
     for position in 0..messages.len() {
         builder.add_message(messages, position, task_position == Some(position));
     }
@@ -247,6 +249,8 @@ struct SessionBuilder {
     edits: edits::Tracker,
     /// The files each changed symbol was found in (to drop scratch files' symbols).
     symbol_files: HashMap<String, Vec<String>>,
+    /// Files edits changed outside the repository root.
+    outside_files: HashSet<String>,
 }
 
 impl SessionBuilder {
@@ -292,6 +296,14 @@ impl SessionBuilder {
         let message_index = message.index;
         let is_agent = message.role == Role::Assistant;
 
+        if !is_agent
+            && self.edits.root().is_none()
+            && let Some(cwd) = repo::environment_cwd(content)
+        {
+            // The transcript's working directory, on whichever user message
+            // the importer put it (a `/clear` line may come first).
+            self.edits.set_root(cwd);
+        }
         if is_task {
             self.add_task(message);
         }
@@ -370,8 +382,19 @@ impl SessionBuilder {
         if let Some(root) = &issue.root {
             self.edits.set_root(root);
         }
-        let content = message.content.get(issue.start..issue.end).unwrap_or("");
-        let trimmed_start = issue.start + content.len() - content.trim_start().len();
+        for problem in &issue.problems {
+            self.diagnose(message.index, problem.clone());
+        }
+        // A decoded JSON field: its span is the whole message.
+        let content = match &issue.text {
+            Some(text) => text.as_str(),
+            None => message.content.get(issue.start..issue.end).unwrap_or(""),
+        };
+        let trimmed_start = if issue.text.is_some() {
+            0
+        } else {
+            issue.start + content.len() - content.trim_start().len()
+        };
         let trimmed = content.trim();
         let task = truncate_to_chars(trimmed, MAX_TASK_CHARS);
         self.task = task.to_string();
@@ -392,7 +415,11 @@ impl SessionBuilder {
             text: task.to_string(),
             message_index: message.index,
             byte_start: trimmed_start,
-            byte_end: trimmed_start + task.len(),
+            byte_end: if issue.text.is_some() {
+                message.content.len()
+            } else {
+                trimmed_start + task.len()
+            },
             file: preferred_path(mentions::file_paths(task)),
             symbols,
         });
@@ -483,6 +510,17 @@ impl SessionBuilder {
             );
             let paths = self.add_diff_text(message_index, &result.diff, &|_, _| range);
             any |= !paths.is_empty();
+            for path in &paths {
+                if self.edits.is_outside(path) && self.outside_files.insert(path.clone()) {
+                    let root = self.edits.root().unwrap_or("").to_string();
+                    self.diagnose(
+                        message_index,
+                        format!(
+                            "{path} is outside the repository root {root}: not the repository's"
+                        ),
+                    );
+                }
+            }
             self.files_from_edits.extend(paths);
         }
         any
@@ -519,6 +557,13 @@ impl SessionBuilder {
         let mut paths = Vec::new();
         for file in &parsed.files {
             let Some(path) = file.path() else { continue };
+            if repo::resolve_dots(path).is_none() {
+                self.diagnose(
+                    message_index,
+                    format!("diff of {path} climbs above the repository root: skipped"),
+                );
+                continue;
+            }
             paths.push(path.to_string());
             self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
             self.files_changed.push(path, MAX_FILES_CHANGED);
@@ -697,6 +742,91 @@ impl SessionBuilder {
         self.drop_files(&scratch);
     }
 
+    /// Files the session created that are scratch by their use (scripts it
+    /// ran, files outside the root, output artifacts; see
+    /// [`edits::Tracker::scratch_by_use`]) and files edits changed outside
+    /// the root go, unless a diff the session showed holds them.
+    fn drop_scratch_by_use(&mut self) {
+        let mut scratch = self.edits.scratch_by_use();
+        scratch.extend(self.outside_files.iter().cloned());
+        scratch.retain(|path| !self.files_from_written_diffs.contains(path));
+        // The same script named another way (`reproduce.py` created, then
+        // edited as `/sympy__sympy/reproduce.py` in the editor's window).
+        let twins: Vec<String> = self
+            .files_changed
+            .values
+            .iter()
+            .filter(|path| {
+                !self.files_from_written_diffs.contains(*path)
+                    && scratch.iter().any(|scratch| {
+                        path.strip_suffix(scratch.as_str())
+                            .is_some_and(|head| head.ends_with('/'))
+                    })
+            })
+            .cloned()
+            .collect();
+        scratch.extend(twins);
+        self.drop_files(&scratch);
+    }
+
+    /// With no root named, the one the session's directories and files
+    /// show: changed paths under it become relative, and absolute ones
+    /// outside it are not the repository's (a diagnostic says so).
+    fn relative_to_inferred_root(&mut self) {
+        let Some(root) = self.edits.inferred_root(&self.files_changed.values) else {
+            return;
+        };
+        let relative = |path: &str| path.strip_prefix(root.as_str()).map(str::to_string);
+        let mut outside = HashSet::new();
+        let mut kept = UniqueList::default();
+        for path in std::mem::take(&mut self.files_changed.values) {
+            match relative(&path) {
+                Some(inside) => {
+                    kept.push(&inside, MAX_FILES_CHANGED);
+                }
+                None if path.starts_with('/') && !self.files_from_written_diffs.contains(&path) => {
+                    outside.insert(path);
+                }
+                None => {
+                    kept.push(&path, MAX_FILES_CHANGED);
+                }
+            }
+        }
+        self.files_changed = kept;
+        for files in self.symbol_files.values_mut() {
+            for file in files.iter_mut() {
+                if let Some(inside) = relative(file) {
+                    *file = inside;
+                }
+            }
+        }
+        for evidence in &mut self.fix_evidence {
+            if let Some(inside) = evidence.file.as_deref().and_then(relative) {
+                evidence.file = Some(inside);
+                for side in ["a", "b"] {
+                    evidence.text =
+                        evidence
+                            .text
+                            .replacen(&format!("{side}/{root}"), &format!("{side}/"), 1);
+                }
+            }
+        }
+        let mut outside: Vec<String> = outside.into_iter().collect();
+        outside.sort();
+        for path in &outside {
+            let message_index = self
+                .fix_evidence
+                .iter()
+                .find(|evidence| evidence.file.as_deref() == Some(path.as_str()))
+                .map_or(0, |evidence| evidence.message_index);
+            self.diagnose(
+                message_index,
+                format!("{path} is outside the repository root {root}: not the repository's"),
+            );
+        }
+        self.drop_files(&outside.into_iter().collect());
+    }
+
     /// Removes `scratch` files, the symbols only they hold and their fix
     /// evidence from the record.
     fn drop_files(&mut self, scratch: &HashSet<String>) {
@@ -817,11 +947,13 @@ impl SessionBuilder {
             .map(|(language, _)| *language);
 
         self.drop_scratch_files();
+        self.drop_scratch_by_use();
         let mut refused = self.edits.refused_files();
         refused.retain(|path| !self.files_from_written_diffs.contains(path));
         self.drop_files(&refused);
         self.drop_edits_outside_final_diff();
         self.merge_path_twins();
+        self.relative_to_inferred_root();
         // Without a final written diff (the last message's edits rendered as
         // diffs do not count as one), the run's edits are its fix once it
         // says it is done or its tests pass at the end.

@@ -621,3 +621,274 @@ fn run_that_created_a_file_and_finished_is_resolved() {
     let (record, _) = session(&messages[..3]);
     assert_eq!(record.outcome.status, OutcomeStatus::Unknown);
 }
+
+/// A Claude Code session as an integrator renders it: the working
+/// directory as an `<environment_context>` prefix, calls as `Tool call:`
+/// lines with their JSON arguments.
+fn claude_code_session(cwd: &str) -> Vec<(Role, String)> {
+    let edit = format!(
+        "Tool call: Edit\n{}",
+        serde_json::json!({"file_path": format!("{cwd}/shop/cart.py"), "old_string": "    return total\n", "new_string": "    return round(total, 2)\n"})
+    );
+    let repro = format!(
+        "Tool call: Write\n{}",
+        serde_json::json!({"file_path": format!("{cwd}/test_issue.py"), "content": "from shop.cart import total\nobj = total([1.005])\nprint(obj)\n"})
+    );
+    let outside = format!(
+        "Tool call: Write\n{}",
+        serde_json::json!({"file_path": "/home/ann/desktop/run1/debug_cart.py", "content": "t1 = 1\n"})
+    );
+    let report = format!(
+        "Tool call: Write\n{}",
+        serde_json::json!({"file_path": format!("{cwd}/results.json"), "content": "{\"fixed\": true}\n"})
+    );
+    vec![
+        (
+            Role::User,
+            format!(
+                "<environment_context><cwd>{cwd}</cwd></environment_context>\n<command-name>/clear</command-name>"
+            ),
+        ),
+        (
+            Role::User,
+            "Cart totals are off by a cent\nSee shop/cart.py".to_string(),
+        ),
+        (Role::Assistant, repro),
+        (Role::User, "Tool result:\nFile created".to_string()),
+        (
+            Role::Assistant,
+            "Tool call: Bash\n{\"command\": \"cd /home/ann/src/shop-app && python test_issue.py\"}"
+                .to_string(),
+        ),
+        (Role::User, "Tool result:\n1.0".to_string()),
+        (Role::Assistant, edit),
+        (
+            Role::User,
+            "Tool result:\nThe file has been updated".to_string(),
+        ),
+        (Role::Assistant, outside),
+        (Role::User, "Tool result:\nok".to_string()),
+        (Role::Assistant, report),
+        (Role::User, "Tool result:\nok".to_string()),
+        (
+            Role::Assistant,
+            "Tool call: Bash\n{\"command\": \"python test_issue.py\"}".to_string(),
+        ),
+        (Role::User, "Tool result:\n1.01".to_string()),
+    ]
+}
+
+fn owned_session(messages: &[(Role, String)]) -> (SessionRecord, Vec<Diagnostic>) {
+    let borrowed: Vec<(Role, &str)> = messages
+        .iter()
+        .map(|(role, content)| (*role, content.as_str()))
+        .collect();
+    session(&borrowed)
+}
+
+#[test]
+fn scratch_scripts_outputs_and_outside_files_are_not_changes() {
+    let (record, diagnostics) = owned_session(&claude_code_session("/home/ann/src/shop-app"));
+    // The cwd prefix and the `/clear` line are not the task.
+    assert_eq!(
+        record.task.lines().next(),
+        Some("Cart totals are off by a cent")
+    );
+    assert_eq!(record.files_changed, vec!["shop/cart.py"]);
+    for name in ["obj", "t1", "test_issue", "debug_cart"] {
+        assert!(
+            !record.symbols_changed.iter().any(|symbol| symbol == name),
+            "{name} in {:?}",
+            record.symbols_changed
+        );
+    }
+    assert!(
+        record
+            .evidence
+            .iter()
+            .filter(|evidence| evidence.kind == EvidenceKind::Fix)
+            .all(|evidence| evidence.file.as_deref() == Some("shop/cart.py")),
+        "{:?}",
+        record.evidence
+    );
+    assert!(
+        diagnostics.iter().any(|diagnostic| diagnostic
+            .message
+            .contains("/home/ann/desktop/run1/debug_cart.py is outside the repository root")),
+        "{diagnostics:?}"
+    );
+    // The scripts' runs stay as evidence.
+    assert!(
+        record
+            .commands
+            .iter()
+            .any(|command| command.command.contains("python test_issue.py"))
+    );
+    // Edits are not commands.
+    assert!(
+        record
+            .commands
+            .iter()
+            .all(|command| !command.command.starts_with("Edit"))
+    );
+}
+
+#[test]
+fn a_scratch_script_a_final_diff_holds_is_a_change() {
+    let mut messages = claude_code_session("/home/ann/src/shop-app");
+    messages.push((
+        Role::Assistant,
+        "```diff\ndiff --git a/test_issue.py b/test_issue.py\nnew file mode 100644\n--- /dev/null\n+++ b/test_issue.py\n@@ -0,0 +1,1 @@\n+print(1)\n```".to_string(),
+    ));
+    let (record, _) = owned_session(&messages);
+    assert!(
+        record.files_changed.contains(&"test_issue.py".to_string()),
+        "{:?}",
+        record.files_changed
+    );
+}
+
+#[test]
+fn module_level_assignments_of_scripts_are_not_definitions_but_constants_are() {
+    let (record, _) = session(&[
+        (Role::User, "Raise the limit"),
+        (
+            Role::Assistant,
+            "```diff\ndiff --git a/pkg/limits.py b/pkg/limits.py\n--- a/pkg/limits.py\n+++ b/pkg/limits.py\n@@ -1,3 +1,3 @@\n-MAX_ROWS = 10\n+MAX_ROWS = 20\n-obj = make()\n+obj = make(2)\n def f():\n```",
+        ),
+    ]);
+    assert!(
+        record.symbols_changed.contains(&"MAX_ROWS".to_string()),
+        "{:?}",
+        record.symbols_changed
+    );
+    assert!(
+        !record.symbols_changed.contains(&"obj".to_string()),
+        "{:?}",
+        record.symbols_changed
+    );
+}
+
+#[test]
+fn malformed_wrappers_edits_and_paths_give_diagnostics() {
+    // An empty problem_statement: the prompt stays the task.
+    let (record, diagnostics) = session(&[
+        (
+            Role::User,
+            "Fix this bug to solve the issue based on manual.yaml:\nproblem_statement:\nhints: none",
+        ),
+        (Role::Assistant, "Looking."),
+    ]);
+    assert!(record.task.starts_with("Fix this bug"));
+    assert!(
+        diagnostics
+            .iter()
+            .any(|diagnostic| diagnostic.message.contains("empty problem_statement")),
+        "{diagnostics:?}"
+    );
+    // An edit object missing an argument, a path climbing above the root.
+    let (record, diagnostics) = session(&[
+        (
+            Role::User,
+            "<uploaded_files>\n/testbed\n</uploaded_files>\nFix it",
+        ),
+        (
+            Role::Assistant,
+            "Tool call: Edit\n{\"file_path\": \"/testbed/a.py\", \"old_string\": \"x = 1\"}",
+        ),
+        (Role::User, "Tool result:\nok"),
+        (
+            Role::Assistant,
+            "Tool call: Write\n{\"file_path\": \"../../etc/passwd\", \"content\": \"root::0:0\"}",
+        ),
+        (Role::User, "Tool result:\nok"),
+        (
+            Role::Assistant,
+            "```diff\n--- a/../../etc/shadow\n+++ b/../../etc/shadow\n@@ -1 +1 @@\n-a\n+b\n```",
+        ),
+    ]);
+    assert!(
+        record.files_changed.is_empty(),
+        "{:?}",
+        record.files_changed
+    );
+    for expected in [
+        "Edit of /testbed/a.py without new_string",
+        "../../etc/passwd climbs above the repository root",
+        "../../etc/shadow climbs above the repository root",
+    ] {
+        assert!(
+            diagnostics
+                .iter()
+                .any(|diagnostic| diagnostic.message.contains(expected)),
+            "{expected}: {diagnostics:?}"
+        );
+    }
+}
+
+#[test]
+fn absolute_and_relative_paths_to_one_file_are_one_file() {
+    let (record, _) = session(&[
+        (
+            Role::User,
+            "<environment_context><cwd>/home/ann/src/shop-app</cwd></environment_context>\nFix the cart",
+        ),
+        (
+            Role::Assistant,
+            "Tool call: Edit\n{\"file_path\": \"/home/ann/src/shop-app/shop/cart.py\", \"old_string\": \"a = 1\", \"new_string\": \"a = 2\"}",
+        ),
+        (Role::User, "Tool result:\nok"),
+        (
+            Role::Assistant,
+            "Tool call: Edit\n{\"file_path\": \"shop/cart.py\", \"old_string\": \"b = 1\", \"new_string\": \"b = 2\"}",
+        ),
+        (Role::User, "Tool result:\nok"),
+        (
+            Role::Assistant,
+            "Tool call: Edit\n{\"file_path\": \"./shop/../shop/cart.py\", \"old_string\": \"c = 1\", \"new_string\": \"c = 2\"}",
+        ),
+    ]);
+    assert_eq!(record.files_changed, vec!["shop/cart.py"]);
+}
+
+#[test]
+fn the_root_is_inferred_from_cd_and_the_files_viewed_and_edited() {
+    let read = |path: &str| format!("Tool call: Read\n{{\"file_path\": \"{path}\"}}");
+    let (record, diagnostics) = session(&[
+        (Role::User, "Fix the cart"),
+        (
+            Role::Assistant,
+            &read("/home/ann/src/shop-app/shop/cart.py"),
+        ),
+        (Role::User, "     1→a = 1\n"),
+        (
+            Role::Assistant,
+            &read("/home/ann/src/shop-app/tests/test_cart.py"),
+        ),
+        (Role::User, "     1→b = 1\n"),
+        (
+            Role::Assistant,
+            "Tool call: Edit\n{\"file_path\": \"/home/ann/src/shop-app/shop/cart.py\", \"old_string\": \"a = 1\", \"new_string\": \"a = 2\"}",
+        ),
+        (Role::User, "ok"),
+        (
+            Role::Assistant,
+            "Tool call: Edit\n{\"file_path\": \"/home/ann/src/shop-app/tests/test_cart.py\", \"old_string\": \"b = 1\", \"new_string\": \"b = 2\"}",
+        ),
+        (Role::User, "ok"),
+        (
+            Role::Assistant,
+            "Tool call: Edit\n{\"file_path\": \"/home/ann/.claude/plans/plan.md\", \"old_string\": \"x\", \"new_string\": \"y\"}",
+        ),
+    ]);
+    assert_eq!(
+        record.files_changed,
+        vec!["shop/cart.py", "tests/test_cart.py"]
+    );
+    assert!(
+        diagnostics.iter().any(|diagnostic| diagnostic
+            .message
+            .contains("plan.md is outside the repository root /home/ann/src/shop-app/")),
+        "{diagnostics:?}"
+    );
+}

@@ -5,6 +5,14 @@
 //! `tool_use` / `tool_result` content parts (`input`, `is_error`), and plain
 //! JSON objects of a call (`{"name": ..., "arguments": {...}}`).
 //!
+//! A JSON object of arguments alone is a call too when the text beside it
+//! names the tool (`Tool call: Edit` on the line above, `Calling Edit with
+//! {...}`, `[tool_use: Edit]`, `Edit({...})`), or when its keys are an
+//! edit's arguments whatever wraps it (`file_path` + `old_string` +
+//! `new_string`, `path` + `old_str` + `new_str`, `command: create` +
+//! `file_text`, `file_path` + `content`, a patch): integrators that render
+//! tool calls as text write them so.
+//!
 //! Each call carries its name, its arguments as a JSON object and the byte
 //! range it came from. What a call means (a shell command, an edit) is left to
 //! [`super::command`] and [`super::edits`].
@@ -26,6 +34,45 @@ const MAX_PROBLEMS: usize = 8;
 /// What starts a tool result the tool reported as failed, once rendered as
 /// text ([`render_result`]); a message that starts with it is a failed result.
 pub const ERROR_RESULT_PREFIX: &str = "ERROR: ";
+
+/// Tools that edit files: their calls are edits, not commands.
+pub const EDIT_TOOLS: &[&str] = &[
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "NotebookEdit",
+    "write_file",
+    "create_file",
+    "apply_patch",
+    "str_replace_editor",
+    "str_replace_based_edit_tool",
+    "edit_file",
+    "file_editor",
+    "text_editor",
+];
+/// Tools that read files or list them: views, not commands.
+pub const VIEW_TOOLS: &[&str] = &[
+    "Read",
+    "read_file",
+    "view_file",
+    "view",
+    "cat",
+    "Glob",
+    "Grep",
+    "LS",
+    "NotebookRead",
+];
+/// Bytes before a JSON object looked through for the tool's name.
+const MAX_NAME_LOOKBACK: usize = 160;
+
+/// Whether a tool of this name edits or reads files (its calls are not
+/// shell commands).
+pub fn is_file_tool(name: &str) -> bool {
+    EDIT_TOOLS
+        .iter()
+        .chain(VIEW_TOOLS)
+        .any(|tool| tool.eq_ignore_ascii_case(name))
+}
 
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +169,11 @@ pub fn parse(message: &str) -> ToolCalls {
         calls: xml_calls(message),
         ..ToolCalls::default()
     };
-    if message.trim_start().starts_with(ERROR_RESULT_PREFIX) {
+    let body = message.trim_start();
+    let body = body
+        .strip_prefix("Tool result:")
+        .map_or(body, str::trim_start);
+    if body.starts_with(ERROR_RESULT_PREFIX) {
         // A failed result rendered as text; its text is the message itself.
         found.results.push(ToolResult {
             text: String::new(),
@@ -137,11 +188,188 @@ pub fn parse(message: &str) -> ToolCalls {
             let Ok(value) = serde_json::from_str::<Value>(json_text) else {
                 continue;
             };
+            let before = found.calls.len();
             walk(&value, span.start, span.end, 0, &mut found);
+            if found.calls.len() == before
+                && let Value::Object(object) = &value
+                && let Some(call) = call_of_arguments(
+                    named_before(message, span.start),
+                    object,
+                    span.start,
+                    span.end,
+                )
+            {
+                found.calls.push(call);
+            }
+        }
+        for (name, start, end, object) in inline_argument_objects(message) {
+            if found.calls.len() >= MAX_TOOL_CALLS_PER_MESSAGE {
+                break;
+            }
+            if found
+                .calls
+                .iter()
+                .any(|call| call.start <= start && start < call.end)
+            {
+                continue;
+            }
+            if let Some(call) = call_of_arguments(Some(name), &object, start, end) {
+                found.calls.push(call);
+            }
         }
     }
     found.calls.sort_by_key(|call| call.start);
     found.calls.truncate(MAX_TOOL_CALLS_PER_MESSAGE);
+    found
+}
+
+/// The tool an edit's arguments belong to, by their keys alone: `Edit`
+/// (`file_path` with `old_string` or `new_string`), `MultiEdit` (`file_path`
+/// with `edits`), `str_replace_editor` (`path` with `old_str` / `new_str`,
+/// or `command: create` with `file_text`), `Write` (`file_path` with
+/// `content`), `apply_patch` (a patch under `patch` or `input`).
+pub fn edit_tool_of_arguments(object: &Map<String, Value>) -> Option<&'static str> {
+    let has = |key: &str| object.contains_key(key);
+    let text = |key: &str| object.get(key).and_then(Value::as_str);
+    if has("file_path") && (has("old_string") || has("new_string")) {
+        return Some("Edit");
+    }
+    if has("file_path") && object.get("edits").is_some_and(Value::is_array) {
+        return Some("MultiEdit");
+    }
+    if has("path") && (has("old_str") || has("new_str")) {
+        return Some("str_replace_editor");
+    }
+    if text("command") == Some("create") && (has("file_text") || has("path")) {
+        return Some("str_replace_editor");
+    }
+    if has("file_path") && has("content") && object.len() <= 3 {
+        return Some("Write");
+    }
+    let patch = text("patch").or_else(|| text("input"));
+    if patch.is_some_and(|patch| patch.trim_start().starts_with("*** Begin Patch")) {
+        return Some("apply_patch");
+    }
+    None
+}
+
+/// The call an object of arguments makes: an edit by its keys (the name
+/// beside it only confirms it), else a call of the tool the text names.
+fn call_of_arguments(
+    named: Option<&str>,
+    object: &Map<String, Value>,
+    start: usize,
+    end: usize,
+) -> Option<ToolCall> {
+    let mut arguments = object.clone();
+    let name = match edit_tool_of_arguments(object) {
+        Some("str_replace_editor") => {
+            if !arguments.contains_key("command") {
+                let command = if arguments.contains_key("old_str") {
+                    "str_replace"
+                } else {
+                    "create"
+                };
+                arguments.insert("command".into(), Value::String(command.into()));
+            }
+            // A text name such as `str_replace_based_edit_tool` is kept.
+            named
+                .filter(|name| {
+                    EDIT_TOOLS
+                        .iter()
+                        .any(|tool| tool.eq_ignore_ascii_case(name))
+                })
+                .unwrap_or("str_replace_editor")
+        }
+        Some(tool) => tool,
+        None => named?,
+    };
+    Some(ToolCall {
+        name: name.to_string(),
+        arguments,
+        start,
+        end,
+    })
+}
+
+/// The tool the text just before a JSON object names: `Tool call: NAME`
+/// (or `Tool use:`, `Calling tool NAME`) on the line above or on the same
+/// line, `[tool_use: NAME]`, `Calling NAME with`.
+pub fn named_before(message: &str, start: usize) -> Option<&str> {
+    let from = super::text::floor_char_boundary(message, start.saturating_sub(MAX_NAME_LOOKBACK));
+    let before = message.get(from..start)?.trim_end();
+    let line = before.rsplit('\n').next().unwrap_or(before).trim();
+    let line = if line.is_empty() {
+        before.trim_end().rsplit('\n').next().unwrap_or("").trim()
+    } else {
+        line
+    };
+    tool_name_in_line(line)
+}
+
+/// The tool a line that introduces a call names.
+fn tool_name_in_line(line: &str) -> Option<&str> {
+    let line = line.trim().trim_end_matches(':').trim_end();
+    let name = if let Some(rest) = line
+        .strip_prefix("[tool_use:")
+        .or_else(|| line.strip_prefix("[tool_call:"))
+    {
+        rest.trim_end_matches(']').trim()
+    } else if let Some(rest) = line.strip_prefix("Calling ") {
+        let rest = rest.strip_prefix("tool ").unwrap_or(rest);
+        rest.strip_suffix(" with").unwrap_or(rest).trim()
+    } else {
+        let lowered_prefix = ["Tool call:", "Tool Call:", "Tool use:", "Tool:", "Action:"];
+        let rest = lowered_prefix
+            .iter()
+            .find_map(|prefix| line.strip_prefix(prefix))?;
+        rest.trim()
+    };
+    let name = name.trim_matches(['`', '"', '\'', '*']);
+    is_plain_name(name).then_some(name)
+}
+
+/// JSON objects written inline after a tool's name: `Calling NAME with
+/// {...}` and `NAME({...})`, each with the name, its byte range and the
+/// object.
+fn inline_argument_objects(message: &str) -> Vec<(&str, usize, usize, Map<String, Value>)> {
+    let mut found = Vec::new();
+    let bytes = message.as_bytes();
+    for marker in [" with {", "({"] {
+        let finder = memchr::memmem::Finder::new(marker);
+        for at in finder.find_iter(bytes).take(MAX_TOOL_CALLS_PER_MESSAGE) {
+            let brace = at + marker.len() - 1;
+            let line_start = message
+                .get(..at)
+                .and_then(|head| head.rfind('\n'))
+                .map_or(0, |newline| newline + 1);
+            let Some(head) = message.get(line_start..at) else {
+                continue;
+            };
+            let name = if marker == "({" {
+                let word_start = head
+                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .map_or(0, |position| position + 1);
+                head.get(word_start..).filter(|name| is_plain_name(name))
+            } else {
+                tool_name_in_line(&format!("{} with", head.trim())).and_then(|name| {
+                    head.find(name)
+                        .and_then(|position| head.get(position..position + name.len()))
+                })
+            };
+            let Some(name) = name else {
+                continue;
+            };
+            let Some(rest) = message.get(brace..) else {
+                continue;
+            };
+            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+            if let Some(Ok(Value::Object(object))) = values.next() {
+                let end = brace + values.byte_offset();
+                found.push((name, brace, end, object));
+            }
+        }
+    }
     found
 }
 
@@ -470,6 +698,64 @@ mod tests {
         assert_eq!(failed.results.len(), 1);
         assert!(failed.results[0].is_error);
         assert!(parse(&render_result("fine", false)).results.is_empty());
+    }
+
+    #[test]
+    fn argument_objects_are_calls_whatever_text_wraps_them() {
+        let edit = r#"{"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}"#;
+        let expected: &[(&str, &[(&str, &str)])] = &[(
+            "Edit",
+            &[
+                ("file_path", "/r/a.py"),
+                ("new_string", "b"),
+                ("old_string", "a"),
+            ],
+        )];
+        for wrapped in [
+            format!("Tool call: Edit\n{edit}"),
+            format!("[tool_use: Edit]\n{edit}"),
+            format!("Calling Edit with {edit}"),
+            format!("Edit({edit})"),
+            format!("Now the fix:\n{edit}"),
+        ] {
+            check(&wrapped, expected);
+        }
+        check(
+            "Tool call: str_replace_based_edit_tool\n{\"path\": \"/testbed/a.py\", \"old_str\": \"x\", \"new_str\": \"y\"}",
+            &[(
+                "str_replace_based_edit_tool",
+                &[
+                    ("command", "str_replace"),
+                    ("new_str", "y"),
+                    ("old_str", "x"),
+                    ("path", "/testbed/a.py"),
+                ],
+            )],
+        );
+        check(
+            "{\"command\": \"create\", \"path\": \"/testbed/b.py\", \"file_text\": \"x = 1\"}",
+            &[(
+                "str_replace_editor",
+                &[
+                    ("command", "create"),
+                    ("file_text", "x = 1"),
+                    ("path", "/testbed/b.py"),
+                ],
+            )],
+        );
+        check(
+            "Tool call: Write\n{\"file_path\": \"a.md\", \"content\": \"# A\"}",
+            &[("Write", &[("content", "# A"), ("file_path", "a.md")])],
+        );
+        check(
+            "Tool call: Bash\n{\"command\": \"pytest -x\"}",
+            &[("Bash", &[("command", "pytest -x")])],
+        );
+        // Arguments that are no edit and name no tool are no call.
+        check("The config:\n{\"command\": \"ls\", \"x\": 1}", &[]);
+        // A failed result written after `Tool result:`.
+        let parsed = parse("Tool result:\nERROR: String to replace not found");
+        assert!(parsed.results.iter().any(|result| result.is_error));
     }
 
     #[test]

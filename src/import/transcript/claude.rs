@@ -18,6 +18,7 @@ use crate::domain::Role;
 pub fn messages(events: &[Value]) -> Messages {
     let mut messages = Messages::default();
     let mut pending: Option<(String, Vec<String>, Option<i64>)> = None;
+    let mut cwd_given = false;
     for event in events {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         if !matches!(kind, "user" | "assistant")
@@ -50,7 +51,13 @@ pub fn messages(events: &[Value]) -> Messages {
             continue;
         }
         flush(&mut messages, pending.take());
-        messages.push(Role::User, &user_text(content), timestamp);
+        let mut text = user_text(content);
+        if !cwd_given && let Some(cwd) = event.get("cwd").and_then(Value::as_str) {
+            // The working directory, in the form Codex writes it, for ingest's root.
+            text = format!("<environment_context><cwd>{cwd}</cwd></environment_context>\n{text}");
+            cwd_given = true;
+        }
+        messages.push(Role::User, &text, timestamp);
     }
     flush(&mut messages, pending.take());
     messages
@@ -174,6 +181,23 @@ mod tests {
             .map(|(role, text)| (*role, text.to_string()))
             .collect();
         assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn the_working_directory_opens_the_first_user_message() {
+        check(
+            &[
+                json!({"type": "user", "cwd": "/home/ann/shop", "message": {"content": "fix it"}}),
+                json!({"type": "user", "cwd": "/home/ann/shop", "message": {"content": "and the test"}}),
+            ],
+            &[
+                (
+                    Role::User,
+                    "<environment_context><cwd>/home/ann/shop</cwd></environment_context>\nfix it",
+                ),
+                (Role::User, "and the test"),
+            ],
+        );
     }
 
     #[test]

@@ -27,7 +27,19 @@ const INJECTED_PREFIXES: &[&str] = &[
 /// The messages of the lines of one rollout.
 pub fn messages(lines: &[Value]) -> Messages {
     let mut messages = Messages::default();
+    // The working directory (`session_meta` / `turn_context`), given to the
+    // first user message as Codex's own `<environment_context>` form.
+    let mut cwd: Option<&str> = None;
+    let mut first_user = true;
     for line in lines {
+        if cwd.is_none()
+            && matches!(
+                line.get("type").and_then(Value::as_str),
+                Some("session_meta" | "turn_context")
+            )
+        {
+            cwd = line.pointer("/payload/cwd").and_then(Value::as_str);
+        }
         let (item, timestamp) = match line.get("type").and_then(Value::as_str) {
             Some("response_item") => (
                 line.get("payload").unwrap_or(&Value::Null),
@@ -36,12 +48,20 @@ pub fn messages(lines: &[Value]) -> Messages {
             Some("session_meta" | "event_msg" | "turn_context" | "compacted") => continue,
             _ => (line, timestamp_of(line.get("timestamp"))),
         };
-        add_item(&mut messages, item, timestamp);
+        let cwd_for_user = if first_user { cwd } else { None };
+        first_user &= !add_item(&mut messages, item, timestamp, cwd_for_user);
     }
     messages
 }
 
-fn add_item(messages: &mut Messages, item: &Value, timestamp: Option<i64>) {
+/// Adds the item's message; answers whether it was the person's (which
+/// `cwd`, when given, opens).
+fn add_item(
+    messages: &mut Messages,
+    item: &Value,
+    timestamp: Option<i64>,
+    cwd: Option<&str>,
+) -> bool {
     let text_field = |key: &str| item.get(key).and_then(Value::as_str).unwrap_or("");
     match item.get("type").and_then(Value::as_str) {
         Some("message") => {
@@ -53,7 +73,14 @@ fn add_item(messages: &mut Messages, item: &Value, timestamp: Option<i64>) {
                         .iter()
                         .any(|prefix| trimmed.starts_with(prefix))
                     {
+                        let text = match cwd {
+                            Some(cwd) => format!(
+                                "<environment_context><cwd>{cwd}</cwd></environment_context>\n{text}"
+                            ),
+                            None => text,
+                        };
                         messages.push(Role::User, &text, timestamp);
+                        return true;
                     }
                 }
                 "assistant" => messages.push(Role::Assistant, &text, timestamp),
@@ -91,6 +118,7 @@ fn add_item(messages: &mut Messages, item: &Value, timestamp: Option<i64>) {
         }
         _ => {}
     }
+    false
 }
 
 /// A tool output: a string, or a JSON string `{"output": ..., "metadata":
@@ -172,6 +200,27 @@ pub fn session_id(lines: &[Value]) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_session_working_directory_opens_the_first_user_message() {
+        let lines = [
+            json!({"type": "session_meta", "payload": {"id": "019a", "cwd": "/home/ann/shop"}}),
+            json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}}),
+            json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and the test"}]}}),
+        ];
+        let got: Vec<String> = messages(&lines)
+            .into_vec()
+            .into_iter()
+            .map(|message| message.content)
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "<environment_context><cwd>/home/ann/shop</cwd></environment_context>\nfix the build".to_string(),
+                "and the test".to_string(),
+            ]
+        );
+    }
 
     #[test]
     fn calls_outputs_and_messages_in_order() {

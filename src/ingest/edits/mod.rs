@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::repo::{self, Placed};
 use super::text::{contains_str, lines_with_offsets};
 use super::toolcall::ToolCall;
 
@@ -132,6 +133,13 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
                     create: true,
                 },
             )],
+            "str_replace" if call.string(&["old_str"]).is_none() => {
+                problems.push(format!(
+                    "{} str_replace of {path} without old_str: skipped",
+                    call.name
+                ));
+                Vec::new()
+            }
             "str_replace" => vec![at(
                 path,
                 EditOp::Replace {
@@ -165,6 +173,13 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
         };
     }
     if call.is_named(&["Edit"]) && !path.is_empty() {
+        if let Some(missing) = ["old_string", "new_string"]
+            .into_iter()
+            .find(|key| call.string(&[key]).is_none())
+        {
+            problems.push(format!("Edit of {path} without {missing}: skipped"));
+            return Vec::new();
+        }
         return vec![at(
             path,
             EditOp::Replace {
@@ -472,9 +487,6 @@ fn view_header_path(text: &str) -> Option<&str> {
         .filter(|path| !path.is_empty())
 }
 
-/// Sandbox roots that agents' paths start with, cut so paths read as in a diff.
-const SANDBOX_ROOTS: &[&str] = &["/testbed/", "/repo/", "/app/", "/code/", "/src/repo/"];
-
 /// Follows the edits of one session.
 #[derive(Debug, Default, Clone)]
 pub struct Tracker {
@@ -509,6 +521,231 @@ pub struct Tracker {
     verdicts: HashMap<String, (usize, usize)>,
     /// Edits the tool refused.
     num_refused: usize,
+    /// Directories the session moved to or ran git in (`cd`, `git -C`),
+    /// candidates for the root when no message names it.
+    root_candidates: Vec<String>,
+    /// Files the session viewed (normalized).
+    viewed: HashSet<String>,
+    /// Files the session ran as scripts (`python x.py`, `./x.sh`), normalized.
+    run_as_scripts: HashSet<String>,
+    /// Per edited file, the module names its edits import.
+    imports: HashMap<String, HashSet<String>>,
+    /// Files aider said it applied an edit to (and committed).
+    applied: HashSet<String>,
+}
+
+/// Files kept of what a session viewed, ran and imported.
+const MAX_TRACKED_NAMES: usize = 1_024;
+/// Interpreters whose first operand is a script it runs.
+const SCRIPT_RUNNERS: &[&str] = &[
+    "python", "python2", "python3", "node", "bash", "sh", "zsh", "ruby", "perl", "php", "tsx",
+    "ts-node", "deno", "bun", "Rscript", "julia",
+];
+/// Extensions of what an agent writes as output (reports, logs, data).
+const OUTPUT_EXTENSIONS: &[&str] = &["json", "jsonl", "log", "txt", "out", "csv", "md"];
+/// Names of repository files with those extensions (never output).
+const PROJECT_FILES: &[&str] = &[
+    "README",
+    "CHANGELOG",
+    "CHANGES",
+    "CONTRIBUTING",
+    "LICENSE",
+    "AGENTS",
+    "CLAUDE",
+    "HISTORY",
+    "NEWS",
+    "package",
+    "tsconfig",
+    "composer",
+    "requirements",
+    "constraints",
+    "manifest",
+    "deno",
+    "jsconfig",
+    "lerna",
+    "nx",
+    "turbo",
+    "vercel",
+    "app",
+    "tslint",
+    "eslintrc",
+];
+/// Words of a name that say it is output.
+const OUTPUT_WORDS: &[&str] = &[
+    "output",
+    "result",
+    "report",
+    "summary",
+    "prediction",
+    "preds",
+    "analysis",
+    "notes",
+    "solution",
+    "changes_made",
+    "fix_summary",
+    "debug",
+    "repro",
+    "trace",
+];
+
+/// Whether a file the session created is an output artifact: a log, or
+/// data and text (JSON, text, Markdown) written at the top of the tree or
+/// named as output (`report.md`, `results.json`), not a project file.
+fn is_output_artifact(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let Some((stem, extension)) = name.rsplit_once('.') else {
+        return false;
+    };
+    let extension = extension.to_ascii_lowercase();
+    if !OUTPUT_EXTENSIONS.contains(&extension.as_str()) {
+        return false;
+    }
+    if matches!(extension.as_str(), "log" | "out") {
+        return true;
+    }
+    let lowered = stem.to_ascii_lowercase();
+    if stem.is_empty() || stem.starts_with('.') {
+        // A dotfile (`.aidar.json`) configures a tool.
+        return false;
+    }
+    if PROJECT_FILES
+        .iter()
+        .any(|project| lowered.trim_start_matches('.') == project.to_ascii_lowercase())
+    {
+        return false;
+    }
+    !path.contains('/') || OUTPUT_WORDS.iter().any(|word| lowered.contains(word))
+}
+
+/// Words that name a script written to reproduce, debug or check.
+const SCRATCH_WORDS: &[&str] = &[
+    "repro",
+    "debug",
+    "test_issue",
+    "demo",
+    "check_",
+    "verify",
+    "scratch",
+    "tmp",
+    "temp",
+    "final_",
+    "try_",
+    "issue",
+];
+
+/// Whether a file's name says it is a reproduction or check script.
+fn looks_like_scratch(path: &str) -> bool {
+    let lowered = module_name(path).to_ascii_lowercase();
+    SCRATCH_WORDS.iter().any(|word| lowered.contains(word))
+}
+
+/// The scripts a shell command runs: the first operand of an interpreter
+/// (`python -u x.py`, `timeout 60 node x.js`) or a command that is a path
+/// (`./x.sh`).
+fn scripts_run(command: &str) -> Vec<String> {
+    let mut scripts = Vec::new();
+    for part in command.split(['\n', ';', '&', '|', '(', ')']) {
+        let mut words = part
+            .split_whitespace()
+            .skip_while(|word| {
+                word.contains('=')
+                    || matches!(
+                        *word,
+                        "timeout"
+                            | "time"
+                            | "env"
+                            | "exec"
+                            | "uv"
+                            | "poetry"
+                            | "pipenv"
+                            | "run"
+                            | "npx"
+                            | "sudo"
+                    )
+            })
+            .skip_while(|word| {
+                word.bytes()
+                    .all(|byte| byte.is_ascii_digit() || byte == b's')
+            });
+        let Some(first) = words.next() else { continue };
+        let runner = first.rsplit('/').next().unwrap_or(first);
+        let runner = runner.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+        if first.starts_with("./") && !first.ends_with('/') {
+            scripts.push(first.to_string());
+            continue;
+        }
+        if !SCRIPT_RUNNERS.contains(&runner) && !SCRIPT_RUNNERS.contains(&first) {
+            continue;
+        }
+        for word in words {
+            if matches!(word, "-m" | "-c" | "-e" | "--eval" | "-lc" | "-n") {
+                // A module, inline code, or a shell's syntax check.
+                break;
+            }
+            if word.starts_with('-') {
+                continue;
+            }
+            let word = word.trim_matches(['"', '\'']);
+            if word.contains('.') || word.contains('/') {
+                scripts.push(word.to_string());
+            }
+            break;
+        }
+        if scripts.len() >= 16 {
+            break;
+        }
+    }
+    scripts
+}
+
+/// The module names a text imports (`import a.b`, `from a import b, c`,
+/// `require('./a')`, `from './a'`), each dotted or slashed part.
+fn imported_names(text: &str) -> HashSet<String> {
+    let mut names = HashSet::new();
+    if !contains_str!(text, "import")
+        && !contains_str!(text, "require")
+        && !contains_str!(text, "source ")
+        && !contains_str!(text, ". ")
+    {
+        return names;
+    }
+    for line in text.lines().take(20_000) {
+        let line = line.trim();
+        let spec = if let Some(rest) = line.strip_prefix("from ") {
+            rest.replace(" import ", " ")
+        } else if let Some(rest) = line.strip_prefix("import ") {
+            rest.to_string()
+        } else if let Some(rest) = line
+            .strip_prefix("source ")
+            .or_else(|| line.strip_prefix(". "))
+        {
+            rest.to_string()
+        } else if let Some(at) = line.find("require(") {
+            line.get(at + "require(".len()..).unwrap_or("").to_string()
+        } else {
+            continue;
+        };
+        for word in spec.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if !word.is_empty() && names.len() < 256 {
+                names.insert(word.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// The module name of a file (`repro/a.py` -> `a`).
+fn module_name(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.split_once('.').map_or(name, |(stem, _)| stem)
+}
+
+/// Whether `a` and `b` name one file, one perhaps seen from a subdirectory
+/// (`a.py` after `cd repro`, beside `repro/a.py`).
+fn same_file(a: &str, b: &str) -> bool {
+    a == b
+        || a.strip_suffix(b).is_some_and(|head| head.ends_with('/'))
+        || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
 }
 
 impl Tracker {
@@ -517,36 +754,67 @@ impl Tracker {
         self.workspace.held_bytes()
     }
 
-    /// Sets the project root named by the task (`/workspace/django__django__3.0`).
+    /// Sets the project root named by the task (`/workspace/django__django__3.0`)
+    /// or by the transcript's working directory.
     pub fn set_root(&mut self, root: &str) {
-        let trimmed = root.trim().trim_end_matches('/');
-        if trimmed.starts_with('/') && trimmed.len() > 1 && !trimmed.contains(char::is_whitespace) {
-            self.root = Some(format!("{trimmed}/"));
+        if let Some(root) = repo::as_root(root) {
+            self.root = Some(root);
         }
     }
 
-    /// The path as a diff would name it: the project root and sandbox roots
-    /// cut, `./` dropped.
+    /// The root, when a message named it (with a final `/`).
+    pub fn root(&self) -> Option<&str> {
+        self.root.as_deref()
+    }
+
+    /// Where `path` falls relative to the root (see [`repo::place`]).
+    pub fn place(&self, path: &str) -> Placed {
+        repo::place(self.root.as_deref(), path)
+    }
+
+    /// The path as a diff would name it: relative to the root (the project
+    /// root, a sandbox root), `./` and `..` resolved; a path outside the
+    /// root (or climbing above it) as written.
     pub fn normalize(&self, path: &str) -> String {
-        let path = path.trim();
-        if let Some(root) = &self.root
-            && let Some(rest) = path.strip_prefix(root.as_str())
-        {
-            return rest.to_string();
+        match self.place(path) {
+            Placed::Inside(path) | Placed::Outside(path) | Placed::Climbs(path) => path,
         }
-        for root in SANDBOX_ROOTS {
-            if let Some(rest) = path.strip_prefix(root) {
-                return rest.to_string();
-            }
+    }
+
+    /// Whether `path` (normalized) lies outside a root a message named.
+    pub fn is_outside(&self, path: &str) -> bool {
+        matches!(self.place(path), Placed::Outside(_))
+    }
+
+    /// The root to infer when no message named one: of the directories the
+    /// session moved to and the common directory of the files it viewed
+    /// and edited, the one that holds most of `files` (absolute paths).
+    pub fn inferred_root(&self, files: &[String]) -> Option<String> {
+        if self.root.is_some() {
+            return None;
         }
-        if let Some(rest) = path.strip_prefix("/workspace/") {
-            // `/workspace/<repo>/path`: the repository directory is the root.
-            return rest
-                .split_once('/')
-                .map_or(rest, |(_, inner)| inner)
-                .to_string();
+        let absolute: Vec<&str> = files
+            .iter()
+            .map(String::as_str)
+            .filter(|file| file.starts_with('/'))
+            .collect();
+        if absolute.is_empty() {
+            return None;
         }
-        path.strip_prefix("./").unwrap_or(path).to_string()
+        let mut candidates = self.root_candidates.clone();
+        let viewed_and_edited: Vec<&str> = absolute
+            .iter()
+            .copied()
+            .filter(|file| self.viewed.contains(*file))
+            .collect();
+        candidates.extend(repo::common_directory(&viewed_and_edited));
+        repo::choose_root(&candidates, &absolute)
+    }
+
+    fn note_viewed(&mut self, path: &str) {
+        if self.viewed.len() < MAX_TRACKED_NAMES {
+            self.viewed.insert(path.to_string());
+        }
     }
 
     /// Reads an agent message: its edits rendered as diffs (in message
@@ -591,8 +859,30 @@ impl Tracker {
         if let Some(selected) = windowed::cursors(message) {
             self.cursors = Some(selected);
         }
-        if let Some(open_file) = self.open_file.as_deref() {
-            edits.extend(windowed::range_edits(message, open_file, self.cursors));
+        if let Some(open_file) = self.open_file.clone() {
+            let in_text = windowed::range_edits(message, &open_file, self.cursors);
+            if in_text.is_empty() {
+                // The windowed editor's commands inside JSON arguments
+                // (`Tool call: bash` + `{"command": "edit 3:4\n..."}`).
+                for call in calls {
+                    let Some(command) = call.string(&["command", "cmd"]) else {
+                        continue;
+                    };
+                    if let Some(selected) = windowed::cursors(command) {
+                        self.cursors = Some(selected);
+                    }
+                    edits.extend(
+                        windowed::range_edits(command, &open_file, self.cursors)
+                            .into_iter()
+                            .map(|edit| FileEdit {
+                                start: call.start,
+                                end: call.end,
+                                ..edit
+                            }),
+                    );
+                }
+            }
+            edits.extend(in_text);
         }
         if calls.is_empty() {
             edits.extend(aider::search_replace_edits(message, problems));
@@ -615,21 +905,57 @@ impl Tracker {
             if let Some(searched) = numbered_search(command) {
                 self.pending_search = Some(searched.map(|path| self.normalize(&path)));
             }
-            if calls.is_empty()
-                && let Some(file) = windowed::created_file(None, Some(command))
+            if let Some(file) = windowed::created_file(None, Some(command))
+                && !edits.iter().any(|edit| {
+                    edit.path == file && matches!(edit.op, EditOp::Write { create: true, .. })
+                })
             {
                 let at = message.find(command.as_str()).unwrap_or(0);
                 edits.push(created_empty(file, at, at + command.len()));
                 self.open_file = Some(self.normalize(file));
             }
             self.note_removals(command);
+            if self.root_candidates.len() < repo::MAX_CANDIDATES {
+                self.root_candidates
+                    .extend(repo::directory_targets(command));
+            }
+            for script in scripts_run(command) {
+                if self.run_as_scripts.len() < MAX_TRACKED_NAMES {
+                    let script = self.normalize(&script);
+                    self.run_as_scripts.insert(script);
+                }
+            }
         }
         edits.sort_by_key(|edit| edit.start);
         edits.truncate(MAX_EDITS_PER_MESSAGE);
         let mut rendered = Vec::new();
         for mut edit in edits {
-            edit.path = self.normalize(&edit.path);
+            edit.path = match self.place(&edit.path) {
+                Placed::Climbs(path) => {
+                    problems.push(format!(
+                        "edit of {path} climbs above the repository root: skipped"
+                    ));
+                    continue;
+                }
+                Placed::Inside(path) | Placed::Outside(path) => path,
+            };
             let path = edit.path.clone();
+            let new_text = match &edit.op {
+                EditOp::Write { content, .. } => Some(content.as_str()),
+                EditOp::Replace { new, .. } => Some(new.as_str()),
+                EditOp::Insert { text, .. } | EditOp::ReplaceLines { text, .. } => {
+                    Some(text.as_str())
+                }
+                EditOp::Undo | EditOp::Delete => None,
+            };
+            if let Some(text) = new_text
+                && (self.imports.contains_key(&path) || self.imports.len() < MAX_TRACKED_NAMES)
+            {
+                let names = imported_names(text);
+                if !names.is_empty() {
+                    self.imports.entry(path.clone()).or_default().extend(names);
+                }
+            }
             self.awaiting_verdict.push(path.clone());
             let was_known = self.workspace.knows(&path);
             if let Some(result) = self.workspace.apply(&edit, problems) {
@@ -673,6 +999,8 @@ impl Tracker {
                         **created == path
                             || created.ends_with(&format!("/{path}"))
                             || path.ends_with(&format!("/{created}"))
+                            // `rm -rf repro` of the directory it made.
+                            || created.starts_with(&format!("{}/", path.trim_end_matches('/')))
                     })
                     .cloned()
                     .collect();
@@ -698,6 +1026,14 @@ impl Tracker {
     fn read_observation(&mut self, message: &str, windowed_state: bool) {
         if contains_str!(message, "Applied edit to ") {
             self.completed = true;
+            for line in message.lines() {
+                if let Some((_, path)) = line.split_once("Applied edit to ")
+                    && self.applied.len() < MAX_TRACKED_NAMES
+                {
+                    let path = self.normalize(path.trim());
+                    self.applied.insert(path);
+                }
+            }
         }
         self.settle_verdict(is_refusal(message));
         if let Some(searched) = self.pending_search.take() {
@@ -713,6 +1049,7 @@ impl Tracker {
         let lines = numbered_lines(message);
         if !lines.is_empty() {
             self.workspace.observe_view(&path, &lines);
+            self.note_viewed(&path);
         }
     }
 
@@ -783,6 +1120,7 @@ impl Tracker {
         let lines = windowed::window_lines(windowed::current_text_part(message));
         if !lines.is_empty() {
             self.workspace.observe_view(&path, &lines);
+            self.note_viewed(&path);
         }
         self.open_file = Some(path);
         self.pending_view = None;
@@ -846,6 +1184,68 @@ impl Tracker {
     /// Files the session created and then removed (or left out of its final diff).
     pub fn scratch_files(&self) -> &HashSet<String> {
         &self.removed
+    }
+
+    /// Files the session created that are scratch by what they are, unless
+    /// a final diff holds them (the caller decides): a script it ran that
+    /// no repository file imports (nor a file only such scripts import), a
+    /// file outside the root, an output artifact (a log, a report, data
+    /// written at the top of the tree).
+    pub fn scratch_by_use(&self) -> HashSet<String> {
+        let mut scratch: HashSet<String> = self
+            .created
+            .iter()
+            .filter(|path| !self.applied.contains(*path))
+            .filter(|path| {
+                self.is_outside(path)
+                    || path.starts_with('~')
+                    || path.starts_with("/tmp/")
+                    || is_output_artifact(path)
+            })
+            .cloned()
+            .collect();
+        let importers = |path: &str| -> Vec<&String> {
+            let module = module_name(path);
+            self.imports
+                .iter()
+                .filter(|(importer, names)| *importer != path && names.contains(module))
+                .map(|(importer, _)| importer)
+                .collect()
+        };
+        for path in self
+            .created
+            .iter()
+            .filter(|path| !self.applied.contains(*path))
+        {
+            let run = self
+                .run_as_scripts
+                .iter()
+                .any(|script| same_file(script, path));
+            // A script beside the work: the session also edited files that
+            // were there, or the name says it reproduces or checks.
+            let beside_work = !self.edited_existing.is_empty() || looks_like_scratch(path);
+            if run && beside_work && importers(path).is_empty() {
+                scratch.insert(path.clone());
+            }
+        }
+        // Modules only scratch scripts import are part of them.
+        for _ in 0..2 {
+            let more: Vec<String> = self
+                .created
+                .iter()
+                .filter(|path| !scratch.contains(*path) && !self.applied.contains(*path))
+                .filter(|path| {
+                    let by = importers(path);
+                    !by.is_empty() && by.iter().all(|importer| scratch.contains(*importer))
+                })
+                .cloned()
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            scratch.extend(more);
+        }
+        scratch
     }
 
     /// Whether the edits change a file that existed before the session.

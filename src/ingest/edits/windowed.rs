@@ -259,7 +259,10 @@ pub fn created_file<'a>(call: Option<&'a ToolCall>, command: Option<&'a str>) ->
     }
     let mut words = command?.split_whitespace();
     match (words.next(), words.next(), words.next()) {
-        (Some("create"), Some(file), None) => Some(file.trim_matches(['"', '\''])),
+        // `create filename="x.py"` is a call's summary, not the command.
+        (Some("create"), Some(file), None) if !file.contains('=') => {
+            Some(file.trim_matches(['"', '\'']))
+        }
         _ => None,
     }
 }

@@ -1,0 +1,333 @@
+//! The repository root of a session: "in which directory is the work, and
+//! what is this path relative to it?"
+//!
+//! The root comes from what the session shows: the working directory the
+//! transcript names (an `<environment_context><cwd>DIR</cwd>` prefix, which
+//! the importers write for Claude Code and Codex), the directory a task's
+//! wrapper names (`<uploaded_files>`), sandbox roots (`/testbed`,
+//! `/workspace/<name>`), the targets of `cd` and `git -C` commands, and the
+//! common directory of the files the session both viewed and edited. This
+//! module holds the pure rules (where a path falls, which candidate is the
+//! root); following a session's messages is left to [`super::edits`].
+
+/// Sandbox roots that agents' paths start with.
+pub const SANDBOX_ROOTS: &[&str] = &["/testbed/", "/repo/", "/app/", "/code/", "/src/repo/"];
+/// Directory candidates kept per session.
+pub const MAX_CANDIDATES: usize = 16;
+/// Directories that are never a repository's root (a scratch directory, a
+/// home, the file system's root).
+const NOT_ROOTS: &[&str] = &[
+    "/",
+    "/tmp",
+    "/var/tmp",
+    "/root",
+    "/home",
+    "/Users",
+    "/private/tmp",
+];
+
+/// Where a path falls relative to the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placed {
+    /// A path of the repository, relative to its root (`./` and `a/../`
+    /// resolved).
+    Inside(String),
+    /// An absolute (or `~`) path outside the known root, as written.
+    Outside(String),
+    /// A path whose `..` climbs above the root (`../../etc/passwd`).
+    Climbs(String),
+}
+
+/// The working directory of an `<environment_context>` block
+/// (`<cwd>DIR</cwd>` inside it), if `text` opens with one.
+pub fn environment_cwd(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix("<environment_context>")?;
+    let end = rest.find("</environment_context>").unwrap_or(rest.len());
+    let block = rest.get(..end)?;
+    let start = block.find("<cwd>")? + "<cwd>".len();
+    let inner = block.get(start..)?;
+    let cwd = inner.get(..inner.find("</cwd>")?)?.trim();
+    (cwd.starts_with('/') && !cwd.contains(char::is_whitespace)).then_some(cwd)
+}
+
+/// Where the `<environment_context>` block that opens `text` ends (0 when
+/// there is none).
+pub fn environment_end(text: &str) -> usize {
+    let trimmed = text.trim_start();
+    if !trimmed.starts_with("<environment_context>") {
+        return 0;
+    }
+    const CLOSE: &str = "</environment_context>";
+    text.find(CLOSE).map_or(0, |at| at + CLOSE.len())
+}
+
+/// The directories a shell command moves to or runs git in: `cd DIR`,
+/// `pushd DIR`, `git -C DIR`. Absolute ones only, quotes removed.
+pub fn directory_targets(command: &str) -> Vec<String> {
+    let mut targets = Vec::new();
+    for part in command.split(['\n', ';', '&', '|', '(', ')']) {
+        let mut words = part.split_whitespace();
+        let target = match words.next() {
+            Some("cd" | "pushd") => words.next(),
+            Some("git") => {
+                let mut found = None;
+                while let Some(word) = words.next() {
+                    if word == "-C" {
+                        found = words.next();
+                        break;
+                    }
+                    if !word.starts_with('-') {
+                        break;
+                    }
+                }
+                found
+            }
+            _ => None,
+        };
+        if let Some(target) = target.map(|word| word.trim_matches(['"', '\'']))
+            && let Some(directory) = as_root(target)
+            && targets.len() < MAX_CANDIDATES
+        {
+            targets.push(directory);
+        }
+    }
+    targets
+}
+
+/// `path` as a root (with a final `/`) if it can be one: absolute, no
+/// whitespace, not a scratch or home directory itself.
+pub fn as_root(path: &str) -> Option<String> {
+    let trimmed = path.trim().trim_end_matches('/');
+    if !trimmed.starts_with('/')
+        || trimmed.contains(char::is_whitespace)
+        || trimmed.contains("/../")
+        || trimmed.ends_with("/..")
+        || NOT_ROOTS.contains(&trimmed)
+        || trimmed.starts_with("/tmp/")
+        || (trimmed.matches('/').count() == 2
+            && (trimmed.starts_with("/home/") || trimmed.starts_with("/Users/")))
+    {
+        return None;
+    }
+    Some(format!("{trimmed}/"))
+}
+
+/// Where `path` falls given the root (with a final `/`), if one is known.
+pub fn place(root: Option<&str>, path: &str) -> Placed {
+    let path = path.trim();
+    let relative = relative_to_known_roots(root, path);
+    let Some(relative) = relative else {
+        return if root.is_some() || path.starts_with('~') {
+            Placed::Outside(path.to_string())
+        } else {
+            // No root known: an absolute path stays as written.
+            match resolve_dots(path) {
+                Some(resolved) => Placed::Inside(resolved),
+                None => Placed::Climbs(path.to_string()),
+            }
+        };
+    };
+    match resolve_dots(relative) {
+        Some(resolved) => Placed::Inside(resolved),
+        None => Placed::Climbs(path.to_string()),
+    }
+}
+
+/// `path` relative to the root, a sandbox root or `/workspace/<name>`; a
+/// relative path as it is; `None` for an absolute path outside them.
+fn relative_to_known_roots<'a>(root: Option<&str>, path: &'a str) -> Option<&'a str> {
+    if let Some(root) = root
+        && let Some(rest) = path.strip_prefix(root)
+    {
+        return Some(rest);
+    }
+    if let Some(root) = root
+        && path == root.trim_end_matches('/')
+    {
+        return Some("");
+    }
+    for sandbox in SANDBOX_ROOTS {
+        if let Some(rest) = path.strip_prefix(sandbox) {
+            return Some(rest);
+        }
+    }
+    if let Some(rest) = path.strip_prefix("/workspace/") {
+        // `/workspace/<repo>/path`: the repository directory is the root.
+        return Some(rest.split_once('/').map_or(rest, |(_, inner)| inner));
+    }
+    if path.starts_with('/') || path.starts_with('~') {
+        return None;
+    }
+    Some(path)
+}
+
+/// `a/./b/../c` as `a/c`; `None` when a `..` climbs above the start.
+pub fn resolve_dots(path: &str) -> Option<String> {
+    if !path.contains("./") && !path.ends_with("/..") && path != ".." {
+        return Some(path.to_string());
+    }
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    Some(if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    })
+}
+
+/// The deepest directory (with a final `/`) holding every one of `paths`
+/// (absolute), when they lie in more than one directory under it: the
+/// files a session viewed and edited span its repository.
+pub fn common_directory(paths: &[&str]) -> Option<String> {
+    let mut iter = paths.iter().filter(|path| path.starts_with('/'));
+    let first = iter.next()?;
+    let mut prefix: Vec<&str> = first.split('/').collect();
+    prefix.pop();
+    let mut directories = std::collections::HashSet::new();
+    directories.insert(first.rsplit_once('/').map_or("", |(head, _)| head));
+    for path in iter {
+        directories.insert(path.rsplit_once('/').map_or("", |(head, _)| head));
+        let parts: Vec<&str> = path.split('/').collect();
+        let shared = prefix
+            .iter()
+            .zip(parts.iter().take(parts.len().saturating_sub(1)))
+            .take_while(|(a, b)| a == b)
+            .count();
+        prefix.truncate(shared);
+    }
+    if directories.len() < 2 {
+        return None;
+    }
+    as_root(&prefix.join("/"))
+}
+
+/// The candidate root that holds the most of `files` (absolute paths), the
+/// deepest on a tie; `None` when none holds any.
+pub fn choose_root(candidates: &[String], files: &[&str]) -> Option<String> {
+    candidates
+        .iter()
+        .map(|candidate| {
+            let held = files
+                .iter()
+                .filter(|file| file.starts_with(candidate.as_str()))
+                .count();
+            (held, candidate.len(), candidate)
+        })
+        .filter(|(held, _, _)| *held > 0)
+        .max_by_key(|(held, depth, _)| (*held, *depth))
+        .map(|(_, _, candidate)| candidate.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_context_names_the_working_directory() {
+        let text = "<environment_context>\n  <cwd>/home/ann/src/shop</cwd>\n</environment_context>\nFix the cart";
+        assert_eq!(environment_cwd(text), Some("/home/ann/src/shop"));
+        assert_eq!(&text[environment_end(text)..], "\nFix the cart");
+        assert_eq!(
+            environment_cwd("<environment_context>cwd</environment_context>"),
+            None
+        );
+        assert_eq!(environment_cwd("Fix <cwd>/a</cwd>"), None);
+        assert_eq!(environment_end("Fix the cart"), 0);
+    }
+
+    #[test]
+    fn cd_and_git_targets_are_candidates() {
+        assert_eq!(
+            directory_targets("cd /home/ann/src/shop && git status"),
+            vec!["/home/ann/src/shop/".to_string()]
+        );
+        assert_eq!(
+            directory_targets("git -C '/srv/shop' diff"),
+            vec!["/srv/shop/".to_string()]
+        );
+        assert!(directory_targets("cd /tmp && python x.py").is_empty());
+        assert!(directory_targets("cd src").is_empty());
+        assert!(directory_targets("cd /home/ann").is_empty());
+    }
+
+    #[test]
+    fn paths_fall_inside_outside_or_climb() {
+        let root = Some("/home/ann/src/shop/");
+        assert_eq!(
+            place(root, "/home/ann/src/shop/cart/models.py"),
+            Placed::Inside("cart/models.py".into())
+        );
+        assert_eq!(
+            place(root, "./cart/../cart/models.py"),
+            Placed::Inside("cart/models.py".into())
+        );
+        assert_eq!(
+            place(root, "/home/ann/desktop/run1/test_issue.py"),
+            Placed::Outside("/home/ann/desktop/run1/test_issue.py".into())
+        );
+        assert_eq!(
+            place(root, "../../etc/passwd"),
+            Placed::Climbs("../../etc/passwd".into())
+        );
+        assert_eq!(
+            place(None, "/testbed/django/db/x.py"),
+            Placed::Inside("django/db/x.py".into())
+        );
+        assert_eq!(
+            place(None, "/workspace/django__django__3.0/django/db/x.py"),
+            Placed::Inside("django/db/x.py".into())
+        );
+        // Without a root, an absolute path is kept as written.
+        assert_eq!(
+            place(None, "/home/ann/src/shop/a.py"),
+            Placed::Inside("/home/ann/src/shop/a.py".into())
+        );
+    }
+
+    #[test]
+    fn the_common_directory_of_files_in_several_directories() {
+        assert_eq!(
+            common_directory(&["/home/ann/shop/cart/a.py", "/home/ann/shop/tests/test_a.py"]),
+            Some("/home/ann/shop/".to_string())
+        );
+        assert_eq!(
+            common_directory(&["/home/ann/shop/cart/a.py", "/home/ann/shop/cart/b.py"]),
+            None
+        );
+        assert_eq!(common_directory(&["/a.py", "/home/b.py"]), None);
+    }
+
+    #[test]
+    fn the_root_holding_most_files_wins() {
+        let candidates = vec![
+            "/home/ann/".to_string(),
+            "/home/ann/shop/".to_string(),
+            "/srv/".to_string(),
+        ];
+        let files = [
+            "/home/ann/shop/a.py",
+            "/home/ann/shop/b/c.py",
+            "/home/ann/.claude/plan.md",
+        ];
+        assert_eq!(
+            choose_root(&candidates, &files),
+            Some("/home/ann/".to_string())
+        );
+        let files = ["/home/ann/shop/a.py", "/home/ann/shop/b/c.py"];
+        assert_eq!(
+            choose_root(&candidates, &files),
+            Some("/home/ann/shop/".to_string())
+        );
+        assert_eq!(choose_root(&candidates, &["/opt/x.py"]), None);
+    }
+}
