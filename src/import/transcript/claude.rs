@@ -15,10 +15,17 @@ use super::render::{Messages, content_text, timestamp_of, tool_call, tool_result
 use crate::domain::Role;
 
 /// The messages of the events (complete JSON lines) of one transcript.
+#[cfg(test)]
 pub fn messages(events: &[Value]) -> Messages {
+    messages_after(events, &mut false)
+}
+
+/// The messages of some events of one transcript, read in turn:
+/// `cwd_given` tells whether an earlier part gave the working directory
+/// already (the first user message carries it), and is set once given.
+pub fn messages_after(events: &[Value], cwd_given: &mut bool) -> Messages {
     let mut messages = Messages::default();
     let mut pending: Option<(String, Vec<String>, Option<i64>)> = None;
-    let mut cwd_given = false;
     for event in events {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         if !matches!(kind, "user" | "assistant")
@@ -52,10 +59,10 @@ pub fn messages(events: &[Value]) -> Messages {
         }
         flush(&mut messages, pending.take());
         let mut text = user_text(content);
-        if !cwd_given && let Some(cwd) = event.get("cwd").and_then(Value::as_str) {
+        if !*cwd_given && let Some(cwd) = event.get("cwd").and_then(Value::as_str) {
             // The working directory, in the form Codex writes it, for ingest's root.
             text = format!("<environment_context><cwd>{cwd}</cwd></environment_context>\n{text}");
-            cwd_given = true;
+            *cwd_given = true;
         }
         messages.push(Role::User, &text, timestamp);
     }

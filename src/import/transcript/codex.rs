@@ -25,20 +25,45 @@ const INJECTED_PREFIXES: &[&str] = &[
 ];
 
 /// The messages of the lines of one rollout.
+#[cfg(test)]
 pub fn messages(lines: &[Value]) -> Messages {
+    messages_after(lines, &mut Cwd::default())
+}
+
+/// The working directory of a rollout (`session_meta` / `turn_context`),
+/// given to its first user message as Codex's own `<environment_context>`
+/// form, across the parts a rollout is read in.
+#[derive(Debug, Default)]
+pub struct Cwd {
+    cwd: Option<String>,
+    /// The first user message was given (by this part or an earlier read).
+    given: bool,
+}
+
+impl Cwd {
+    /// For a read that resumes after the rollout's first user message.
+    pub fn given() -> Cwd {
+        Cwd {
+            cwd: None,
+            given: true,
+        }
+    }
+}
+
+/// The messages of some lines of one rollout, read in turn.
+pub fn messages_after(lines: &[Value], state: &mut Cwd) -> Messages {
     let mut messages = Messages::default();
-    // The working directory (`session_meta` / `turn_context`), given to the
-    // first user message as Codex's own `<environment_context>` form.
-    let mut cwd: Option<&str> = None;
-    let mut first_user = true;
     for line in lines {
-        if cwd.is_none()
+        if state.cwd.is_none()
             && matches!(
                 line.get("type").and_then(Value::as_str),
                 Some("session_meta" | "turn_context")
             )
         {
-            cwd = line.pointer("/payload/cwd").and_then(Value::as_str);
+            state.cwd = line
+                .pointer("/payload/cwd")
+                .and_then(Value::as_str)
+                .map(str::to_string);
         }
         let (item, timestamp) = match line.get("type").and_then(Value::as_str) {
             Some("response_item") => (
@@ -48,8 +73,12 @@ pub fn messages(lines: &[Value]) -> Messages {
             Some("session_meta" | "event_msg" | "turn_context" | "compacted") => continue,
             _ => (line, timestamp_of(line.get("timestamp"))),
         };
-        let cwd_for_user = if first_user { cwd } else { None };
-        first_user &= !add_item(&mut messages, item, timestamp, cwd_for_user);
+        let cwd_for_user = if state.given {
+            None
+        } else {
+            state.cwd.as_deref()
+        };
+        state.given |= add_item(&mut messages, item, timestamp, cwd_for_user);
     }
     messages
 }

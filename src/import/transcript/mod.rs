@@ -393,15 +393,28 @@ struct Grouper {
     open_response: Option<String>,
     /// Where the open response's first line starts (offset, lines before).
     open_at: (u64, u64),
+    /// Whether a Claude Code log's working directory was given (with its
+    /// first user message).
+    claude_cwd_given: bool,
+    /// A Codex rollout's working directory, and whether it was given.
+    codex_cwd: codex::Cwd,
 }
 
 impl Grouper {
-    fn new(format: Format) -> Grouper {
+    /// `resumed`: the read starts after the log's first user message
+    /// (which carried the working directory).
+    fn new(format: Format, resumed: bool) -> Grouper {
         Grouper {
             format,
             open: Vec::new(),
             open_response: None,
             open_at: (0, 0),
+            claude_cwd_given: resumed,
+            codex_cwd: if resumed {
+                codex::Cwd::given()
+            } else {
+                codex::Cwd::default()
+            },
         }
     }
 
@@ -409,7 +422,10 @@ impl Grouper {
     /// stopped.
     fn event(&mut self, event: Value, at: (u64, u64), collector: &mut dyn Collector) -> bool {
         if self.format == Format::Codex {
-            return give(codex::messages(std::slice::from_ref(&event)), collector);
+            return give(
+                codex::messages_after(std::slice::from_ref(&event), &mut self.codex_cwd),
+                collector,
+            );
         }
         match claude::unit_of(&event) {
             claude::Unit::Skipped => true,
@@ -427,7 +443,11 @@ impl Grouper {
                 given
             }
             claude::Unit::User => {
-                self.close(collector) && give(claude::messages(&[event]), collector)
+                self.close(collector)
+                    && give(
+                        claude::messages_after(&[event], &mut self.claude_cwd_given),
+                        collector,
+                    )
             }
         }
     }
@@ -439,7 +459,10 @@ impl Grouper {
             return true;
         }
         let events = std::mem::take(&mut self.open);
-        give(claude::messages(&events), collector)
+        give(
+            claude::messages_after(&events, &mut self.claude_cwd_given),
+            collector,
+        )
     }
 
     fn is_open(&self) -> bool {
@@ -477,7 +500,7 @@ fn read_json_lines(
         if !collector.begin(format, &base_id) {
             return Err(LEFT_OUT.to_string());
         }
-        known = Some((format, base_id, Grouper::new(format)));
+        known = Some((format, base_id, Grouper::new(format, true)));
     }
     let mut stopped = false;
     loop {
@@ -587,7 +610,7 @@ fn begin_transcript(
     if !collector.begin(format, &base_id) {
         return Err(LEFT_OUT.to_string());
     }
-    let mut grouper = Grouper::new(format);
+    let mut grouper = Grouper::new(format, false);
     let given = events
         .into_iter()
         .zip(starts)
@@ -1642,6 +1665,58 @@ fn import_pass(
 mod tests {
     use super::*;
     use crate::domain::Role;
+
+    /// Logs are read event by event: the working directory opens the
+    /// first user message only, in Claude Code logs and Codex rollouts.
+    #[test]
+    fn a_streamed_log_gives_its_working_directory_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        let claude = dir.path().join("s1.jsonl");
+        let lines = [
+            serde_json::json!({"type": "user", "sessionId": "s1", "cwd": "/home/ann/shop", "message": {"role": "user", "content": "fix the cart"}}),
+            serde_json::json!({"type": "assistant", "sessionId": "s1", "cwd": "/home/ann/shop", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "looking"}]}}),
+            serde_json::json!({"type": "user", "sessionId": "s1", "cwd": "/home/ann/shop", "message": {"role": "user", "content": "and the test"}}),
+        ];
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(&claude, text).expect("write");
+        let (_, transcripts) = read_transcripts(&claude).expect("read");
+        let users: Vec<&str> = transcripts[0]
+            .messages
+            .iter()
+            .filter(|message| message.role == Role::User)
+            .map(|message| message.content.as_str())
+            .collect();
+        assert_eq!(
+            users,
+            [
+                "<environment_context><cwd>/home/ann/shop</cwd></environment_context>\nfix the cart",
+                "and the test"
+            ]
+        );
+
+        let codex = dir.path().join("rollout.jsonl");
+        let lines = [
+            serde_json::json!({"type": "session_meta", "payload": {"id": "r1", "cwd": "/work/api"}}),
+            serde_json::json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the route"}]}}),
+            serde_json::json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and the docs"}]}}),
+        ];
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(&codex, text).expect("write");
+        let (_, transcripts) = read_transcripts(&codex).expect("read");
+        let users: Vec<&str> = transcripts[0]
+            .messages
+            .iter()
+            .filter(|message| message.role == Role::User)
+            .map(|message| message.content.as_str())
+            .collect();
+        assert_eq!(
+            users,
+            [
+                "<environment_context><cwd>/work/api</cwd></environment_context>\nfix the route",
+                "and the docs"
+            ]
+        );
+    }
 
     fn transcript(num_messages: usize) -> Transcript {
         Transcript {
