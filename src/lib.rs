@@ -42,6 +42,9 @@ pub use cli::main;
 pub use domain::{Role, SearchRequest};
 /// Agent transcripts on disk read as sessions of messages.
 pub use import::transcript::read_transcripts;
+/// Extraction's time limits count work, not the wall clock, from then on
+/// in this process: records that compare whatever the machine's load.
+pub use ingest::symbols::ignore_wall_clock;
 /// Extraction: a session's messages in, its derived record out.
 pub use ingest::{EXTRACTOR_VERSION, IngestMessage, OutcomeStatus, SessionRecord, extract_session};
 /// Searches over a read-only view of a data directory.
