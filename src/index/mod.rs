@@ -160,8 +160,8 @@ struct Fields {
     part_range: Field,
     /// Session documents: the ranking profile (JSON, stored only).
     profile: Field,
-    /// Session documents: task statement and evidence; parts: the text of
-    /// their messages.
+    /// Session documents: the task statement; parts: the text of their
+    /// messages.
     session_text: Field,
 }
 
@@ -237,7 +237,7 @@ fn part_bounds(range: u64) -> (usize, usize) {
 }
 
 /// [`tokenize::code_tokens`] as tantivy's tokens: what the code tokenizer
-/// gives tantivy, and what the writer hands it pre-tokenized.
+/// gives tantivy.
 fn tantivy_tokens(text: &str) -> Vec<Token> {
     tokenize::code_tokens(text)
         .into_iter()

@@ -2,7 +2,7 @@
 //! terms, and how well?", over one view (the committed segments and the
 //! batches published since).
 //!
-//! A session's text is its document's (task and evidence) and its parts'
+//! A session's text is its document's (the task statement) and its parts'
 //! (every message, each indexed once, by the Add that brought it): a
 //! session search counts a term's frequency over all of them, and the
 //! session's length as their sum, so the score is BM25 over the session as

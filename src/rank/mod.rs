@@ -73,7 +73,8 @@ pub struct Scored {
     pub symbols_changed: Vec<String>,
     /// The features.
     pub features: Features,
-    /// Code evidence: the part of the score from code facts in common.
+    /// Code evidence: code facts in common with the query, weighted
+    /// (`weight::evidence`); the gate reads it.
     pub evidence: f32,
     /// The ranking score (see `relevance`).
     pub score: f32,
@@ -202,7 +203,7 @@ pub fn rank(
         .zip(features)
         .enumerate()
         .map(|(position, (candidate, features))| {
-            let (evidence, _) = weight::score(&features, candidate.profile.outcome);
+            let evidence = weight::evidence(&features);
             let score = scores[position];
             let probability = relevance::probability(facts[position], score, &summary);
             Scored {

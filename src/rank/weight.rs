@@ -1,18 +1,14 @@
-//! Weights of the fused score, in units of relative text similarity (the
-//! best-matching session's BM25 over its whole text is 1.0). Their ratios
-//! were fitted pairwise (a relevant session above an irrelevant one of the
-//! same query) on the dev benchmark's features and rounded; every one is
-//! positive where an engineer would expect it.
-//!
-//! [`score`] adds them up.
-
-use crate::ingest::OutcomeStatus;
+//! Weights of a candidate's code evidence: what it shares with the query
+//! beyond text, in units of relative text similarity (the best-matching
+//! session's BM25 over its whole text is 1.0). The gate reads the sum
+//! ([`evidence`]); the ranking score is `relevance`'s. Their
+//! ratios were fitted pairwise (a relevant session above an irrelevant one
+//! of the same query) on the dev benchmark's features and rounded; every
+//! one is positive where an engineer would expect it. [`SAME_TASK`] lifts
+//! the ranking score of the issue met again.
 
 use super::features::Features;
 
-/// Relative BM25 over the whole session text (task, fix hunks, errors,
-/// commands): the base signal.
-pub const TEXT: f32 = 1.0;
 /// Per IDF unit of a query name the session changed: the strongest sign
 /// that the new fix touches the same code.
 pub const SYMBOL_CHANGED: f32 = 0.12;
@@ -33,39 +29,21 @@ pub const FILE_SUPPORT: f32 = 0.035;
 pub const ERROR: f32 = 0.02;
 /// Per test name in common.
 pub const TEST: f32 = 0.1;
-/// A session without any diff shows no fix to learn from.
-pub const NO_FILES: f32 = -0.4;
-/// A failed attempt whose code evidence is below
-/// [`STRONG_EVIDENCE`] loses this much: it may still show where the
-/// problem lives, but it must not outrank a fix on text alone.
-pub const FAILED: f32 = -0.15;
-/// Code evidence above which a failed attempt is not demoted.
-pub const STRONG_EVIDENCE: f32 = 0.5;
 /// The session's task statement is the query: the issue met again is
 /// the strongest sign there is, above any mix of text and code evidence
 /// (those reach 2 to 3 when a session names the query's code many
 /// times over).
 pub const SAME_TASK: f32 = 3.0;
 
-/// The code evidence and the fused score of a candidate.
-pub(super) fn score(features: &Features, outcome: OutcomeStatus) -> (f32, f32) {
-    let evidence = SYMBOL_CHANGED * features.symbols_changed
+/// The code evidence of a candidate: its code facts in common with the
+/// query, weighted.
+pub(super) fn evidence(features: &Features) -> f32 {
+    SYMBOL_CHANGED * features.symbols_changed
         + SYMBOL_REFERENCED * features.symbols_referenced
         + PATH * features.paths
         + STEM * features.stems
         + LOCATION_WORD * features.location_words
         + FILE_SUPPORT * features.file_support
         + ERROR * features.errors
-        + TEST * features.tests;
-    let mut score = TEXT * features.text_rel + evidence;
-    if features.same_task {
-        score += SAME_TASK;
-    }
-    if features.no_files {
-        score += NO_FILES;
-    }
-    if outcome == OutcomeStatus::Failed && evidence < STRONG_EVIDENCE {
-        score += FAILED;
-    }
-    (evidence, score)
+        + TEST * features.tests
 }

@@ -4,11 +4,14 @@
 //! One writer thread owns the SQLite write connection and the tantivy
 //! writer. Adds queue to it over a bounded channel with a reply slot; it
 //! drains up to `max_batch` of them, stores them in one SQLite transaction
-//! (`synchronous=FULL`), indexes every Add the index lacks, commits the index
-//! with the last sequence number as payload, reloads the reader, and only
-//! then replies. The same catch-up runs at start-up, so a crash between the
-//! two commits loses nothing. Searches run on tokio's blocking pool with a
-//! pooled read connection.
+//! (`synchronous=FULL`), indexes every Add the index lacks and publishes the
+//! new documents (searchable at once, beside the committed segments), and
+//! only then replies. The index commits what was published in the
+//! background, about once a second or sooner when much text waits, with the
+//! last sequence number as payload; at start-up the same catch-up indexes
+//! every stored Add after that number, so a crash before a commit loses
+//! nothing. Searches run on tokio's blocking pool with a pooled read
+//! connection.
 //!
 //! Architecture invariant: nothing here knows HTTP; no blocking work runs on
 //! an async worker thread.

@@ -20,7 +20,7 @@ use super::{ServiceError, WriterMetrics};
 use crate::store::{self, StoreLocation};
 
 /// Sessions derived again and handed to the writer together (one store
-/// transaction and one index commit per group).
+/// transaction and one index turn per group).
 const SESSIONS_PER_GROUP: usize = 64;
 
 /// How often progress is logged.

@@ -4,16 +4,17 @@
 //! derived before the writer from the session as it was; the writer checks
 //! that no other Add of that session landed in between (else the Add goes
 //! back to be derived again) and that the session stays within its size
-//! limit. Adds queued together are stored in one transaction, indexed,
-//! committed and made visible before any of them is answered; a deletion
+//! limit. Adds queued together are stored in one transaction, indexed and
+//! published (searchable) before any of them is answered, and committed in
+//! the background about once a second (`index::writer`); a deletion
 //! or a group of re-derived records runs after the Adds queued before it,
 //! store first, then index.
 //!
 //! Fairness: an Add of more than `INDEX_SLICE_BYTES` of content is stored
 //! whole with its group, but its messages are indexed (as parts) a slice per
-//! turn, beside the next groups of Adds, so that everyone's commit carries
+//! turn, beside the next groups of Adds, so that everyone's turn carries
 //! at most one slice of it; it is answered when its last slice is
-//! committed. Meanwhile the index's committed sequence number stays below
+//! published. Meanwhile the index's committed sequence number stays below
 //! it (the Adds after it that are indexed already are replaced, not
 //! duplicated, by a replay after a crash).
 
@@ -593,7 +594,8 @@ fn index_slices(
     }
 }
 
-/// One index commit: the parts of `small_seqs`, the documents
+/// One index turn (published, committed in the background): the parts of
+/// `small_seqs`, the documents
 /// of `sessions`, and the next [`INDEX_SLICE_BYTES`] (`all`: everything)
 /// of the sliced Adds, oldest first. The committed sequence number is the
 /// one below the oldest sliced Add still unfinished (every Add up to it is
