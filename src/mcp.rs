@@ -527,7 +527,7 @@ pub fn tools() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "limit": { "type": "integer", "minimum": 1, "maximum": listing::MAX_PAGE_LIMIT, "description": "At most this many sessions (default 100)." },
-                    "cursor": { "type": "string", "description": "The next_cursor of the page before." }
+                    "cursor": { "type": "string", "pattern": listing::CURSOR_PATTERN, "description": "The next_cursor of the page before." }
                 },
                 "additionalProperties": false
             })),

@@ -49,7 +49,9 @@ impl PageRequest {
             None => DEFAULT_PAGE_LIMIT,
             Some(text) => parse_limit(text).map_err(|message| field_error("limit", &message))?,
         };
-        let after = match single(pairs, "cursor")? {
+        // An empty cursor is none: the first page (a client passing back a
+        // null `next_cursor` as text).
+        let after = match single(pairs, "cursor")?.filter(|text| !text.is_empty()) {
             None => None,
             Some(text) => Some(decode_cursor(text).ok_or_else(|| {
                 field_error(
@@ -78,6 +80,7 @@ impl PageRequest {
         };
         let after = match arguments.get("cursor") {
             None | Some(Value::Null) => None,
+            Some(Value::String(text)) if text.is_empty() => None,
             Some(Value::String(text)) => Some(
                 decode_cursor(text)
                     .ok_or_else(|| "cursor: not a cursor this service gave".to_string())?,
@@ -116,23 +119,38 @@ fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a st
     }
 }
 
-/// A cursor as the wire carries it: opaque, URL-safe (hex of
-/// `<last_seq>:<key>`).
+/// A cursor as the wire carries it: opaque and URL-safe,
+/// `<last_seq>-<hex of the key's bytes>` ([`CURSOR_PATTERN`]).
 pub fn encode_cursor(cursor: &ListCursor) -> String {
-    let text = format!("{}:{}", cursor.last_seq, cursor.key);
-    let mut hex = String::with_capacity(text.len() * 2);
-    for byte in text.bytes() {
-        hex.push(char::from(HEX[usize::from(byte >> 4)]));
-        hex.push(char::from(HEX[usize::from(byte & 0xf)]));
+    let mut text = format!("{}-", cursor.last_seq);
+    for byte in cursor.key.bytes() {
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0xf)]));
     }
-    hex
+    text
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// The cursor [`encode_cursor`] wrote; `None` for anything else.
-pub fn decode_cursor(hex: &str) -> Option<ListCursor> {
-    if !hex.len().is_multiple_of(2) || hex.len() > 4 * 1024 {
+/// What every cursor looks like: any text of this shape is a place in a
+/// listing (a walk from a made-up one lists what sorts after it), and
+/// nothing else is a cursor.
+/// (Empty: the first page.)
+pub const CURSOR_PATTERN: &str = "^([0-9]{1,18}-([0-9a-f]{2}){0,1024})?$";
+
+/// The cursor [`encode_cursor`] wrote, or any of its shape; `None` for
+/// anything else.
+pub fn decode_cursor(text: &str) -> Option<ListCursor> {
+    let (seq, hex) = text.split_once('-')?;
+    if seq.is_empty() || seq.len() > 18 || !seq.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    if !hex.len().is_multiple_of(2)
+        || hex.len() > 2048
+        || !hex
+            .bytes()
+            .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+    {
         return None;
     }
     let bytes = hex
@@ -143,11 +161,11 @@ pub fn decode_cursor(hex: &str) -> Option<ListCursor> {
             u8::from_str_radix(text, 16).ok()
         })
         .collect::<Option<Vec<u8>>>()?;
-    let text = String::from_utf8(bytes).ok()?;
-    let (seq, key) = text.split_once(':')?;
     Some(ListCursor {
         last_seq: seq.parse().ok()?,
-        key: key.to_string(),
+        // A made-up cursor's bytes need not be text: as a bound they
+        // still place the walk.
+        key: String::from_utf8_lossy(&bytes).into_owned(),
     })
 }
 
@@ -216,12 +234,43 @@ mod tests {
                 key: key.to_string(),
             };
             let encoded = encode_cursor(&cursor);
-            assert!(encoded.bytes().all(|byte| byte.is_ascii_hexdigit()));
+            assert!(
+                encoded
+                    .bytes()
+                    .all(|byte| byte.is_ascii_hexdigit() || byte == b'-')
+            );
             assert_eq!(decode_cursor(&encoded), Some(cursor));
         }
-        for stranger in ["", "zz", "abc", "3132", "x:1", &"00".repeat(3000)] {
+        let long = format!("1-{}", "00".repeat(1025));
+        for stranger in [
+            "",
+            "zz",
+            "abc",
+            "3132",
+            "x:1",
+            "-00",
+            "1-0",
+            "1-0G",
+            "1234567890123456789-",
+            &long,
+        ] {
             assert_eq!(decode_cursor(stranger), None, "{stranger:?}");
         }
+        // Any text of the cursor's shape is a place, even bytes no key has.
+        assert_eq!(
+            decode_cursor("7-ff"),
+            Some(ListCursor {
+                last_seq: 7,
+                key: "\u{fffd}".to_string()
+            })
+        );
+    }
+
+    #[test]
+    fn the_openapi_document_gives_the_cursor_pattern() {
+        let document = serde_json::to_string(&crate::api::openapi::document()).unwrap();
+        let pattern = serde_json::to_string(CURSOR_PATTERN).unwrap();
+        assert_eq!(document.matches(pattern.as_str()).count(), 2, "{pattern}");
     }
 
     #[test]
@@ -231,6 +280,10 @@ mod tests {
             PageRequest::default()
         );
         assert_eq!(PageRequest::from_pairs(&pairs("limit=7")).unwrap().limit, 7);
+        assert_eq!(
+            PageRequest::from_pairs(&pairs("cursor=")).unwrap().after,
+            None
+        );
         assert_eq!(
             PageRequest::from_pairs(&pairs("limit=10000"))
                 .unwrap()

@@ -408,7 +408,7 @@ fn inspected_user_of(pairs: &[(String, String)]) -> Result<String, ApiError> {
 #[utoipa::path(get, path = "/v1/users", tag = "inspection",
     params(
         ("limit" = Option<usize>, Query, description = "At most this many users (default 1000, at most 10000)", minimum = 1, maximum = 10000),
-        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before")),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before (empty: the first page)", pattern = "^([0-9]{1,18}-([0-9a-f]{2}){0,1024})?$")),
     responses((status = 200, description = "Users, most recently active first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::UserList),
               (status = 422, description = "A bad limit or cursor", body = openapi::ErrorBody)))]
 async fn list_users(
@@ -468,7 +468,7 @@ async fn ui_page() -> impl axum::response::IntoResponse {
 #[utoipa::path(get, path = "/v1/sessions", tag = "inspection",
     params(("user_id" = String, Query, description = "The user", min_length = 1),
         ("limit" = Option<usize>, Query, description = "At most this many sessions (default 1000, at most 10000)", minimum = 1, maximum = 10000),
-        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before")),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before (empty: the first page)", pattern = "^([0-9]{1,18}-([0-9a-f]{2}){0,1024})?$")),
     responses((status = 200, description = "Sessions, most recently updated first; at most `limit` and about 2 MB of them, with `next_cursor` when more follow", body = openapi::SessionList),
               (status = 422, description = "A bad user_id, limit or cursor", body = openapi::ErrorBody)))]
 async fn list_sessions(
