@@ -51,8 +51,8 @@ pub(super) fn write_explained(out: &mut String, explained: &Explained) {
     );
     let _ = writeln!(
         out,
-        "{:<4} {:<24} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  session / task",
-        "#", "verdict", "score", "text", "cover", "symbol", "path", "stem", "words"
+        "{:<4} {:>5} {:<24} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  session / task",
+        "#", "bm25#", "verdict", "score", "text", "cover", "symbol", "path", "stem", "words"
     );
     for (rank, scored) in explained.candidates.iter().enumerate() {
         let verdict = match &scored.dropped {
@@ -66,8 +66,9 @@ pub(super) fn write_explained(out: &mut String, explained: &Explained) {
         let features = &scored.features;
         let _ = writeln!(
             out,
-            "{:<4} {:<24} {:>6.3} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2}  {}  {}",
+            "{:<4} {:>5} {:<24} {:>6.3} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2}  {}  {}",
             rank + 1,
+            scored.baseline_rank,
             truncate(&verdict, 24),
             scored.score,
             features.text_rel,
@@ -80,6 +81,17 @@ pub(super) fn write_explained(out: &mut String, explained: &Explained) {
             truncate(&scored.task_line, 60)
         );
     }
+    let _ = writeln!(
+        out,
+        "\n#: place in the answer's order (kept first); bm25#: place by plain session BM25 (the \
+         baseline); verdict: kept, or why dropped; score: the ranking score; text: session BM25 \
+         relative to the best candidate's; cover: share of the query's term weight the session \
+         holds; symbol, path, stem, words: IDF-weighted query names the session changed or \
+         referenced, query paths it changed, query words naming its changed files, and query \
+         words among its changed code's names. A candidate whose session BM25 is {}x every \
+         other's is kept and the answer is not empty.",
+        explained.standout_margin
+    );
 }
 
 fn truncate(text: &str, max: usize) -> String {

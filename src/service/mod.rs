@@ -90,12 +90,13 @@ pub enum ServiceError {
     #[error("data directory {0} is in use by another precedent process")]
     Locked(PathBuf),
     /// Data directory problems at start-up.
-    #[error("data directory {path}: {source}")]
+    #[error("data directory {}: {cause}", path.display())]
     DataDir {
         /// The directory.
         path: PathBuf,
-        /// What went wrong.
-        source: std::io::Error,
+        /// What went wrong (said in the message, not as a source, so a
+        /// printed chain says it once).
+        cause: std::io::Error,
     },
     /// The store failed.
     #[error(transparent)]
@@ -293,10 +294,16 @@ impl Service {
     /// a blocking context.
     pub fn open(options: ServiceOptions) -> Result<Arc<Service>, ServiceError> {
         let data_dir = options.data_dir.clone();
-        let io_error = |source| ServiceError::DataDir {
+        let io_error = |cause| ServiceError::DataDir {
             path: data_dir.clone(),
-            source,
+            cause,
         };
+        if data_dir.exists() && !data_dir.is_dir() {
+            return Err(io_error(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                "it is a file, not a directory",
+            )));
+        }
         std::fs::create_dir_all(&data_dir).map_err(io_error)?;
         let lock = File::options()
             .create(true)

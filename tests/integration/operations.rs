@@ -174,3 +174,24 @@ fn json_logs_are_one_object_per_line() {
     );
     server.terminate();
 }
+
+/// A data directory that is a file is named as such, once.
+#[test]
+fn a_data_directory_that_is_a_file_is_said_so_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").expect("file");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.matches("it is a file, not a directory").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("File exists"), "{stderr}");
+}

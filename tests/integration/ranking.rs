@@ -233,6 +233,11 @@ fn precedent_search_reads_a_data_directory_a_server_holds() {
         "{explained}"
     );
     assert!(explained.contains("other_code_base"), "{explained}");
+    // Its columns are explained, the baseline's place among them.
+    assert!(
+        explained.contains("bm25#: place by plain session BM25"),
+        "{explained}"
+    );
     let (code, json, _) = run(&["--explain", "--json", query]);
     assert_eq!(code, Some(0));
     let json: Value = serde_json::from_str(&json).expect("JSON");
