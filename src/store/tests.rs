@@ -1105,6 +1105,8 @@ fn unreachable_postgres_is_a_clear_error_without_the_password() {
         message.contains("postgres://u:***@127.0.0.1:1/db"),
         "{message}"
     );
+    // The reason under the driver's "error connecting to server".
+    assert!(message.to_lowercase().contains("refused"), "{message}");
 }
 
 #[test]

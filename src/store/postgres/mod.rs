@@ -52,6 +52,23 @@ pub struct PgConn {
 /// `url` with any password replaced by `***`, for errors and logs: the
 /// `user:password@` of a URL, a `password=` query parameter or key-value
 /// pair.
+/// An error with the causes under it ("error connecting to server:
+/// Connection refused (os error 111)"): the driver's own text names the
+/// step, its source the reason.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
+}
+
 pub fn redact(url: &str) -> String {
     let mut out = url.to_string();
     if let Some(scheme_end) = out.find("://") {
@@ -125,7 +142,7 @@ impl PgConn {
     pub fn open(url: &str, schema: Option<&str>, migrate: bool) -> Result<PgConn, StoreError> {
         let unavailable = |error: postgres::Error| StoreError::PostgresUnavailable {
             url: redact(url),
-            reason: error.to_string(),
+            reason: with_causes(&error),
         };
         let mut config: postgres::Config = url.parse().map_err(unavailable)?;
         if config.get_connect_timeout().is_none() {
