@@ -8,6 +8,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// The most messages one Add may carry (the platform sends at most 20):
+/// the API refuses more (`api::dto`), importers send a tenth of it.
+pub const MAX_MESSAGES_PER_ADD: usize = 10_000;
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -12,8 +12,7 @@ use crate::time::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, rfc3339_from_ms};
 
 /// The longest id (`request_id`, `user_id`, `session_id`) accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 4096;
-/// The most messages one Add may carry (the platform sends at most 20).
-pub const MAX_MESSAGES_PER_ADD: usize = 10_000;
+pub use crate::domain::MAX_MESSAGES_PER_ADD;
 /// The longest message content, in bytes (whole files and logs fit).
 pub const MAX_CONTENT_BYTES: usize = 16 * 1024 * 1024;
 

@@ -48,8 +48,10 @@ pub use reader::{MAX_FILE_BYTES, MAX_LINE_BYTES};
 pub use render::Transcript;
 use resume::{FileState, ResumeStates, SessionState};
 
-/// Messages one Add holds at most (the API allows 10,000).
-const MAX_MESSAGES_PER_ADD: usize = 1_000;
+/// Messages an imported Add holds at most: a tenth of what the API takes
+/// ([`crate::domain::MAX_MESSAGES_PER_ADD`]), so an Add is one short
+/// write turn.
+const MESSAGES_PER_IMPORTED_ADD: usize = crate::domain::MAX_MESSAGES_PER_ADD / 10;
 /// Bytes of content one Add holds at most (the API's body limit is 64 MiB).
 const MAX_CONTENT_BYTES_PER_ADD: usize = 8 * 1024 * 1024;
 /// Bytes one message keeps (the API allows 16 MiB); the rest is cut.
@@ -970,7 +972,7 @@ impl<'a> Batcher<'a> {
             return !self.failed;
         }
         if !self.batch.is_empty()
-            && (self.batch.len() >= MAX_MESSAGES_PER_ADD
+            && (self.batch.len() >= MESSAGES_PER_IMPORTED_ADD
                 || self.batch_bytes + message.content.len() > MAX_CONTENT_BYTES_PER_ADD)
             && !self.flush()
         {
