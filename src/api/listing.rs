@@ -208,19 +208,18 @@ pub fn page_bytes<T, D: Serialize>(
     body
 }
 
-/// [`page_bytes`] as a JSON value (MCP's tool results).
-pub fn page_json<T, D: Serialize>(
-    items: Vec<T>,
-    next: Option<ListCursor>,
-    cursor_of: impl Fn(&T) -> ListCursor,
-    to_wire: impl Fn(T) -> D,
-) -> Value {
-    serde_json::from_slice(&page_bytes(items, next, cursor_of, to_wire)).unwrap_or(Value::Null)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn page_json<T, D: Serialize>(
+        items: Vec<T>,
+        next: Option<ListCursor>,
+        cursor_of: impl Fn(&T) -> ListCursor,
+        to_wire: impl Fn(T) -> D,
+    ) -> Value {
+        serde_json::from_slice(&page_bytes(items, next, cursor_of, to_wire)).unwrap()
+    }
 
     fn pairs(query: &str) -> Vec<(String, String)> {
         serde_urlencoded::from_str(query).unwrap()

@@ -436,10 +436,7 @@ async fn list_users(
     Ok(json_bytes(listing::page_bytes(
         items,
         next,
-        |user| store::ListCursor {
-            last_seq: user.last_seq,
-            key: user.user_id.clone(),
-        },
+        store::StoredUser::cursor,
         dto::UserSummaryDto::from,
     )))
 }
@@ -504,10 +501,7 @@ fn sessions_page_bytes(
     listing::page_bytes(
         page.items,
         page.next,
-        |summary| store::ListCursor {
-            last_seq: summary.last_seq,
-            key: summary.session_id.clone(),
-        },
+        crate::read::inspect::SessionSummary::cursor,
         SessionSummaryDto::from,
     )
 }
@@ -516,15 +510,7 @@ fn sessions_page_bytes(
 pub fn sessions_page_json(
     page: crate::read::inspect::Page<crate::read::inspect::SessionSummary>,
 ) -> Value {
-    listing::page_json(
-        page.items,
-        page.next,
-        |summary| store::ListCursor {
-            last_seq: summary.last_seq,
-            key: summary.session_id.clone(),
-        },
-        SessionSummaryDto::from,
-    )
+    serde_json::from_slice(&sessions_page_bytes(page)).unwrap_or(Value::Null)
 }
 
 /// A path segment that does not decode (`%FF` is no UTF-8): a 400 of

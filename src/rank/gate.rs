@@ -231,8 +231,7 @@ mod tests {
                 matched_weight: 0.0,
             })
             .collect();
-        let mut by_text: Vec<usize> = (0..seen.len()).collect();
-        by_text.sort_by(|&a, &b| seen[b].bm25.total_cmp(&seen[a].bm25));
+        let by_text = super::super::by_session_bm25(&candidates);
         let margins = super::super::bm25_margins(&candidates, &by_text);
         let mut scored: Vec<Scored> = seen
             .iter()

@@ -153,13 +153,7 @@ pub fn rank(
         .collect();
     // Positions by text similarity: a ranking input, and the order the
     // language of a query without explicit code is voted in.
-    let mut by_text: Vec<usize> = (0..candidates.len()).collect();
-    by_text.sort_by(|&a, &b| {
-        candidates[b]
-            .text_bm25
-            .total_cmp(&candidates[a].text_bm25)
-            .then(a.cmp(&b))
-    });
+    let by_text = by_session_bm25(candidates);
     let mut text_rank = vec![0usize; candidates.len()];
     for (position, &index) in by_text.iter().enumerate() {
         text_rank[index] = position;
@@ -250,6 +244,19 @@ pub fn rank(
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
     scored
+}
+
+/// Candidate positions by session BM25, best first (ties by position): the
+/// baseline order.
+fn by_session_bm25(candidates: &[Candidate]) -> Vec<usize> {
+    let mut by_text: Vec<usize> = (0..candidates.len()).collect();
+    by_text.sort_by(|&a, &b| {
+        candidates[b]
+            .text_bm25
+            .total_cmp(&candidates[a].text_bm25)
+            .then(a.cmp(&b))
+    });
+    by_text
 }
 
 /// Each candidate's session BM25 over the best of the others' (`by_text`:

@@ -77,6 +77,14 @@ struct OutcomeFields {
 }
 
 impl SessionSummary {
+    /// Where a listing goes on after this session.
+    pub fn cursor(&self) -> ListCursor {
+        ListCursor {
+            last_seq: self.last_seq,
+            key: self.session_id.clone(),
+        }
+    }
+
     fn of(session: &StoredSession) -> Option<SessionSummary> {
         let record: SummaryFields = serde_json::from_str(&session.record_json).ok()?;
         let first_line = record.task.lines().next().unwrap_or("").trim();
@@ -189,10 +197,7 @@ pub fn session_summaries(
         let more = rows.len() > wanted;
         for row in rows.iter().take(wanted) {
             items.extend(SessionSummary::of(row));
-            position = Some(ListCursor {
-                last_seq: row.last_seq,
-                key: row.session_id.clone(),
-            });
+            position = Some(row.cursor());
         }
         read += rows.len().min(wanted);
         if !more {
@@ -217,13 +222,7 @@ pub fn users(
     let mut items = store::users(conn, after, limit.saturating_add(1))?;
     let more = items.len() > limit;
     items.truncate(limit);
-    let next = match items.last() {
-        Some(last) if more => Some(ListCursor {
-            last_seq: last.last_seq,
-            key: last.user_id.clone(),
-        }),
-        _ => None,
-    };
+    let next = items.last().filter(|_| more).map(StoredUser::cursor);
     Ok(Page { items, next })
 }
 

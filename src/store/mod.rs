@@ -639,6 +639,26 @@ pub struct ListCursor {
     pub key: String,
 }
 
+impl StoredSession {
+    /// Where a listing goes on after this session.
+    pub fn cursor(&self) -> ListCursor {
+        ListCursor {
+            last_seq: self.last_seq,
+            key: self.session_id.clone(),
+        }
+    }
+}
+
+impl StoredUser {
+    /// Where a listing goes on after this user.
+    pub fn cursor(&self) -> ListCursor {
+        ListCursor {
+            last_seq: self.last_seq,
+            key: self.user_id.clone(),
+        }
+    }
+}
+
 /// The bounds a page's SQL compares with: `(last_seq, key) < bounds`.
 fn cursor_bounds(after: Option<&ListCursor>) -> (i64, String) {
     match after {
