@@ -292,6 +292,34 @@ fn foreign_host_names_are_refused() {
 }
 
 /// Opens a connection and sends `raw`, leaving it open.
+/// `GET /health` over TLS to `address`, trusting `cert` for `localhost`:
+/// the whole answer as text.
+fn tls_health(address: SocketAddr, cert: &rustls_pki_types::CertificateDer<'_>) -> String {
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.clone().into_owned()).expect("root");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let connection =
+        rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("client");
+    let socket = TcpStream::connect(address).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut tls = rustls::StreamOwned::new(connection, socket);
+    let host = format!("localhost:{}", address.port());
+    tls.write_all(&request("GET", "/health", &[("Host", &host)], ""))
+        .expect("write over TLS");
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
 fn open_with(address: SocketAddr, raw: &[u8]) -> TcpStream {
     let mut stream = TcpStream::connect(address).expect("connect");
     stream.write_all(raw).expect("write");
@@ -508,7 +536,6 @@ fn a_connection_that_sends_nothing_is_closed_at_the_first_byte_timeout() {
 /// default), and such connections make room at the cap as idle ones do.
 #[test]
 fn a_tls_connection_that_never_handshakes_is_closed_and_makes_room() {
-    use tokio_rustls::rustls;
     let (guard, dir) = data_dir();
     let certified =
         rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
@@ -535,28 +562,7 @@ fn a_tls_connection_that_never_handshakes_is_closed_and_makes_room() {
     assert!(closed_within(&mut silent, Duration::from_secs(20)));
     let held: Vec<TcpStream> = (0..3).map(|_| open_with(server.address, b"")).collect();
     std::thread::sleep(Duration::from_millis(300));
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(certified.cert.der().clone()).expect("root");
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
-    let connection =
-        rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("client");
-    let socket = TcpStream::connect(server.address).expect("connect");
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let mut tls = rustls::StreamOwned::new(connection, socket);
-    let host = format!("localhost:{}", server.address.port());
-    tls.write_all(&request("GET", "/health", &[("Host", &host)], ""))
-        .expect("write over TLS");
-    let mut raw = Vec::new();
-    let _ = tls.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
+    let text = tls_health(server.address, certified.cert.der());
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     drop(held);
 }
@@ -904,7 +910,6 @@ async fn scoped_keys_never_reach_outside_their_scope() {
 /// here; the start-up line says `https://`, and plain HTTP gets no answer.
 #[test]
 fn tls_serves_https_with_a_self_signed_certificate() {
-    use tokio_rustls::rustls;
     let (guard, dir) = data_dir();
     let certified =
         rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
@@ -930,31 +935,11 @@ fn tls_serves_https_with_a_self_signed_certificate() {
         "{:?}",
         server.stderr()
     );
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(certified.cert.der().clone()).expect("root");
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
-    let connection =
-        rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("client");
-    let socket = TcpStream::connect(server.address).expect("connect");
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let mut tls = rustls::StreamOwned::new(connection, socket);
-    let host = format!("localhost:{}", server.address.port());
-    tls.write_all(&request("GET", "/health", &[("Host", &host)], ""))
-        .expect("write over TLS");
-    let mut raw = Vec::new();
-    let _ = tls.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
+    let text = tls_health(server.address, certified.cert.der());
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("\"status\":\"ok\""), "{text}");
     // Plain HTTP on the TLS port is not answered as HTTP.
+    let host = format!("localhost:{}", server.address.port());
     let mut plain = open_with(
         server.address,
         &request("GET", "/health", &[("Host", &host)], ""),

@@ -1668,6 +1668,17 @@ mod tests {
     use super::*;
     use crate::domain::Role;
 
+    /// The user messages of the one transcript of a log.
+    fn user_messages(path: &Path) -> Vec<String> {
+        let (_, transcripts) = read_transcripts(path).expect("read");
+        transcripts[0]
+            .messages
+            .iter()
+            .filter(|message| message.role == Role::User)
+            .map(|message| message.content.clone())
+            .collect()
+    }
+
     /// Logs are read event by event: the working directory opens the
     /// first user message only, in Claude Code logs and Codex rollouts.
     #[test]
@@ -1681,15 +1692,8 @@ mod tests {
         ];
         let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
         std::fs::write(&claude, text).expect("write");
-        let (_, transcripts) = read_transcripts(&claude).expect("read");
-        let users: Vec<&str> = transcripts[0]
-            .messages
-            .iter()
-            .filter(|message| message.role == Role::User)
-            .map(|message| message.content.as_str())
-            .collect();
         assert_eq!(
-            users,
+            user_messages(&claude),
             [
                 "<environment_context><cwd>/home/ann/shop</cwd></environment_context>\nfix the cart",
                 "and the test"
@@ -1704,15 +1708,8 @@ mod tests {
         ];
         let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
         std::fs::write(&codex, text).expect("write");
-        let (_, transcripts) = read_transcripts(&codex).expect("read");
-        let users: Vec<&str> = transcripts[0]
-            .messages
-            .iter()
-            .filter(|message| message.role == Role::User)
-            .map(|message| message.content.as_str())
-            .collect();
         assert_eq!(
-            users,
+            user_messages(&codex),
             [
                 "<environment_context><cwd>/work/api</cwd></environment_context>\nfix the route",
                 "and the docs"
