@@ -13,6 +13,9 @@ mod continuity;
 #[path = "integration/contract.rs"]
 mod contract;
 
+#[path = "integration/deletion.rs"]
+mod deletion;
+
 #[path = "integration/durability.rs"]
 mod durability;
 

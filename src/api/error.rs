@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::service::ServiceError;
+use crate::store::StoreError;
 
 /// One field that failed validation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,6 +88,10 @@ impl ApiError {
 /// (a database restart takes seconds).
 const STORE_RETRY_AFTER_SECONDS: u32 = 2;
 
+/// Seconds a client waits before retrying an Add of a user whose deletion
+/// is under way (another node's; this node holds such Adds until it ends).
+const USER_DELETION_RETRY_AFTER_SECONDS: u32 = 2;
+
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> ApiError {
         match error {
@@ -98,6 +103,9 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotYetSearchable(_) | ServiceError::WriteFailed(_) => {
                 tracing::error!(%error, "add not completed");
                 ApiError::unavailable("the add could not be completed now; retry it", 1)
+            }
+            ServiceError::Store(StoreError::UserBeingDeleted(_)) => {
+                ApiError::unavailable(error.to_string(), USER_DELETION_RETRY_AFTER_SECONDS)
             }
             ServiceError::Store(store_error) if store_error.is_unavailable() => {
                 tracing::error!(error = %store_error, "store unreachable");

@@ -60,6 +60,18 @@ pub struct ListingReport {
 /// server.
 pub fn run(options: &ListingOptions, progress: &dyn Fn(&str)) -> anyhow::Result<ListingReport> {
     let work_dir = tempfile_dir()?;
+    let server = start_server(&work_dir)?;
+    let result = measure(&server, options, progress);
+    let stopped = server.stop();
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let report = result?;
+    stopped?;
+    Ok(report)
+}
+
+/// `precedent serve` of this binary on a loopback port, its data
+/// directory `data` in `work_dir`, on the embedded store.
+pub(super) fn start_server(work_dir: &std::path::Path) -> anyhow::Result<Server> {
     let binary = std::env::current_exe().context("cannot find the precedent binary")?;
     let mut command = std::process::Command::new(&binary);
     command
@@ -70,12 +82,7 @@ pub fn run(options: &ListingOptions, progress: &dyn Fn(&str)) -> anyhow::Result<
         .arg(work_dir.join("data"))
         .env_remove("PRECEDENT_STORE");
     let (server, _) = Server::start(command, "precedent", &work_dir.join("server.log"))?;
-    let result = measure(&server, options, progress);
-    let stopped = server.stop();
-    let _ = std::fs::remove_dir_all(&work_dir);
-    let report = result?;
-    stopped?;
-    Ok(report)
+    Ok(server)
 }
 
 const USER: &str = "bench-listing";
@@ -87,43 +94,7 @@ fn measure(
 ) -> anyhow::Result<ListingReport> {
     let base_url = server.base_url.as_str();
     progress(&format!("storing {} sessions", options.sessions));
-    let started = Instant::now();
-    let next = AtomicUsize::new(0);
-    let failures = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..options.add_clients.max(1) {
-            scope.spawn(|| {
-                let agent = agent();
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    if index >= options.sessions {
-                        break;
-                    }
-                    let body = json!({
-                        "user_id": USER,
-                        "session_id": format!("s{index:07}"),
-                        "request_id": format!("r{index:07}"),
-                        "messages": [{
-                            "role": "user",
-                            "content": format!("Fix the TypeError in parse_{index} of src/module_{}.py", index % 97),
-                        }],
-                    });
-                    let sent = agent
-                        .post(format!("{base_url}/v1/add"))
-                        .header(crate::client::USER_HEADER, USER)
-                        .send_json(&body);
-                    if !matches!(sent, Ok(response) if response.status().as_u16() == 200) {
-                        failures.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            });
-        }
-    });
-    let failed = failures.load(Ordering::Relaxed);
-    if failed > 0 {
-        anyhow::bail!("{failed} Adds failed");
-    }
-    let adds_per_s = options.sessions as f64 / started.elapsed().as_secs_f64();
+    let adds_per_s = store_small_sessions(base_url, USER, options.sessions, options.add_clients)?;
     progress(&format!("stored at {adds_per_s:.0} Adds/s; reading"));
 
     let pid = server.child.id();
@@ -178,6 +149,53 @@ fn measure(
         first_pages_growth_mb: (first_peak_mb - rss_before_mb).max(0.0),
         walks_growth_mb: (walk_peak_mb - rss_before_mb).max(0.0),
     })
+}
+
+/// Gives `user` `sessions` one-message sessions over HTTP from `clients`
+/// clients at once; answers the Adds per second.
+pub(super) fn store_small_sessions(
+    base_url: &str,
+    user: &str,
+    sessions: usize,
+    clients: usize,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let next = AtomicUsize::new(0);
+    let failures = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..clients.max(1) {
+            scope.spawn(|| {
+                let agent = agent();
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= sessions {
+                        break;
+                    }
+                    let body = json!({
+                        "user_id": user,
+                        "session_id": format!("s{index:07}"),
+                        "request_id": format!("r{index:07}"),
+                        "messages": [{
+                            "role": "user",
+                            "content": format!("Fix the TypeError in parse_{index} of src/module_{}.py", index % 97),
+                        }],
+                    });
+                    let sent = agent
+                        .post(format!("{base_url}/v1/add"))
+                        .header(crate::client::USER_HEADER, user)
+                        .send_json(&body);
+                    if !matches!(sent, Ok(response) if response.status().as_u16() == 200) {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let failed = failures.load(Ordering::Relaxed);
+    if failed > 0 {
+        anyhow::bail!("{failed} Adds failed");
+    }
+    Ok(sessions as f64 / started.elapsed().as_secs_f64())
 }
 
 struct Walk {
@@ -266,7 +284,7 @@ fn sampled<T>(pid: u32, work: impl FnOnce() -> T) -> (T, f64) {
 }
 
 /// A process's resident memory now, MB (Linux; 0 elsewhere).
-fn resident_mb(pid: u32) -> f64 {
+pub(super) fn resident_mb(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()

@@ -7,6 +7,7 @@
 //! Figures are wall-clock on one thread of a release build; speed targets
 //! are checked here, never by timed assertions in tests.
 
+pub mod deletion;
 pub mod listing;
 pub mod reference;
 pub mod scale;

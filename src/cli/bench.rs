@@ -79,6 +79,21 @@ pub(super) enum BenchCommand {
         #[arg(long)]
         json_out: Option<PathBuf>,
     },
+    /// Deleting a huge user: one user given --sessions small sessions over
+    /// HTTP, then deleted while another client adds to its own memory;
+    /// prints that client's Add latencies before and during the deletion,
+    /// the deletion's time and the database file's size before and after.
+    Delete {
+        /// Sessions of the user deleted.
+        #[arg(long, default_value_t = 200_000)]
+        sessions: usize,
+        /// Clients sending its Adds.
+        #[arg(long, default_value_t = 16)]
+        add_clients: usize,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Listing a huge memory: one user given --sessions small sessions over
     /// HTTP, then --parallel clients reading GET /v1/sessions at once (first
     /// pages, then whole walks by cursor) while the server's resident memory
@@ -152,6 +167,24 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
                     report.num_mismatches,
                     report.num_chunks
                 );
+            }
+            Ok(())
+        }
+        BenchCommand::Delete {
+            sessions,
+            add_clients,
+            json,
+        } => {
+            let options = crate::bench::deletion::DeleteOptions {
+                sessions: sessions.max(1),
+                add_clients: add_clients.max(1),
+            };
+            let report =
+                crate::bench::deletion::run(&options, &|line| eprintln!("bench delete: {line}"))?;
+            if json {
+                print_out(&serde_json::to_string(&report)?);
+            } else {
+                print_out(&crate::bench::deletion::render(&report));
             }
             Ok(())
         }

@@ -188,6 +188,10 @@ pub fn session_summaries(
     // page holds its summaries, never its records, whatever its limit.
     const ROWS_PER_READ: usize = 256;
     let mut items = Vec::new();
+    // A user being deleted has no sessions, though some are still stored.
+    if store::user_deletion_pending(conn, user_id)? {
+        return Ok(Page { items, next: None });
+    }
     let mut read = 0usize;
     let mut position = after.cloned();
     loop {
@@ -233,6 +237,9 @@ pub fn session_detail(
     user_id: &str,
     session_id: &str,
 ) -> Result<Option<SessionDetail>, ReadError> {
+    if store::user_deletion_pending(conn, user_id)? {
+        return Ok(None);
+    }
     let Some(session) = store::session(conn, user_id, session_id)? else {
         return Ok(None);
     };

@@ -157,6 +157,12 @@ impl Searcher {
         if kept.is_empty() {
             return Ok(Vec::new());
         }
+        // A user being deleted has no memory, whatever an index that has
+        // not caught up with the deletion yet still holds (a node of a
+        // shared store).
+        if self.with_reader(|conn| Ok(store::user_deletion_pending(conn, &request.user_id)?))? {
+            return Ok(Vec::new());
+        }
         let best = kept.first().map_or(0.0, |scored| scored.score);
         // The best-matching message of each confident session, shown as it
         // is: what the query names may sit in any message, not only in the

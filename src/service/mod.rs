@@ -17,6 +17,7 @@
 //! an async worker thread.
 
 mod cache;
+mod deletion;
 mod derive;
 mod extract_pool;
 mod rederive;

@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::cache::{UserMarks, advance_after_own_adds, catch_up_user};
+use super::deletion::UserDeletions;
 use super::derive::{
     Derived, Rederived, Verdict, admit_with_record, catch_up, index_rederived, session_docs,
     store_rederived,
@@ -148,12 +149,21 @@ pub(super) fn writer_loop(
     // After a failed index update the writer may hold documents of an
     // unrecorded commit: the next catch-up replaces instead of appending.
     let mut index_may_hold_unrecorded = false;
+    // Users being deleted a slice per turn, and the jobs that wait for
+    // them; jobs released by a finished deletion run first.
+    let mut deletions = UserDeletions::resume(&conn).unwrap_or_else(|error| {
+        tracing::error!(%error, "pending user deletions not read; the next start-up finishes them");
+        UserDeletions::default()
+    });
+    let mut ready: VecDeque<WriteJob> = VecDeque::new();
     loop {
         // With slices to index, new jobs are taken as they come, and a turn
         // without any indexes the next slice.
         // With published documents waiting for their commit, a job is
         // waited for only until the commit is due.
-        let first = if sliced.is_empty() {
+        let first = if let Some(job) = ready.pop_front() {
+            Some(job)
+        } else if sliced.is_empty() && !deletions.is_busy() {
             let next = match writer.commit_due_in() {
                 None => receiver.blocking_recv().map(Some).ok_or(()),
                 Some(wait) => next_job_within(&mut receiver, wait),
@@ -175,7 +185,11 @@ pub(super) fn writer_loop(
         }
         let group_deadline = std::time::Instant::now() + MAX_GROUP_WAIT;
         while !batch.is_empty() && deletion.is_none() && batch.len() < max_batch {
-            match receiver.try_recv() {
+            let next = match ready.pop_front() {
+                Some(job) => Ok(job),
+                None => receiver.try_recv(),
+            };
+            match next {
                 Ok(WriteJob::Add(job)) => batch.push(job),
                 Ok(other) => deletion = Some(other),
                 Err(mpsc::error::TryRecvError::Empty)
@@ -187,7 +201,20 @@ pub(super) fn writer_loop(
                 Err(_) => break,
             }
         }
-        if !batch.is_empty() || !sliced.is_empty() || deletion.is_some() {
+        // Adds of users being deleted wait for the deletion's end.
+        if batch
+            .iter()
+            .any(|job| deletions.holds(&job.request.user_id))
+        {
+            let (held, kept): (Vec<AddJob>, Vec<AddJob>) = batch
+                .drain(..)
+                .partition(|job| deletions.holds(&job.request.user_id));
+            batch = kept;
+            for job in held {
+                deletions.hold(WriteJob::Add(job));
+            }
+        }
+        if !batch.is_empty() || !sliced.is_empty() || deletion.is_some() || deletions.is_busy() {
             reconnect_if_broken(&mut conn, location);
         }
         let started = std::time::Instant::now();
@@ -240,13 +267,21 @@ pub(super) fn writer_loop(
         }
         match deletion {
             Some(WriteJob::DeleteUser { user_id, reply }) => {
-                let _ = reply.send(delete_user(&mut conn, &mut writer, search_index, &user_id));
+                deletions.begin(&mut conn, &mut writer, search_index, user_id, reply);
             }
             Some(WriteJob::Purge { cutoff_ms, reply }) => {
                 let _ = reply.send(purge(&mut conn, &mut writer, search_index, cutoff_ms));
             }
-            Some(WriteJob::Rederive { sessions, reply }) => {
+            Some(WriteJob::Rederive {
+                mut sessions,
+                reply,
+            }) => {
+                // A session being deleted is not written again.
+                sessions.retain(|session| !deletions.holds(&session.user_id));
                 let _ = reply.send(rederived(&mut conn, &mut writer, search_index, &sessions));
+            }
+            Some(WriteJob::CatchUpUser { user_id, reply }) if deletions.holds(&user_id) => {
+                deletions.hold(WriteJob::CatchUpUser { user_id, reply });
             }
             Some(WriteJob::CatchUpUser { user_id, reply }) => {
                 let caught_up = match marks {
@@ -263,6 +298,9 @@ pub(super) fn writer_loop(
                 let _ = reply.send(caught_up);
             }
             Some(WriteJob::Add(_)) | None => {}
+        }
+        if deletions.is_busy() {
+            ready.extend(deletions.turn(&mut conn, &mut writer, search_index));
         }
         if writer.commit_due_in() == Some(std::time::Duration::ZERO)
             && let Err(error) = writer.commit_published()
@@ -670,30 +708,9 @@ fn rederived(
     Ok(stored)
 }
 
-/// Deletes a user from the store (one transaction, which also records the
-/// deletion as pending for the index), then from the index, then clears
-/// the pending record. A crash in between leaves the pending record, and
-/// start-up finishes the index part (see [`forget_deleted`]).
-fn delete_user(
-    conn: &mut StoreConn,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-    user_id: &str,
-) -> Result<store::Deleted, ServiceError> {
-    let deleted = delete_then_forget(conn, writer, search_index, |tx| {
-        store::delete_user(tx, user_id)
-    })?;
-    tracing::info!(
-        requests = deleted.requests,
-        messages = deleted.messages,
-        sessions = deleted.sessions,
-        "user deleted"
-    );
-    Ok(deleted)
-}
-
 /// Purges the sessions last changed before `cutoff_ms` from the store, then
-/// from the index, crash-safe like [`delete_user`].
+/// from the index: the store's transaction records them as pending, so a
+/// crash in between leaves the index part to start-up ([`forget_deleted`]).
 fn purge(
     conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
@@ -729,8 +746,8 @@ fn delete_then_forget(
     Ok(deleted)
 }
 
-/// Removes from the index every user and session the store has deleted,
-/// and clears their pending records.
+/// Removes from the index every user and session the store has deleted
+/// or is deleting, and clears the pending records of the sessions.
 pub(super) fn forget_deleted(
     conn: &StoreConn,
     writer: &mut IndexWriterHandle,
@@ -747,7 +764,8 @@ pub(super) fn forget_deleted(
         }
         return Err(error.into());
     }
-    store::clear_user_deletions(conn, &users)?;
+    // A user's pending record goes when the last of its rows has
+    // (`deletion::UserDeletions`).
     store::clear_session_deletions(conn, &sessions)?;
     Ok(())
 }

@@ -76,6 +76,9 @@ pub enum StoreError {
     /// rolled back instead of committed.
     #[error("postgres: the transaction was rolled back after a failed statement")]
     TransactionAborted,
+    /// The user's deletion is under way: nothing of the Add was stored.
+    #[error("user_id {0:?} is being deleted; retry once the deletion has finished")]
+    UserBeingDeleted(String),
 }
 
 /// The file name of the database inside the data directory.
@@ -316,7 +319,8 @@ impl StoreError {
             StoreError::Sqlite(_)
             | StoreError::SchemaTooNew { .. }
             | StoreError::Corrupt(_)
-            | StoreError::TransactionAborted => false,
+            | StoreError::TransactionAborted
+            | StoreError::UserBeingDeleted(_) => false,
         }
     }
 }
@@ -589,10 +593,47 @@ pub struct Deleted {
     pub sessions: usize,
 }
 
-/// Deletes everything of a user from the store, inside the caller's
-/// transaction, and records that the index still has to forget them.
-pub fn delete_user(tx: &StoreTx<'_>, user_id: &str) -> Result<Deleted, StoreError> {
-    dispatch!(tx.conn, delete_user(user_id))
+/// Starts deleting a user, inside the caller's transaction: records the
+/// deletion as pending (readers then see no data of the user, and Adds of
+/// the user are refused with [`StoreError::UserBeingDeleted`]) and bumps
+/// the user's generation. The rows go in slices ([`delete_user_slice`]),
+/// then [`finish_user_deletion`].
+pub fn begin_user_deletion(tx: &StoreTx<'_>, user_id: &str) -> Result<(), StoreError> {
+    dispatch!(tx.conn, begin_user_deletion(user_id))
+}
+
+/// Whether a deletion of the user is under way (begun, not finished).
+pub fn user_deletion_pending(conn: &StoreConn, user_id: &str) -> Result<bool, StoreError> {
+    dispatch!(conn, user_deletion_pending(user_id))
+}
+
+/// Deletes at most `rows` rows of a user, inside the caller's transaction:
+/// messages first, then Adds, then session records. Answers what it
+/// removed; nothing removed means nothing is left.
+pub fn delete_user_slice(
+    tx: &StoreTx<'_>,
+    user_id: &str,
+    rows: usize,
+) -> Result<Deleted, StoreError> {
+    dispatch!(tx.conn, delete_user_slice(user_id, rows))
+}
+
+/// Ends a user's deletion once [`delete_user_slice`] finds nothing left:
+/// the pending record goes (the index must have forgotten the user before
+/// the commit) and the generation is bumped again.
+pub fn finish_user_deletion(tx: &StoreTx<'_>, user_id: &str) -> Result<(), StoreError> {
+    dispatch!(tx.conn, finish_user_deletion(user_id))
+}
+
+/// Gives at most `pages` free pages of a SQLite store back to the file
+/// system (a no-op on PostgreSQL, and on SQLite stores created before
+/// incremental vacuum was their default). Answers whether free pages
+/// remain.
+pub fn reclaim_space(conn: &StoreConn, pages: usize) -> Result<bool, StoreError> {
+    match conn {
+        StoreConn::Sqlite(conn) => sqlite::reclaim_space(conn, pages),
+        StoreConn::Postgres(_) => Ok(false),
+    }
 }
 
 /// Deletes every session whose record was last derived before
@@ -619,11 +660,6 @@ pub fn clear_session_deletions(
 /// Users deleted from the store whose index documents may remain.
 pub fn pending_user_deletions(conn: &StoreConn) -> Result<Vec<String>, StoreError> {
     dispatch!(conn, pending_user_deletions())
-}
-
-/// The index forgot these users.
-pub fn clear_user_deletions(conn: &StoreConn, user_ids: &[String]) -> Result<(), StoreError> {
-    dispatch!(conn, clear_user_deletions(user_ids))
 }
 
 /// Where a listing goes on: after the item of this last sequence number
@@ -677,7 +713,9 @@ const SESSIONS_PAGE_SQL: &str = "WHERE user_id = $1 AND (last_seq, session_id) <
 /// [`SESSIONS_PAGE_SQL`]).
 const USERS_PAGE_SQL: &str = "SELECT user_id, COUNT(*), CAST(SUM(num_messages) AS BIGINT),
             MAX(updated_at_ms), MAX(last_seq)
-     FROM sessions GROUP BY user_id
+     FROM sessions
+     WHERE user_id NOT IN (SELECT user_id FROM pending_user_deletions)
+     GROUP BY user_id
      HAVING (MAX(last_seq), user_id) < ($1, $2)
      ORDER BY MAX(last_seq) DESC, user_id DESC LIMIT $3";
 

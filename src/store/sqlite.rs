@@ -133,6 +133,13 @@ pub(super) fn open_writer(data_dir: &Path) -> Result<Connection, StoreError> {
         );
     }
     let conn = Connection::open(path)?;
+    // A new database gives the pages of deleted rows back to the file
+    // system a slice at a time (see `reclaim_space`); it can only be chosen
+    // before the first table.
+    let tables: i64 = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| row.get(0))?;
+    if tables == 0 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)?;
     conn.pragma_update(None, "synchronous", "FULL")?;
@@ -169,7 +176,7 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     }
     if version < 3 {
         // Users deleted from the store whose index documents may remain
-        // (see `delete_user`).
+        // (see `begin_user_deletion`).
         tx.execute_batch(SCHEMA_V3)?;
     }
     if version < 4 {
@@ -245,6 +252,9 @@ pub(super) fn admit(
     body_sha256: &[u8; 32],
     stored_at_ms: i64,
 ) -> Result<Admission, StoreError> {
+    if user_deletion_pending(tx, &request.user_id)? {
+        return Err(StoreError::UserBeingDeleted(request.user_id.clone()));
+    }
     if let Some(prior) = prior_admission(tx, request, body_sha256)? {
         return Ok(prior);
     }
@@ -614,20 +624,90 @@ pub(super) fn lock_sessions(
     Ok(())
 }
 
-pub(super) fn delete_user(tx: &Connection, user_id: &str) -> Result<Deleted, StoreError> {
-    let messages = tx.execute("DELETE FROM messages WHERE user_id = ?1", params![user_id])?;
-    let sessions = tx.execute("DELETE FROM sessions WHERE user_id = ?1", params![user_id])?;
-    let requests = tx.execute("DELETE FROM requests WHERE user_id = ?1", params![user_id])?;
+pub(super) fn begin_user_deletion(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
     tx.execute(
         "INSERT OR IGNORE INTO pending_user_deletions (user_id) VALUES (?1)",
         params![user_id],
     )?;
-    bump_generation(tx, user_id)?;
+    bump_generation(tx, user_id)
+}
+
+pub(super) fn user_deletion_pending(conn: &Connection, user_id: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM pending_user_deletions WHERE user_id = ?1")?
+        .query_row(params![user_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+pub(super) fn delete_user_slice(
+    tx: &Connection,
+    user_id: &str,
+    rows: usize,
+) -> Result<Deleted, StoreError> {
+    let rows = to_i64(rows);
+    let messages = tx
+        .prepare_cached(
+            "DELETE FROM messages WHERE message_id IN
+                 (SELECT message_id FROM messages WHERE user_id = ?1 LIMIT ?2)",
+        )?
+        .execute(params![user_id, rows])?;
+    if messages > 0 {
+        return Ok(Deleted {
+            messages,
+            ..Deleted::default()
+        });
+    }
+    let requests = tx
+        .prepare_cached(
+            "DELETE FROM requests WHERE seq IN
+                 (SELECT seq FROM requests WHERE user_id = ?1 LIMIT ?2)",
+        )?
+        .execute(params![user_id, rows])?;
+    if requests > 0 {
+        return Ok(Deleted {
+            requests,
+            ..Deleted::default()
+        });
+    }
+    let sessions = tx
+        .prepare_cached(
+            "DELETE FROM sessions WHERE rowid IN
+                 (SELECT rowid FROM sessions WHERE user_id = ?1 LIMIT ?2)",
+        )?
+        .execute(params![user_id, rows])?;
+    if sessions == 0 {
+        tx.prepare_cached("DELETE FROM pending_session_index WHERE user_id = ?1")?
+            .execute(params![user_id])?;
+    }
     Ok(Deleted {
-        requests,
-        messages,
         sessions,
+        ..Deleted::default()
     })
+}
+
+pub(super) fn finish_user_deletion(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM pending_user_deletions WHERE user_id = ?1",
+        params![user_id],
+    )?;
+    bump_generation(tx, user_id)
+}
+
+pub(super) fn reclaim_space(conn: &Connection, pages: usize) -> Result<bool, StoreError> {
+    let auto_vacuum: i64 = conn.pragma_query_value(None, "auto_vacuum", |row| row.get(0))?;
+    // 2: INCREMENTAL. Stores created before it was the default reuse their
+    // free pages instead (`precedent compact` switches them).
+    if auto_vacuum != 2 {
+        return Ok(false);
+    }
+    let free: i64 = conn.pragma_query_value(None, "freelist_count", |row| row.get(0))?;
+    if free == 0 {
+        return Ok(false);
+    }
+    conn.execute_batch(&format!("PRAGMA incremental_vacuum({pages})"))?;
+    let free: i64 = conn.pragma_query_value(None, "freelist_count", |row| row.get(0))?;
+    Ok(free > 0)
 }
 
 /// Deletes every session whose record was last derived before
@@ -700,20 +780,6 @@ pub(super) fn pending_user_deletions(conn: &Connection) -> Result<Vec<String>, S
     let mut statement = conn.prepare_cached("SELECT user_id FROM pending_user_deletions")?;
     let rows = statement.query_map([], |row| row.get(0))?;
     Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// The index forgot these users.
-pub(super) fn clear_user_deletions(
-    conn: &Connection,
-    user_ids: &[String],
-) -> Result<(), StoreError> {
-    for user_id in user_ids {
-        conn.execute(
-            "DELETE FROM pending_user_deletions WHERE user_id = ?1",
-            params![user_id],
-        )?;
-    }
-    Ok(())
 }
 
 /// A page of a user's sessions, most recently updated first, after

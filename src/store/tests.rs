@@ -278,9 +278,7 @@ fn seq_is_monotonic_and_never_reused(conn: &mut StoreConn) {
     }
     assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
     let highest = seqs[2];
-    let tx = conn.transaction().unwrap();
-    delete_user(&tx, "gone").unwrap();
-    tx.commit().unwrap();
+    delete_whole_user(conn, "gone");
     assert_eq!(last_seq(conn).unwrap(), 0);
     let after = store(conn, &add("other", "r0", "s", &["text"]));
     assert!(after > highest, "{after} reuses a number up to {highest}");
@@ -484,6 +482,29 @@ fn extractor_versions_and_pending_index(conn: &mut StoreConn) {
     assert!(sessions_pending_index(conn).unwrap().is_empty());
 }
 
+/// Deletes a user as the writer does: begun, two rows a slice, finished.
+fn delete_whole_user(conn: &mut StoreConn, user_id: &str) -> Deleted {
+    let tx = conn.transaction().unwrap();
+    begin_user_deletion(&tx, user_id).unwrap();
+    tx.commit().unwrap();
+    let mut total = Deleted::default();
+    loop {
+        let tx = conn.transaction().unwrap();
+        let step = delete_user_slice(&tx, user_id, 2).unwrap();
+        tx.commit().unwrap();
+        if step == Deleted::default() {
+            break;
+        }
+        total.requests += step.requests;
+        total.messages += step.messages;
+        total.sessions += step.sessions;
+    }
+    let tx = conn.transaction().unwrap();
+    finish_user_deletion(&tx, user_id).unwrap();
+    tx.commit().unwrap();
+    total
+}
+
 fn delete_user_records_pending(conn: &mut StoreConn) {
     let a = store(conn, &add("doomed", "a", "s1", &["one", "two"]));
     let b = store(conn, &add("doomed", "b", "s2", &["three"]));
@@ -492,16 +513,57 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
     upsert_session(conn, &record("doomed", "s2", b, 1)).unwrap();
     upsert_session(conn, &record("kept", "s1", kept, 1)).unwrap();
 
+    // Begun: pending, hidden from the users' list, Adds of the user refused.
     let tx = conn.transaction().unwrap();
-    let deleted = delete_user(&tx, "doomed").unwrap();
+    begin_user_deletion(&tx, "doomed").unwrap();
     tx.commit().unwrap();
+    assert!(user_deletion_pending(conn, "doomed").unwrap());
+    assert!(!user_deletion_pending(conn, "kept").unwrap());
     assert_eq!(
-        deleted,
-        Deleted {
-            requests: 2,
-            messages: 3,
-            sessions: 2
+        pending_user_deletions(conn).unwrap(),
+        vec!["doomed".to_string()]
+    );
+    let listed: Vec<String> = users(conn, None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|user| user.user_id)
+        .collect();
+    assert_eq!(listed, vec!["kept".to_string()]);
+    let late = add("doomed", "c", "s3", &["five"]);
+    let tx = conn.transaction().unwrap();
+    let refused = admit(&tx, &late, &late.body_sha256(), 1);
+    assert!(
+        matches!(refused, Err(StoreError::UserBeingDeleted(ref user)) if user == "doomed"),
+        "{refused:?}"
+    );
+    drop(tx);
+
+    // Sliced: messages first, then Adds, then records, two rows at a time.
+    let mut steps = Vec::new();
+    loop {
+        let tx = conn.transaction().unwrap();
+        let step = delete_user_slice(&tx, "doomed", 2).unwrap();
+        tx.commit().unwrap();
+        if step == Deleted::default() {
+            break;
         }
+        steps.push(step);
+    }
+    let messages = |messages| Deleted {
+        messages,
+        ..Deleted::default()
+    };
+    let requests = |requests| Deleted {
+        requests,
+        ..Deleted::default()
+    };
+    let sessions = |sessions| Deleted {
+        sessions,
+        ..Deleted::default()
+    };
+    assert_eq!(
+        steps,
+        vec![messages(2), messages(1), requests(2), sessions(2)]
     );
     assert!(session_messages(conn, "doomed", "s1").unwrap().is_empty());
     assert!(
@@ -516,23 +578,16 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
     );
     assert_eq!(sessions_of_user(conn, "kept", None, 100).unwrap().len(), 1);
     assert_eq!(messages_after(conn, 0, 10).unwrap().len(), 1);
-
-    // Deleting again removes nothing and stays pending once.
+    // Still pending until finished; then the user's Adds are taken again.
+    assert!(user_deletion_pending(conn, "doomed").unwrap());
     let tx = conn.transaction().unwrap();
-    assert_eq!(delete_user(&tx, "doomed").unwrap(), Deleted::default());
-    delete_user(&tx, "never-was").unwrap();
+    finish_user_deletion(&tx, "doomed").unwrap();
     tx.commit().unwrap();
-    assert_eq!(
-        sorted(pending_user_deletions(conn).unwrap()),
-        vec!["doomed".to_string(), "never-was".to_string()]
-    );
-    clear_user_deletions(conn, &["doomed".to_string()]).unwrap();
-    assert_eq!(
-        pending_user_deletions(conn).unwrap(),
-        vec!["never-was".to_string()]
-    );
-    clear_user_deletions(conn, &[]).unwrap();
-    clear_user_deletions(conn, &["never-was".to_string()]).unwrap();
+    assert!(pending_user_deletions(conn).unwrap().is_empty());
+    store(conn, &late);
+
+    // Deleting a user that never was removes nothing.
+    assert_eq!(delete_whole_user(conn, "never-was"), Deleted::default());
     assert!(pending_user_deletions(conn).unwrap().is_empty());
 }
 
@@ -653,15 +708,14 @@ fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
     assert_eq!(user_state(conn, "v").unwrap().generation, 1);
     assert_eq!(user_state(conn, "u").unwrap().last_seq, second);
 
-    // A deletion too, and the user then holds no Add.
-    let tx = conn.transaction().unwrap();
-    delete_user(&tx, "u").unwrap();
-    tx.commit().unwrap();
+    // A deletion too (its beginning and its end), and the user then holds
+    // no Add.
+    delete_whole_user(conn, "u");
     assert_eq!(
         user_state(conn, "u").unwrap(),
         UserState {
             last_seq: 0,
-            generation: 2
+            generation: 3
         }
     );
     assert_eq!(user_state(conn, "v").unwrap().generation, 1);

@@ -496,6 +496,73 @@ fn a_user_deletion_interrupted_before_the_index_is_finished_at_start_up() {
     assert_eq!(pending, 0);
 }
 
+/// A deletion interrupted between its slices (a crash after some of the
+/// user's rows went) is finished at the next start-up: every row of the
+/// user goes, the index forgets the user, the other user keeps everything,
+/// and an Add of the deleted user sent right after start-up is answered and
+/// kept, not deleted with the rest. The state is built by hand, as the
+/// first slice of a deletion leaves it.
+#[test]
+fn a_user_deletion_interrupted_between_slices_is_finished_at_start_up() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &[]);
+    for (index, user_id) in ["gone", "gone", "gone", "kept"].iter().enumerate() {
+        let body = add_body(
+            &format!("r{index}"),
+            user_id,
+            &format!("s{index}"),
+            &[
+                &format!("pelican {}", marker(index)),
+                "and a second message",
+            ],
+        );
+        assert_eq!(server.request("POST", "/add", Some(&body)).0, 200);
+    }
+    assert_eq!(server.terminate(), Some(0));
+    {
+        let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
+        conn.execute_batch(
+            "BEGIN;
+             INSERT INTO pending_user_deletions (user_id) VALUES ('gone');
+             DELETE FROM messages WHERE user_id = 'gone' AND session_id = 's0';
+             COMMIT;",
+        )
+        .expect("the first slice of a deletion");
+    }
+    let server = ServerProcess::start(&dir, &[]);
+    let late = add_body("r9", "gone", "s9", &[&format!("pelican {}", marker(9))]);
+    assert_eq!(server.request("POST", "/add", Some(&late)).0, 200);
+    assert_eq!(count_marker(&server, "gone", &marker(1)), 0);
+    assert_eq!(count_marker(&server, "gone", &marker(9)), 1);
+    assert_eq!(count_marker(&server, "kept", &marker(3)), 1);
+    let (status, sessions) = server.request("GET", "/v1/sessions?user_id=gone", None);
+    assert_eq!(status, 200, "{sessions}");
+    let ids: Vec<&str> = sessions["data"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|session| session["session_id"].as_str())
+        .collect();
+    assert_eq!(ids, vec!["s9"], "{sessions}");
+    assert_eq!(server.terminate(), Some(0));
+    let conn = rusqlite::Connection::open(dir.join("precedent.sqlite3")).expect("store");
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |row| row.get(0)).expect(sql) };
+    assert_eq!(count("SELECT COUNT(*) FROM pending_user_deletions"), 0);
+    assert_eq!(
+        count("SELECT COUNT(*) FROM requests WHERE user_id = 'gone'"),
+        1,
+        "only the Add sent after the deletion"
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM messages WHERE user_id = 'gone'"),
+        1
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM messages WHERE user_id = 'kept'"),
+        2
+    );
+}
+
 /// Load: 16 clients mixing Adds and Searches against the real binary for
 /// `PRECEDENT_LOAD_SECONDS` (default 5): no error, and the server's resident
 /// memory stays bounded.

@@ -97,19 +97,6 @@ pub(in crate::store) fn lock_sessions(
     Ok(())
 }
 
-/// Locks every stored session of a user, as [`lock_sessions`] does.
-fn lock_user_sessions(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
-    tx.query(
-        "SELECT pg_advisory_xact_lock(k.user_key, k.session_key) FROM (
-             SELECT DISTINCT hashtext(user_id) AS user_key, hashtext(session_id) AS session_key
-             FROM requests WHERE user_id = $1
-             ORDER BY 1, 2 OFFSET 0
-         ) k",
-        &[&user_id],
-    )?;
-    Ok(())
-}
-
 pub(in crate::store) fn admit(
     tx: &PgConn,
     request: &AddRequest,
@@ -120,6 +107,9 @@ pub(in crate::store) fn admit(
         return Ok(prior);
     }
     lock_sequence(tx)?;
+    if user_deletion_pending(tx, &request.user_id)? {
+        return Err(StoreError::UserBeingDeleted(request.user_id.clone()));
+    }
     let inserted = tx.query_opt(
         "INSERT INTO requests (user_id, request_id, session_id, body_sha256, num_messages, stored_at_ms, content_bytes)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -242,23 +232,81 @@ pub(in crate::store) fn clear_sessions_pending_index(conn: &PgConn) -> Result<()
     Ok(())
 }
 
-pub(in crate::store) fn delete_user(tx: &PgConn, user_id: &str) -> Result<Deleted, StoreError> {
-    // An Add of another process checked against a session's messages either
-    // commits before the deletion or finds its session gone.
-    lock_user_sessions(tx, user_id)?;
-    let messages = tx.execute("DELETE FROM messages WHERE user_id = $1", &[&user_id])?;
-    let sessions = tx.execute("DELETE FROM sessions WHERE user_id = $1", &[&user_id])?;
-    let requests = tx.execute("DELETE FROM requests WHERE user_id = $1", &[&user_id])?;
+pub(in crate::store) fn begin_user_deletion(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
+    // Every Add checks for a pending deletion after taking the sequence
+    // lock: one of another process either committed before this (and is
+    // deleted with the rest) or sees the deletion and is refused.
+    lock_sequence(tx)?;
     tx.execute(
         "INSERT INTO pending_user_deletions (user_id) VALUES ($1) ON CONFLICT DO NOTHING",
         &[&user_id],
     )?;
-    bump_generations(tx, &[user_id.to_string()])?;
+    bump_generations(tx, &[user_id.to_string()])
+}
+
+pub(in crate::store) fn user_deletion_pending(
+    conn: &PgConn,
+    user_id: &str,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_opt(
+            "SELECT 1 FROM pending_user_deletions WHERE user_id = $1",
+            &[&user_id],
+        )?
+        .is_some())
+}
+
+pub(in crate::store) fn delete_user_slice(
+    tx: &PgConn,
+    user_id: &str,
+    rows: usize,
+) -> Result<Deleted, StoreError> {
+    let rows = i64::try_from(rows).unwrap_or(i64::MAX);
+    let messages = tx.execute(
+        "DELETE FROM messages WHERE message_id IN
+             (SELECT message_id FROM messages WHERE user_id = $1 LIMIT $2)",
+        &[&user_id, &rows],
+    )?;
+    if messages > 0 {
+        return Ok(Deleted {
+            messages,
+            ..Deleted::default()
+        });
+    }
+    let requests = tx.execute(
+        "DELETE FROM requests WHERE seq IN
+             (SELECT seq FROM requests WHERE user_id = $1 LIMIT $2)",
+        &[&user_id, &rows],
+    )?;
+    if requests > 0 {
+        return Ok(Deleted {
+            requests,
+            ..Deleted::default()
+        });
+    }
+    let sessions = tx.execute(
+        "DELETE FROM sessions WHERE (user_id, session_id) IN
+             (SELECT user_id, session_id FROM sessions WHERE user_id = $1 LIMIT $2)",
+        &[&user_id, &rows],
+    )?;
+    if sessions == 0 {
+        tx.execute(
+            "DELETE FROM pending_session_index WHERE user_id = $1",
+            &[&user_id],
+        )?;
+    }
     Ok(Deleted {
-        requests,
-        messages,
         sessions,
+        ..Deleted::default()
     })
+}
+
+pub(in crate::store) fn finish_user_deletion(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM pending_user_deletions WHERE user_id = $1",
+        &[&user_id],
+    )?;
+    bump_generations(tx, &[user_id.to_string()])
 }
 
 pub(in crate::store) fn purge_sessions_before(
@@ -332,17 +380,6 @@ pub(in crate::store) fn pending_user_deletions(conn: &PgConn) -> Result<Vec<Stri
         .iter()
         .map(|row| get(row, 0))
         .collect()
-}
-
-pub(in crate::store) fn clear_user_deletions(
-    conn: &PgConn,
-    user_ids: &[String],
-) -> Result<(), StoreError> {
-    conn.execute(
-        "DELETE FROM pending_user_deletions WHERE user_id = ANY($1)",
-        &[&user_ids],
-    )?;
-    Ok(())
 }
 
 /// Moves these users to their next deletion generation (inside the

@@ -1,0 +1,215 @@
+//! `precedent bench delete`: "does deleting a huge user stall everyone
+//! else?" One user is given many small sessions over HTTP; then the user is
+//! deleted while another client keeps adding to its own memory, one Add
+//! after another. Prints the other user's Add latencies before and during
+//! the deletion, how long the deletion took, and the database file's size
+//! before, right after, and once its free pages are given back.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::listing::{start_server, store_small_sessions};
+use super::percentile;
+use super::scale::{Server, agent, tempfile_dir};
+
+/// What `bench delete` is asked to do.
+#[derive(Debug, Clone)]
+pub struct DeleteOptions {
+    /// Sessions of the user deleted.
+    pub sessions: usize,
+    /// Clients sending its Adds.
+    pub add_clients: usize,
+}
+
+/// What `bench delete` measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeleteReport {
+    /// Sessions of the user deleted.
+    pub num_sessions: usize,
+    /// Adds per second while storing them.
+    pub adds_per_s: f64,
+    /// How long the DELETE took to answer, s.
+    pub delete_s: f64,
+    /// What the DELETE answered.
+    pub deleted: serde_json::Value,
+    /// The other user's Adds before the deletion: how many, median, 99th
+    /// percentile, ms.
+    pub before_adds: usize,
+    /// ...
+    pub before_p50_ms: f64,
+    /// ...
+    pub before_p99_ms: f64,
+    /// The other user's Adds during the deletion: how many, median, 99th
+    /// percentile, slowest, ms.
+    pub during_adds: usize,
+    /// ...
+    pub during_p50_ms: f64,
+    /// ...
+    pub during_p99_ms: f64,
+    /// ...
+    pub during_max_ms: f64,
+    /// The database file (with its write-ahead log) before the deletion, MB.
+    pub file_before_mb: f64,
+    /// ... as the DELETE answered, MB.
+    pub file_deleted_mb: f64,
+    /// ... once it stopped shrinking (at most a minute later), MB.
+    pub file_after_mb: f64,
+}
+
+const USER: &str = "bench-delete";
+const OTHER: &str = "bench-delete-other";
+
+/// Stores the sessions, deletes them beside another user's Adds, and stops
+/// the server.
+pub fn run(options: &DeleteOptions, progress: &dyn Fn(&str)) -> anyhow::Result<DeleteReport> {
+    let work_dir = tempfile_dir()?;
+    let server = start_server(&work_dir)?;
+    let result = measure(&server, &work_dir.join("data"), options, progress);
+    let stopped = server.stop();
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let report = result?;
+    stopped?;
+    Ok(report)
+}
+
+fn measure(
+    server: &Server,
+    data_dir: &Path,
+    options: &DeleteOptions,
+    progress: &dyn Fn(&str),
+) -> anyhow::Result<DeleteReport> {
+    let base_url = server.base_url.as_str();
+    progress(&format!("storing {} sessions", options.sessions));
+    let adds_per_s = store_small_sessions(base_url, USER, options.sessions, options.add_clients)?;
+    progress(&format!("stored at {adds_per_s:.0} Adds/s; deleting"));
+    let file_before_mb = file_mb(data_dir);
+    let mut counter = 0usize;
+    let mut before = Vec::new();
+    for _ in 0..200 {
+        before.push(other_add(base_url, &mut counter)?);
+    }
+    let deleting = AtomicBool::new(true);
+    let (deleted, delete_took, during) = std::thread::scope(|scope| {
+        let adder = scope.spawn(|| -> anyhow::Result<Vec<Duration>> {
+            let mut during = Vec::new();
+            let mut counter = counter;
+            while deleting.load(Ordering::Acquire) {
+                during.push(other_add(base_url, &mut counter)?);
+            }
+            Ok(during)
+        });
+        let started = Instant::now();
+        let answer = agent()
+            .delete(format!("{base_url}/v1/users/{USER}"))
+            .call()
+            .context("DELETE failed")
+            .and_then(|mut response| {
+                response
+                    .body_mut()
+                    .read_json::<serde_json::Value>()
+                    .context("DELETE answer unreadable")
+            });
+        let took = started.elapsed();
+        deleting.store(false, Ordering::Release);
+        let during = adder
+            .join()
+            .map_err(|_| anyhow::anyhow!("the other user's client panicked"))?;
+        anyhow::Ok((answer?, took, during?))
+    })?;
+    let file_deleted_mb = file_mb(data_dir);
+    progress("deleted; waiting for the file to shrink");
+    let mut file_after_mb = file_deleted_mb;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut stable_since = Instant::now();
+    while Instant::now() < deadline && stable_since.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = file_mb(data_dir);
+        if now < file_after_mb {
+            stable_since = Instant::now();
+        }
+        file_after_mb = file_after_mb.min(now);
+    }
+    before.sort();
+    let mut during_sorted = during;
+    during_sorted.sort();
+    Ok(DeleteReport {
+        num_sessions: options.sessions,
+        adds_per_s,
+        delete_s: delete_took.as_secs_f64(),
+        deleted: deleted["deleted"].clone(),
+        before_adds: before.len(),
+        before_p50_ms: percentile(&before, 0.5),
+        before_p99_ms: percentile(&before, 0.99),
+        during_adds: during_sorted.len(),
+        during_p50_ms: percentile(&during_sorted, 0.5),
+        during_p99_ms: percentile(&during_sorted, 0.99),
+        during_max_ms: during_sorted
+            .last()
+            .map_or(0.0, |took| took.as_secs_f64() * 1e3),
+        file_before_mb,
+        file_deleted_mb,
+        file_after_mb,
+    })
+}
+
+/// One Add of the other user; its latency.
+fn other_add(base_url: &str, counter: &mut usize) -> anyhow::Result<Duration> {
+    *counter += 1;
+    let body = json!({
+        "user_id": OTHER,
+        "session_id": format!("o{counter:07}"),
+        "request_id": format!("o{counter:07}"),
+        "messages": [{"role": "user", "content": format!("Fix the KeyError in load_{counter}")}],
+    });
+    let sent = Instant::now();
+    let response = agent()
+        .post(format!("{base_url}/v1/add"))
+        .header(crate::client::USER_HEADER, OTHER)
+        .send_json(&body)
+        .context("the other user's Add failed")?;
+    anyhow::ensure!(
+        response.status().as_u16() == 200,
+        "the other user's Add answered {}",
+        response.status()
+    );
+    Ok(sent.elapsed())
+}
+
+/// The database file and its write-ahead log, MB.
+fn file_mb(data_dir: &Path) -> f64 {
+    let bytes: u64 = [crate::store::DATABASE_FILE, "precedent.sqlite3-wal"]
+        .iter()
+        .filter_map(|name| std::fs::metadata(data_dir.join(name)).ok())
+        .map(|metadata| metadata.len())
+        .sum();
+    bytes as f64 / 1e6
+}
+
+/// The report as text.
+pub fn render(report: &DeleteReport) -> String {
+    format!(
+        "bench delete: one user of {sessions} sessions (stored at {adds:.0} Adds/s) deleted beside another user's Adds\n\
+         delete                {delete:.2} s, answered {deleted}\n\
+         other user's Adds     before: {bn} Adds, p50 {bp50:.1} ms  p99 {bp99:.1} ms\n\
+         \x20                     during: {dn} Adds, p50 {dp50:.1} ms  p99 {dp99:.1} ms  max {dmax:.1} ms\n\
+         database file         {fb:.1} MB before, {fd:.1} MB as the delete answered, {fa:.1} MB after",
+        sessions = report.num_sessions,
+        adds = report.adds_per_s,
+        delete = report.delete_s,
+        deleted = report.deleted,
+        bn = report.before_adds,
+        bp50 = report.before_p50_ms,
+        bp99 = report.before_p99_ms,
+        dn = report.during_adds,
+        dp50 = report.during_p50_ms,
+        dp99 = report.during_p99_ms,
+        dmax = report.during_max_ms,
+        fb = report.file_before_mb,
+        fd = report.file_deleted_mb,
+        fa = report.file_after_mb,
+    )
+}
