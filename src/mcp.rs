@@ -234,10 +234,8 @@ impl Backend {
     async fn list_sessions(&self, user_id: &str, page: PageRequest) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
-                let sessions = service
-                    .list_sessions(user_id.to_string(), page.after, page.limit)
-                    .await?;
-                Ok(api::sessions_page_json(sessions))
+                let page = api::sessions_page(service, user_id.to_string(), page).await?;
+                Ok(serde_json::from_slice(&page).unwrap_or(Value::Null))
             }
             Backend::Remote(server) => {
                 let mut path = format!(

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{ApiError, FieldError};
+use crate::read::inspect::PageSink;
 use crate::store::ListCursor;
 
 /// Items a page holds when the request names no `limit`.
@@ -21,6 +22,10 @@ pub const MAX_PAGE_LIMIT: usize = 10_000;
 /// The JSON of a page's items stops growing past this many bytes: the
 /// page ends early and its `next_cursor` goes on from there.
 pub const MAX_PAGE_BYTES: usize = 2_000_000;
+
+/// Room for what a page holds beside its items: the brackets and the
+/// `next_cursor`, whose key may be up to 1,024 bytes written as hex.
+const PAGE_FRAME_BYTES: usize = 4_096;
 
 /// What a listing request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,31 +186,92 @@ pub fn page_bytes<T, D: Serialize>(
     cursor_of: impl Fn(&T) -> ListCursor,
     to_wire: impl Fn(T) -> D,
 ) -> Vec<u8> {
-    let mut body = b"{\"data\":[".to_vec();
-    let mut data_bytes = 0usize;
-    let mut next = next;
-    let mut last: Option<ListCursor> = None;
+    let mut writer = PageWriter::new(cursor_of, to_wire);
     for item in items {
-        let cursor = cursor_of(&item);
-        let Ok(json) = serde_json::to_vec(&to_wire(item)) else {
-            continue;
-        };
-        if last.is_some() && data_bytes + json.len() + 1 > MAX_PAGE_BYTES {
-            next = last;
+        if !writer.accept(item) {
             break;
         }
-        if last.is_some() {
-            body.push(b',');
-        }
-        data_bytes += json.len() + 1;
-        body.extend_from_slice(&json);
-        last = Some(cursor);
     }
-    body.extend_from_slice(b"],\"next_cursor\":");
-    let cursor = next.as_ref().map(encode_cursor);
-    body.extend_from_slice(&serde_json::to_vec(&cursor).unwrap_or_else(|_| b"null".to_vec()));
-    body.push(b'}');
-    body
+    writer.finish(next)
+}
+
+/// A page's JSON written as its items arrive, so that a listing holds its
+/// bytes (at most [`MAX_PAGE_BYTES`] of items) and never its items.
+pub struct PageWriter<T, C, W> {
+    body: Vec<u8>,
+    data_bytes: usize,
+    /// The cursor of the last item written.
+    last: Option<ListCursor>,
+    /// Set when an item found no room: the page ends after `last`.
+    full: bool,
+    cursor_of: C,
+    to_wire: W,
+    items: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T, D, C, W> PageWriter<T, C, W>
+where
+    D: Serialize,
+    C: Fn(&T) -> ListCursor,
+    W: Fn(T) -> D,
+{
+    /// An empty page whose items are `to_wire` of what it accepts.
+    pub fn new(cursor_of: C, to_wire: W) -> PageWriter<T, C, W> {
+        // The whole bound at once: a page grows without a copy, and pages
+        // of few items touch (and hold) only what they write.
+        let mut body = Vec::with_capacity(MAX_PAGE_BYTES + PAGE_FRAME_BYTES);
+        body.extend_from_slice(b"{\"data\":[");
+        PageWriter {
+            body,
+            data_bytes: 0,
+            last: None,
+            full: false,
+            cursor_of,
+            to_wire,
+            items: std::marker::PhantomData,
+        }
+    }
+
+    /// The whole page; `next` is where the store says the next page
+    /// starts, unless the byte bound ended this one earlier.
+    pub fn finish(self, next: Option<ListCursor>) -> Vec<u8> {
+        let next = if self.full { self.last } else { next };
+        let mut body = self.body;
+        body.extend_from_slice(b"],\"next_cursor\":");
+        let cursor = next.as_ref().map(encode_cursor);
+        body.extend_from_slice(&serde_json::to_vec(&cursor).unwrap_or_else(|_| b"null".to_vec()));
+        body.push(b'}');
+        body
+    }
+}
+
+impl<T, D, C, W> PageSink<T> for PageWriter<T, C, W>
+where
+    D: Serialize,
+    C: Fn(&T) -> ListCursor,
+    W: Fn(T) -> D,
+{
+    fn accept(&mut self, item: T) -> bool {
+        if self.full {
+            return false;
+        }
+        let cursor = (self.cursor_of)(&item);
+        let Ok(json) = serde_json::to_vec(&(self.to_wire)(item)) else {
+            // An item that cannot be written is left out; the page goes on.
+            return true;
+        };
+        if self.last.is_some() && self.data_bytes + json.len() + 1 > MAX_PAGE_BYTES {
+            self.full = true;
+            return false;
+        }
+        if self.last.is_some() {
+            self.body.push(b',');
+        }
+        self.data_bytes += json.len() + 1;
+        self.body.extend_from_slice(&json);
+        self.last = Some(cursor);
+        true
+    }
 }
 
 #[cfg(test)]

@@ -477,11 +477,9 @@ async fn list_sessions(
     let user_id = inspected_user_of(&pairs)?;
     authorize(scope_of(&scope), &user_id)?;
     let page = PageRequest::from_pairs(&pairs)?;
-    let sessions = state
-        .service
-        .list_sessions(user_id, page.after, page.limit)
-        .await?;
-    Ok(json_bytes(sessions_page_bytes(sessions)))
+    Ok(json_bytes(
+        sessions_page(&state.service, user_id, page).await?,
+    ))
 }
 
 /// A JSON body already written.
@@ -494,23 +492,21 @@ fn json_bytes(body: Vec<u8>) -> axum::response::Response {
         .into_response()
 }
 
-/// A page of session summaries as the wire carries it (the HTTP route's).
-fn sessions_page_bytes(
-    page: crate::read::inspect::Page<crate::read::inspect::SessionSummary>,
-) -> Vec<u8> {
-    listing::page_bytes(
-        page.items,
-        page.next,
+/// A page of a user's session summaries as the wire carries it, written
+/// as the summaries are read (the HTTP route's and MCP's).
+pub async fn sessions_page(
+    service: &Arc<Service>,
+    user_id: String,
+    page: PageRequest,
+) -> Result<Vec<u8>, crate::service::ServiceError> {
+    let writer = listing::PageWriter::new(
         crate::read::inspect::SessionSummary::cursor,
         SessionSummaryDto::from,
-    )
-}
-
-/// The same page as a JSON value (MCP's `list_sessions`).
-pub fn sessions_page_json(
-    page: crate::read::inspect::Page<crate::read::inspect::SessionSummary>,
-) -> Value {
-    serde_json::from_slice(&sessions_page_bytes(page)).unwrap_or(Value::Null)
+    );
+    let (writer, next) = service
+        .list_sessions(user_id, page.after, page.limit, writer)
+        .await?;
+    Ok(writer.finish(next))
 }
 
 /// A path segment that does not decode (`%FF` is no UTF-8): a 400 of

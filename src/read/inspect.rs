@@ -174,6 +174,21 @@ pub struct Page<T> {
     pub next: Option<ListCursor>,
 }
 
+/// Where a listing's items go, one at a time, as they are read.
+pub trait PageSink<T> {
+    /// Takes `item`, or answers `false` when the page has no room left
+    /// for it: the page then ends before it.
+    fn accept(&mut self, item: T) -> bool;
+}
+
+/// A page kept whole in memory (the CLI's, and tests').
+impl<T> PageSink<T> for Vec<T> {
+    fn accept(&mut self, item: T) -> bool {
+        self.push(item);
+        true
+    }
+}
+
 /// Summaries of at most `limit` sessions of a user after `after`, most
 /// recently updated first, read with any connection to the store (the
 /// service's, or the CLI's own). A record that cannot be read is left out
@@ -184,13 +199,26 @@ pub fn session_summaries(
     after: Option<&ListCursor>,
     limit: usize,
 ) -> Result<Page<SessionSummary>, ReadError> {
-    // Records are read a few at a time and kept as summaries only: a
-    // page holds its summaries, never its records, whatever its limit.
-    const ROWS_PER_READ: usize = 256;
     let mut items = Vec::new();
+    let next = visit_session_summaries(conn, user_id, after, limit, &mut items)?;
+    Ok(Page { items, next })
+}
+
+/// The summaries of [`session_summaries`], each handed to `sink` as it is
+/// read, until `limit` or until the sink has no room: a page holds what
+/// its sink keeps (a few rows at a time here), whatever its limit.
+/// Answers where the next page starts, `None` when nothing follows.
+pub fn visit_session_summaries(
+    conn: &StoreConn,
+    user_id: &str,
+    after: Option<&ListCursor>,
+    limit: usize,
+    sink: &mut impl PageSink<SessionSummary>,
+) -> Result<Option<ListCursor>, ReadError> {
+    const ROWS_PER_READ: usize = 256;
     // A user being deleted has no sessions, though some are still stored.
     if store::user_deletion_pending(conn, user_id)? {
-        return Ok(Page { items, next: None });
+        return Ok(None);
     }
     let mut read = 0usize;
     let mut position = after.cloned();
@@ -200,18 +228,19 @@ pub fn session_summaries(
         let rows = store::sessions_of_user(conn, user_id, position.as_ref(), wanted + 1)?;
         let more = rows.len() > wanted;
         for row in rows.iter().take(wanted) {
-            items.extend(SessionSummary::of(row));
+            if let Some(summary) = SessionSummary::of(row)
+                && !sink.accept(summary)
+            {
+                return Ok(position);
+            }
             position = Some(row.cursor());
         }
         read += rows.len().min(wanted);
         if !more {
-            return Ok(Page { items, next: None });
+            return Ok(None);
         }
         if read == limit {
-            return Ok(Page {
-                items,
-                next: position,
-            });
+            return Ok(position);
         }
     }
 }

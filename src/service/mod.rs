@@ -164,6 +164,9 @@ pub const DEFAULT_MAX_SESSION_BYTES: usize = 64 * 1024 * 1024;
 /// `derive::ExtractorCache`).
 const EXTRACTOR_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
+/// Listing pages read at once (`Service::list_sessions`); more wait.
+const LISTINGS_AT_ONCE: usize = 4;
+
 /// Threads that prepare Adds at most (one per core, at least two).
 const MAX_EXTRACT_THREADS: usize = 8;
 
@@ -224,6 +227,10 @@ pub struct Service {
     /// runs; stopped before the writer at shutdown.
     rederivation: Mutex<Option<Rederivation>>,
     max_session_bytes: i64,
+    /// Listing pages being read at once: each holds up to a page's bytes
+    /// and a store connection, so many clients walking huge memories wait
+    /// their turn rather than multiply both.
+    listings: tokio::sync::Semaphore,
     /// Extraction states of recently written sessions.
     extractors: ExtractorCache,
     /// Adds being prepared (checked and derived) before the writer.
@@ -453,6 +460,7 @@ impl Service {
             retention: Mutex::new(retention),
             rederivation: Mutex::new(rederivation),
             max_session_bytes: limits.max_session_bytes,
+            listings: tokio::sync::Semaphore::new(LISTINGS_AT_ONCE),
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             adds_preparing,
             extract_pool,
@@ -686,16 +694,33 @@ impl Service {
     }
 
     /// Summaries of at most `limit` sessions of a user after `after`, most
-    /// recently updated first.
-    pub async fn list_sessions(
+    /// recently updated first, handed to `sink` as they are read; answers
+    /// the sink and where the next page starts.
+    pub async fn list_sessions<S>(
         self: &Arc<Self>,
         user_id: String,
         after: Option<store::ListCursor>,
         limit: usize,
-    ) -> Result<inspect::Page<SessionSummary>, ServiceError> {
+        mut sink: S,
+    ) -> Result<(S, Option<store::ListCursor>), ServiceError>
+    where
+        S: inspect::PageSink<SessionSummary> + Send + 'static,
+    {
+        let _turn = self
+            .listings
+            .acquire()
+            .await
+            .map_err(|error| ServiceError::Task(error.to_string()))?;
         self.on_blocking_pool(move |searcher| {
             searcher.with_reader(|conn| {
-                inspect::session_summaries(conn, &user_id, after.as_ref(), limit)
+                let next = inspect::visit_session_summaries(
+                    conn,
+                    &user_id,
+                    after.as_ref(),
+                    limit,
+                    &mut sink,
+                )?;
+                Ok((sink, next))
             })
         })
         .await

@@ -146,6 +146,7 @@ conformance!(
     purge_records_pending,
     users_listed,
     sessions_listed_in_pages,
+    summaries_end_where_the_sink_is_full,
     migration_is_idempotent,
     evidence_counted,
     user_state_follows_adds_deletions_and_purges,
@@ -825,6 +826,61 @@ fn sessions_listed_in_pages(conn: &mut StoreConn) {
         assert_eq!(listed, expected, "pages of {size}");
     }
     assert!(sessions_of_user(conn, "u1", None, 0).unwrap().is_empty());
+}
+
+/// A sink that takes `room` summaries, then has no room.
+struct FullAfter {
+    room: usize,
+    taken: Vec<String>,
+}
+
+impl crate::read::inspect::PageSink<crate::read::inspect::SessionSummary> for FullAfter {
+    fn accept(&mut self, item: crate::read::inspect::SessionSummary) -> bool {
+        if self.taken.len() == self.room {
+            return false;
+        }
+        self.taken.push(item.session_id);
+        true
+    }
+}
+
+/// Summaries handed to a sink that fills up: the page ends before the
+/// summary it refused, and the next page starts with that one, so a walk
+/// by the answered cursors gives each session once, whatever the room.
+fn summaries_end_where_the_sink_is_full(conn: &mut StoreConn) {
+    let mut expected = Vec::new();
+    for index in 0..9 {
+        let session = format!("s{index}");
+        let seq = store(conn, &add("u1", &format!("r{index}"), &session, &["x"]));
+        upsert_session(conn, &record("u1", &session, seq, index)).unwrap();
+        expected.push(session);
+    }
+    expected.reverse();
+    for room in 1..=4 {
+        let mut listed = Vec::new();
+        let mut after: Option<ListCursor> = None;
+        for _ in 0..20 {
+            let mut sink = FullAfter {
+                room,
+                taken: Vec::new(),
+            };
+            let next = crate::read::inspect::visit_session_summaries(
+                conn,
+                "u1",
+                after.as_ref(),
+                1_000,
+                &mut sink,
+            )
+            .unwrap();
+            assert!(sink.taken.len() <= room);
+            listed.extend(sink.taken);
+            match next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(listed, expected, "room for {room}");
+    }
 }
 
 fn migration_is_idempotent(conn: &mut StoreConn) {

@@ -863,11 +863,10 @@ async fn a_service_opened_with_retention_purges_idle_sessions_at_start_up() {
     let service = precedent::Service::open(options).expect("service reopens");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
-        let sessions = service
-            .list_sessions("u".to_string(), None, 100)
+        let (sessions, _) = service
+            .list_sessions("u".to_string(), None, 100, Vec::new())
             .await
-            .expect("sessions")
-            .items;
+            .expect("sessions");
         if sessions.len() == 1 {
             assert_eq!(sessions[0].session_id, "new");
             break;
