@@ -697,7 +697,7 @@ pub(super) fn finish_user_deletion(tx: &Connection, user_id: &str) -> Result<(),
 pub(super) fn reclaim_space(conn: &Connection, pages: usize) -> Result<bool, StoreError> {
     let auto_vacuum: i64 = conn.pragma_query_value(None, "auto_vacuum", |row| row.get(0))?;
     // 2: INCREMENTAL. Stores created before it was the default reuse their
-    // free pages instead (`precedent compact` switches them).
+    // free pages instead.
     if auto_vacuum != 2 {
         return Ok(false);
     }
@@ -707,6 +707,12 @@ pub(super) fn reclaim_space(conn: &Connection, pages: usize) -> Result<bool, Sto
     }
     conn.execute_batch(&format!("PRAGMA incremental_vacuum({pages})"))?;
     let free: i64 = conn.pragma_query_value(None, "freelist_count", |row| row.get(0))?;
+    // The vacuum's pages are in the write-ahead log; the file shrinks only
+    // when a checkpoint copies the whole log back. One after each slice
+    // (the file shrinks as the slices go), and at the end one that also
+    // empties the log.
+    let mode = if free == 0 { "TRUNCATE" } else { "PASSIVE" };
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()))?;
     Ok(free > 0)
 }
 
