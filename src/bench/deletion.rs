@@ -6,7 +6,7 @@
 //! before, right after, and once its free pages are given back.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -52,6 +52,15 @@ pub struct DeleteReport {
     pub during_p99_ms: f64,
     /// ...
     pub during_max_ms: f64,
+    /// The other user's Adds after the DELETE answered, while the free
+    /// pages are given back: how many, median, 99th percentile, slowest, ms.
+    pub reclaim_adds: usize,
+    /// ...
+    pub reclaim_p50_ms: f64,
+    /// ...
+    pub reclaim_p99_ms: f64,
+    /// ...
+    pub reclaim_max_ms: f64,
     /// The database file (with its write-ahead log) before the deletion, MB.
     pub file_before_mb: f64,
     /// ... as the DELETE answered, MB.
@@ -92,50 +101,56 @@ fn measure(
     for _ in 0..200 {
         before.push(other_add(base_url, &mut counter)?);
     }
-    let deleting = AtomicBool::new(true);
-    let (deleted, delete_took, during) = std::thread::scope(|scope| {
-        let adder = scope.spawn(|| -> anyhow::Result<Vec<Duration>> {
-            let mut during = Vec::new();
-            let mut counter = counter;
-            while deleting.load(Ordering::Acquire) {
-                during.push(other_add(base_url, &mut counter)?);
-            }
-            Ok(during)
-        });
-        let started = Instant::now();
-        let answer = agent()
-            .delete(format!("{base_url}/v1/users/{USER}"))
-            .call()
-            .context("DELETE failed")
-            .and_then(|mut response| {
-                response
-                    .body_mut()
-                    .read_json::<serde_json::Value>()
-                    .context("DELETE answer unreadable")
+    // What the other user's client is sending beside: the deletion, then
+    // the space given back; it stops once the file stopped shrinking.
+    let phase = AtomicU8::new(DELETING);
+    let (deleted, delete_took, file_deleted_mb, file_after_mb, beside) =
+        std::thread::scope(|scope| {
+            let adder = scope.spawn(|| -> anyhow::Result<Vec<(u8, Duration)>> {
+                let mut beside = Vec::new();
+                let mut counter = counter;
+                loop {
+                    let now = phase.load(Ordering::Acquire);
+                    if now == STOPPED {
+                        return Ok(beside);
+                    }
+                    beside.push((now, other_add(base_url, &mut counter)?));
+                }
             });
-        let took = started.elapsed();
-        deleting.store(false, Ordering::Release);
-        let during = adder
-            .join()
-            .map_err(|_| anyhow::anyhow!("the other user's client panicked"))?;
-        anyhow::Ok((answer?, took, during?))
-    })?;
-    let file_deleted_mb = file_mb(data_dir);
-    progress("deleted; waiting for the file to shrink");
-    let mut file_after_mb = file_deleted_mb;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut stable_since = Instant::now();
-    while Instant::now() < deadline && stable_since.elapsed() < Duration::from_secs(3) {
-        std::thread::sleep(Duration::from_millis(250));
-        let now = file_mb(data_dir);
-        if now < file_after_mb {
-            stable_since = Instant::now();
-        }
-        file_after_mb = file_after_mb.min(now);
-    }
+            let started = Instant::now();
+            let answer = agent()
+                .delete(format!("{base_url}/v1/users/{USER}"))
+                .call()
+                .context("DELETE failed")
+                .and_then(|mut response| {
+                    response
+                        .body_mut()
+                        .read_json::<serde_json::Value>()
+                        .context("DELETE answer unreadable")
+                });
+            let took = started.elapsed();
+            phase.store(RECLAIMING, Ordering::Release);
+            let file_deleted_mb = file_mb(data_dir);
+            progress("deleted; waiting for the file to shrink");
+            let file_after_mb = wait_for_shrinking(data_dir, file_deleted_mb);
+            phase.store(STOPPED, Ordering::Release);
+            let beside = adder
+                .join()
+                .map_err(|_| anyhow::anyhow!("the other user's client panicked"))?;
+            anyhow::Ok((answer?, took, file_deleted_mb, file_after_mb, beside?))
+        })?;
+    let sorted_in = |wanted: u8| {
+        let mut took: Vec<Duration> = beside
+            .iter()
+            .filter(|(phase, _)| *phase == wanted)
+            .map(|(_, took)| *took)
+            .collect();
+        took.sort();
+        took
+    };
+    let during_sorted = sorted_in(DELETING);
+    let reclaim_sorted = sorted_in(RECLAIMING);
     before.sort();
-    let mut during_sorted = during;
-    during_sorted.sort();
     Ok(DeleteReport {
         num_sessions: options.sessions,
         adds_per_s,
@@ -150,10 +165,38 @@ fn measure(
         during_max_ms: during_sorted
             .last()
             .map_or(0.0, |took| took.as_secs_f64() * 1e3),
+        reclaim_adds: reclaim_sorted.len(),
+        reclaim_p50_ms: percentile(&reclaim_sorted, 0.5),
+        reclaim_p99_ms: percentile(&reclaim_sorted, 0.99),
+        reclaim_max_ms: reclaim_sorted
+            .last()
+            .map_or(0.0, |took| took.as_secs_f64() * 1e3),
         file_before_mb,
         file_deleted_mb,
         file_after_mb,
     })
+}
+
+/// The phases of the other user's Adds.
+const DELETING: u8 = 1;
+const RECLAIMING: u8 = 2;
+const STOPPED: u8 = 0;
+
+/// The database's size once it stopped shrinking (unchanged for three
+/// seconds, a minute at most), MB.
+fn wait_for_shrinking(data_dir: &Path, from_mb: f64) -> f64 {
+    let mut smallest = from_mb;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut stable_since = Instant::now();
+    while Instant::now() < deadline && stable_since.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = file_mb(data_dir);
+        if now < smallest {
+            stable_since = Instant::now();
+        }
+        smallest = smallest.min(now);
+    }
+    smallest
 }
 
 /// One Add of the other user; its latency.
@@ -196,6 +239,7 @@ pub fn render(report: &DeleteReport) -> String {
          delete                {delete:.2} s, answered {deleted}\n\
          other user's Adds     before: {bn} Adds, p50 {bp50:.1} ms  p99 {bp99:.1} ms\n\
          \x20                     during: {dn} Adds, p50 {dp50:.1} ms  p99 {dp99:.1} ms  max {dmax:.1} ms\n\
+         \x20                     while the space is given back: {rn} Adds, p50 {rp50:.1} ms  p99 {rp99:.1} ms  max {rmax:.1} ms\n\
          database file         {fb:.1} MB before, {fd:.1} MB as the delete answered, {fa:.1} MB after",
         sessions = report.num_sessions,
         adds = report.adds_per_s,
@@ -208,6 +252,10 @@ pub fn render(report: &DeleteReport) -> String {
         dp50 = report.during_p50_ms,
         dp99 = report.during_p99_ms,
         dmax = report.during_max_ms,
+        rn = report.reclaim_adds,
+        rp50 = report.reclaim_p50_ms,
+        rp99 = report.reclaim_p99_ms,
+        rmax = report.reclaim_max_ms,
         fb = report.file_before_mb,
         fd = report.file_deleted_mb,
         fa = report.file_after_mb,
