@@ -11,12 +11,17 @@ use crate::read::search::Searcher;
 
 pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
-    if !location.exists() {
-        anyhow::bail!(
+    match location.try_exists() {
+        Ok(true) => {}
+        Ok(false) => anyhow::bail!(
             "no precedent store at {} (expected {})",
             args.data_dir.display(),
             location.describe()
-        );
+        ),
+        Err(error) => anyhow::bail!(
+            "cannot read the data directory {}: {error}",
+            args.data_dir.display()
+        ),
     }
     let conn = location.open_reader()?;
     if crate::store::user_state(&conn, &args.user_id)?.last_seq == 0 {

@@ -269,9 +269,15 @@ impl StoreLocation {
     /// Whether the store exists already (a PostgreSQL database is assumed
     /// to: connecting tells).
     pub fn exists(&self) -> bool {
+        self.try_exists().unwrap_or(false)
+    }
+
+    /// Whether the store is there, or why that cannot be told (a data
+    /// directory this user may not read).
+    pub fn try_exists(&self) -> std::io::Result<bool> {
         match self {
-            StoreLocation::Sqlite(data_dir) => database_path(data_dir).exists(),
-            StoreLocation::Postgres(_) => true,
+            StoreLocation::Sqlite(data_dir) => database_path(data_dir).try_exists(),
+            StoreLocation::Postgres(_) => Ok(true),
         }
     }
 

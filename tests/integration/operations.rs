@@ -195,3 +195,27 @@ fn a_data_directory_that_is_a_file_is_said_so_once() {
     );
     assert!(!stderr.contains("File exists"), "{stderr}");
 }
+
+/// A data directory that cannot be read is said so, with the system's
+/// reason, not as a missing store.
+#[test]
+fn an_unreadable_data_directory_is_not_called_missing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").expect("file");
+    // A directory under a file: reading it fails with ENOTDIR (a mode-000
+    // directory would do too, but not for root).
+    let unreadable = file.join("data");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
+        .args(["inspect", "--user-id", "u", "--data-dir"])
+        .arg(&unreadable)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot read the data directory"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("no precedent store"), "{stderr}");
+}
