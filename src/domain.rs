@@ -103,6 +103,9 @@ pub struct SearchRequest {
     /// The most characters of content to return (an extension of the
     /// contract); the service's default when absent.
     pub max_chars: Option<usize>,
+    /// The caller's checkout (its root): each experience returned is
+    /// checked against its working tree and marked when stale.
+    pub repo: Option<std::path::PathBuf>,
 }
 
 /// The largest `top_k` a Search may ask for.
@@ -177,6 +180,37 @@ pub struct MemoryItem {
     pub message_start: usize,
     /// Last message index (within that Add) the item covers.
     pub message_end: usize,
+    /// How the experience stands against the caller's checkout, when the
+    /// Search named one.
+    pub stale: Option<Staleness>,
+}
+
+/// How a past experience stands against the caller's working tree
+/// (`read::stale` checks it).
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct Staleness {
+    /// Changed files that no longer exist.
+    pub missing_files: Vec<String>,
+    /// Changed definitions no longer defined in the changed files that
+    /// still exist (renamed or removed).
+    pub missing_symbols: Vec<String>,
+    /// Changed files that exist but no longer hold every line the
+    /// experience's fix added to them.
+    pub changed_files: Vec<String>,
+    /// Changed files that could not be read (too large, not text, no
+    /// permission, outside the checkout): neither current nor stale.
+    pub unchecked_files: Vec<String>,
+}
+
+impl Staleness {
+    /// Whether anything the experience changed is gone or different.
+    pub fn is_stale(&self) -> bool {
+        !(self.missing_files.is_empty()
+            && self.missing_symbols.is_empty()
+            && self.changed_files.is_empty())
+    }
 }
 
 #[cfg(test)]

@@ -71,6 +71,24 @@ impl RemoteServer {
         }
     }
 
+    /// Whether the server runs on this host (a loopback address), so that
+    /// it can read the caller's checkout.
+    pub fn is_local(&self) -> bool {
+        let rest = self
+            .base_url
+            .split_once("://")
+            .map_or(self.base_url.as_str(), |(_, rest)| rest);
+        let host = rest.split('/').next().unwrap_or("");
+        let host = match host.strip_prefix('[') {
+            Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map_or(host, |(host, _)| host),
+        };
+        host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|address| address.is_loopback())
+    }
+
     /// `GET` or `POST` (with `body`) on `path` for `user_id` (sent in
     /// [`crate::client::USER_HEADER`] too, for a load balancer in front of
     /// several nodes); the JSON answer, or the server's reason when it
@@ -305,12 +323,29 @@ async fn remote(
 pub struct MemoryServer {
     backend: Backend,
     user_id: String,
+    /// The agent's checkout, which answers are checked against.
+    checkout: Option<std::path::PathBuf>,
 }
 
 impl MemoryServer {
     /// A server answering for `user_id` from `backend`.
     pub fn new(backend: Backend, user_id: String) -> MemoryServer {
-        MemoryServer { backend, user_id }
+        MemoryServer {
+            backend,
+            user_id,
+            checkout: None,
+        }
+    }
+
+    /// The same, marking each experience it answers with how it stands
+    /// against the checkout at `root` (when the backend runs on this host).
+    pub fn with_checkout(mut self, root: std::path::PathBuf) -> MemoryServer {
+        let local = match &self.backend {
+            Backend::Local(_) => true,
+            Backend::Remote(server) => server.is_local(),
+        };
+        self.checkout = local.then_some(root);
+        self
     }
 
     /// Serves MCP on stdin/stdout until the client closes them.
@@ -384,6 +419,9 @@ impl MemoryServer {
         let mut body = json!({ "user_id": self.user_id, "query": query, "top_k": top_k });
         if let Some(max_chars) = arguments.get("max_chars") {
             body["max_chars"] = max_chars.clone();
+        }
+        if let Some(root) = &self.checkout {
+            body["repo"] = Value::String(root.to_string_lossy().into_owned());
         }
         if explain {
             self.backend.explain(body).await
@@ -619,6 +657,13 @@ impl ServerHandler for MemoryServer {
         };
         Ok(result.into())
     }
+}
+
+/// The root of the git work tree enclosing `directory`, if any.
+pub fn checkout_root(directory: &Path) -> Option<std::path::PathBuf> {
+    let repository = git2::Repository::discover(directory).ok()?;
+    let root = repository.workdir()?;
+    Some(root.canonicalize().unwrap_or_else(|_| root.to_path_buf()))
 }
 
 /// The user scope of the git repository enclosing `directory`: its

@@ -49,5 +49,8 @@ mod relevance;
 #[path = "integration/security.rs"]
 mod security;
 
+#[path = "integration/stale.rs"]
+mod stale;
+
 #[path = "integration/writes.rs"]
 mod writes;

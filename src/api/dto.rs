@@ -323,6 +323,9 @@ fn parse_message(item: &Value, index: usize, errors: &mut Errors) -> Option<Mess
     })
 }
 
+/// The longest `repo` path a Search may name.
+const MAX_REPO_PATH_BYTES: usize = 4_096;
+
 /// The largest `max_chars` a Search may ask for.
 const MAX_CHARS_LIMIT: u64 = 10_000_000;
 
@@ -386,12 +389,31 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
             }
         },
     };
+    // An extension: the caller's checkout, to mark stale experience.
+    let repo = match object.get("repo") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(path))
+            if path.starts_with('/')
+                && path.len() <= MAX_REPO_PATH_BYTES
+                && !path.contains('\0') =>
+        {
+            Some(std::path::PathBuf::from(path))
+        }
+        Some(_) => {
+            errors.push(
+                "repo",
+                format!("must be an absolute path of at most {MAX_REPO_PATH_BYTES} bytes"),
+            );
+            None
+        }
+    };
     let request = match (query, user_id, top_k) {
         (Some(query), Some(user_id), Some(top_k)) => Some(SearchRequest {
             query,
             user_id,
             top_k,
             max_chars,
+            repo,
         }),
         _ => None,
     };
@@ -561,6 +583,10 @@ pub struct ItemDto {
     pub kind: crate::domain::MemoryKind,
     /// Provenance.
     pub source: SourceDto,
+    /// How the experience stands against the checkout the Search named
+    /// (`repo`); absent when it named none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<crate::domain::Staleness>,
 }
 
 impl From<MemoryItem> for ItemDto {
@@ -577,6 +603,7 @@ impl From<MemoryItem> for ItemDto {
                 message_start: item.message_start,
                 message_end: item.message_end,
             },
+            stale: item.stale,
         }
     }
 }

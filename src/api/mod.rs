@@ -71,6 +71,10 @@ pub struct ApiOptions {
     /// `--redact-secrets`: content is masked, but masking an id would merge
     /// distinct scopes).
     pub refuse_secret_ids: bool,
+    /// Accept a Search's `repo` (the caller's checkout, read on this
+    /// host to mark stale experience): for servers only local clients
+    /// reach (`serve` sets it when it listens on loopback).
+    pub repo_checks: bool,
 }
 
 /// The default number of requests handled at once.
@@ -96,6 +100,7 @@ impl Default for ApiOptions {
             allowed_hosts: guard::AllowedHosts::default(),
             trusted_origins: Vec::new(),
             refuse_secret_ids: false,
+            repo_checks: false,
         }
     }
 }
@@ -105,6 +110,7 @@ struct AppState {
     service: Arc<Service>,
     max_body_bytes: usize,
     refuse_secret_ids: bool,
+    repo_checks: bool,
     http_metrics: Arc<crate::metrics::HttpMetrics>,
 }
 
@@ -115,6 +121,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         service,
         max_body_bytes: options.max_body_bytes,
         refuse_secret_ids: options.refuse_secret_ids,
+        repo_checks: options.repo_checks,
         http_metrics: Arc::clone(&http_metrics),
     };
     let keys = Arc::new(options.keys);
@@ -336,6 +343,7 @@ async fn search(
 ) -> Result<Json<SearchResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
     authorize(scope_of(&scope), &request.user_id)?;
+    check_repo(&state, &request)?;
     let items = state.service.search(request).await?;
     Ok(Json(SearchResponse {
         data: items.into_iter().map(Into::into).collect(),
@@ -362,7 +370,27 @@ async fn explain(
 ) -> Result<Json<Explained>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
     authorize(scope_of(&scope), &request.user_id)?;
+    check_repo(&state, &request)?;
     Ok(Json(state.service.explain(request).await?))
+}
+
+/// A Search's `repo` is read only by a server that local clients alone
+/// reach, and must be a directory there.
+fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Result<(), ApiError> {
+    let Some(repo) = &request.repo else {
+        return Ok(());
+    };
+    let message = if !state.repo_checks {
+        "this server does not read checkouts (it listens beyond loopback); leave repo out"
+    } else if !repo.is_dir() {
+        "not a directory on the server's host"
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::invalid_fields(vec![error::FieldError {
+        field: "repo".to_string(),
+        message: message.to_string(),
+    }]))
 }
 
 /// The `user_id` of an inspection request's query string: required,

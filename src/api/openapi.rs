@@ -207,6 +207,13 @@ pub struct SearchBody {
     /// search budget).
     #[schema(minimum = 1, maximum = 10000000)]
     pub max_chars: Option<u64>,
+    /// The caller's checkout (an absolute path on the server's host): each
+    /// experience returned says, in `stale`, whether the files it changed
+    /// still exist, the definitions it changed are still defined, and what
+    /// its fix wrote is still there. Only a server listening on loopback
+    /// reads it; others answer 422.
+    #[schema(max_length = 4096, pattern = "^/")]
+    pub repo: Option<String>,
 }
 
 /// An error answer.
@@ -299,6 +306,9 @@ pub struct Explanation {
     /// A candidate whose `bm25_margin` is at least this stands out: kept,
     /// and the answer is not empty.
     pub standout_margin: f32,
+    /// With `repo`: how each kept candidate stands against the checkout,
+    /// by session id (the same fields as an item's `stale`).
+    pub stale: Option<std::collections::BTreeMap<String, crate::domain::Staleness>>,
 }
 
 /// What a user deletion removed.

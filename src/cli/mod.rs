@@ -146,6 +146,12 @@ struct SearchArgs {
     #[arg(long)]
     json: bool,
 
+    /// A checkout to check the answer against: each experience says
+    /// whether the files it changed still exist, the definitions it
+    /// changed are still defined, and what its fix wrote is still there.
+    #[arg(long, value_name = "PATH")]
+    repo: Option<PathBuf>,
+
     /// The new task's text.
     query: String,
 }

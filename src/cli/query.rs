@@ -121,6 +121,11 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
         user_id: args.user_id.clone(),
         top_k: args.top_k as usize,
         max_chars: Some(args.max_chars.max(1)),
+        // The work tree's root, wherever in it the path points.
+        repo: args
+            .repo
+            .as_deref()
+            .map(|path| crate::mcp::checkout_root(path).unwrap_or_else(|| path.to_path_buf())),
     };
     if let Some(unknown) = unknown_user(&searcher, &args.user_id)? {
         anyhow::bail!("{unknown}");

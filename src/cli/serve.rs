@@ -59,9 +59,14 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
             crate::mcp::Backend::Local(service) => Some(service.clone()),
             crate::mcp::Backend::Remote(_) => None,
         };
-        let served = crate::mcp::MemoryServer::new(backend, user_id)
-            .serve_stdio()
-            .await;
+        let mut server = crate::mcp::MemoryServer::new(backend, user_id);
+        if let Some(root) = std::env::current_dir()
+            .ok()
+            .and_then(|directory| crate::mcp::checkout_root(&directory))
+        {
+            server = server.with_checkout(root);
+        }
+        let served = server.serve_stdio().await;
         if let Some(service) = local {
             service.shutdown().await;
         }
@@ -141,6 +146,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
                 trusted_origins: args.allowed_origins.clone(),
                 refuse_secret_ids: args.redact_secrets,
+                repo_checks: address.ip().is_loopback(),
             },
         );
         let serve_options = api::serve::ServeOptions {

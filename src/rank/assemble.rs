@@ -425,6 +425,7 @@ pub fn assemble(
                 request_id,
                 message_start: within,
                 message_end: within,
+                stale: None,
             });
         }
     }

@@ -14,6 +14,7 @@
 
 pub mod inspect;
 pub mod search;
+pub mod stale;
 
 use crate::index::IndexError;
 use crate::store::StoreError;

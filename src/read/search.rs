@@ -21,6 +21,9 @@ use crate::ingest::SessionRecord;
 use crate::rank;
 use crate::store::{self, StoreConn, StoreLocation};
 
+/// Kept candidates an explanation checks against a checkout, at most.
+const MAX_STALE_CHECKS: usize = 20;
+
 /// What ranking made of a Search (see [`Searcher::explain`]).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Explained {
@@ -41,6 +44,10 @@ pub struct Explained {
     /// The query's rarest terms the memory holds (finds messages).
     #[serde(skip)]
     pub rarest_terms: Vec<String>,
+    /// How the kept candidates stand against the caller's checkout, by
+    /// session, when the Search named one (`repo`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub stale: std::collections::BTreeMap<String, super::stale::Staleness>,
 }
 
 impl Explained {
@@ -55,6 +62,7 @@ impl Explained {
             answer_probability: rank::ANSWER_PROBABILITY,
             standout_margin: rank::STANDOUT_MARGIN,
             rarest_terms: Vec::new(),
+            stale: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -143,7 +151,7 @@ impl Searcher {
     /// character budget.
     pub fn search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, ReadError> {
         let started = std::time::Instant::now();
-        let explained = self.explain(request)?;
+        let explained = self.rank(request)?;
         let ranked_at = started.elapsed();
         let budget = request.max_chars.unwrap_or(self.budget_chars);
         // More sessions than this cannot fit the budget.
@@ -260,7 +268,11 @@ impl Searcher {
             )
             .collect();
         let loaded_at = started.elapsed();
-        let items = rank::assemble::assemble(&explained.query, &sessions, budget, request.top_k);
+        let mut items =
+            rank::assemble::assemble(&explained.query, &sessions, budget, request.top_k);
+        if let Some(root) = &request.repo {
+            self.mark_stale(root, &request.user_id, &mut items)?;
+        }
         tracing::debug!(
             rank_ms = ranked_at.as_secs_f64() * 1e3,
             message_search_ms = (searched_at - ranked_at).as_secs_f64() * 1e3,
@@ -273,9 +285,80 @@ impl Searcher {
         Ok(items)
     }
 
+    /// Marks each experience item with how it stands against the
+    /// checkout at `root` ([`super::stale`]); a stale one's text says so.
+    fn mark_stale(
+        &self,
+        root: &std::path::Path,
+        user_id: &str,
+        items: &mut [MemoryItem],
+    ) -> Result<(), ReadError> {
+        let sessions: Vec<String> = items
+            .iter()
+            .filter(|item| item.kind == crate::domain::MemoryKind::Experience)
+            .map(|item| item.session_id.clone())
+            .collect();
+        let marks = self.staleness_of(root, user_id, &sessions)?;
+        for item in items
+            .iter_mut()
+            .filter(|item| item.kind == crate::domain::MemoryKind::Experience)
+        {
+            let Some(staleness) = marks.get(&item.session_id) else {
+                continue;
+            };
+            if let Some(line) = super::stale::line(staleness) {
+                item.content.push('\n');
+                item.content.push_str(&line);
+            }
+            item.stale = Some(staleness.clone());
+        }
+        Ok(())
+    }
+
+    /// How each of `sessions` stands against the checkout at `root`.
+    fn staleness_of(
+        &self,
+        root: &std::path::Path,
+        user_id: &str,
+        sessions: &[String],
+    ) -> Result<std::collections::BTreeMap<String, super::stale::Staleness>, ReadError> {
+        let stored = self.with_reader(|conn| {
+            sessions
+                .iter()
+                .map(|session_id| Ok(store::session(conn, user_id, session_id)?))
+                .collect::<Result<Vec<_>, ReadError>>()
+        })?;
+        let mut marks = std::collections::BTreeMap::new();
+        for stored in stored.into_iter().flatten() {
+            let Ok(record) = serde_json::from_str::<SessionRecord>(&stored.record_json) else {
+                continue;
+            };
+            marks.insert(stored.session_id, super::stale::check(root, &record));
+        }
+        Ok(marks)
+    }
+
+    /// Every candidate session of a Search with its features, fused score
+    /// and the gate's verdict, kept ones first; with a checkout named
+    /// (`repo`), how each kept one stands against it.
+    pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
+        let mut explained = self.rank(request)?;
+        if let Some(root) = &request.repo {
+            let kept: Vec<String> = explained
+                .candidates
+                .iter()
+                .filter(|scored| scored.dropped.is_none())
+                .take(MAX_STALE_CHECKS)
+                .map(|scored| scored.session_id.clone())
+                .collect();
+            explained.stale = self.staleness_of(root, &request.user_id, &kept)?;
+        }
+        Ok(explained)
+    }
+
     /// Every candidate session of a Search with its features, fused score
     /// and the gate's verdict, kept ones first.
-    pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
+    fn rank(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
         let started = std::time::Instant::now();
         let query = rank::query::analyze(&request.query);
         let analyzed_at = started.elapsed();
@@ -346,6 +429,7 @@ impl Searcher {
             answer_probability: rank::ANSWER_PROBABILITY,
             standout_margin: rank::STANDOUT_MARGIN,
             rarest_terms: found.rarest_terms,
+            stale: std::collections::BTreeMap::new(),
         })
     }
 

@@ -129,6 +129,7 @@ async fn a_cleared_profile_cache_loses_no_candidate() {
         user_id: "team".to_string(),
         top_k: 10,
         max_chars: None,
+        repo: None,
     };
     for round in 0..3 {
         let explained = searcher.explain(&request).expect("explain");

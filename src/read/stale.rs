@@ -1,0 +1,274 @@
+//! stale: "does this past experience still describe the code at hand?"
+//! Given the caller's checkout, each returned experience is checked against
+//! the working tree: whether the files it changed still exist, whether the
+//! definitions it changed are still defined there (read with the same
+//! tree-sitter tags as extraction), and whether what its fix wrote is still
+//! in the file (every line its last diff added to that file, else the file
+//! changed since).
+//!
+//! Architecture invariant: a stale experience is marked, never hidden; the
+//! check reads only files under the checkout's root, each within a size
+//! bound, and a file it cannot read is reported as such, not as stale.
+
+use std::collections::HashSet;
+use std::path::{Component, Path};
+
+pub use crate::domain::Staleness;
+use crate::ingest::symbols::{ParseBudget, code_definitions};
+use crate::ingest::{EvidenceKind, SessionRecord};
+use crate::language::Grammar;
+
+/// Files larger than this are not read: their marks say "not checked".
+const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+/// Changed files checked per experience, at most.
+const MAX_FILES: usize = 20;
+/// Definitions read per file, at most.
+const MAX_DEFINITIONS: usize = 5_000;
+/// Added lines shorter than this (trimmed) prove nothing (`}`, `else:`).
+const MIN_EVIDENT_LINE_CHARS: usize = 8;
+
+/// The line an experience's text gains when it is stale.
+pub fn line(staleness: &Staleness) -> Option<String> {
+    if !staleness.is_stale() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !staleness.missing_files.is_empty() {
+        parts.push(format!("deleted {}", list(&staleness.missing_files)));
+    }
+    if !staleness.missing_symbols.is_empty() {
+        parts.push(format!(
+            "no longer defined {}",
+            list(&staleness.missing_symbols)
+        ));
+    }
+    if !staleness.changed_files.is_empty() {
+        parts.push(format!("changed since {}", list(&staleness.changed_files)));
+    }
+    Some(format!("Stale in this checkout: {}", parts.join("; ")))
+}
+
+fn list(items: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut text = items
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > SHOWN {
+        text.push_str(&format!(" (+{} more)", items.len() - SHOWN));
+    }
+    text
+}
+
+/// Checks `record` against the working tree under `root`.
+pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
+    let mut staleness = Staleness::default();
+    let mut defined: HashSet<String> = HashSet::new();
+    let mut read_any = false;
+    for file in record.files_changed.iter().take(MAX_FILES) {
+        let Some(relative) = inside(file) else {
+            staleness.unchecked_files.push(file.clone());
+            continue;
+        };
+        let path = root.join(relative);
+        let content = match read_bounded(&path) {
+            Ok(Some(content)) => content,
+            Ok(None) => {
+                staleness.missing_files.push(file.clone());
+                continue;
+            }
+            Err(()) => {
+                staleness.unchecked_files.push(file.clone());
+                continue;
+            }
+        };
+        read_any = true;
+        if let Some(grammar) = Grammar::from_path(file) {
+            let mut budget = ParseBudget::default();
+            for name in code_definitions(grammar, &content, MAX_DEFINITIONS, &mut budget) {
+                for key in name_keys(&name) {
+                    defined.insert(key);
+                }
+            }
+        }
+        if !holds_fix(record, file, &content) {
+            staleness.changed_files.push(file.clone());
+        }
+    }
+    // Definitions are looked for only where the experience's files still
+    // are: with every changed file gone, the files say it already.
+    if read_any {
+        for symbol in &record.symbols_changed {
+            let present = name_keys(symbol).any(|key| defined.contains(&key));
+            if !present {
+                staleness.missing_symbols.push(symbol.clone());
+            }
+        }
+    }
+    staleness
+}
+
+/// A recorded path as a relative path that stays under the root.
+fn inside(file: &str) -> Option<&Path> {
+    let path = Path::new(file);
+    let stays = path
+        .components()
+        .all(|component| matches!(component, Component::Normal(_) | Component::CurDir));
+    stays.then_some(path)
+}
+
+/// The file's text; `Ok(None)` when there is no such file, `Err` when it
+/// exists but is not read (too large, not a regular file, unreadable, not
+/// UTF-8).
+fn read_bounded(path: &Path) -> Result<Option<String>, ()> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::NotADirectory => return Ok(None),
+        Err(_) => return Err(()),
+    };
+    if !metadata.is_file() || metadata.len() > MAX_FILE_BYTES {
+        return Err(());
+    }
+    let bytes = std::fs::read(path).map_err(|_| ())?;
+    String::from_utf8(bytes).map(Some).map_err(|_| ())
+}
+
+/// The names a definition may be found under: the qualified name and its
+/// last segment (`Class.method`, `method`; `module::item`, `item`).
+fn name_keys(name: &str) -> impl Iterator<Item = String> + '_ {
+    let last = name
+        .rsplit(['.', ':'])
+        .find(|segment| !segment.is_empty())
+        .unwrap_or(name);
+    std::iter::once(name.to_string()).chain((last != name).then(|| last.to_string()))
+}
+
+/// Whether `content` still holds every evident line the record's last fix
+/// of `file` added (true when the record shows no such line).
+fn holds_fix(record: &SessionRecord, file: &str, content: &str) -> bool {
+    let Some(last) = record
+        .evidence
+        .iter()
+        .filter(|evidence| {
+            evidence.kind == EvidenceKind::Fix && evidence.file.as_deref() == Some(file)
+        })
+        .map(|evidence| evidence.message_index)
+        .max()
+    else {
+        return true;
+    };
+    let present: HashSet<&str> = content.lines().map(str::trim).collect();
+    record
+        .evidence
+        .iter()
+        .filter(|evidence| {
+            evidence.kind == EvidenceKind::Fix
+                && evidence.message_index == last
+                && evidence.file.as_deref() == Some(file)
+        })
+        .flat_map(|evidence| added_lines(&evidence.text))
+        .all(|line| present.contains(line))
+}
+
+/// The added lines of a hunk's text worth checking, trimmed.
+fn added_lines(hunk: &str) -> impl Iterator<Item = &str> {
+    hunk.lines()
+        .filter(|line| line.starts_with('+') && !line.starts_with("+++"))
+        .map(|line| line[1..].trim())
+        .filter(|line| line.chars().count() >= MIN_EVIDENT_LINE_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::Evidence;
+
+    fn fix(file: &str, message_index: usize, text: &str) -> Evidence {
+        Evidence {
+            kind: EvidenceKind::Fix,
+            text: text.to_string(),
+            message_index,
+            byte_start: 0,
+            byte_end: 0,
+            file: Some(file.to_string()),
+            symbols: Vec::new(),
+        }
+    }
+
+    fn record() -> SessionRecord {
+        SessionRecord {
+            files_changed: vec!["pkg/core.py".to_string(), "pkg/util.py".to_string()],
+            symbols_changed: vec!["Parser.parse".to_string(), "helper".to_string()],
+            evidence: vec![
+                fix(
+                    "pkg/core.py",
+                    3,
+                    "@@ -1,3 +1,3 @@ class Parser:\n     def parse(self, text):\n-        return text\n+        return text.strip()\n",
+                ),
+                fix(
+                    "pkg/util.py",
+                    3,
+                    "@@ -1 +1 @@\n-x = 1\n+def helper():\n+    return 'value'\n",
+                ),
+            ],
+            ..SessionRecord::default()
+        }
+    }
+
+    fn checkout(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("dir");
+        for (path, content) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+            std::fs::write(path, content).expect("file");
+        }
+        dir
+    }
+
+    const CORE: &str = "class Parser:\n    def parse(self, text):\n        return text.strip()\n";
+    const UTIL: &str = "def helper():\n    return 'value'\n";
+
+    #[test]
+    fn a_checkout_as_the_session_left_it_is_current() {
+        let dir = checkout(&[("pkg/core.py", CORE), ("pkg/util.py", UTIL)]);
+        let staleness = check(dir.path(), &record());
+        assert_eq!(staleness, Staleness::default());
+        assert_eq!(line(&staleness), None);
+    }
+
+    #[test]
+    fn a_deleted_file_a_renamed_definition_and_an_edited_line_are_each_marked() {
+        let renamed =
+            "class Parser:\n    def parse_all(self, text):\n        return text.strip()\n";
+        let edited = "def helper():\n    return 'other value'\n";
+        let dir = checkout(&[("pkg/core.py", renamed), ("pkg/util.py", edited)]);
+        let staleness = check(dir.path(), &record());
+        assert_eq!(staleness.missing_symbols, vec!["Parser.parse".to_string()]);
+        assert_eq!(staleness.changed_files, vec!["pkg/util.py".to_string()]);
+        assert!(staleness.missing_files.is_empty());
+
+        let dir = checkout(&[("pkg/core.py", CORE)]);
+        let staleness = check(dir.path(), &record());
+        assert_eq!(staleness.missing_files, vec!["pkg/util.py".to_string()]);
+        // `helper` lived in the deleted file: no longer defined either.
+        assert_eq!(staleness.missing_symbols, vec!["helper".to_string()]);
+        let line = line(&staleness).expect("stale");
+        assert!(line.contains("deleted pkg/util.py"), "{line}");
+        assert!(line.contains("no longer defined helper"), "{line}");
+    }
+
+    #[test]
+    fn paths_that_leave_the_checkout_are_not_read() {
+        let dir = checkout(&[("pkg/core.py", CORE)]);
+        let record = SessionRecord {
+            files_changed: vec!["../outside.py".to_string(), "/etc/passwd".to_string()],
+            ..SessionRecord::default()
+        };
+        let staleness = check(dir.path(), &record);
+        assert_eq!(staleness.unchecked_files.len(), 2);
+        assert!(!staleness.is_stale());
+    }
+}

@@ -1,0 +1,204 @@
+//! Stale marks on a real repository: its history imported, then a file
+//! deleted, a function renamed and a line edited in the working tree; a
+//! Search that names the checkout marks each, through the CLI and through
+//! a server on loopback, and a Search that names none marks nothing.
+
+use std::path::Path;
+use std::process::Command;
+
+use git2::{Repository, Signature, Time};
+use serde_json::{Value, json};
+
+use crate::support::{ServerProcess, data_dir};
+
+fn commit(repo: &Repository, files: &[(&str, &str)], message: &str, seconds: i64) {
+    let root = repo.workdir().expect("work tree");
+    let mut index = repo.index().expect("index");
+    for (path, content) in files {
+        let full = root.join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&full, content).expect("write");
+        index.add_path(Path::new(path)).expect("add");
+    }
+    index.write().expect("write index");
+    let tree = repo
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("tree");
+    let signature = Signature::new("Dev", "dev@example.com", &Time::new(seconds, 0)).expect("sig");
+    let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    repo.commit(
+        Some("HEAD"),
+        &signature,
+        &signature,
+        message,
+        &tree,
+        &parents,
+    )
+    .expect("commit");
+}
+
+const PARSER_V1: &str = "class Parser:\n    def parse(self, text):\n        return text\n";
+const PARSER_V2: &str =
+    "class Parser:\n    def parse(self, text):\n        return text.strip().splitlines()\n";
+const CACHE_V1: &str = "def lookup_entry(cache, key):\n    return cache[key]\n";
+const CACHE_V2: &str =
+    "def lookup_entry(cache, key):\n    return cache.get(key, default_entry())\n";
+const LEGACY_V1: &str = "def legacy_loader(path):\n    return open(path).read()\n";
+const LEGACY_V2: &str =
+    "def legacy_loader(path):\n    with open(path) as handle:\n        return handle.read()\n";
+
+/// A repository whose second commit fixes three files, then a working
+/// tree where one is deleted, one has its function renamed (the fix's
+/// line kept) and one has the fix's line edited.
+fn repository() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("dir");
+    let repo = Repository::init(dir.path()).expect("init");
+    commit(
+        &repo,
+        &[
+            ("pkg/parser.py", PARSER_V1),
+            ("pkg/cache.py", CACHE_V1),
+            ("pkg/legacy.py", LEGACY_V1),
+        ],
+        "Initial parser, cache and loader",
+        1_700_000_000,
+    );
+    commit(
+        &repo,
+        &[
+            ("pkg/parser.py", PARSER_V2),
+            ("pkg/cache.py", CACHE_V2),
+            ("pkg/legacy.py", LEGACY_V2),
+        ],
+        "Fix KeyError in lookup_entry and strip parsed text\n\nlookup_entry raised KeyError for a missing key; legacy_loader leaked handles.",
+        1_700_000_100,
+    );
+    let root = dir.path();
+    std::fs::remove_file(root.join("pkg/legacy.py")).expect("delete");
+    std::fs::write(
+        root.join("pkg/cache.py"),
+        CACHE_V2.replace("def lookup_entry", "def find_entry"),
+    )
+    .expect("rename");
+    std::fs::write(
+        root.join("pkg/parser.py"),
+        PARSER_V2.replace(".strip().splitlines()", ".splitlines()"),
+    )
+    .expect("edit");
+    dir
+}
+
+fn precedent(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_precedent"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// The experience item of the fix commit in a Search answer.
+fn fix_item(answer: &Value) -> &Value {
+    answer["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .find(|item| {
+            item["kind"] == "experience"
+                && item["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("KeyError in lookup_entry")
+        })
+        .unwrap_or_else(|| panic!("no experience of the fix in {answer}"))
+}
+
+fn assert_marked(item: &Value) {
+    let stale = &item["stale"];
+    assert_eq!(stale["missing_files"], json!(["pkg/legacy.py"]), "{item}");
+    let missing: Vec<&str> = stale["missing_symbols"]
+        .as_array()
+        .expect("missing_symbols")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(missing.contains(&"lookup_entry"), "{item}");
+    assert!(missing.contains(&"legacy_loader"), "{item}");
+    assert!(!missing.iter().any(|name| name.contains("parse")), "{item}");
+    assert_eq!(stale["changed_files"], json!(["pkg/parser.py"]), "{item}");
+    let content = item["content"].as_str().expect("content");
+    assert!(content.contains("Stale in this checkout:"), "{content}");
+    assert!(content.contains("deleted pkg/legacy.py"), "{content}");
+}
+
+#[test]
+fn a_deleted_file_a_renamed_function_and_an_edited_line_are_marked() {
+    let checkout = repository();
+    let (_guard, data) = data_dir();
+    let repo = checkout.path().to_str().expect("utf-8");
+    let data = data.to_str().expect("utf-8");
+    let (code, out, err) = precedent(&["import", repo, "--user-id", "u", "--data-dir", data]);
+    assert_eq!(code, Some(0), "{out}{err}");
+
+    let query = "KeyError in lookup_entry for a missing key";
+    let (code, out, err) = precedent(&[
+        "search",
+        "--user-id",
+        "u",
+        "--data-dir",
+        data,
+        "--json",
+        "--repo",
+        repo,
+        query,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let answer: Value = serde_json::from_str(&out).expect("JSON");
+    assert_marked(fix_item(&answer));
+
+    // Without a checkout nothing is checked or said.
+    let (code, out, err) = precedent(&[
+        "search",
+        "--user-id",
+        "u",
+        "--data-dir",
+        data,
+        "--json",
+        query,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let answer: Value = serde_json::from_str(&out).expect("JSON");
+    let item = fix_item(&answer);
+    assert!(item.get("stale").is_none(), "{item}");
+    assert!(
+        !item["content"].as_str().unwrap_or("").contains("Stale"),
+        "{item}"
+    );
+
+    // The same through a server on loopback, and in its explanation.
+    let server = ServerProcess::start(Path::new(data), &[]);
+    let body = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": repo });
+    let (status, answer) = server.request("POST", "/v1/search", Some(&body));
+    assert_eq!(status, 200, "{answer}");
+    assert_marked(fix_item(&answer));
+    let (status, explained) = server.request("POST", "/v1/search/explain", Some(&body));
+    assert_eq!(status, 200, "{explained}");
+    let marks = explained["stale"].as_object().expect("stale marks");
+    assert!(
+        marks
+            .values()
+            .any(|mark| mark["missing_files"] == json!(["pkg/legacy.py"])),
+        "{explained}"
+    );
+
+    // A checkout that is no directory is refused with a reason.
+    let bad = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": "/no/such/checkout" });
+    let (status, refused) = server.request("POST", "/v1/search", Some(&bad));
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused.to_string().contains("repo"), "{refused}");
+    assert_eq!(server.terminate(), Some(0));
+}
