@@ -905,3 +905,37 @@ mod tests {
         assert_eq!(fields(parse_search(&json!("q"))), vec!["body"]);
     }
 }
+
+/// One message of `GET /v1/messages`.
+#[derive(Debug, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = StoredMessage)]
+pub struct MessageDto {
+    /// The Add it came with.
+    pub request_id: String,
+    /// Its index within that Add.
+    pub message_index: usize,
+    /// `user` or `assistant`.
+    pub role: String,
+    /// Its text, at most 65,536 characters of it.
+    pub content: String,
+    /// The characters it holds (more than `content` shows when cut).
+    pub content_chars: usize,
+    /// Message time (RFC 3339), when the Add gave one.
+    pub timestamp: Option<String>,
+    /// When its Add was stored (RFC 3339).
+    pub stored_at: String,
+}
+
+impl From<crate::read::inspect::MessageView> for MessageDto {
+    fn from(message: crate::read::inspect::MessageView) -> MessageDto {
+        MessageDto {
+            request_id: message.request_id,
+            message_index: message.message_index,
+            role: message.role.as_str().to_string(),
+            content: message.content,
+            content_chars: message.content_chars,
+            timestamp: message.timestamp_ms.map(rfc3339_from_ms),
+            stored_at: rfc3339_from_ms(message.stored_at_ms),
+        }
+    }
+}

@@ -114,6 +114,14 @@ fn field_error(field: &str, message: &str) -> ApiError {
     }])
 }
 
+/// The value of a query parameter that must be given once, non-empty.
+pub fn required_single(pairs: &[(String, String)], name: &str) -> Result<String, ApiError> {
+    match single(pairs, name)? {
+        Some(value) if !value.is_empty() => Ok(value.to_string()),
+        _ => Err(field_error(name, "query parameter required, non-empty")),
+    }
+}
+
 /// The value of a query parameter given at most once.
 fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, ApiError> {
     let mut values = pairs.iter().filter(|(key, _)| key == name);

@@ -152,6 +152,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         .merge(json_routes)
         .route("/v1/users", get(list_users))
         .route("/v1/sessions", get(list_sessions))
+        .route("/v1/messages", get(session_messages))
         .route("/v1/sessions/{*session_id}", get(session_detail))
         .route("/v1/users/{*user_id}", axum::routing::delete(delete_user))
         // Outermost first: the key, the declared type, then the body read
@@ -508,6 +509,35 @@ async fn list_sessions(
     Ok(json_bytes(
         sessions_page(&state.service, user_id, page).await?,
     ))
+}
+
+/// A session's messages as stored, in pages.
+#[utoipa::path(get, path = "/v1/messages", tag = "inspection",
+    params(("user_id" = String, Query, description = "The user", min_length = 1),
+        ("session_id" = String, Query, description = "The session", min_length = 1),
+        ("limit" = Option<usize>, Query, description = "At most this many messages (default 1000, at most 10000)", minimum = 1, maximum = 10000),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before (empty: the first page)", pattern = "^([0-9]{1,18}-([0-9a-f]{2}){0,1024})?$")),
+    responses((status = 200, description = "Messages in session order (by Add, then within it), each cut at 65,536 characters; at most `limit` and about 2 MB of them, with `next_cursor` when more follow; none for a session the user does not have", body = openapi::MessageList),
+              (status = 422, description = "A bad user_id, session_id, limit or cursor", body = openapi::ErrorBody)))]
+async fn session_messages(
+    State(state): State<AppState>,
+    scope: KeyScope,
+    RawQuery(query): RawQuery,
+) -> Result<axum::response::Response, ApiError> {
+    let pairs = query_pairs(query.as_deref())?;
+    let user_id = inspected_user_of(&pairs)?;
+    authorize(scope_of(&scope), &user_id)?;
+    let session_id = listing::required_single(&pairs, "session_id")?;
+    let page = PageRequest::from_pairs(&pairs)?;
+    let writer = listing::PageWriter::new(
+        crate::read::inspect::MessageView::cursor,
+        dto::MessageDto::from,
+    );
+    let (writer, next) = state
+        .service
+        .session_messages(user_id, session_id, page.after, page.limit, writer)
+        .await?;
+    Ok(json_bytes(writer.finish(next)))
 }
 
 /// A JSON body already written.

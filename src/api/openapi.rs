@@ -265,6 +265,16 @@ pub struct SessionList {
     pub next_cursor: Option<String>,
 }
 
+/// A page of a session's messages.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct MessageList {
+    /// Messages of the session, in session order.
+    pub data: Vec<dto::MessageDto>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
 /// `GET /v1/sessions/{session_id}`: the record's own fields (each evidence
 /// item also carries `source`: the Add's request id and the message's index
 /// within it), with the session's id, size, time and diagnostics.
@@ -330,7 +340,7 @@ pub struct UserDeleted {
     ),
     paths(
         super::add, super::add_v1, super::search, super::search_v1, super::explain,
-        super::list_users, super::list_sessions, super::session_detail, super::delete_user,
+        super::list_users, super::list_sessions, super::session_detail, super::session_messages, super::delete_user,
         super::health, super::health_v1, super::metrics, super::ui_page, super::openapi_json,
     ),
     components(schemas(AddBody, MessageBody, RoleName, ContentBody, ContentPart, SearchBody, ErrorBody)),

@@ -245,6 +245,106 @@ pub fn visit_session_summaries(
     }
 }
 
+/// One stored message as a session's message list shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageView {
+    /// The Add it came with.
+    pub request_id: String,
+    /// Its sequence number (where a page goes on after it).
+    pub seq: i64,
+    /// Its index within that Add.
+    pub message_index: usize,
+    /// Who wrote it.
+    pub role: crate::domain::Role,
+    /// Its text, at most [`MESSAGE_VIEW_CHARS`] characters of it.
+    pub content: String,
+    /// The characters it holds, shown or not.
+    pub content_chars: usize,
+    /// Message time if given, Unix ms.
+    pub timestamp_ms: Option<i64>,
+    /// When its Add was stored, Unix ms.
+    pub stored_at_ms: i64,
+}
+
+/// Characters of one message a message list shows: a page of messages
+/// stays near its byte bound whatever one message holds.
+pub const MESSAGE_VIEW_CHARS: usize = 64 * 1024;
+
+impl MessageView {
+    fn of(message: store::StoredMessage) -> MessageView {
+        let content_chars = message.content.chars().count();
+        let content = match message.content.char_indices().nth(MESSAGE_VIEW_CHARS) {
+            Some((end, _)) => message.content[..end].to_string(),
+            None => message.content,
+        };
+        MessageView {
+            request_id: message.request_id,
+            seq: message.seq,
+            message_index: message.message_index,
+            role: message.role,
+            content,
+            content_chars,
+            timestamp_ms: message.timestamp_ms,
+            stored_at_ms: message.stored_at_ms,
+        }
+    }
+
+    /// Where a list of messages goes on after this one.
+    pub fn cursor(&self) -> ListCursor {
+        ListCursor {
+            last_seq: self.seq,
+            key: self.message_index.to_string(),
+        }
+    }
+}
+
+/// At most `limit` messages of a user's session after `after`, in session
+/// order, each handed to `sink` as it is read; answers where the next page
+/// starts (`None` when nothing follows). A user being deleted, or a session
+/// the user does not have, has none.
+pub fn visit_session_messages(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+    after: Option<&ListCursor>,
+    limit: usize,
+    sink: &mut impl PageSink<MessageView>,
+) -> Result<Option<ListCursor>, ReadError> {
+    const ROWS_PER_READ: usize = 64;
+    if store::user_deletion_pending(conn, user_id)? {
+        return Ok(None);
+    }
+    // A made-up cursor whose key is no index places the walk at the
+    // start of that Add.
+    let mut position = after.map(|cursor| (cursor.last_seq, cursor.key.parse().unwrap_or(-1)));
+    let mut read = 0usize;
+    let mut last: Option<ListCursor> = after.cloned();
+    loop {
+        let wanted = (limit - read).min(ROWS_PER_READ);
+        let rows = store::session_messages_page(conn, user_id, session_id, position, wanted + 1)?;
+        let more = rows.len() > wanted;
+        for row in rows.into_iter().take(wanted) {
+            let view = MessageView::of(row);
+            let cursor = view.cursor();
+            position = Some((
+                view.seq,
+                i64::try_from(view.message_index).unwrap_or(i64::MAX),
+            ));
+            if !sink.accept(view) {
+                return Ok(last);
+            }
+            last = Some(cursor);
+            read += 1;
+        }
+        if !more {
+            return Ok(None);
+        }
+        if read == limit {
+            return Ok(last);
+        }
+    }
+}
+
 /// At most `limit` users holding sessions after `after`, most recently
 /// active first.
 pub fn users(

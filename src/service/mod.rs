@@ -726,6 +726,41 @@ impl Service {
         .await
     }
 
+    /// At most `limit` messages of a user's session after `after`, in
+    /// session order, handed to `sink` as they are read; answers the sink
+    /// and where the next page starts.
+    pub async fn session_messages<S>(
+        self: &Arc<Self>,
+        user_id: String,
+        session_id: String,
+        after: Option<store::ListCursor>,
+        limit: usize,
+        mut sink: S,
+    ) -> Result<(S, Option<store::ListCursor>), ServiceError>
+    where
+        S: inspect::PageSink<inspect::MessageView> + Send + 'static,
+    {
+        let _turn = self
+            .listings
+            .acquire()
+            .await
+            .map_err(|error| ServiceError::Task(error.to_string()))?;
+        self.on_blocking_pool(move |searcher| {
+            searcher.with_reader(|conn| {
+                let next = inspect::visit_session_messages(
+                    conn,
+                    &user_id,
+                    &session_id,
+                    after.as_ref(),
+                    limit,
+                    &mut sink,
+                )?;
+                Ok((sink, next))
+            })
+        })
+        .await
+    }
+
     /// At most `limit` users holding sessions after `after`, most recently
     /// active first.
     pub async fn list_users(

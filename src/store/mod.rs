@@ -480,6 +480,30 @@ pub fn session_messages(
     dispatch!(conn, session_messages(user_id, session_id))
 }
 
+/// At most `limit` messages of one session of one user after the message
+/// `after` (its Add's `seq` and its index there), in session order: a page
+/// of the session's messages.
+pub fn session_messages_page(
+    conn: &StoreConn,
+    user_id: &str,
+    session_id: &str,
+    after: Option<(i64, i64)>,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let (after_seq, after_index) = after.unwrap_or((i64::MIN, i64::MIN));
+    dispatch!(
+        conn,
+        session_messages_page(user_id, session_id, after_seq, after_index, limit)
+    )
+}
+
+/// What follows `SELECT <message columns> FROM messages m JOIN requests r
+/// ON r.seq = m.seq` in a page of a session's messages (one text for both
+/// backends, as [`SESSIONS_PAGE_SQL`]).
+const SESSION_MESSAGES_PAGE_SQL: &str = "WHERE m.user_id = $1 AND m.session_id = $2
+       AND (m.seq, m.message_index) > ($3, $4)
+     ORDER BY m.seq, m.message_index LIMIT $5";
+
 /// A derived session record as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {

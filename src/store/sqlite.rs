@@ -405,6 +405,26 @@ pub(super) fn session_messages(
     collect_messages(rows)
 }
 
+/// A page of one session's messages (see [`super::session_messages_page`]).
+pub(super) fn session_messages_page(
+    conn: &Connection,
+    user_id: &str,
+    session_id: &str,
+    after_seq: i64,
+    after_index: i64,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq {}",
+        super::SESSION_MESSAGES_PAGE_SQL
+    ))?;
+    let rows = statement.query_map(
+        params![user_id, session_id, after_seq, after_index, to_i64(limit)],
+        message_from_row,
+    )?;
+    collect_messages(rows)
+}
+
 const SESSION_COLUMNS: &str = "user_id, session_id, record_json, diagnostics_json, num_messages, last_seq, updated_at_ms, extractor_version";
 
 fn session_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredSession> {

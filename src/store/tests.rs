@@ -147,6 +147,7 @@ conformance!(
     users_listed,
     sessions_listed_in_pages,
     summaries_end_where_the_sink_is_full,
+    session_messages_read_in_pages,
     migration_is_idempotent,
     evidence_counted,
     user_state_follows_adds_deletions_and_purges,
@@ -880,6 +881,33 @@ fn summaries_end_where_the_sink_is_full(conn: &mut StoreConn) {
             }
         }
         assert_eq!(listed, expected, "room for {room}");
+    }
+}
+
+/// A session's messages read in pages of every size give each message
+/// once, in session order, and never another session's or user's.
+fn session_messages_read_in_pages(conn: &mut StoreConn) {
+    store(conn, &add("u1", "r1", "s1", &["a", "b", "c"]));
+    store(conn, &add("u1", "r2", "s2", &["other session"]));
+    store(conn, &add("u2", "r1", "s1", &["other user"]));
+    store(conn, &add("u1", "r3", "s1", &["d", "e"]));
+    let whole: Vec<String> = session_messages(conn, "u1", "s1")
+        .unwrap()
+        .into_iter()
+        .map(|message| message.content)
+        .collect();
+    assert_eq!(whole, vec!["a", "b", "c", "d", "e"]);
+    for size in 1..=6 {
+        let mut listed = Vec::new();
+        let mut after = None;
+        loop {
+            let page = session_messages_page(conn, "u1", "s1", after, size).unwrap();
+            assert!(page.len() <= size);
+            let Some(last) = page.last() else { break };
+            after = Some((last.seq, last.message_index as i64));
+            listed.extend(page.into_iter().map(|message| message.content));
+        }
+        assert_eq!(listed, whole, "pages of {size}");
     }
 }
 

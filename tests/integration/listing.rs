@@ -137,3 +137,56 @@ fn bad_limits_and_cursors_are_refused_with_a_reason() {
     let (status, _) = server.request("GET", "/v1/sessions?user_id=u&limit=10000", None);
     assert_eq!(status, 200);
 }
+
+/// A session's messages, in pages, in session order: each once, none of
+/// another session or user; a long message is cut and says how long it
+/// was; a missing session_id is refused with a reason.
+#[test]
+fn a_sessions_messages_are_listed_in_pages() {
+    let (_dir, path) = data_dir();
+    let server = ServerProcess::start(&path, &[]);
+    let long = "x".repeat(70_000);
+    let adds = [
+        add_body("r1", "u", "s", &["Fix the parser", "Looking at parse()"]),
+        add_body("r-other", "u", "other", &["Another task"]),
+        add_body("r-user", "v", "s", &["Another user's task"]),
+        add_body("r2", "u", "s", &["pytest -q", &long]),
+        add_body("r3", "u", "s", &["All tests pass"]),
+    ];
+    for body in &adds {
+        assert_eq!(server.request("POST", "/v1/add", Some(body)).0, 200);
+    }
+    let pages = walk(
+        &server,
+        "/v1/messages?user_id=u&session_id=s&limit=2",
+        "request_id",
+    );
+    assert_eq!(
+        pages,
+        vec![vec!["r1", "r1"], vec!["r2", "r2"], vec!["r3"]],
+        "request ids by page"
+    );
+    let (status, whole) = server.request("GET", "/v1/messages?user_id=u&session_id=s", None);
+    assert_eq!(status, 200, "{whole}");
+    let messages = whole["data"].as_array().expect("data");
+    let indexes: Vec<u64> = messages
+        .iter()
+        .map(|message| message["message_index"].as_u64().expect("index"))
+        .collect();
+    assert_eq!(indexes, vec![0, 1, 0, 1, 0]);
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[1]["content"], "Looking at parse()");
+    assert_eq!(messages[3]["content_chars"], 70_000);
+    assert_eq!(
+        messages[3]["content"].as_str().expect("content").len(),
+        65_536
+    );
+    assert!(whole["next_cursor"].is_null(), "{whole}");
+
+    let (status, none) = server.request("GET", "/v1/messages?user_id=u&session_id=nope", None);
+    assert_eq!(status, 200, "{none}");
+    assert_eq!(none["data"], serde_json::json!([]));
+    let (status, refused) = server.request("GET", "/v1/messages?user_id=u", None);
+    assert_eq!(status, 422, "{refused}");
+    assert!(reason(&refused).contains("session_id") || refused.to_string().contains("session_id"));
+}

@@ -107,6 +107,29 @@ pub(in crate::store) fn session_messages(
     )?)
 }
 
+pub(in crate::store) fn session_messages_page(
+    conn: &PgConn,
+    user_id: &str,
+    session_id: &str,
+    after_seq: i64,
+    after_index: i64,
+    limit: usize,
+) -> Result<Vec<StoredMessage>, StoreError> {
+    messages(conn.query(
+        &format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN requests r ON r.seq = m.seq {}",
+            crate::store::SESSION_MESSAGES_PAGE_SQL
+        ),
+        &[
+            &user_id,
+            &session_id,
+            &after_seq,
+            &after_index,
+            &to_i64(limit),
+        ],
+    )?)
+}
+
 pub(super) const SESSION_COLUMNS: &str = "user_id, session_id, record_json, diagnostics_json, num_messages, last_seq, updated_at_ms, extractor_version";
 
 fn session_from_row(row: &Row) -> Result<StoredSession, StoreError> {
