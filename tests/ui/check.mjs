@@ -161,6 +161,26 @@ try {
   const badges = await page.locator('[data-testid="session-row"] [data-testid="status-badge"]').count();
   check(badges === expectedSessions.length, `expected a status badge per session row, found ${badges}`);
 
+  // The list's filters: outcome, source and date, as the API reports them.
+  step('filter the sessions by outcome, source and date');
+  const summaries = (await apiGet(`/v1/sessions?user_id=${encodeURIComponent(user)}`)).data;
+  const visibleRows = () => page.locator('[data-testid="session-row"]:not([hidden])').count();
+  for (const status of ['resolved', 'failed', 'unknown']) {
+    await page.selectOption('[data-testid="outcome-filter"]', status);
+    const expected = summaries.filter((s) => s.status === status).length;
+    check(await visibleRows() === expected, `outcome ${status}: ${await visibleRows()} rows shown, expected ${expected}`);
+  }
+  await page.selectOption('[data-testid="outcome-filter"]', '');
+  await page.selectOption('[data-testid="source-filter"]', 'git');
+  check(await visibleRows() === summaries.filter((s) => s.session_id.startsWith('git:')).length, 'source filter: git history rows');
+  await page.selectOption('[data-testid="source-filter"]', 'api');
+  check(await visibleRows() === summaries.filter((s) => !s.session_id.startsWith('git:')).length, 'source filter: API rows');
+  await page.selectOption('[data-testid="source-filter"]', '');
+  await page.fill('[data-testid="since-filter"]', '2999-01-01');
+  check(await visibleRows() === 0, 'a date after every update still shows rows');
+  await page.fill('[data-testid="since-filter"]', '');
+  check(await visibleRows() === expectedSessions.length, 'clearing the filters does not show every session again');
+
   // 3. A session page: files changed and evidence with provenance.
   const detail = await apiGet(`/v1/sessions/${encodeURIComponent(querySession)}?user_id=${encodeURIComponent(user)}`);
   step(`open session ${querySession}`);
@@ -212,6 +232,8 @@ try {
     verdict: row.querySelector('[data-testid="verdict"]')?.dataset.verdict,
   })));
   check(candidates.length > 0, 'no ranked candidate shown');
+  const sessionColumn = await page.locator('#candidates-table th:nth-child(5)').evaluate((th) => th.getBoundingClientRect().width);
+  check(sessionColumn >= 200, `the ranking's session column is ${sessionColumn}px wide: the table does not fit`);
   check(candidates[0].session === querySession,
     `first ranked candidate is ${candidates[0].session}, expected ${querySession} (ranking: ${candidates.slice(0, 5).map((c) => c.session).join(', ')})`);
   step(`first ranked candidate: ${candidates[0].session} (verdict: ${candidates[0].verdict})`);
@@ -327,4 +349,14 @@ async function checkSessionPage(page, detail) {
     check(shown.text === expected.text.replace(/\r\n?/g, '\n'), `evidence ${i + 1}: text differs from the API's`);
   });
   step(`session page: ${files.length} file(s) changed, ${evidence.length} evidence item(s) with provenance`);
+
+  // The session's messages, on demand, as GET /v1/messages gives them.
+  const messages = await apiGet(`/v1/messages?user_id=${encodeURIComponent(user)}&session_id=${encodeURIComponent(detail.session_id)}&limit=100`);
+  await page.getByTestId('messages-more').click();
+  await page.locator('[data-testid="messages"][data-state="done"]').waitFor();
+  const roles = await page.locator('[data-testid="message-row"]').evaluateAll((rows) => rows.map((row) => row.dataset.role));
+  check(roles.length === messages.data.length && roles.length > 0,
+    `${roles.length} messages shown, expected ${messages.data.length}`);
+  check(JSON.stringify(roles) === JSON.stringify(messages.data.map((m) => m.role)), 'message roles differ from the API\'s');
+  step(`session page: ${roles.length} message(s) shown on demand`);
 }
