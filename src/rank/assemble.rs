@@ -444,6 +444,7 @@ mod tests {
             outcome: OutcomeStatus::Resolved,
             language: None,
             updated_at_ms: 0,
+            last_message_at_ms: None,
             files_changed: vec!["src/lib.rs".to_string()],
             symbols_changed: vec!["parse".to_string()],
             features: Features::default(),
