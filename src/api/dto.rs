@@ -575,7 +575,10 @@ pub struct ItemDto {
     pub content: String,
     /// Higher is more relevant.
     pub score: f32,
-    /// RFC 3339.
+    /// RFC 3339: when what it shows happened, as its source dated it (a
+    /// transcript's timestamps, a commit's time): a message's own time; an
+    /// experience's or error's, its session's latest dated message. When
+    /// the source gave no time, when it was stored.
     pub created_at: String,
     /// The trajectory it came from.
     pub session_id: String,
@@ -628,7 +631,9 @@ pub struct SessionSummaryDto {
     pub num_errors: usize,
     /// Messages stored.
     pub num_messages: i64,
-    /// RFC 3339.
+    /// RFC 3339: when the session's latest dated message was written (a
+    /// transcript's timestamp, a commit's time); when no message is dated,
+    /// when its record was last derived.
     pub updated_at: String,
     /// The first files changed (at most five).
     pub files_changed: Vec<String>,

@@ -288,7 +288,9 @@ pub struct SessionDetailBody {
     pub session_id: String,
     /// Messages stored.
     pub num_messages: i64,
-    /// RFC 3339: when the record was last derived.
+    /// RFC 3339: when the session's latest dated message was written (a
+    /// transcript's timestamp, a commit's time); when no message is dated,
+    /// when its record was last derived.
     pub updated_at: String,
     /// What the extractors could not parse.
     pub diagnostics: Vec<crate::ingest::Diagnostic>,

@@ -41,13 +41,27 @@ impl SessionExtractor {
         self.num_messages
     }
 
-    /// Reads the next messages of the session, in order.
+    /// Reads the next messages of the session, in order (undated).
     pub fn extend<'a>(&mut self, messages: impl IntoIterator<Item = (Role, &'a str)>) {
-        for (role, content) in messages {
+        self.extend_dated(
+            messages
+                .into_iter()
+                .map(|(role, content)| (role, content, None)),
+        );
+    }
+
+    /// Reads the next `(role, content, timestamp_ms)` messages of the
+    /// session, in order.
+    pub fn extend_dated<'a>(
+        &mut self,
+        messages: impl IntoIterator<Item = (Role, &'a str, Option<i64>)>,
+    ) {
+        for (role, content, timestamp_ms) in messages {
             let message = [IngestMessage {
                 index: self.num_messages,
                 role,
                 content,
+                timestamp_ms,
             }];
             let is_task =
                 !self.task_seen && role == Role::User && !super::task::is_control(content);
@@ -108,34 +122,52 @@ mod tests {
 
     #[test]
     fn chunks_give_the_record_of_the_whole() {
+        // Dated as a transcript dates them: the result a little before the
+        // command that ran it (clocks of two processes), the last undated.
         let messages = [
             (
                 Role::User,
                 "Fix parse_config in config.py: it fails on empty files",
+                Some(1_704_067_200_000),
             ),
             (
                 Role::Assistant,
                 "```bash\npython -m pytest tests/test_config.py\n```",
+                Some(1_704_067_260_000),
             ),
             (
                 Role::User,
                 "FAILED tests/test_config.py::test_empty - ValueError: empty\nTraceback (most recent call last):\n  File \"config.py\", line 3, in parse_config\nValueError: empty",
+                Some(1_704_067_259_000),
             ),
             (
                 Role::Assistant,
                 "--- a/config.py\n+++ b/config.py\n@@ -1,3 +1,4 @@\n def parse_config(text):\n+    if not text:\n+        return {}\n     return load(text)\n",
+                Some(1_704_067_320_000),
             ),
-            (Role::User, "1 passed"),
+            (Role::User, "1 passed", None),
         ];
-        let inputs = IngestMessage::in_order(messages.iter().copied());
-        let whole = json(&super::super::extract_session(&inputs));
+        let inputs = IngestMessage::in_order_dated(messages.iter().copied());
+        let whole = super::super::extract_session(&inputs);
+        assert_eq!(whole.0.last_message_at_ms, Some(1_704_067_320_000));
+        let whole = json(&whole);
         for cut in 0..=messages.len() {
             let mut extractor = SessionExtractor::new();
-            extractor.extend(messages[..cut].iter().copied());
+            extractor.extend_dated(messages[..cut].iter().copied());
             let _ = extractor.record();
-            extractor.extend(messages[cut..].iter().copied());
+            extractor.extend_dated(messages[cut..].iter().copied());
             assert_eq!(json(&extractor.record()), whole, "cut at {cut}");
             assert_eq!(extractor.num_messages(), messages.len());
         }
+    }
+
+    #[test]
+    fn a_session_without_dated_messages_has_no_message_time() {
+        let mut extractor = SessionExtractor::new();
+        extractor.extend([(Role::User, "Fix parse_config in config.py")]);
+        let (record, _) = extractor.record();
+        assert_eq!(record.last_message_at_ms, None);
+        let stored = serde_json::to_value(&record).expect("json");
+        assert!(stored.get("last_message_at_ms").is_none(), "{stored}");
     }
 }

@@ -64,7 +64,7 @@ use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 /// The version of extraction: bump it with any change that changes the
 /// records `extract_session` gives. Stored records of an older version are
 /// derived again from their messages (by the service, at start-up).
-pub const EXTRACTOR_VERSION: i64 = 4;
+pub const EXTRACTOR_VERSION: i64 = 5;
 /// Characters kept of the task statement.
 pub const MAX_TASK_CHARS: usize = 4_000;
 /// Evidence items kept per session.
@@ -112,18 +112,32 @@ pub struct IngestMessage<'a> {
     pub role: Role,
     /// The raw content.
     pub content: &'a str,
+    /// When it was written, Unix ms, if its source said.
+    pub timestamp_ms: Option<i64>,
 }
 
 impl<'a> IngestMessage<'a> {
-    /// Numbers `(role, content)` pairs in session order.
+    /// Numbers `(role, content)` pairs in session order (undated).
     pub fn in_order(messages: impl IntoIterator<Item = (Role, &'a str)>) -> Vec<IngestMessage<'a>> {
+        IngestMessage::in_order_dated(
+            messages
+                .into_iter()
+                .map(|(role, content)| (role, content, None)),
+        )
+    }
+
+    /// Numbers `(role, content, timestamp_ms)` triples in session order.
+    pub fn in_order_dated(
+        messages: impl IntoIterator<Item = (Role, &'a str, Option<i64>)>,
+    ) -> Vec<IngestMessage<'a>> {
         messages
             .into_iter()
             .enumerate()
-            .map(|(index, (role, content))| IngestMessage {
+            .map(|(index, (role, content, timestamp_ms))| IngestMessage {
                 index,
                 role,
                 content,
+                timestamp_ms,
             })
             .collect()
     }
@@ -198,6 +212,8 @@ impl UniqueList {
 #[derive(Default, Clone)]
 struct SessionBuilder {
     task: String,
+    /// The latest time a message of the session says it was written.
+    last_message_at_ms: Option<i64>,
     files_changed: UniqueList,
     symbols_changed: UniqueList,
     referenced_from_diffs: UniqueList,
@@ -295,6 +311,8 @@ impl SessionBuilder {
         let content = message.content;
         let message_index = message.index;
         let is_agent = message.role == Role::Assistant;
+        // `None` orders below any time: an undated message changes nothing.
+        self.last_message_at_ms = self.last_message_at_ms.max(message.timestamp_ms);
 
         if !is_agent
             && self.edits.root().is_none()
@@ -994,6 +1012,7 @@ impl SessionBuilder {
             commands: self.commands,
             outcome,
             evidence,
+            last_message_at_ms: self.last_message_at_ms,
         };
         (record, self.diagnostics)
     }

@@ -159,6 +159,11 @@ pub struct SessionRecord {
     pub outcome: Outcome,
     /// Spans supporting the facts.
     pub evidence: Vec<Evidence>,
+    /// When the session's latest dated message was written, Unix ms, as
+    /// its source dated it (a transcript's timestamps, a commit's time);
+    /// absent when no message is dated, and in records of older stores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message_at_ms: Option<i64>,
 }
 
 /// Something in a message that could not be parsed.

@@ -3,7 +3,7 @@
 //!
 //! Per session, best first: one compact *experience* item (the task in a
 //! line or two, the outcome, the files and symbols changed, the key error,
-//! and the fix hunks that touch what the query names), then at most one
+//! and the fix hunks, best match to the query first), then at most one
 //! supporting *error* item (the matching trace) when the query shares its
 //! error type. Every item keeps its session and its source.
 
@@ -122,25 +122,119 @@ fn list(values: &[String]) -> String {
     format!("{}{suffix}", shown.join(", "))
 }
 
-/// Whether a fix evidence touches something the query names.
-fn touches_query(evidence: &Evidence, query: &QueryFacts) -> bool {
-    let by_path = evidence.file.as_deref().is_some_and(|file| {
-        let file = normalize_path(file);
-        query.paths.iter().any(|path| {
-            file.ends_with(path.as_str())
-                || file.contains(&format!("{path}/"))
-                || path.ends_with(file.as_str())
-        })
-    });
-    let by_symbol = evidence
-        .symbols
-        .iter()
-        .any(|symbol| name_key(symbol).is_some_and(|name| query.names.contains(&name)));
-    by_path || by_symbol
+/// Bytes of a hunk's changed lines and range lines whose terms are read
+/// when grading it against a query: a shown fix is a few thousand
+/// characters, and the words that tell hunks apart are in their first lines.
+const MAX_GRADED_HUNK_BYTES: usize = 2_048;
+/// Bytes of hunks, per session, whose terms are read: a diff of hundreds of
+/// hunks is graded by its paths and symbols past it, keeping a Search cheap.
+const MAX_GRADED_SESSION_BYTES: usize = 16 * 1024;
+/// Query terms shorter than this (`a`, `if`, `of`) are in most hunks and
+/// tell none apart.
+const MIN_GRADED_TERM_BYTES: usize = 3;
+
+/// How well a fix hunk matches a query, compared field by field: first what
+/// the query names (its file, its definitions), then the query's words in
+/// the change itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HunkMatch {
+    /// Named facts the hunk touches: 2 for its file among the query's
+    /// paths and file names, plus 1 per distinct definition of the hunk
+    /// the query names.
+    named: usize,
+    /// Distinct query terms among the terms of its changed lines.
+    terms: usize,
 }
 
-/// The fix hunks to show: those of the session's last diff that touch what
-/// the query names, else the last diff's first hunks; test files last.
+/// What ranks a session's fix hunks against one query, built once per
+/// session shown.
+struct HunkGrader<'q> {
+    query: &'q QueryFacts,
+    /// The query's terms long enough to tell hunks apart.
+    terms: HashSet<&'q str>,
+    /// Bytes of hunk text whose terms may still be read.
+    bytes_left: usize,
+}
+
+impl<'q> HunkGrader<'q> {
+    fn new(query: &'q QueryFacts) -> HunkGrader<'q> {
+        HunkGrader {
+            query,
+            terms: query
+                .terms
+                .iter()
+                .map(String::as_str)
+                .filter(|term| term.len() >= MIN_GRADED_TERM_BYTES)
+                .collect(),
+            bytes_left: MAX_GRADED_SESSION_BYTES,
+        }
+    }
+
+    fn grade(&mut self, evidence: &Evidence) -> HunkMatch {
+        HunkMatch {
+            named: self.named(evidence),
+            terms: self.terms(evidence),
+        }
+    }
+
+    /// See [`HunkMatch::named`].
+    fn named(&self, evidence: &Evidence) -> usize {
+        let by_file = evidence.file.as_deref().is_some_and(|file| {
+            let file = normalize_path(file);
+            self.query.paths.iter().any(|path| {
+                file.ends_with(path.as_str())
+                    || file.contains(&format!("{path}/"))
+                    || path.ends_with(file.as_str())
+            })
+        });
+        let mut names: Vec<String> = evidence
+            .symbols
+            .iter()
+            .filter_map(|symbol| name_key(symbol))
+            .filter(|name| self.query.names.contains(name))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        2 * usize::from(by_file) + names.len()
+    }
+
+    /// See [`HunkMatch::terms`]: read with the index's tokenizer over the
+    /// hunk's range and changed lines (context lines are the same in every
+    /// version of the file), within the byte allowances.
+    fn terms(&mut self, evidence: &Evidence) -> usize {
+        if self.terms.is_empty() || self.bytes_left == 0 {
+            return 0;
+        }
+        let allowance = MAX_GRADED_HUNK_BYTES.min(self.bytes_left);
+        let mut changed = String::with_capacity(allowance);
+        for line in evidence.text.lines() {
+            let is_header = line.starts_with("+++") || line.starts_with("---");
+            let is_changed = line.starts_with('+') || line.starts_with('-');
+            if is_header || !(is_changed || line.starts_with("@@")) {
+                continue;
+            }
+            if changed.len() + line.len() + 1 > allowance {
+                let room = allowance.saturating_sub(changed.len());
+                changed.push_str(crate::ingest::text::truncate_to_bytes(line, room));
+                break;
+            }
+            changed.push_str(line);
+            changed.push('\n');
+        }
+        self.bytes_left = self.bytes_left.saturating_sub(changed.len());
+        let mut found: HashSet<&str> = HashSet::new();
+        for token in crate::tokenize::code_tokens(&changed) {
+            if let Some(term) = self.terms.get(token.text.as_str()) {
+                found.insert(term);
+            }
+        }
+        found.len()
+    }
+}
+
+/// The fix hunks to show: those of the session's last diff, best match to
+/// the query first (see [`HunkMatch`]), source files before tests among
+/// equal matches of what the query names, ties in diff order.
 fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evidence> {
     let Some(last) = record
         .evidence
@@ -151,14 +245,25 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
     else {
         return Vec::new();
     };
-    let mut hunks: Vec<&Evidence> = record
+    let mut grader = HunkGrader::new(query);
+    let mut hunks: Vec<(HunkMatch, bool, &Evidence)> = record
         .evidence
         .iter()
         .filter(|evidence| evidence.kind == EvidenceKind::Fix && evidence.message_index == last)
+        .map(|evidence| {
+            let is_test = evidence.file.as_deref().is_some_and(super::is_test_path);
+            (grader.grade(evidence), is_test, evidence)
+        })
         .collect();
-    let is_test = |evidence: &&Evidence| evidence.file.as_deref().is_some_and(super::is_test_path);
-    hunks.sort_by_key(|evidence| (!touches_query(evidence, query), is_test(evidence)));
-    hunks
+    // Stable: equal keys keep the diff's order.
+    hunks.sort_by(|(left, left_test, _), (right, right_test, _)| {
+        right
+            .named
+            .cmp(&left.named)
+            .then(left_test.cmp(right_test))
+            .then(right.terms.cmp(&left.terms))
+    });
+    hunks.into_iter().map(|(_, _, evidence)| evidence).collect()
 }
 
 /// How much room a session gets, from 1.0 (the best session) down towards
@@ -438,6 +543,129 @@ mod tests {
     use crate::ingest::{Evidence, Outcome};
     use crate::rank::Features;
 
+    /// The record of a fixture session (`fixtures/sessions`), extracted.
+    fn fixture_record(fixture: &str) -> SessionRecord {
+        let session: serde_json::Value = serde_json::from_str(fixture).expect("fixture JSON");
+        let messages: Vec<(crate::domain::Role, String)> = session["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|message| {
+                let role = match message["role"].as_str() {
+                    Some("assistant") => crate::domain::Role::Assistant,
+                    _ => crate::domain::Role::User,
+                };
+                (role, message["content"].as_str().unwrap_or("").to_string())
+            })
+            .collect();
+        let inputs = crate::ingest::IngestMessage::in_order(
+            messages
+                .iter()
+                .map(|(role, content)| (*role, content.as_str())),
+        );
+        crate::ingest::extract_session(&inputs).0
+    }
+
+    /// The first range line of each hunk, in the order `fix_hunks` gives.
+    fn hunk_order(record: &SessionRecord, query: &str) -> Vec<String> {
+        fix_hunks(record, &super::super::query::analyze(query))
+            .iter()
+            .map(|hunk| {
+                let range = hunk
+                    .text
+                    .lines()
+                    .find(|line| line.starts_with("@@"))
+                    .unwrap_or("");
+                format!("{} {range}", hunk.file.as_deref().unwrap_or("?"))
+            })
+            .collect()
+    }
+
+    const TOKIO_5179: &str =
+        include_str!("../../fixtures/sessions/resolution-rust-tokio-5179.json");
+
+    #[test]
+    fn fix_shows_the_hunk_of_the_named_function_first() {
+        let record = fixture_record(TOKIO_5179);
+        let order = hunk_order(
+            &record,
+            "has_budget_remaining panics when the thread-local is destroyed, in tokio/src/runtime/coop.rs",
+        );
+        // Every coop.rs hunk touches the file the query names; the one that
+        // changes the function it names comes first (in diff order, an
+        // import's removal would).
+        assert_eq!(
+            order[0],
+            "tokio/src/runtime/coop.rs @@ -79,37 +77,42 @@ pub(crate) fn with_unconstrained<R>(f: impl FnOnce() -> R) -> R {",
+            "{order:#?}"
+        );
+        let first_elsewhere = order
+            .iter()
+            .position(|hunk| !hunk.starts_with("tokio/src/runtime/coop.rs"))
+            .expect("context.rs hunks");
+        assert_eq!(first_elsewhere, 6, "{order:#?}");
+    }
+
+    #[test]
+    fn fix_shows_source_before_tests_among_equal_matches() {
+        // The shape of xarray's fix of `as_compatible_data` (pydata/xarray
+        // 2905), its test hunk first as `git diff` orders the files.
+        let hunk = |file: &str, symbol: &str, change: &str| Evidence {
+            kind: EvidenceKind::Fix,
+            text: format!("--- a/{file}\n+++ b/{file}\n@@ -218,7 +218,8 @@\n{change}\n"),
+            message_index: 1,
+            byte_start: 0,
+            byte_end: 1,
+            file: Some(file.to_string()),
+            symbols: vec![symbol.to_string()],
+        };
+        let record = SessionRecord {
+            evidence: vec![
+                hunk(
+                    "xarray/tests/test_variable.py",
+                    "TestAsCompatibleData.test_unsupported_type",
+                    "+        orig = Variable(dims=(), data=CustomWithValuesAttr())",
+                ),
+                hunk(
+                    "xarray/core/variable.py",
+                    "as_compatible_data",
+                    "-    data = getattr(data, \"values\", data)\n+    if isinstance(data, (pd.Series, pd.DataFrame)):",
+                ),
+            ],
+            ..SessionRecord::default()
+        };
+        let order = hunk_order(
+            &record,
+            "Variable.__setitem__ coercing types on objects with a values property",
+        );
+        assert!(
+            order[0].starts_with("xarray/core/variable.py"),
+            "{order:#?}"
+        );
+        // What the query names comes first, a test or not.
+        let order = hunk_order(&record, "test_unsupported_type fails");
+        assert!(
+            order[0].starts_with("xarray/tests/test_variable.py"),
+            "{order:#?}"
+        );
+    }
+
+    #[test]
+    fn fix_shows_the_hunk_holding_the_query_words_first() {
+        let record = fixture_record(TOKIO_5179);
+        let order = hunk_order(
+            &record,
+            "Poll should be Ready with RestoreOnPending and an unconstrained budget cell",
+        );
+        assert_eq!(order.len(), 8, "{order:#?}");
+        // The query names no file and no changed definition: the hunk whose
+        // change holds most of its words comes first, not the diff's first.
+        assert_eq!(
+            order[0], "tokio/src/runtime/coop.rs @@ -176,7 +180,7 @@ cfg_coop! {",
+            "{order:#?}"
+        );
+    }
+
     fn scored(id: &str, score: f32) -> Scored {
         Scored {
             session_id: id.to_string(),
@@ -445,6 +673,7 @@ mod tests {
             outcome: OutcomeStatus::Resolved,
             language: None,
             updated_at_ms: 0,
+            last_message_at_ms: None,
             files_changed: vec!["src/lib.rs".to_string()],
             symbols_changed: vec!["parse".to_string()],
             features: Features::default(),

@@ -242,6 +242,7 @@ mod tests {
                 outcome: OutcomeStatus::Resolved,
                 language: seen.language,
                 updated_at_ms: 0,
+                last_message_at_ms: None,
                 files_changed: Vec::new(),
                 symbols_changed: Vec::new(),
                 features: Features {

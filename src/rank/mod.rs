@@ -67,6 +67,8 @@ pub struct Scored {
     pub language: Option<Language>,
     /// When its record was last derived, Unix ms.
     pub updated_at_ms: i64,
+    /// When its latest dated message was written, Unix ms.
+    pub last_message_at_ms: Option<i64>,
     /// Files it changed (the first few).
     pub files_changed: Vec<String>,
     /// Symbols it changed (the first few).
@@ -206,6 +208,7 @@ pub fn rank(
                 outcome: candidate.profile.outcome,
                 language: candidate.profile.language,
                 updated_at_ms: candidate.profile.updated_at_ms,
+                last_message_at_ms: candidate.profile.last_message_at_ms,
                 files_changed: candidate
                     .profile
                     .files_changed

@@ -49,6 +49,11 @@ pub struct SessionProfile {
     /// When its record was last derived, Unix ms.
     #[serde(default)]
     pub updated_at_ms: i64,
+    /// When its latest dated message was written, Unix ms (see
+    /// `SessionRecord::last_message_at_ms`); absent in profiles of older
+    /// records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message_at_ms: Option<i64>,
     /// Digest of the whitespace-normalized task statement: trajectories of
     /// the same task share it.
     pub task_digest: String,
@@ -249,6 +254,7 @@ impl SessionProfile {
             outcome: record.outcome.status,
             last_seq,
             updated_at_ms,
+            last_message_at_ms: record.last_message_at_ms,
             task_digest: task_digest(&record.task),
             fix_digest,
         }

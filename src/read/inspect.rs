@@ -34,7 +34,8 @@ pub struct SessionSummary {
     pub num_errors: usize,
     /// Messages stored.
     pub num_messages: i64,
-    /// When the record was last derived, Unix ms.
+    /// When the session's latest dated message was written, else when its
+    /// record was last derived, Unix ms.
     pub updated_at_ms: i64,
     /// The sequence number of the last Add the record includes (where a
     /// listing goes on after this session).
@@ -63,6 +64,8 @@ struct SummaryFields {
     errors: Vec<ErrorType>,
     #[serde(default)]
     outcome: Option<OutcomeFields>,
+    #[serde(default)]
+    last_message_at_ms: Option<i64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -110,7 +113,7 @@ impl SessionSummary {
             num_symbols_changed: record.symbols_changed.len(),
             num_errors: record.errors.len(),
             num_messages: session.num_messages,
-            updated_at_ms: session.updated_at_ms,
+            updated_at_ms: record.last_message_at_ms.unwrap_or(session.updated_at_ms),
             last_seq: session.last_seq,
             files_changed: record
                 .files_changed
@@ -134,7 +137,8 @@ pub struct SessionDetail {
     pub session_id: String,
     /// Messages stored.
     pub num_messages: i64,
-    /// When the record was last derived, Unix ms.
+    /// When the session's latest dated message was written, else when its
+    /// record was last derived, Unix ms.
     pub updated_at_ms: i64,
     /// The record.
     pub record: SessionRecord,
@@ -153,11 +157,12 @@ impl SessionDetail {
         let corrupt = |error: serde_json::Error| {
             ReadError::Store(StoreError::Corrupt(format!("session record: {error}")))
         };
+        let record: SessionRecord = serde_json::from_str(&session.record_json).map_err(corrupt)?;
         Ok(SessionDetail {
             session_id: session.session_id.clone(),
             num_messages: session.num_messages,
-            updated_at_ms: session.updated_at_ms,
-            record: serde_json::from_str(&session.record_json).map_err(corrupt)?,
+            updated_at_ms: record.last_message_at_ms.unwrap_or(session.updated_at_ms),
+            record,
             diagnostics: serde_json::from_str(&session.diagnostics_json).map_err(corrupt)?,
             sources,
         })
@@ -374,4 +379,55 @@ pub fn session_detail(
     };
     let sources = store::session_message_sources(conn, user_id, session_id)?;
     SessionDetail::of(&session, sources).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(record_json: &str) -> StoredSession {
+        StoredSession {
+            user_id: "u".to_string(),
+            session_id: "claude-code:s1".to_string(),
+            record_json: record_json.to_string(),
+            diagnostics_json: "[]".to_string(),
+            num_messages: 4,
+            last_seq: 7,
+            // Imported a year after the session ran.
+            updated_at_ms: 1_735_689_600_000,
+            extractor_version: crate::ingest::EXTRACTOR_VERSION,
+        }
+    }
+
+    #[test]
+    fn a_session_is_dated_by_its_latest_message_not_its_import() {
+        let record = SessionRecord {
+            task: "Fix parse_config".to_string(),
+            last_message_at_ms: Some(1_704_067_320_000),
+            ..SessionRecord::default()
+        };
+        let session = stored(&serde_json::to_string(&record).expect("json"));
+        let summary = SessionSummary::of(&session).expect("summary");
+        assert_eq!(summary.updated_at_ms, 1_704_067_320_000);
+        let detail = SessionDetail::of(&session, Vec::new()).expect("detail");
+        assert_eq!(detail.updated_at_ms, 1_704_067_320_000);
+    }
+
+    #[test]
+    fn a_record_of_an_older_store_is_dated_by_its_derivation() {
+        // A record as stores before message times kept it: no such field.
+        let record = serde_json::json!({
+            "task": "Fix parse_config", "language": null, "files_changed": [],
+            "symbols_changed": [], "symbols_referenced": [], "errors": [],
+            "tests": {"failing": [], "passing": []}, "commands": [],
+            "outcome": {"final_diff": false, "tests_passed_at_end": null, "status": "unknown"},
+            "evidence": []
+        });
+        let session = stored(&record.to_string());
+        let summary = SessionSummary::of(&session).expect("summary");
+        assert_eq!(summary.updated_at_ms, 1_735_689_600_000);
+        let detail = SessionDetail::of(&session, Vec::new()).expect("detail");
+        assert_eq!(detail.updated_at_ms, 1_735_689_600_000);
+        assert_eq!(detail.record.last_message_at_ms, None);
+    }
 }

@@ -242,7 +242,7 @@ impl Searcher {
                     })
                     .ok()
             });
-            let created_at_ms = scored.updated_at_ms;
+            let created_at_ms = session_time(record.as_ref(), scored);
             loaded_sessions.push((*scored, record, sources, created_at_ms));
         }
         let sessions: Vec<rank::assemble::KeptSession<'_>> = loaded_sessions
@@ -477,6 +477,16 @@ impl Searcher {
             pool.push(conn);
         }
     }
+}
+
+/// When a kept session's experience happened, Unix ms: its latest dated
+/// message (the stored record's, else the ranking profile's, which a
+/// compact item has alone), else when its record was last derived.
+fn session_time(record: Option<&SessionRecord>, scored: &rank::Scored) -> i64 {
+    record
+        .and_then(|record| record.last_message_at_ms)
+        .or(scored.last_message_at_ms)
+        .unwrap_or(scored.updated_at_ms)
 }
 
 /// The message of a part that holds the most of `terms` (the query's

@@ -177,20 +177,20 @@ pub(super) fn prepare_add(
         None => {
             let stored = store::session_messages(&snapshot, &request.user_id, &request.session_id)?;
             let mut extractor = Box::new(SessionExtractor::new());
-            extractor.extend(
+            extractor.extend_dated(
                 stored
                     .iter()
-                    .map(|message| (message.role, message.content.as_str())),
+                    .map(|message| (message.role, message.content.as_str(), message.timestamp_ms)),
             );
             extractor
         }
     };
     drop(snapshot);
-    extractor.extend(
+    extractor.extend_dated(
         request
             .messages
             .iter()
-            .map(|message| (message.role, message.content.as_str())),
+            .map(|message| (message.role, message.content.as_str(), message.timestamp_ms)),
     );
     let (record, diagnostics) = extractor.record();
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
@@ -448,10 +448,10 @@ pub(super) fn index_rederived(
 
 /// The record and diagnostics, JSON, of a session's messages in order.
 fn extract_json(messages: &[store::StoredMessage]) -> Result<(String, String), ServiceError> {
-    let inputs = IngestMessage::in_order(
+    let inputs = IngestMessage::in_order_dated(
         messages
             .iter()
-            .map(|message| (message.role, message.content.as_str())),
+            .map(|message| (message.role, message.content.as_str(), message.timestamp_ms)),
     );
     let (record, diagnostics) = ingest::extract_session(&inputs);
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());

@@ -207,6 +207,8 @@ fn history_imports_once_and_its_fixes_rank_first() {
         format!("git:{name}:{}", built.divide_fix),
         "{answer:#}"
     );
+    // The commit's own time (1_700_000_100 s), not the import's.
+    assert_eq!(top["created_at"], "2023-11-14T22:15:00.000Z", "{top}");
     let content = top["content"].as_str().expect("content");
     assert!(content.contains("Files changed: calc/ops.py"), "{content}");
     assert!(content.contains("Symbols changed: divide"), "{content}");
@@ -396,6 +398,14 @@ fn claude_code_folder_imports_once_then_only_its_new_tail() {
     let main_session = "claude-code:4d5611e5-241a-462a-8d15-5122611a9569";
     let record = session(home.path(), main_session);
     assert_eq!(record["num_messages"], 6, "{record:#}");
+    // The transcript's own times (its messages run from 16:02 to 16:06).
+    assert!(
+        record["updated_at"]
+            .as_str()
+            .is_some_and(|time| time.starts_with("2026-02-12T16:0")),
+        "{}",
+        record["updated_at"]
+    );
     assert_eq!(
         record["task"].as_str().expect("task").lines().next(),
         Some(

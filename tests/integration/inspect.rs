@@ -88,6 +88,88 @@ async fn a_trajectory_reads_back_as_a_structured_record() {
     }));
 }
 
+/// 2024-01-01T00:00:00Z, Unix ms: when the dated session below began.
+const SESSION_START_MS: i64 = 1_704_067_200_000;
+
+#[tokio::test]
+async fn sessions_and_items_are_dated_by_their_messages_not_their_import() {
+    let app = TestApp::new();
+    // The transcript's own times, a minute apart, imported much later.
+    let messages: Vec<Value> = fixture_messages("mini-swe-agent-sympy-13480")
+        .into_iter()
+        .enumerate()
+        .map(|(index, mut message)| {
+            message["timestamp"] = json!(SESSION_START_MS + 60_000 * index as i64);
+            message
+        })
+        .collect();
+    for (index, chunk) in messages.chunks(4).enumerate() {
+        let body = json!({
+            "request_id": format!("dated:chunk-{index}"),
+            "user_id": "u",
+            "session_id": "dated",
+            "messages": chunk,
+        });
+        assert_eq!(app.add(&body).await.0, StatusCode::OK);
+    }
+    let undated = add_body("undated", "u", "undated", &["Fix the kiwi counter"]);
+    assert_eq!(app.add(&undated).await.0, StatusCode::OK);
+    // The tenth message's own time.
+    let last_message = "2024-01-01T00:09:00.000Z";
+
+    let (status, list) = app.call("GET", "/v1/sessions?user_id=u", None, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let updated_at = |session_id: &str| -> String {
+        list["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .find(|summary| summary["session_id"] == session_id)
+            .and_then(|summary| summary["updated_at"].as_str())
+            .expect("updated_at")
+            .to_string()
+    };
+    assert_eq!(updated_at("dated"), last_message);
+    // Undated messages: the time the record was derived, today.
+    assert!(updated_at("undated").as_str() > "2025", "{list}");
+
+    let (_, record) = app
+        .call("GET", "/v1/sessions/dated?user_id=u", None, &[])
+        .await;
+    assert_eq!(record["updated_at"], last_message, "{record}");
+
+    let query = ".subs on coth(log(tan(x))) errors for certain integral values: \
+                 NameError: name 'cotm' is not defined in sympy/functions/elementary/hyperbolic.py";
+    let items = app.search("u", query, 5).await;
+    let experience = items
+        .iter()
+        .find(|item| item["session_id"] == "dated" && item["kind"] == "experience")
+        .unwrap_or_else(|| panic!("an experience of the dated session: {items:?}"));
+    assert_eq!(experience["created_at"], last_message, "{experience}");
+    for item in items.iter().filter(|item| item["session_id"] == "dated") {
+        let created_at = item["created_at"].as_str().expect("created_at");
+        assert!(created_at.starts_with("2024-01-01T00:0"), "{item}");
+    }
+    let (status, explained) = app
+        .post(
+            "/v1/search/explain",
+            &json!({"query": query, "user_id": "u", "top_k": 5}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let candidate = explained["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .find(|candidate| candidate["session_id"] == "dated")
+        .expect("the dated session is a candidate");
+    assert_eq!(
+        candidate["last_message_at_ms"],
+        json!(SESSION_START_MS + 9 * 60_000),
+        "the ranking profile, which compact items read, has the time too"
+    );
+}
+
 #[tokio::test]
 async fn a_new_chunk_re_derives_the_record() {
     let app = TestApp::new();
