@@ -117,7 +117,8 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         options.retention = args
             .retention_days
             .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));
-        let service = tokio::task::spawn_blocking(move || Service::open(options))
+        let auto_started = args.auto_started;
+        let service = tokio::task::spawn_blocking(move || open_service(options, auto_started))
             .await
             .context("start-up task failed")??;
         let listener = tokio::net::TcpListener::bind(&args.listen)
@@ -198,6 +199,29 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// How long an auto-started server waits for the data directory while
+/// another process still holds it (a server that is shutting down).
+const AUTO_START_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Opens the service; an auto-started server waits up to
+/// [`AUTO_START_LOCK_WAIT`] for a server that is leaving the data directory.
+fn open_service(
+    options: ServiceOptions,
+    auto_started: bool,
+) -> Result<Arc<Service>, service::ServiceError> {
+    let started = Instant::now();
+    loop {
+        match Service::open(options.clone()) {
+            Err(service::ServiceError::Locked(_))
+                if auto_started && started.elapsed() < AUTO_START_LOCK_WAIT =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            opened => return opened,
+        }
+    }
 }
 
 /// Requests in flight and when the last one ended: what idle means.

@@ -1305,7 +1305,7 @@ impl Pass<'_> {
             _ => None,
         };
         let mut log = LogImport {
-            user_id: user_id,
+            user_id,
             sink: self.sink,
             pool: self.pool,
             path,
