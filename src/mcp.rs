@@ -15,7 +15,6 @@
 //! Architecture invariant: nothing here knows SQL or tantivy; stdout carries
 //! protocol messages only (logs go to stderr).
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +32,7 @@ use crate::api::error::FieldError;
 use crate::api::listing::{self, PageRequest};
 use crate::api::{self, dto};
 use crate::client::encode;
+use crate::local::LocalServer;
 use crate::service::Service;
 
 /// Items `search_memory` returns unless asked otherwise.
@@ -56,28 +56,55 @@ pub enum Backend {
 #[derive(Clone)]
 pub struct RemoteServer {
     agent: ureq::Agent,
-    base_url: String,
-    api_key: Option<String>,
+    target: Target,
+}
+
+/// Which server a [`RemoteServer`] calls.
+#[derive(Clone)]
+enum Target {
+    /// The server at this address (`--server`).
+    Fixed {
+        base_url: String,
+        api_key: Option<String>,
+    },
+    /// The local server of a data directory, started again when it is
+    /// gone.
+    Local(Arc<LocalServer>),
 }
 
 impl RemoteServer {
     /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`).
     pub fn new(base_url: &str, api_key: Option<String>) -> RemoteServer {
-        let agent = crate::client::agent(Duration::from_secs(600));
         RemoteServer {
-            agent,
-            base_url: base_url.trim_end_matches('/').to_string(),
-            api_key,
+            agent: crate::client::agent(Duration::from_secs(600)),
+            target: Target::Fixed {
+                base_url: base_url.trim_end_matches('/').to_string(),
+                api_key,
+            },
         }
     }
 
-    /// Whether the server runs on this host (a loopback address), so that
-    /// it can read the caller's checkout.
+    /// A client of the local server of a data directory: a call that
+    /// cannot reach it attaches again (starting a server when it is gone)
+    /// and is sent once more, which an Add's request id makes safe.
+    pub fn local(server: Arc<LocalServer>) -> RemoteServer {
+        RemoteServer {
+            agent: crate::client::agent(Duration::from_secs(600)),
+            target: Target::Local(server),
+        }
+    }
+
+    /// Whether the server runs on this host (a loopback address, or the
+    /// data directory's own local server), so that it can read the
+    /// caller's checkout.
     pub fn is_local(&self) -> bool {
-        let rest = self
-            .base_url
+        let base_url = match &self.target {
+            Target::Fixed { base_url, .. } => base_url.as_str(),
+            Target::Local(_) => return true,
+        };
+        let rest = base_url
             .split_once("://")
-            .map_or(self.base_url.as_str(), |(_, rest)| rest);
+            .map_or(base_url, |(_, rest)| rest);
         let host = rest.split('/').next().unwrap_or("");
         let host = match host.strip_prefix('[') {
             Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
@@ -89,13 +116,54 @@ impl RemoteServer {
                 .is_ok_and(|address| address.is_loopback())
     }
 
-    /// `GET` or `POST` (with `body`) on `path` for `user_id` (sent in
-    /// [`crate::client::USER_HEADER`] too, for a load balancer in front of
-    /// several nodes); the JSON answer, or the server's reason when it
-    /// refused.
+    /// `GET` or `POST` (with `body`) on `path` for `user_id`, through
+    /// [`RemoteServer::call_at`], again after attaching anew when the
+    /// local server could not be reached.
     fn call(&self, user_id: &str, path: &str, body: Option<&Value>) -> Result<Value, ToolFailure> {
-        let url = format!("{}{path}", self.base_url);
-        let authorization = self.api_key.as_ref().map(|key| format!("Bearer {key}"));
+        match &self.target {
+            Target::Fixed { base_url, api_key } => {
+                self.call_at(base_url, api_key.as_deref(), user_id, path, body)
+            }
+            Target::Local(server) => {
+                let attached = server.current();
+                let first = self.call_at(
+                    &attached.url,
+                    attached.api_key.as_deref(),
+                    user_id,
+                    path,
+                    body,
+                );
+                if !matches!(first, Err(ToolFailure::Unavailable(_))) {
+                    return first;
+                }
+                let attached = server.reattach(&attached).map_err(|error| {
+                    ToolFailure::Unavailable(format!("the local server is gone: {error}"))
+                })?;
+                self.call_at(
+                    &attached.url,
+                    attached.api_key.as_deref(),
+                    user_id,
+                    path,
+                    body,
+                )
+            }
+        }
+    }
+
+    /// `GET` or `POST` (with `body`) on `path` of `base_url` for `user_id`
+    /// (sent in [`crate::client::USER_HEADER`] too, for a load balancer in
+    /// front of several nodes); the JSON answer, or the server's reason
+    /// when it refused.
+    fn call_at(
+        &self,
+        base_url: &str,
+        api_key: Option<&str>,
+        user_id: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ToolFailure> {
+        let url = format!("{base_url}{path}");
+        let authorization = api_key.map(|key| format!("Bearer {key}"));
         let sent = match body {
             Some(body) => {
                 let mut request = self
@@ -119,7 +187,7 @@ impl RemoteServer {
             }
         };
         let mut response = sent.map_err(|error| {
-            ToolFailure::Unavailable(format!("cannot reach {}: {error}", self.base_url))
+            ToolFailure::Unavailable(format!("cannot reach {base_url}: {error}"))
         })?;
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().unwrap_or_default();
@@ -392,6 +460,30 @@ impl MemoryServer {
         }
     }
 
+    /// For a search that found nothing in a scope holding no session: says
+    /// so, naming the scope (a new repository, or a mistyped --user-id),
+    /// rather than "nothing relevant".
+    async fn empty_scope_text(&self, name: &str, value: &Value) -> Option<String> {
+        let found_nothing = name == "search_memory"
+            && value
+                .get("data")
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty);
+        if !found_nothing {
+            return None;
+        }
+        let page = PageRequest {
+            limit: 1,
+            after: None,
+        };
+        let sessions = self.backend.list_sessions(&self.user_id, page).await.ok()?;
+        let holds_none = sessions
+            .get("data")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty);
+        holds_none.then(|| no_memory_text(&self.user_id))
+    }
+
     async fn search_memory(&self, arguments: &JsonObject) -> Result<Value, ToolFailure> {
         let query = required_string(arguments, "query")?;
         let top_k = match arguments.get("top_k") {
@@ -584,6 +676,15 @@ pub fn tools() -> Vec<Tool> {
     ]
 }
 
+/// What a search in a scope holding no session answers.
+fn no_memory_text(user_id: &str) -> String {
+    format!(
+        "No memory for {user_id} yet: no session was recorded or imported under this key \
+         (record_experience adds one; `precedent import` imports a repository's history \
+         or agent transcripts)."
+    )
+}
+
 /// Text for the agent: search items as readable blocks, anything else as
 /// pretty JSON.
 fn render(name: &str, value: &Value) -> String {
@@ -646,10 +747,11 @@ impl ServerHandler for MemoryServer {
         let arguments = request.arguments.unwrap_or_default();
         let result = match self.call(&request.name, &arguments).await {
             Ok(value) => {
-                let mut result = CallToolResult::success(vec![ContentBlock::text(render(
-                    &request.name,
-                    &value,
-                ))]);
+                let text = match self.empty_scope_text(&request.name, &value).await {
+                    Some(text) => text,
+                    None => render(&request.name, &value),
+                };
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
                 result.structured_content = Some(value);
                 result
             }
@@ -660,77 +762,15 @@ impl ServerHandler for MemoryServer {
 }
 
 /// The root of the git work tree enclosing `directory`, if any.
-pub fn checkout_root(directory: &Path) -> Option<std::path::PathBuf> {
+pub fn checkout_root(directory: &std::path::Path) -> Option<std::path::PathBuf> {
     let repository = git2::Repository::discover(directory).ok()?;
     let root = repository.workdir()?;
     Some(root.canonicalize().unwrap_or_else(|_| root.to_path_buf()))
 }
 
-/// The user scope of the git repository enclosing `directory`: its
-/// `origin` remote without scheme, credentials or `.git`
-/// (`github.com/owner/name`), or else the repository's root path.
-pub fn repository_scope(directory: &Path) -> Option<String> {
-    let repository = git2::Repository::discover(directory).ok()?;
-    let remote_url = repository
-        .find_remote("origin")
-        .ok()
-        .and_then(|remote| remote.url().ok().map(str::to_string));
-    if let Some(scope) = remote_url.as_deref().and_then(normalize_remote) {
-        return Some(scope);
-    }
-    let root = repository.workdir().unwrap_or_else(|| repository.path());
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    Some(root.to_string_lossy().trim_end_matches('/').to_string())
-}
-
-/// `https://user:token@github.com/owner/name.git`, `git@github.com:owner/name`
-/// and `ssh://git@github.com/owner/name` all become `github.com/owner/name`.
-fn normalize_remote(url: &str) -> Option<String> {
-    let url = url.trim();
-    let without_scheme = match url.split_once("://") {
-        Some((_, rest)) => rest.to_string(),
-        // scp-like syntax: `user@host:path`.
-        None => match url.split_once(':') {
-            Some((host, path)) if !host.contains('/') => format!("{host}/{path}"),
-            _ => return None,
-        },
-    };
-    let without_credentials = match without_scheme.split_once('/') {
-        Some((authority, path)) => {
-            let host = authority.rsplit('@').next().unwrap_or(authority);
-            format!("{host}/{path}")
-        }
-        None => return None,
-    };
-    let scope = without_credentials
-        .trim_end_matches('/')
-        .trim_end_matches(".git")
-        .trim_end_matches('/')
-        .to_string();
-    (!scope.is_empty()).then_some(scope)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn remotes_become_one_scope_whatever_their_form() {
-        for url in [
-            "https://github.com/owner/name.git",
-            "https://user:token@github.com/owner/name",
-            "git@github.com:owner/name.git",
-            "ssh://git@github.com/owner/name.git",
-            "https://github.com/owner/name/",
-        ] {
-            assert_eq!(
-                normalize_remote(url).as_deref(),
-                Some("github.com/owner/name"),
-                "{url}"
-            );
-        }
-        assert_eq!(normalize_remote("/srv/git/project.git"), None);
-    }
 
     #[test]
     fn every_tool_schema_is_an_object_with_its_required_fields_declared() {

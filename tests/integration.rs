@@ -37,6 +37,9 @@ mod import;
 #[path = "integration/import_safety.rs"]
 mod import_safety;
 
+#[path = "integration/local_server.rs"]
+mod local_server;
+
 #[path = "integration/listing.rs"]
 mod listing;
 

@@ -8,7 +8,12 @@ use anyhow::Context;
 
 use super::ImportArgs;
 use crate::import::{self, Sink};
+use crate::local;
 use crate::service::{self, Service, ServiceOptions};
+
+/// How long an import through the local server waits, at most, for the
+/// index to commit what it added.
+const INDEX_COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Progress of an import: a bar on a terminal, else a line every few
 /// seconds.
@@ -104,6 +109,22 @@ fn classify(args: &ImportArgs) -> anyhow::Result<Source> {
 pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
     // Checked before the data directory is opened (or created).
     let source = classify(&args)?;
+    let scope = match &source {
+        Source::Repository(repo_path) => import::TranscriptScope::Fixed(super::memory_key(
+            args.user_id.as_deref(),
+            Some(repo_path),
+        )?),
+        Source::Transcripts => match args.user_id.as_deref() {
+            Some(_) => {
+                import::TranscriptScope::Fixed(super::memory_key(args.user_id.as_deref(), None)?)
+            }
+            None => import::TranscriptScope::Recorded {
+                fallback: crate::scope::of_working_directory().ok(),
+            },
+        },
+    };
+    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
+    let attach = args.server.is_none() && super::attaches(args.no_server, &store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -123,27 +144,29 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
             }
         });
     }
+    let mut attached = None;
     let (sink, service): (Arc<dyn Sink>, Option<Arc<Service>>) = match &args.server {
         Some(url) => (
             Arc::new(import::ServerSink::new(url, args.api_key.clone())),
             None,
         ),
+        None if attach => {
+            let server = local::attach(&args.data_dir)?;
+            let sink = import::ServerSink::local(&server, &store);
+            attached = Some(server);
+            (Arc::new(sink), None)
+        }
         None => {
             let mut options = ServiceOptions::new(&args.data_dir);
-            options.store = super::store_location(args.store.as_deref(), &args.data_dir)?;
+            options.store = store;
             let service = match Service::open(options) {
                 Ok(service) => service,
                 Err(service::ServiceError::Locked(path)) => anyhow::bail!(
-                    "{} is held by a running server; import through it instead: \
-                     precedent import {} --user-id {} --server http://<its address> \
-                     (add --api-key if it requires one)",
+                    "{} is held by another process; import without --no-server (and without \
+                     {}) to go through its local server, or through a server of your own \
+                     with --server http://<its address>",
                     path.display(),
-                    args.paths
-                        .iter()
-                        .map(|path| path.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    args.user_id
+                    local::NO_AUTOSTART_ENV,
                 ),
                 Err(error) => return Err(error.into()),
             };
@@ -159,9 +182,13 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
     };
     let printed = match source {
         Source::Repository(repo_path) => {
+            let import::TranscriptScope::Fixed(user_id) = scope else {
+                anyhow::bail!("a repository's history goes to one memory");
+            };
+            eprintln!("import: into the memory {user_id:?}");
             let options = import::ImportOptions {
                 repo_path,
-                user_id: args.user_id.clone(),
+                user_id,
                 rev: args.rev.clone(),
                 since: args.since.clone(),
                 max_commits: args.max_commits,
@@ -175,7 +202,7 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
         Source::Transcripts => {
             let options = import::TranscriptOptions {
                 paths: args.paths.clone(),
-                user_id: args.user_id.clone(),
+                scope,
                 parallelism: args.parallelism as usize,
                 watch: args.watch,
                 state_dir: Some(args.data_dir.clone()),
@@ -186,6 +213,15 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
     };
     if let Some(service) = service {
         runtime.block_on(service.shutdown());
+    }
+    // A search of the data directory right after (`precedent search`)
+    // reads what the index committed; the server commits within a second.
+    if let Some(server) = attached
+        && !local::wait_for_index_commit(&args.data_dir, &server.url, INDEX_COMMIT_WAIT)
+    {
+        tracing::warn!(
+            "the local server has not committed the import to its index yet: `precedent search` may miss the newest sessions for a few seconds"
+        );
     }
     super::print_out(&printed?);
     Ok(())

@@ -97,9 +97,11 @@ struct InspectArgs {
     #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
     store: Option<String>,
 
-    /// The user whose memory to show.
-    #[arg(long)]
-    user_id: String,
+    /// The memory to show. Default: the key of the working directory's
+    /// git repository (its origin, lowercased, else its root path), as
+    /// `mcp` and `import` derive it.
+    #[arg(long, env = "PRECEDENT_USER_ID")]
+    user_id: Option<String>,
 
     /// Show this session's whole record instead of the list.
     #[arg(long)]
@@ -125,9 +127,16 @@ struct SearchArgs {
     #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
     store: Option<String>,
 
-    /// The user whose memory to search.
-    #[arg(long)]
-    user_id: String,
+    /// The memory to search. Default: the key of the working directory's
+    /// git repository (its origin, lowercased, else its root path), as
+    /// `mcp` and `import` derive it.
+    #[arg(long, env = "PRECEDENT_USER_ID", conflicts_with = "all")]
+    user_id: Option<String>,
+
+    /// Search every memory of this store (all repositories) and merge the
+    /// answers by score, each item naming its memory.
+    #[arg(long, conflicts_with = "explain")]
+    all: bool,
 
     /// The most items to return.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -165,9 +174,12 @@ struct ImportArgs {
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,
 
-    /// The user whose memory receives the history.
-    #[arg(long)]
-    user_id: String,
+    /// The memory that receives the history. Default: the key of the
+    /// imported repository (its origin, lowercased, else its root path);
+    /// for transcripts, the key of the repository each one records as its
+    /// working directory, else that of the working directory's repository.
+    #[arg(long, env = "PRECEDENT_USER_ID")]
+    user_id: Option<String>,
 
     /// The revision whose first-parent history is imported.
     #[arg(long, default_value = "HEAD")]
@@ -210,9 +222,16 @@ struct ImportArgs {
     store: Option<String>,
 
     /// Import through a running server's Add endpoint (e.g.
-    /// http://127.0.0.1:8080) instead of writing the data directory.
-    #[arg(long)]
+    /// http://127.0.0.1:8080) instead of the data directory's local server
+    /// (started on first use).
+    #[arg(long, env = "PRECEDENT_SERVER")]
     server: Option<String>,
+
+    /// Open the data directory in this process instead of going through
+    /// its local server (then no other process may use it meanwhile). Also
+    /// set by PRECEDENT_NO_AUTOSTART=1.
+    #[arg(long, conflicts_with = "server")]
+    no_server: bool,
 
     /// The server's API key (sent as a Bearer token).
     #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
@@ -230,18 +249,23 @@ struct ImportArgs {
 /// Options of `precedent mcp`.
 #[derive(Debug, Args)]
 struct McpArgs {
-    /// The user scope of every tool. Default: the git repository enclosing
-    /// the working directory, named by its `origin` remote
-    /// (`github.com/owner/name`) or else by its root path.
+    /// The memory every tool uses. Default: the git repository enclosing
+    /// the working directory, named by its `origin` remote, lowercased
+    /// (`github.com/owner/name`), or else by its root path.
     #[arg(long, env = "PRECEDENT_USER_ID")]
     user_id: Option<String>,
 
-    /// The data directory, when no --server is given (it must not be held
-    /// by a running server: use --server then). Default:
-    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent, shared by every
-    /// command.
+    /// The data directory, when no --server is given: its local server is
+    /// used, started on first use. Default: $XDG_DATA_HOME/precedent, else
+    /// ~/.local/share/precedent, shared by every command.
     #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
     data_dir: PathBuf,
+
+    /// Open the data directory in this process instead of sharing it
+    /// through its local server (then no other process may use it at the
+    /// same time). Also set by PRECEDENT_NO_AUTOSTART=1.
+    #[arg(long, conflicts_with = "server")]
+    no_server: bool,
 
     /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
     /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
@@ -417,6 +441,19 @@ struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "PRECEDENT_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+
+    /// Exit after no request for this long (`90s`, `30m`, `2h`). Off
+    /// unless given: a server started by hand runs until stopped. The
+    /// server `mcp` and `import` start on first use passes 30m (or
+    /// PRECEDENT_IDLE_EXIT).
+    #[arg(long, value_parser = crate::local::parse_duration)]
+    idle_exit: Option<std::time::Duration>,
+
+    /// Started by `mcp` or `import` on first use: also exits when its
+    /// record in the data directory (server.json) is removed or names
+    /// another server.
+    #[arg(long, hide = true)]
+    auto_started: bool,
 }
 
 /// The store a command was given (`--store` or PRECEDENT_STORE), the data
@@ -434,6 +471,33 @@ pub(crate) fn store_location(
         );
     }
     Ok(location)
+}
+
+/// The memory a command works in: `--user-id` when given, else the key
+/// of the git repository enclosing `directory` (the working directory
+/// when `None`): its normalised origin, else its root path.
+pub(crate) fn memory_key(
+    user_id: Option<&str>,
+    directory: Option<&std::path::Path>,
+) -> anyhow::Result<String> {
+    match user_id {
+        Some(user_id) if user_id.trim().is_empty() => anyhow::bail!("--user-id must not be empty"),
+        Some(user_id) => Ok(user_id.to_string()),
+        None => Ok(match directory {
+            Some(directory) => crate::scope::of_directory(directory)?,
+            None => crate::scope::of_working_directory()?,
+        }),
+    }
+}
+
+/// Whether a command without `--server` goes through the data directory's
+/// local server (started on first use) rather than opening it itself: not
+/// with `--no-server` or PRECEDENT_NO_AUTOSTART, nor on PostgreSQL, which
+/// any number of processes open directly.
+pub(crate) fn attaches(no_server: bool, store: &crate::store::StoreLocation) -> bool {
+    !no_server
+        && !crate::local::autostart_disabled()
+        && matches!(store, crate::store::StoreLocation::Sqlite(_))
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.

@@ -10,6 +10,7 @@ use crate::read::inspect;
 use crate::read::search::Searcher;
 
 pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
+    let user_id = super::memory_key(args.user_id.as_deref(), None)?;
     let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
     match location.try_exists() {
         Ok(true) => {}
@@ -24,27 +25,25 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         ),
     }
     let conn = location.open_reader()?;
-    if crate::store::user_state(&conn, &args.user_id)?.last_seq == 0 {
+    if crate::store::user_state(&conn, &user_id)?.last_seq == 0 {
         let users = inspect::users(&conn, None, USERS_NAMED)?;
-        anyhow::bail!("{}", unknown_user_message(&args.user_id, &users));
+        anyhow::bail!("{}", unknown_user_message(&user_id, &users));
     }
     let mut out = String::new();
     match &args.session {
         None => {
-            let summaries = all_summaries(&conn, &args.user_id)?;
+            let summaries = all_summaries(&conn, &user_id)?;
             if args.json {
                 let data: Vec<api::dto::SessionSummaryDto> =
                     summaries.into_iter().map(Into::into).collect();
                 out = serde_json::to_string_pretty(&serde_json::json!({ "data": data }))?;
             } else {
-                render::write_summaries(&mut out, &args.user_id, &summaries);
+                render::write_summaries(&mut out, &user_id, &summaries);
             }
         }
         Some(session_id) => {
-            let detail =
-                inspect::session_detail(&conn, &args.user_id, session_id)?.with_context(|| {
-                    format!("user {:?} has no session {session_id:?}", args.user_id)
-                })?;
+            let detail = inspect::session_detail(&conn, &user_id, session_id)?
+                .with_context(|| format!("user {:?} has no session {session_id:?}", user_id))?;
             if args.json {
                 out = serde_json::to_string_pretty(&api::dto::session_detail_json(&detail))?;
             } else {
@@ -95,7 +94,7 @@ fn unknown_user(searcher: &Searcher, user_id: &str) -> anyhow::Result<Option<Str
 
 fn unknown_user_message(user_id: &str, users: &inspect::Page<crate::store::StoredUser>) -> String {
     if users.items.is_empty() {
-        return format!("no user {user_id:?}: this store holds nothing yet");
+        return format!("no memory for {user_id:?} yet: this store holds nothing");
     }
     let named: Vec<String> = users
         .items
@@ -104,7 +103,8 @@ fn unknown_user_message(user_id: &str, users: &inspect::Page<crate::store::Store
         .collect();
     let more = if users.next.is_some() { ", ..." } else { "" };
     format!(
-        "no user {user_id:?} in this store (user ids are exact and case-sensitive); it holds {}{more}",
+        "no memory for {user_id:?} in this store (keys are exact: --user-id, or the repository's \
+         lowercased origin); it holds {}{more}",
         named.join(", ")
     )
 }
@@ -113,21 +113,24 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
     if args.query.trim().is_empty() {
         anyhow::bail!("the query is empty");
     }
+    let user_id = match args.all {
+        true => None,
+        false => Some(super::memory_key(args.user_id.as_deref(), None)?),
+    };
     let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
     let searcher = Searcher::open_read_only_at(&args.data_dir, location, args.max_chars)
         .with_context(|| format!("cannot search {}", args.data_dir.display()))?;
+    let Some(user_id) = user_id else {
+        return search_all(&searcher, &args);
+    };
     let request = SearchRequest {
         query: args.query.clone(),
-        user_id: args.user_id.clone(),
+        user_id: user_id.clone(),
         top_k: args.top_k as usize,
         max_chars: Some(args.max_chars.max(1)),
-        // The work tree's root, wherever in it the path points.
-        repo: args
-            .repo
-            .as_deref()
-            .map(|path| crate::mcp::checkout_root(path).unwrap_or_else(|| path.to_path_buf())),
+        repo: checkout_of(&args),
     };
-    if let Some(unknown) = unknown_user(&searcher, &args.user_id)? {
+    if let Some(unknown) = unknown_user(&searcher, &user_id)? {
         anyhow::bail!("{unknown}");
     }
     let mut out = String::new();
@@ -151,4 +154,69 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
     }
     print_out(out.trim_end());
     Ok(())
+}
+
+/// `search --all`: the query in every memory of the store, one search
+/// each, the items merged by score (each names its memory).
+fn search_all(searcher: &Searcher, args: &SearchArgs) -> anyhow::Result<()> {
+    let mut user_ids = Vec::new();
+    let mut after = None;
+    loop {
+        let page = searcher.with_reader(|conn| {
+            inspect::users(conn, after.as_ref(), api::listing::MAX_PAGE_LIMIT)
+        })?;
+        user_ids.extend(page.items.into_iter().map(|user| user.user_id));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    if user_ids.is_empty() {
+        anyhow::bail!("this store holds no memory yet");
+    }
+    let mut found: Vec<(String, crate::domain::MemoryItem)> = Vec::new();
+    for user_id in user_ids {
+        let request = SearchRequest {
+            query: args.query.clone(),
+            user_id: user_id.clone(),
+            top_k: args.top_k as usize,
+            max_chars: Some(args.max_chars.max(1)),
+            repo: checkout_of(args),
+        };
+        found.extend(
+            searcher
+                .search(&request)?
+                .into_iter()
+                .map(|item| (user_id.clone(), item)),
+        );
+    }
+    found.sort_by(|left, right| right.1.score.total_cmp(&left.1.score));
+    found.truncate(args.top_k as usize);
+    let mut out = String::new();
+    if args.json {
+        let data: Vec<serde_json::Value> = found
+            .into_iter()
+            .map(|(user_id, item)| {
+                let mut value = serde_json::to_value(api::dto::ItemDto::from(item))
+                    .unwrap_or(serde_json::Value::Null);
+                value["user_id"] = serde_json::Value::String(user_id);
+                value
+            })
+            .collect();
+        out = serde_json::to_string_pretty(&serde_json::json!({ "data": data }))?;
+    } else if found.is_empty() {
+        out.push_str("nothing stored in any memory passes the noise gate for this query");
+    } else {
+        render::write_items_of_memories(&mut out, &found);
+    }
+    print_out(out.trim_end());
+    Ok(())
+}
+
+/// The checkout `--repo` names: its work tree's root, wherever in it the
+/// path points.
+fn checkout_of(args: &SearchArgs) -> Option<std::path::PathBuf> {
+    args.repo
+        .as_deref()
+        .map(|path| crate::mcp::checkout_root(path).unwrap_or_else(|| path.to_path_buf()))
 }

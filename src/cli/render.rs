@@ -30,6 +30,27 @@ pub(super) fn write_items(out: &mut String, items: &[MemoryItem]) {
     }
 }
 
+/// Items of several memories, each headed with its memory's key.
+pub(super) fn write_items_of_memories(out: &mut String, items: &[(String, MemoryItem)]) {
+    use std::fmt::Write;
+    for (rank, (user_id, item)) in items.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "#{} {} score {:.3}  memory {user_id}  session {}  (request {}, message {})",
+            rank + 1,
+            item.kind,
+            item.score,
+            item.session_id,
+            item.request_id,
+            item.message_start
+        );
+        for line in item.content.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+        out.push('\n');
+    }
+}
+
 pub(super) fn write_explained(out: &mut String, explained: &Explained) {
     use std::fmt::Write;
     let query = &explained.query;

@@ -2,28 +2,22 @@
 //! `mcp` (the Model Context Protocol on stdio).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
 use super::{McpArgs, ServeArgs};
 use crate::api::auth::ApiKeys;
 use crate::api::{self, ApiOptions};
+use crate::local::{self, ServerRecord};
 use crate::service::{self, Service, ServiceOptions};
 
 pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
-    let user_id = match args.user_id {
-        Some(user_id) if !user_id.trim().is_empty() => user_id,
-        Some(_) => anyhow::bail!("--user-id must not be empty"),
-        None => {
-            let directory = std::env::current_dir().context("cannot read the working directory")?;
-            crate::mcp::repository_scope(&directory).with_context(|| {
-                format!(
-                    "{} is not inside a git repository: give the user scope with --user-id",
-                    directory.display()
-                )
-            })?
-        }
-    };
+    let user_id = super::memory_key(args.user_id.as_deref(), None)?;
+    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
+    let attach = args.server.is_none() && super::attaches(args.no_server, &store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -36,9 +30,19 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
                 url,
                 args.api_key.clone(),
             )),
+            None if attach => {
+                let data_dir = args.data_dir.clone();
+                let server =
+                    tokio::task::spawn_blocking(move || local::LocalServer::attach(&data_dir))
+                        .await
+                        .context("start-up task failed")??;
+                let attached = server.current();
+                tracing::info!(url = %attached.url, started = attached.started, "attached to the local server");
+                crate::mcp::Backend::Remote(crate::mcp::RemoteServer::local(Arc::new(server)))
+            }
             None => {
                 let mut options = ServiceOptions::new(&args.data_dir);
-                options.store = super::store_location(args.store.as_deref(), &args.data_dir)?;
+                options.store = store;
                 let opened = tokio::task::spawn_blocking(move || Service::open(options))
                     .await
                     .context("start-up task failed")?;
@@ -46,7 +50,8 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
                     Ok(service) => service,
                     Err(error @ service::ServiceError::Locked(_)) => {
                         return Err(anyhow::anyhow!(
-                            "{error}: a server holds it; run `precedent mcp --server URL` to go through that server"
+                            "{error}: another process holds it; run `precedent mcp` without --no-server (and without {}) to share it through the local server",
+                            local::NO_AUTOSTART_ENV
                         ));
                     }
                     Err(error) => return Err(error.into()),
@@ -117,7 +122,8 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         options.retention = args
             .retention_days
             .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));
-        let service = tokio::task::spawn_blocking(move || Service::open(options))
+        let auto_started = args.auto_started;
+        let service = tokio::task::spawn_blocking(move || open_service(options, auto_started))
             .await
             .context("start-up task failed")??;
         let listener = tokio::net::TcpListener::bind(&args.listen)
@@ -149,6 +155,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 repo_checks: address.ip().is_loopback(),
             },
         );
+        let serves_tls = tls.is_some();
         let serve_options = api::serve::ServeOptions {
             header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
             first_byte_timeout: std::time::Duration::from_secs(args.first_byte_timeout_secs),
@@ -158,12 +165,181 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
             tls,
         };
-        api::serve::serve(listener, app, serve_options, shutdown_signal()).await;
+        let activity = Activity::new();
+        let app = {
+            let activity = Arc::clone(&activity);
+            app.layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let activity = Arc::clone(&activity);
+                    async move {
+                        let _in_flight = activity.begin();
+                        next.run(request).await
+                    }
+                },
+            ))
+        };
+        // A server over TLS is left out: precedent's own clients speak
+        // plain HTTP to the local server.
+        let recorded = (!serves_tls).then(|| ServerRecord {
+            url: format!("http://{}", connect_address(address)),
+            pid: std::process::id(),
+            auto_started: args.auto_started,
+            api_key: args.api_key.clone().filter(|_| args.auto_started),
+        });
+        if let Some(record) = &recorded
+            && let Err(error) = local::write_record(&args.data_dir, record)
+        {
+            tracing::warn!(%error, "cannot record the address in the data directory; mcp and import will not find this server");
+        }
+        let stop = stop_when(
+            activity,
+            args.idle_exit,
+            recorded.as_ref().filter(|record| record.auto_started).map(|_| args.data_dir.clone()),
+        );
+        api::serve::serve(listener, app, serve_options, stop).await;
         tracing::info!("no longer accepting requests; finishing queued adds");
+        if recorded.is_some() {
+            local::remove_record(&args.data_dir, std::process::id());
+        }
         service.shutdown().await;
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// How long an auto-started server waits for the data directory while
+/// another process still holds it (a server that is shutting down).
+const AUTO_START_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Opens the service; an auto-started server waits up to
+/// [`AUTO_START_LOCK_WAIT`] for a server that is leaving the data directory.
+fn open_service(
+    options: ServiceOptions,
+    auto_started: bool,
+) -> Result<Arc<Service>, service::ServiceError> {
+    let started = Instant::now();
+    loop {
+        match Service::open(options.clone()) {
+            Err(service::ServiceError::Locked(_))
+                if auto_started && started.elapsed() < AUTO_START_LOCK_WAIT =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            opened => return opened,
+        }
+    }
+}
+
+/// Requests in flight and when the last one ended: what idle means.
+struct Activity {
+    started: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds from `started` to the last request's start or end.
+    last_ms: AtomicU64,
+}
+
+/// One request in flight; its end counts as activity.
+struct InFlight(Arc<Activity>);
+
+impl Activity {
+    fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            started: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+        })
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn begin(self: &Arc<Activity>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.touch();
+        InFlight(Arc::clone(self))
+    }
+
+    /// How long no request has been in flight (zero while one is).
+    fn idle_for(&self) -> Duration {
+        if self.in_flight.load(Ordering::Relaxed) > 0 {
+            return Duration::ZERO;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(last)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+/// The address a local client connects to: the listen address, loopback
+/// for an unspecified one (`0.0.0.0`, `::`).
+fn connect_address(address: SocketAddr) -> SocketAddr {
+    match address.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, address.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, address.port()))
+        }
+        _ => address,
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM; after `idle_exit` without a request,
+/// when given; when the record in `watched_data_dir` is gone or names
+/// another process, when given (an auto-started server whose data
+/// directory was removed or taken over).
+async fn stop_when(
+    activity: Arc<Activity>,
+    idle_exit: Option<Duration>,
+    watched_data_dir: Option<std::path::PathBuf>,
+) {
+    let watch = async move {
+        if idle_exit.is_none() && watched_data_dir.is_none() {
+            return std::future::pending::<()>().await;
+        }
+        let pid = std::process::id();
+        let tick = idle_exit
+            .map_or(Duration::from_secs(2), |idle| idle / 10)
+            .clamp(Duration::from_millis(100), Duration::from_secs(2));
+        loop {
+            tokio::time::sleep(tick).await;
+            if let Some(idle) = idle_exit
+                && activity.idle_for() >= idle
+            {
+                tracing::info!(
+                    idle_secs = idle.as_secs(),
+                    "no request for the idle time, shutting down"
+                );
+                return;
+            }
+            if let Some(data_dir) = &watched_data_dir {
+                let data_dir = data_dir.clone();
+                let ours = tokio::task::spawn_blocking(move || {
+                    local::read_record(&data_dir).is_some_and(|record| record.pid == pid)
+                })
+                .await
+                .unwrap_or(true);
+                if !ours {
+                    tracing::info!(
+                        "the data directory no longer records this server, shutting down"
+                    );
+                    return;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = shutdown_signal() => {}
+        () = watch => {}
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -23,7 +23,7 @@ pub use git::{
     DEFAULT_MAX_DIFF_BYTES, ImportOptions, ImportReport, check_repository, import_history,
 };
 pub use sink::{DirectSink, ServerSink, Sink};
-pub use transcript::{TranscriptOptions, TranscriptReport, import_transcripts};
+pub use transcript::{TranscriptOptions, TranscriptReport, TranscriptScope, import_transcripts};
 
 /// How an import reports progress.
 pub trait Progress {

@@ -75,17 +75,34 @@ pub struct ServerSink {
     agent: ureq::Agent,
     base_url: String,
     api_key: Option<String>,
+    /// What [`Sink::target`] answers: the server's address, or the store
+    /// behind the local server (whose address changes from start to start).
+    target: String,
 }
 
 impl ServerSink {
     /// A sink posting to `base_url` (e.g. `http://127.0.0.1:8080`).
     pub fn new(base_url: &str, api_key: Option<String>) -> ServerSink {
         let agent = crate::client::agent(Duration::from_secs(600));
+        let base_url = base_url.trim_end_matches('/').to_string();
         ServerSink {
             agent,
-            base_url: base_url.trim_end_matches('/').to_string(),
+            target: format!("server:{base_url}"),
+            base_url,
             api_key,
         }
+    }
+
+    /// Writes through the local server of the store `store`: what was
+    /// imported is remembered for that store, as [`DirectSink`] does, so
+    /// an import resumes whichever of the two made the earlier run.
+    pub fn local(
+        attached: &crate::local::Attached,
+        store: &crate::store::StoreLocation,
+    ) -> ServerSink {
+        let mut sink = ServerSink::new(&attached.url, attached.api_key.clone());
+        sink.target = format!("store:{}", store.describe());
+        sink
     }
 
     fn authorization(&self) -> Option<String> {
@@ -131,7 +148,7 @@ impl Sink for ServerSink {
     }
 
     fn target(&self) -> String {
-        format!("server:{}", self.base_url)
+        self.target.clone()
     }
 
     fn add(&self, request: AddRequest) -> anyhow::Result<()> {

@@ -424,6 +424,22 @@ pub fn open_read_only(data_dir: &Path) -> Result<SearchIndex, IndexError> {
     })
 }
 
+/// The sequence number the index of `data_dir` has committed, read from
+/// its commit payload alone (no index is opened); 0 when there is none or
+/// it cannot be read. What a reader of the data directory sees.
+pub fn committed_seq(data_dir: &Path) -> i64 {
+    #[derive(serde::Deserialize)]
+    struct Metas {
+        payload: Option<String>,
+    }
+    std::fs::read(data_dir.join(INDEX_DIR).join("meta.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Metas>(&bytes).ok())
+        .and_then(|metas| metas.payload)
+        .and_then(|payload| serde_json::from_str::<CommitPayload>(&payload).ok())
+        .map_or(0, |payload| payload.seq)
+}
+
 /// `None` when there is no index; `Some(Err)` when there is one that cannot
 /// be used; `Some(Ok)` with the index and its committed sequence number.
 fn try_open_existing(dir: &Path, verify: bool) -> Option<Result<(Index, i64), String>> {

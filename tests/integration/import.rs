@@ -261,8 +261,26 @@ fn history_imports_once_and_its_fixes_rank_first() {
     let again: Value = serde_json::from_str(&out).expect("report");
     assert_eq!(again["already_imported"], 4, "{again}");
 
-    // A data directory a server holds: a clear message naming --server.
+    // A data directory a server holds: the import goes through the server
+    // that the data directory records, without --server.
     let server_dir_arg = server_dir.to_str().expect("utf-8");
+    let (code, out, err) = precedent(&[
+        "import",
+        &repo,
+        "--user-id",
+        "team",
+        "--data-dir",
+        server_dir_arg,
+        "--no-merges",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let through_recorded: Value = serde_json::from_str(&out).expect("report");
+    assert_eq!(
+        through_recorded["already_imported"], 4,
+        "{through_recorded}"
+    );
+    // Opened directly instead, it is refused with the way around.
     let (code, _, err) = precedent(&[
         "import",
         &repo,
@@ -270,10 +288,11 @@ fn history_imports_once_and_its_fixes_rank_first() {
         "team",
         "--data-dir",
         server_dir_arg,
+        "--no-server",
     ]);
     assert_eq!(code, Some(1));
     assert!(
-        err.contains("held by a running server") && err.contains("--server"),
+        err.contains("held by another process") && err.contains("--no-server"),
         "{err}"
     );
     // Not a repository: a clear message too.

@@ -336,7 +336,7 @@ fn precedent_inspect_reads_a_store_that_a_server_holds() {
         let stderr = String::from_utf8_lossy(&misspelt.stderr);
         assert_eq!(misspelt.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("no user \"U\"") && stderr.contains("\"u\""),
+            stderr.contains("no memory for \"U\"") && stderr.contains("\"u\""),
             "{args:?}: {stderr}"
         );
     }

@@ -141,7 +141,16 @@ fn a_deleted_file_a_renamed_function_and_an_edited_line_are_marked() {
     let (_guard, data) = data_dir();
     let repo = checkout.path().to_str().expect("utf-8");
     let data = data.to_str().expect("utf-8");
-    let (code, out, err) = precedent(&["import", repo, "--user-id", "u", "--data-dir", data]);
+    // Directly into the data directory: the server below opens it.
+    let (code, out, err) = precedent(&[
+        "import",
+        repo,
+        "--user-id",
+        "u",
+        "--data-dir",
+        data,
+        "--no-server",
+    ]);
     assert_eq!(code, Some(0), "{out}{err}");
 
     let query = "KeyError in lookup_entry for a missing key";

@@ -6,8 +6,9 @@ It starts `BINARY mcp` over stdio as a coding agent would, from inside a
 throw-away git repository (so the user scope comes from its `origin`
 remote), lists the tools and calls each one; then starts `BINARY serve` on
 the same data directory and checks that `precedent mcp --server URL` sees the
-same memory, and that opening a directory a server holds is refused with a
-clear message. Exits non-zero on the first failed check.
+same memory, and that opening a directory a server holds in-process
+(`--no-server`) is refused with a clear message. Exits non-zero on the
+first failed check.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -155,6 +157,25 @@ async def remote_session(binary: str, url: str, session_id: str) -> None:
                   "through --server, what was just recorded is searchable", found)
 
 
+def stop_local_server(data_dir: Path) -> None:
+    """Stops the server `precedent mcp` started on first use, by its record."""
+    record = data_dir / "server.json"
+    if not record.exists():
+        return
+    pid = json.loads(record.read_text())["pid"]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(600):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    check(False, "the local server stops on SIGTERM", pid)
+
+
 def start_server(binary: str, data_dir: Path, log: Path) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir)],
@@ -188,13 +209,15 @@ def main() -> None:
         data_dir = scratch / "data"
 
         asyncio.run(local_session(binary, repo, data_dir, fixture))
+        check((data_dir / "server.json").exists(), "without --server, mcp started the local server")
+        stop_local_server(data_dir)
 
         server, url = start_server(binary, data_dir, scratch / "server.log")
         try:
-            refused = subprocess.run([binary, "mcp", "--data-dir", str(data_dir), "--user-id", SCOPE],
+            refused = subprocess.run([binary, "mcp", "--no-server", "--data-dir", str(data_dir), "--user-id", SCOPE],
                                      stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-            check(refused.returncode != 0 and "--server" in refused.stderr,
-                  "opening a data directory a server holds is refused, pointing to --server",
+            check(refused.returncode != 0 and "without --no-server" in refused.stderr,
+                  "opening a data directory a server holds in-process is refused, pointing to the local server",
                   refused.stderr.strip())
             asyncio.run(remote_session(binary, url, fixture["source"]["session_id"]))
         finally:

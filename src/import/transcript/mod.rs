@@ -75,8 +75,8 @@ const SKIPPED_DIRECTORIES: &[&str] = &[".git", "node_modules", "target", "__pyca
 pub struct TranscriptOptions {
     /// Transcript files, and folders searched for them.
     pub paths: Vec<PathBuf>,
-    /// The scope the sessions are stored under.
-    pub user_id: String,
+    /// The memory the sessions are stored in.
+    pub scope: TranscriptScope,
     /// Adds in flight at once.
     pub parallelism: usize,
     /// Keep importing as transcripts appear and grow, until stopped.
@@ -84,6 +84,22 @@ pub struct TranscriptOptions {
     /// Where what was imported of each file is remembered (the data
     /// directory); `None` remembers it for this run only.
     pub state_dir: Option<PathBuf>,
+}
+
+/// Which memory a transcript's sessions go to.
+#[derive(Debug, Clone)]
+pub enum TranscriptScope {
+    /// This key for every transcript (`--user-id`).
+    Fixed(String),
+    /// The key of the repository of the working directory the transcript
+    /// records (Claude Code's and Codex's logs record one), else
+    /// `fallback` (the key of the directory the import runs in); a
+    /// transcript with neither is skipped.
+    Recorded {
+        /// The key for transcripts that record no directory in a git
+        /// repository of this machine.
+        fallback: Option<String>,
+    },
 }
 
 /// A file left out, and why.
@@ -1149,7 +1165,9 @@ struct NewState {
 
 /// One look at the files: what it found and what it leaves for the next.
 struct Pass<'a> {
-    user_id: &'a str,
+    scope: &'a TranscriptScope,
+    /// Keys already derived, by recorded working directory.
+    keys_by_directory: HashMap<PathBuf, Option<String>>,
     sink: &'a dyn Sink,
     pool: &'a AddPool,
     target: String,
@@ -1167,25 +1185,61 @@ impl Pass<'_> {
     fn import_file(&mut self, path: &Path) -> Result<(), String> {
         let opened = reader::open_regular(path)?;
         let layout = sniff(&opened.file)?;
+        let user_id = self.user_for(path, layout)?;
         let canonical = canonical_path(path);
         let naming = Naming::of(path, &canonical);
-        let key = resume::key(&self.target, self.user_id, &canonical);
+        let key = resume::key(&self.target, &user_id, &canonical);
         let previous = self.states.get(&key).cloned();
         if layout == Layout::Document {
             let mut notes = Notes::default();
             if let Some((format, transcripts)) = read_document(&opened.file, &naming, &mut notes)? {
                 self.note(path, &notes);
-                return self.import_document(path, &opened, key, previous, format, transcripts);
+                return self.import_document(
+                    &user_id,
+                    path,
+                    &opened,
+                    key,
+                    previous,
+                    format,
+                    transcripts,
+                );
             }
         }
         let settled = opened
             .modified
             .is_none_or(|modified| modified.elapsed().is_ok_and(|quiet| quiet >= SETTLE_TIME));
-        self.import_log(path, &opened, key, previous, settled, &naming)
+        self.import_log(&user_id, path, &opened, key, previous, settled, &naming)
     }
 
+    /// The memory a file's sessions go to (see [`TranscriptScope`]).
+    fn user_for(&mut self, path: &Path, layout: Layout) -> Result<String, String> {
+        let fallback = match self.scope {
+            TranscriptScope::Fixed(user_id) => return Ok(user_id.clone()),
+            TranscriptScope::Recorded { fallback } => fallback,
+        };
+        let recorded = (layout != Layout::Document)
+            .then(|| recorded_directory(path))
+            .flatten();
+        if let Some(directory) = recorded {
+            let key = self
+                .keys_by_directory
+                .entry(directory.clone())
+                .or_insert_with(|| crate::scope::repository_scope(&directory));
+            if let Some(key) = key {
+                return Ok(key.clone());
+            }
+        }
+        fallback.clone().ok_or_else(|| {
+            "records no working directory inside a git repository of this machine, and the \
+             import runs outside one: give the memory's key with --user-id"
+                .to_string()
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn import_log(
         &mut self,
+        user_id: &str,
         path: &Path,
         opened: &OpenedFile,
         key: String,
@@ -1202,10 +1256,7 @@ impl Pass<'_> {
                 if state.sessions.len() == 1 && Format::from_name(&state.format).is_some() =>
             {
                 let session = state.sessions[0].clone();
-                let stored = match self
-                    .sink
-                    .stored_messages(self.user_id, &session.session_id())
-                {
+                let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
                     Ok(stored) => stored,
                     Err(error) => {
                         self.error = Some(error);
@@ -1254,7 +1305,7 @@ impl Pass<'_> {
             _ => None,
         };
         let mut log = LogImport {
-            user_id: self.user_id,
+            user_id,
             sink: self.sink,
             pool: self.pool,
             path,
@@ -1345,8 +1396,10 @@ impl Pass<'_> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn import_document(
         &mut self,
+        user_id: &str,
         path: &Path,
         opened: &OpenedFile,
         key: String,
@@ -1412,18 +1465,14 @@ impl Pass<'_> {
                 num_messages: messages.len(),
                 messages_sha256: resume::messages_sha256(&messages),
             };
-            let stored = match self
-                .sink
-                .stored_messages(self.user_id, &session.session_id())
-            {
+            let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
                 Ok(stored) => stored,
                 Err(error) => {
                     self.error = Some(error);
                     return Ok(());
                 }
             };
-            let mut batcher =
-                Batcher::to_pool(self.user_id, session.session_id(), stored, self.pool);
+            let mut batcher = Batcher::to_pool(user_id, session.session_id(), stored, self.pool);
             for message in messages {
                 if !batcher.message(message) {
                     break;
@@ -1482,6 +1531,31 @@ impl Pass<'_> {
 /// What `watch` knows of a file between looks: its length and change time.
 type FileStamp = (u64, Option<SystemTime>);
 
+/// The working directory a JSON-lines log records in its first lines
+/// (Claude Code's `cwd` on each event, Codex's in `session_meta`).
+fn recorded_directory(path: &Path) -> Option<PathBuf> {
+    let opened = reader::open_regular(path).ok()?;
+    let mut lines = Lines::new(&opened.file, 0, 0).ok()?;
+    for _ in 0..NUM_HEAD_EVENTS {
+        if !matches!(lines.next_line().ok()??, Line::Complete) {
+            continue;
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(lines.bytes()) else {
+            continue;
+        };
+        let cwd = value
+            .get("cwd")
+            .or_else(|| value.pointer("/payload/cwd"))
+            .and_then(Value::as_str);
+        if let Some(cwd) = cwd
+            && cwd.starts_with('/')
+        {
+            return Some(PathBuf::from(cwd));
+        }
+    }
+    None
+}
+
 /// Imports the transcripts the paths name or hold into `sink`; with
 /// `watch`, keeps importing what changes until `stop` becomes true.
 pub fn import_transcripts(
@@ -1490,7 +1564,9 @@ pub fn import_transcripts(
     progress: &mut dyn Progress,
     stop: &AtomicBool,
 ) -> anyhow::Result<TranscriptReport> {
-    if options.user_id.is_empty() {
+    if let TranscriptScope::Fixed(user_id) = &options.scope
+        && user_id.is_empty()
+    {
         bail!("--user-id must not be empty");
     }
     let started = Instant::now();
@@ -1580,7 +1656,8 @@ fn import_pass(
     progress.start(changed.len(), "transcript files");
     let pool = AddPool::new(Arc::clone(sink), options.parallelism);
     let mut pass = Pass {
-        user_id: &options.user_id,
+        scope: &options.scope,
+        keys_by_directory: HashMap::new(),
         sink: sink.as_ref(),
         pool: &pool,
         target: sink.target(),
