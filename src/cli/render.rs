@@ -70,11 +70,11 @@ pub(super) fn write_explained(out: &mut String, explained: &Explained) {
         explained.candidates.len(),
         explained.num_sessions
     );
-    let _ = writeln!(
-        out,
-        "{:<4} {:>5} {:<24} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}  session / task",
-        "#", "bm25#", "verdict", "score", "text", "cover", "symbol", "path", "stem", "words"
-    );
+    let mut header = format!("{:<4} {:>5} {:<24} {:>6}", "#", "bm25#", "verdict", "score");
+    for (_, label, _, _) in FEATURE_COLUMNS {
+        header.push_str(&format!(" {label:>5}"));
+    }
+    let _ = writeln!(out, "{header}  session / task");
     for (rank, scored) in explained.candidates.iter().enumerate() {
         let verdict = match &scored.dropped {
             None => "kept".to_string(),
@@ -84,20 +84,19 @@ pub(super) fn write_explained(out: &mut String, explained: &Explained) {
                 .and_then(|value| value.as_str().map(str::to_string))
                 .unwrap_or_else(|| format!("{reason:?}")),
         };
-        let features = &scored.features;
-        let _ = writeln!(
-            out,
-            "{:<4} {:>5} {:<24} {:>6.3} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2}  {}  {}",
+        let mut line = format!(
+            "{:<4} {:>5} {:<24} {:>6.3}",
             rank + 1,
             scored.baseline_rank,
             truncate(&verdict, 24),
             scored.score,
-            features.text_rel,
-            features.text_coverage,
-            features.symbols_changed + features.symbols_referenced,
-            features.paths,
-            features.stems,
-            features.location_words,
+        );
+        for (_, _, _, value) in FEATURE_COLUMNS {
+            line.push_str(&format!(" {:>5}", feature_value(value(&scored.features))));
+        }
+        let _ = writeln!(
+            out,
+            "{line}  {}  {}",
             scored.session_id,
             truncate(&scored.task_line, 60)
         );
@@ -105,14 +104,92 @@ pub(super) fn write_explained(out: &mut String, explained: &Explained) {
     let _ = writeln!(
         out,
         "\n#: place in the answer's order (kept first); bm25#: place by plain session BM25 (the \
-         baseline); verdict: kept, or why dropped; score: the ranking score; text: session BM25 \
-         relative to the best candidate's; cover: share of the query's term weight the session \
-         holds; symbol, path, stem, words: IDF-weighted query names the session changed or \
-         referenced, query paths it changed, query words naming its changed files, and query \
-         words among its changed code's names. A candidate whose session BM25 is {}x every \
-         other's is kept and the answer is not empty.",
+         baseline); verdict: kept, or why dropped; score: the ranking score. A candidate whose \
+         session BM25 is {}x every other's is kept and the answer is not empty. Features (the \
+         names /v1/search/explain and the page give them):",
         explained.standout_margin
     );
+    for (name, label, meaning, _) in FEATURE_COLUMNS {
+        let _ = writeln!(out, "  {label:<6} {name}: {meaning}");
+    }
+}
+
+/// The features an explanation shows, as the inspection page shows them:
+/// the API's name, the column's label, what it measures, its value.
+type FeatureColumn = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&rank::Features) -> f32,
+);
+
+const FEATURE_COLUMNS: [FeatureColumn; 11] = [
+    ("text_bm25", "bm25", "BM25 over the whole text", |f| {
+        f.text_bm25
+    }),
+    (
+        "text_rel",
+        "rel",
+        "BM25 relative to the best candidate (0..1)",
+        |f| f.text_rel,
+    ),
+    (
+        "text_coverage",
+        "cov",
+        "BM25 relative to the query's own weight: how much of the query the session covers",
+        |f| f.text_coverage,
+    ),
+    (
+        "symbols_changed",
+        "sym",
+        "IDF-weighted query names matching symbols the session changed",
+        |f| f.symbols_changed,
+    ),
+    (
+        "symbols_referenced",
+        "ref",
+        "IDF-weighted query names matching symbols it only referenced",
+        |f| f.symbols_referenced,
+    ),
+    (
+        "paths",
+        "paths",
+        "IDF-weighted query paths matching files it changed",
+        |f| f.paths,
+    ),
+    (
+        "stems",
+        "stem",
+        "IDF-weighted query words naming a changed file's stem",
+        |f| f.stems,
+    ),
+    ("errors", "err", "IDF-weighted error types in common", |f| {
+        f.errors
+    }),
+    ("tests", "tests", "test names in common", |f| f.tests),
+    (
+        "location_words",
+        "loc",
+        "IDF-weighted query words among the names of the changed code",
+        |f| f.location_words,
+    ),
+    (
+        "file_support",
+        "fsup",
+        "text similarity of other sessions that changed one of its files",
+        |f| f.file_support,
+    ),
+];
+
+/// A feature's value in five characters: `-` for zero.
+fn feature_value(value: f32) -> String {
+    if value == 0.0 {
+        "-".to_string()
+    } else if value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.2}")
+    }
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -245,5 +322,34 @@ pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
                 diagnostic.message_index, diagnostic.message
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The terminal's feature columns are the inspection page's: the same
+    /// API names under the same labels, in the same order.
+    #[test]
+    fn feature_columns_are_named_as_the_page_names_them() {
+        let page = include_str!("../api/ui.html");
+        let table = page
+            .split("const FEATURES = [")
+            .nth(1)
+            .and_then(|rest| rest.split("];").next())
+            .expect("the page's FEATURES table");
+        let on_page: Vec<(String, String)> = table
+            .lines()
+            .filter_map(|line| {
+                let mut quoted = line.split('\'').skip(1).step_by(2);
+                Some((quoted.next()?.to_string(), quoted.next()?.to_string()))
+            })
+            .collect();
+        let in_terminal: Vec<(String, String)> = FEATURE_COLUMNS
+            .iter()
+            .map(|(name, label, _, _)| (name.to_string(), label.to_string()))
+            .collect();
+        assert_eq!(in_terminal, on_page);
     }
 }

@@ -238,6 +238,11 @@ fn precedent_search_reads_a_data_directory_a_server_holds() {
         explained.contains("bm25#: place by plain session BM25"),
         "{explained}"
     );
+    // Each feature column under the page's label, with the API's name.
+    assert!(
+        explained.contains("  sym    symbols_changed: "),
+        "{explained}"
+    );
     let (code, json, _) = run(&["--explain", "--json", query]);
     assert_eq!(code, Some(0));
     let json: Value = serde_json::from_str(&json).expect("JSON");
