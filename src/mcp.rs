@@ -71,6 +71,16 @@ impl RemoteServer {
         }
     }
 
+    /// The server's address, as given.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The API key sent to the server, if any.
+    pub fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
     /// `GET` or `POST` (with `body`) on `path` for `user_id` (sent in
     /// [`crate::client::USER_HEADER`] too, for a load balancer in front of
     /// several nodes); the JSON answer, or the server's reason when it

@@ -2,6 +2,7 @@
 //! `mcp` (the Model Context Protocol on stdio).
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use anyhow::Context;
 
@@ -31,29 +32,14 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let backend = match &args.server {
-            Some(url) => crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
-                url,
-                args.api_key.clone(),
-            )),
-            None => {
-                let mut options = ServiceOptions::new(&args.data_dir);
-                options.store = super::store_location(args.store.as_deref(), &args.data_dir)?;
-                let opened = tokio::task::spawn_blocking(move || Service::open(options))
-                    .await
-                    .context("start-up task failed")?;
-                let service = match opened {
-                    Ok(service) => service,
-                    Err(error @ service::ServiceError::Locked(_)) => {
-                        return Err(anyhow::anyhow!(
-                            "{error}: a server holds it; run `precedent mcp --server URL` to go through that server"
-                        ));
-                    }
-                    Err(error) => return Err(error.into()),
-                };
-                crate::mcp::Backend::Local(service)
-            }
-        };
+        let backend = open_backend(
+            "mcp",
+            args.server.as_deref(),
+            args.api_key.clone(),
+            &args.data_dir,
+            args.store.as_deref(),
+        )
+        .await?;
         tracing::info!(user_id = %user_id, "precedent MCP server on stdio");
         let local = match &backend {
             crate::mcp::Backend::Local(service) => Some(service.clone()),
@@ -67,6 +53,35 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
         }
         served
     })
+}
+
+/// Where the requests of `command` (`mcp`, `hook`) go: the running
+/// server at `server` when one is given, else the service opened on the
+/// data directory in this process.
+pub(super) async fn open_backend(
+    command: &str,
+    server: Option<&str>,
+    api_key: Option<String>,
+    data_dir: &Path,
+    store: Option<&str>,
+) -> anyhow::Result<crate::mcp::Backend> {
+    if let Some(url) = server {
+        return Ok(crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
+            url, api_key,
+        )));
+    }
+    let mut options = ServiceOptions::new(data_dir);
+    options.store = super::store_location(store, data_dir)?;
+    let opened = tokio::task::spawn_blocking(move || Service::open(options))
+        .await
+        .context("start-up task failed")?;
+    match opened {
+        Ok(service) => Ok(crate::mcp::Backend::Local(service)),
+        Err(error @ service::ServiceError::Locked(_)) => Err(anyhow::anyhow!(
+            "{error}: a server holds it; run `precedent {command} --server URL` to go through that server"
+        )),
+        Err(error) => Err(error.into()),
+    }
 }
 
 pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
