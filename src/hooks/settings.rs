@@ -617,39 +617,26 @@ pub fn quote(word: &str) -> String {
 
 // ---- rendering -------------------------------------------------------
 
-fn hook_value(entry: &HookEntry) -> serde_json::Value {
-    serde_json::json!({
-        "hooks": [{
-            "type": "command",
-            "command": entry.command,
-            "timeout": entry.timeout_secs,
-        }]
-    })
-}
-
-/// A JSON value pretty-printed with `unit` per level, its lines after the
-/// first indented by `indent`.
-fn pretty(value: &serde_json::Value, indent: &str, unit: &str) -> String {
-    use serde::Serialize;
-    let mut bytes = Vec::new();
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
-    let mut serializer = serde_json::Serializer::with_formatter(&mut bytes, formatter);
-    // Serializing a JSON value into memory cannot fail.
-    let _ = value.serialize(&mut serializer);
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    text.replace('\n', &format!("\n{indent}"))
-}
-
+/// A matcher group holding one command hook, its lines after the first
+/// indented by `indent`, `unit` per level.
 fn group(entry: &HookEntry, indent: &str, unit: &str) -> String {
-    pretty(&hook_value(entry), indent, unit)
+    let level1 = format!("{indent}{unit}");
+    let level2 = format!("{level1}{unit}");
+    let level3 = format!("{level2}{unit}");
+    let command = serde_json::Value::String(entry.command.clone());
+    format!(
+        "{{\n{level1}\"hooks\": [\n{level2}{{\n{level3}\"type\": \"command\",\n{level3}\"command\": {command},\n{level3}\"timeout\": {}\n{level2}}}\n{level1}]\n{indent}}}",
+        entry.timeout_secs
+    )
 }
 
+/// `"<event>": [<group>]` on a line of its own at `indent`.
 fn event_member(entry: &HookEntry, indent: &str, unit: &str) -> String {
-    let array = serde_json::Value::Array(vec![hook_value(entry)]);
+    let inner = format!("{indent}{unit}");
     format!(
-        "\n{indent}{}: {}",
+        "\n{indent}{}: [\n{inner}{}\n{indent}]",
         serde_json::Value::String(entry.event.clone()),
-        pretty(&array, indent, unit)
+        group(entry, &inner, unit)
     )
 }
 
