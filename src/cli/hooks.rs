@@ -143,6 +143,12 @@ pub(super) struct HooksArgs {
     /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
     #[arg(long, env = "PRECEDENT_DATA_DIR")]
     data_dir: Option<PathBuf>,
+
+    /// The running server the hooks go through (e.g.
+    /// http://127.0.0.1:8080), named in their command; by default they
+    /// open the data directory themselves.
+    #[arg(long)]
+    server: Option<String>,
 }
 
 /// Options of `precedent hooks status`.
@@ -675,6 +681,10 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
             if let Some(data_dir) = &args.data_dir {
                 command.push_str(" --data-dir ");
                 command.push_str(&settings::quote(&data_dir.to_string_lossy()));
+            }
+            if let Some(server) = &args.server {
+                command.push_str(" --server ");
+                command.push_str(&settings::quote(server));
             }
             HookEntry {
                 event: event.name().to_string(),
