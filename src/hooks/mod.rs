@@ -76,23 +76,18 @@ impl Event {
 /// The fields of a hook's stdin that precedent reads. Claude Code and
 /// Codex send more (`hook_event_name`, `model`, `turn_id`,
 /// `permission_mode`, `stop_hook_active`, ...): they are ignored.
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HookPayload {
     /// The agent's session.
-    #[serde(default)]
     pub session_id: Option<String>,
     /// The session's transcript (JSON lines).
-    #[serde(default)]
     pub transcript_path: Option<PathBuf>,
     /// The directory the agent works in.
-    #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// The user's prompt (UserPromptSubmit).
-    #[serde(default)]
     pub prompt: Option<String>,
     /// Why the session starts: `startup`, `resume`, `clear`, `compact`
     /// (SessionStart).
-    #[serde(default)]
     pub source: Option<String>,
 }
 

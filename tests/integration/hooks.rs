@@ -261,9 +261,8 @@ fn stop_imports_the_transcript_once_and_a_matching_prompt_gets_its_experience() 
     payload["cwd"] = json!(elsewhere.path());
     assert_eq!(sandbox.hook("UserPromptSubmit", &payload, &[]), "");
 
-    // SessionStart (Claude Code's input, source startup) answers in the
-    // agent's format or with nothing; here the new repository has no
-    // branch, no commit and no change, so there is nothing to search for.
+    // SessionStart (Claude Code's input, source startup): in a checkout
+    // with no branch, commit or change there is nothing to search for.
     let start = json!({
         "session_id": CLAUDE_SESSION,
         "transcript_path": transcript,
@@ -273,8 +272,46 @@ fn stop_imports_the_transcript_once_and_a_matching_prompt_gets_its_experience() 
         "model": "claude-sonnet-4-5"
     });
     assert_eq!(sandbox.hook("SessionStart", &start, &[]), "");
-    let last = sandbox.wait_for_log("SessionStart", "nothing to search for", 1);
-    assert!(!last.is_empty());
+    sandbox.wait_for_log("SessionStart", "nothing to search for", 1);
+
+    // On the session's branch, with its file changed: its experience.
+    let repo = git2::Repository::open(sandbox.repository.path()).expect("open");
+    repo.set_head("refs/heads/spotter-dov").expect("branch");
+    let file = "lib/spotter_web/live/session_live.ex";
+    let full = sandbox.repository.path().join(file);
+    std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&full, "defmodule SpotterWeb.SessionLive do\nend\n").expect("write");
+    let mut index = repo.index().expect("index");
+    index.add_path(Path::new(file)).expect("add");
+    index.write().expect("write index");
+    let tree = repo
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("tree");
+    let signature = git2::Signature::now("Dev", "dev@example.com").expect("signature");
+    repo.commit(
+        Some("HEAD"),
+        &signature,
+        &signature,
+        "SessionLive: start on the transcript view",
+        &tree,
+        &[],
+    )
+    .expect("commit");
+    std::fs::write(
+        &full,
+        "defmodule SpotterWeb.SessionLive do\n  use Phoenix.LiveView\nend\n",
+    )
+    .expect("write");
+    let out = sandbox.hook("SessionStart", &start, &[]);
+    let answer: Value = serde_json::from_str(&out).expect("the agent's JSON");
+    assert_eq!(
+        answer["hookSpecificOutput"]["hookEventName"],
+        "SessionStart"
+    );
+    let context = answer["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .expect("additionalContext");
+    assert!(context.contains(&session_id), "{context}");
 }
 
 #[test]
