@@ -16,6 +16,7 @@ mod bench;
 mod cli;
 mod client;
 mod domain;
+mod hooks;
 mod import;
 mod index;
 mod ingest;

@@ -116,6 +116,23 @@ impl RemoteServer {
                 .is_ok_and(|address| address.is_loopback())
     }
 
+    /// The server's address now (for the local server, the address it
+    /// was last attached at).
+    pub fn base_url(&self) -> String {
+        match &self.target {
+            Target::Fixed { base_url, .. } => base_url.clone(),
+            Target::Local(server) => server.current().url,
+        }
+    }
+
+    /// The API key sent to the server, if any.
+    pub fn api_key(&self) -> Option<String> {
+        match &self.target {
+            Target::Fixed { api_key, .. } => api_key.clone(),
+            Target::Local(server) => server.current().api_key,
+        }
+    }
+
     /// `GET` or `POST` (with `body`) on `path` for `user_id`, through
     /// [`RemoteServer::call_at`], again after attaching anew when the
     /// local server could not be reached.

@@ -31,6 +31,9 @@ mod postgres_store;
 #[path = "integration/ranking.rs"]
 mod ranking;
 
+#[path = "integration/hooks.rs"]
+mod hooks;
+
 #[path = "integration/import.rs"]
 mod import;
 

@@ -8,6 +8,7 @@
 //! are checked here, never by timed assertions in tests.
 
 pub mod deletion;
+pub mod hook;
 pub mod listing;
 pub mod reference;
 pub mod scale;

@@ -112,6 +112,22 @@ pub(super) enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The UserPromptSubmit hook as an agent waits for it: a server is
+    /// started and given --sessions sessions of one repository, then
+    /// `precedent hook UserPromptSubmit --server` runs --runs times, each
+    /// a new process with a prompt matching one session; prints p50, p95
+    /// and max of the whole run (process start, search, answer).
+    Hook {
+        /// Hook runs measured.
+        #[arg(long, default_value_t = 50)]
+        runs: usize,
+        /// Sessions stored first.
+        #[arg(long, default_value_t = 500)]
+        sessions: usize,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// The FTS5 reference memory `bench scale` measures against.
     #[command(hide = true)]
     ReferenceServer {
@@ -208,6 +224,27 @@ pub(super) fn run(command: BenchCommand) -> anyhow::Result<()> {
             }
             if !report.walks_complete {
                 anyhow::bail!("a walk by cursor did not give every session exactly once");
+            }
+            Ok(())
+        }
+        BenchCommand::Hook {
+            runs,
+            sessions,
+            json,
+        } => {
+            if cfg!(debug_assertions) {
+                eprintln!("warning: a debug build; measure with cargo run --release");
+            }
+            let options = crate::bench::hook::HookBenchOptions {
+                runs: runs.max(1),
+                sessions: sessions.max(1),
+            };
+            let report =
+                crate::bench::hook::run(&options, &|line| eprintln!("bench hook: {line}"))?;
+            if json {
+                print_out(&serde_json::to_string(&report)?);
+            } else {
+                print_out(&crate::bench::hook::render(&report));
             }
             Ok(())
         }

@@ -206,6 +206,7 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
                 parallelism: args.parallelism as usize,
                 watch: args.watch,
                 state_dir: Some(args.data_dir.clone()),
+                turn_finished: false,
             };
             import::import_transcripts(&options, sink, &mut progress, &stop)
                 .and_then(|report| transcript_output(&report, args.json))

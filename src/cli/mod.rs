@@ -3,11 +3,13 @@
 //!
 //! The commands: `serve` and `mcp` run a service (`serve`), `inspect` and
 //! `search` read a data directory directly (`query`, printed with `render`),
-//! `import` fills one from a git history (`history`), `bench` measures
+//! `import` fills one from a git history (`history`), `hook` and `hooks`
+//! put precedent into an agent's lifecycle (`hooks`), `bench` measures
 //! (`bench`).
 
 mod bench;
 mod history;
+mod hooks;
 mod legacy;
 mod query;
 mod render;
@@ -77,6 +79,16 @@ enum Command {
     /// scoped to one user (by default the enclosing git repository). Uses
     /// the data directory itself, or a running server with --server.
     Mcp(McpArgs),
+    /// Run by Claude Code or Codex at a hook event, with the event's JSON
+    /// on stdin: SessionStart and UserPromptSubmit answer with relevant
+    /// past experience (as the agent's additionalContext), Stop and
+    /// SessionEnd import the session's transcript in the background.
+    /// Always exits 0: a hook never blocks the agent.
+    Hook(hooks::HookArgs),
+    /// Wire precedent's hooks into Claude Code's or Codex's settings, remove
+    /// them, or show where they are.
+    #[command(subcommand)]
+    Hooks(hooks::HooksCommand),
     /// Benchmarks that print figures (build with --release to measure).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -503,8 +515,33 @@ pub(crate) fn attaches(no_server: bool, store: &crate::store::StoreLocation) -> 
 /// Parses the arguments, runs the command, maps errors to an exit code.
 pub fn main() -> ExitCode {
     let deprecations = legacy::adopt_legacy_environment();
-    let cli = Cli::parse();
-    init_logging(cli.log_format);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            let informational = matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            // Exit code 2 tells Claude Code to block the prompt or the
+            // stop: a hook whose arguments are wrong says so and exits 0.
+            if !informational && std::env::args().nth(1).as_deref() == Some("hook") {
+                eprintln!("precedent hook: {error}");
+                return ExitCode::SUCCESS;
+            }
+            error.exit()
+        }
+    };
+    // A hook's stderr may be shown to the agent's user: quiet unless
+    // PRECEDENT_LOG asks (the hooks' own log is in the data directory).
+    let default_level = if matches!(cli.command, Command::Hook(_)) {
+        "off"
+    } else {
+        "info"
+    };
+    init_logging(cli.log_format, default_level);
     for warning in deprecations {
         tracing::warn!("{warning}");
     }
@@ -514,6 +551,8 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => query::inspect(args),
         Command::Search(args) => query::search(args),
         Command::Import(args) => history::import(args),
+        Command::Hook(args) => hooks::hook(args),
+        Command::Hooks(command) => hooks::hooks_command(command),
         Command::Bench(command) => bench::run(command),
     };
     match result {
@@ -554,10 +593,10 @@ fn data_dir_from(
     PathBuf::from("./precedent-data")
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PRECEDENT_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

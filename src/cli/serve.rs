@@ -2,6 +2,7 @@
 //! `mcp` (the Model Context Protocol on stdio).
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -16,8 +17,6 @@ use crate::service::{self, Service, ServiceOptions};
 
 pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let user_id = super::memory_key(args.user_id.as_deref(), None)?;
-    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
-    let attach = args.server.is_none() && super::attaches(args.no_server, &store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -25,40 +24,15 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let backend = match &args.server {
-            Some(url) => crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
-                url,
-                args.api_key.clone(),
-            )),
-            None if attach => {
-                let data_dir = args.data_dir.clone();
-                let server =
-                    tokio::task::spawn_blocking(move || local::LocalServer::attach(&data_dir))
-                        .await
-                        .context("start-up task failed")??;
-                let attached = server.current();
-                tracing::info!(url = %attached.url, started = attached.started, "attached to the local server");
-                crate::mcp::Backend::Remote(crate::mcp::RemoteServer::local(Arc::new(server)))
-            }
-            None => {
-                let mut options = ServiceOptions::new(&args.data_dir);
-                options.store = store;
-                let opened = tokio::task::spawn_blocking(move || Service::open(options))
-                    .await
-                    .context("start-up task failed")?;
-                let service = match opened {
-                    Ok(service) => service,
-                    Err(error @ service::ServiceError::Locked(_)) => {
-                        return Err(anyhow::anyhow!(
-                            "{error}: another process holds it; run `precedent mcp` without --no-server (and without {}) to share it through the local server",
-                            local::NO_AUTOSTART_ENV
-                        ));
-                    }
-                    Err(error) => return Err(error.into()),
-                };
-                crate::mcp::Backend::Local(service)
-            }
-        };
+        let backend = open_backend(
+            "mcp",
+            args.server.as_deref(),
+            args.api_key.clone(),
+            &args.data_dir,
+            args.store.as_deref(),
+            args.no_server,
+        )
+        .await?;
         tracing::info!(user_id = %user_id, "precedent MCP server on stdio");
         let local = match &backend {
             crate::mcp::Backend::Local(service) => Some(service.clone()),
@@ -77,6 +51,51 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
         }
         served
     })
+}
+
+/// Where the requests of `command` (`mcp`, `hook`) go: the running
+/// server at `server` when one is given; else the data directory's local
+/// server, started if need be (unless `no_server`, the environment or a
+/// PostgreSQL store says otherwise); else the service opened on the data
+/// directory in this process.
+pub(super) async fn open_backend(
+    command: &str,
+    server: Option<&str>,
+    api_key: Option<String>,
+    data_dir: &Path,
+    store: Option<&str>,
+    no_server: bool,
+) -> anyhow::Result<crate::mcp::Backend> {
+    if let Some(url) = server {
+        return Ok(crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
+            url, api_key,
+        )));
+    }
+    let store = super::store_location(store, data_dir)?;
+    if super::attaches(no_server, &store) {
+        let data_dir = data_dir.to_path_buf();
+        let server = tokio::task::spawn_blocking(move || local::LocalServer::attach(&data_dir))
+            .await
+            .context("start-up task failed")??;
+        let attached = server.current();
+        tracing::info!(url = %attached.url, started = attached.started, "attached to the local server");
+        return Ok(crate::mcp::Backend::Remote(
+            crate::mcp::RemoteServer::local(Arc::new(server)),
+        ));
+    }
+    let mut options = ServiceOptions::new(data_dir);
+    options.store = store;
+    let opened = tokio::task::spawn_blocking(move || Service::open(options))
+        .await
+        .context("start-up task failed")?;
+    match opened {
+        Ok(service) => Ok(crate::mcp::Backend::Local(service)),
+        Err(error @ service::ServiceError::Locked(_)) => Err(anyhow::anyhow!(
+            "{error}: another process holds it; run `precedent {command}` without --no-server (and without {}) to share it through the local server",
+            local::NO_AUTOSTART_ENV
+        )),
+        Err(error) => Err(error.into()),
+    }
 }
 
 pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {

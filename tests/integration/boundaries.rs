@@ -17,8 +17,8 @@ const PURE: &[&str] = &[
 
 /// Modules of the crate that hold IO or state.
 const STATEFUL_MODULES: &[&str] = &[
-    "api", "bench", "cli", "client", "import", "index", "mcp", "metrics", "read", "service",
-    "store",
+    "api", "bench", "cli", "client", "hooks", "import", "index", "mcp", "metrics", "read",
+    "service", "store",
 ];
 
 /// Crates and std modules that do IO.

@@ -84,6 +84,10 @@ pub struct TranscriptOptions {
     /// Where what was imported of each file is remembered (the data
     /// directory); `None` remembers it for this run only.
     pub state_dir: Option<PathBuf>,
+    /// The agent writing the transcripts has finished its turn (its Stop
+    /// hook runs): a last response is complete, stored now rather than
+    /// held back until the file is quiet.
+    pub turn_finished: bool,
 }
 
 /// Which memory a transcript's sessions go to.
@@ -1171,6 +1175,7 @@ struct Pass<'a> {
     sink: &'a dyn Sink,
     pool: &'a AddPool,
     target: String,
+    turn_finished: bool,
     states: &'a ResumeStates,
     hashed: &'a HashMap<String, (u64, Sha256)>,
     new_states: Vec<NewState>,
@@ -1205,9 +1210,10 @@ impl Pass<'_> {
                 );
             }
         }
-        let settled = opened
-            .modified
-            .is_none_or(|modified| modified.elapsed().is_ok_and(|quiet| quiet >= SETTLE_TIME));
+        let settled = self.turn_finished
+            || opened
+                .modified
+                .is_none_or(|modified| modified.elapsed().is_ok_and(|quiet| quiet >= SETTLE_TIME));
         self.import_log(&user_id, path, &opened, key, previous, settled, &naming)
     }
 
@@ -1661,6 +1667,7 @@ fn import_pass(
         sink: sink.as_ref(),
         pool: &pool,
         target: sink.target(),
+        turn_finished: options.turn_finished,
         states: &watched.states,
         hashed: &watched.hashed,
         new_states: Vec::new(),

@@ -1,0 +1,875 @@
+//! `precedent hook <Event>` (run by Claude Code and Codex at each event)
+//! and `precedent hooks install|uninstall|status` (their settings).
+//!
+//! A hook never blocks the agent: whatever happens it exits 0, with the
+//! agent's JSON on stdout or nothing, and says why in the hooks' log in
+//! the data directory (on stderr too with `PRECEDENT_LOG=debug`). Context
+//! hooks (SessionStart, UserPromptSubmit) answer within `--timeout-ms` or
+//! not at all; import hooks (Stop, SessionEnd) hand the transcript to a
+//! detached `precedent hook <Event> --wait` and return at once.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+
+use super::print_out;
+use crate::hooks::settings::{self, HookEntry, InstallOutcome, Installed, UninstallOutcome};
+use crate::hooks::{self, Event, HookLog, HookPayload};
+use crate::import::{self, Sink};
+use crate::mcp::{Backend, MemoryServer};
+
+/// Bytes of hook input read at most (a payload is a few hundred bytes;
+/// a prompt with a pasted log, more).
+const MAX_PAYLOAD_BYTES: u64 = 16 * 1024 * 1024;
+/// The lock that runs one transcript import of the hooks at a time.
+const IMPORT_LOCK: &str = "hooks-import.lock";
+/// What `hooks install` did to each settings file, in the data directory.
+const INSTALLED_FILE: &str = "hooks-installed.json";
+
+/// Options of `precedent hook`.
+#[derive(Debug, Args)]
+pub(super) struct HookArgs {
+    /// The agent's event: SessionStart and UserPromptSubmit answer with
+    /// past experience, Stop and SessionEnd import the session's
+    /// transcript; any other event is answered with nothing.
+    event: String,
+
+    /// The memory's user scope. Default: the git repository of the
+    /// agent's working directory (`cwd` in the hook input), as `precedent
+    /// mcp` names it.
+    #[arg(long, env = "PRECEDENT_USER_ID")]
+    user_id: Option<String>,
+
+    /// The data directory, when no --server is given; the hooks' log
+    /// (hooks.log) is kept here either way. Default:
+    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
+    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = super::default_data_dir())]
+    data_dir: PathBuf,
+
+    /// Where the store is: `sqlite` (the default) or a PostgreSQL URL
+    /// (give one with a password through PRECEDENT_STORE).
+    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
+    store: Option<String>,
+
+    /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
+    /// opening the data directory.
+    #[arg(long, env = "PRECEDENT_SERVER")]
+    server: Option<String>,
+
+    /// The server's API key (sent as a Bearer token).
+    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+
+    /// Characters of context given to the agent at most.
+    #[arg(long, env = "PRECEDENT_HOOK_BUDGET", default_value_t = hooks::DEFAULT_BUDGET_CHARS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(200..=100_000))]
+    budget_chars: usize,
+
+    /// Past sessions' items searched for at most.
+    #[arg(long, default_value_t = crate::mcp::DEFAULT_TOP_K, value_parser = clap::value_parser!(u64).range(1..=crate::mcp::MAX_TOP_K))]
+    top_k: u64,
+
+    /// Milliseconds a context hook may take (reading its input, reaching
+    /// the memory, searching); past them it answers nothing.
+    #[arg(long, env = "PRECEDENT_HOOK_TIMEOUT_MS", default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    timeout_ms: u64,
+
+    /// Seconds an import hook's transcript import may take; past them it
+    /// stops, and the next import resumes where it stopped.
+    #[arg(long, env = "PRECEDENT_HOOK_IMPORT_TIMEOUT_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    import_timeout_secs: u64,
+
+    /// Import hooks: import in this process and return when done, instead
+    /// of in a detached process.
+    #[arg(long)]
+    wait: bool,
+}
+
+/// `precedent hooks`.
+#[derive(Debug, Subcommand)]
+pub(super) enum HooksCommand {
+    /// Wire precedent's hooks into an agent's settings: Claude Code's
+    /// settings.json (SessionStart, UserPromptSubmit, Stop, SessionEnd) or
+    /// Codex's hooks.json (SessionStart, UserPromptSubmit, Stop). Only
+    /// precedent's entries are added; the rest of the file, comments
+    /// included, is left as it is.
+    Install(HooksArgs),
+    /// Remove exactly what `install` wrote (a file it created is removed;
+    /// one untouched since is restored byte for byte).
+    Uninstall(HooksArgs),
+    /// Show which settings files hold precedent's hooks, for which events,
+    /// and whether their command still exists.
+    Status(StatusArgs),
+}
+
+/// The agents whose hooks precedent knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum Agent {
+    /// Claude Code.
+    ClaudeCode,
+    /// OpenAI Codex CLI.
+    Codex,
+}
+
+/// Whose settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(super) enum Scope {
+    /// The user's (in the home directory): every repository.
+    User,
+    /// The repository's (in its root): this repository, for whoever
+    /// checks it out.
+    Project,
+}
+
+/// Options of `precedent hooks install` and `uninstall`.
+#[derive(Debug, Args)]
+pub(super) struct HooksArgs {
+    /// The agent.
+    #[arg(long, value_enum)]
+    agent: Agent,
+
+    /// The user's settings or the repository's (the repository enclosing
+    /// the working directory).
+    #[arg(long, value_enum, default_value_t = Scope::User)]
+    scope: Scope,
+
+    /// The data directory the hooks use, named in their command when
+    /// given; what install wrote is remembered there. Default:
+    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
+    #[arg(long, env = "PRECEDENT_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// The running server the hooks go through (e.g.
+    /// http://127.0.0.1:8080), named in their command; by default they
+    /// open the data directory themselves.
+    #[arg(long)]
+    server: Option<String>,
+}
+
+/// Options of `precedent hooks status`.
+#[derive(Debug, Args)]
+pub(super) struct StatusArgs {
+    /// The data directory (where the hooks' log is). Default:
+    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
+    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = super::default_data_dir())]
+    data_dir: PathBuf,
+}
+
+// ---- precedent hook ---------------------------------------------------
+
+/// Runs a hook. Never an error: what went wrong is logged, and the agent
+/// gets nothing.
+pub(super) fn hook(args: HookArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let log = HookLog::new(&args.data_dir);
+    {
+        // A panic is caught below and the agent gets nothing; its message
+        // goes to the log, not to the agent's screen.
+        let panic_log = HookLog::new(&args.data_dir);
+        let event = args.event.clone();
+        std::panic::set_hook(Box::new(move |info| {
+            panic_log.write(&event, &format!("panicked: {info}"));
+        }));
+    }
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_hook(&args)));
+    let elapsed_ms = started.elapsed().as_millis();
+    let note = match ran {
+        Ok(Ok(Ran::Answered(answer))) => {
+            let text = answer.to_string();
+            let num_chars = answer
+                .pointer("/hookSpecificOutput/additionalContext")
+                .and_then(Value::as_str)
+                .map_or(0, |context| context.chars().count());
+            print_out(&text);
+            format!("answered {num_chars} characters of context in {elapsed_ms} ms")
+        }
+        Ok(Ok(Ran::Quiet(why))) => format!("{why} ({elapsed_ms} ms)"),
+        Ok(Err(error)) => format!("gave nothing: {error:#} ({elapsed_ms} ms)"),
+        Err(_) => format!("gave nothing: the hook panicked ({elapsed_ms} ms)"),
+    };
+    tracing::debug!(event = %args.event, "{note}");
+    log.write(&args.event, &note);
+    Ok(())
+}
+
+/// What a hook did.
+enum Ran {
+    /// The agent's answer, to print.
+    Answered(Value),
+    /// Nothing to print, and why.
+    Quiet(String),
+}
+
+fn run_hook(args: &HookArgs) -> anyhow::Result<Ran> {
+    let Some(event) = Event::parse(&args.event) else {
+        return Ok(Ran::Quiet(format!("no answer for event {:?}", args.event)));
+    };
+    if event.gives_context() {
+        context_hook(args, event)
+    } else if args.wait {
+        import_hook(args, event)
+    } else {
+        detach_import(args)
+    }
+}
+
+/// Reads the hook input from stdin.
+fn read_payload_bytes() -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .take(MAX_PAYLOAD_BYTES)
+        .read_to_end(&mut bytes)
+        .context("cannot read the hook input")?;
+    Ok(bytes)
+}
+
+/// The user scope: `--user-id`, else the repository of the agent's
+/// working directory.
+fn user_scope(args: &HookArgs, payload: &HookPayload) -> anyhow::Result<String> {
+    if args.user_id.is_none() && payload.cwd.is_none() {
+        anyhow::bail!("the hook input names no cwd and no --user-id is given");
+    }
+    // The same key as mcp, import, search and inspect derive.
+    super::memory_key(args.user_id.as_deref(), payload.cwd.as_deref())
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .thread_name("precedent-hook")
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// SessionStart and UserPromptSubmit: past experience for the prompt, or
+/// for the work in progress at a session's start, within the deadline.
+fn context_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
+    let deadline = Duration::from_millis(args.timeout_ms);
+    let runtime = runtime()?;
+    let local: Arc<std::sync::Mutex<Option<Arc<crate::service::Service>>>> = Arc::default();
+    let answered = runtime.block_on(async {
+        tokio::time::timeout(deadline, search_context(args, event, Arc::clone(&local))).await
+    });
+    let service = local.lock().ok().and_then(|mut slot| slot.take());
+    if let Some(service) = service {
+        // The data directory is left as a server leaves it, within a
+        // bound of its own: the answer does not wait for it.
+        let _ = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(2), service.shutdown()).await
+        });
+    }
+    // Work still running past the deadline (a memory that does not
+    // answer) is abandoned with the process.
+    runtime.shutdown_background();
+    match answered {
+        Ok(result) => result,
+        Err(_) => Ok(Ran::Quiet(format!(
+            "gave nothing: the memory did not answer within {} ms",
+            args.timeout_ms
+        ))),
+    }
+}
+
+async fn search_context(
+    args: &HookArgs,
+    event: Event,
+    local: Arc<std::sync::Mutex<Option<Arc<crate::service::Service>>>>,
+) -> anyhow::Result<Ran> {
+    let bytes = tokio::task::spawn_blocking(read_payload_bytes).await??;
+    let payload = HookPayload::parse(&bytes).map_err(anyhow::Error::msg)?;
+    let user_id = user_scope(args, &payload)?;
+    let query = match event {
+        Event::UserPromptSubmit => payload.prompt.as_deref().and_then(hooks::prompt_query),
+        _ => match payload.cwd.clone() {
+            Some(directory) => {
+                tokio::task::spawn_blocking(move || hooks::session_start_query(&directory)).await?
+            }
+            None => None,
+        },
+    };
+    let Some(query) = query else {
+        return Ok(Ran::Quiet("nothing to search for".to_string()));
+    };
+    let backend = super::serve::open_backend(
+        "hook",
+        args.server.as_deref(),
+        args.api_key.clone(),
+        &args.data_dir,
+        args.store.as_deref(),
+        false,
+    )
+    .await?;
+    if let Backend::Local(service) = &backend
+        && let Ok(mut slot) = local.lock()
+    {
+        *slot = Some(Arc::clone(service));
+    }
+    let mut server = MemoryServer::new(backend, user_id);
+    // Experience is checked against the agent's checkout: stale marked.
+    if let Some(root) = payload.cwd.as_deref().and_then(crate::mcp::checkout_root) {
+        server = server.with_checkout(root);
+    }
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("query".to_string(), Value::String(query));
+    arguments.insert("top_k".to_string(), json!(args.top_k));
+    arguments.insert("max_chars".to_string(), json!(args.budget_chars));
+    let answer = server
+        .call("search_memory", &arguments)
+        .await
+        .map_err(|failure| anyhow::anyhow!("search failed: {failure:?}"))?;
+    let items = answer
+        .get("data")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    match hooks::context_answer(event, &items, args.budget_chars) {
+        Some(answer) => Ok(Ran::Answered(answer)),
+        None => Ok(Ran::Quiet(
+            "nothing relevant passed the noise gate".to_string(),
+        )),
+    }
+}
+
+/// Stop and SessionEnd without --wait: the input goes to a detached
+/// `precedent hook <Event> --wait`, and the agent goes on at once.
+fn detach_import(args: &HookArgs) -> anyhow::Result<Ran> {
+    let deadline = Duration::from_millis(args.timeout_ms);
+    // The input is read within the deadline: an agent that keeps stdin
+    // open is not waited for.
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(read_payload_bytes());
+    });
+    let bytes = receiver.recv_timeout(deadline).map_err(|_| {
+        anyhow::anyhow!(
+            "the hook input did not arrive within {} ms",
+            args.timeout_ms
+        )
+    })??;
+    // Checked here, so that a payload naming no transcript starts nothing.
+    let payload = HookPayload::parse(&bytes).map_err(anyhow::Error::msg)?;
+    if payload.transcript_path.is_none() {
+        return Ok(Ran::Quiet(
+            "the hook input names no transcript_path".to_string(),
+        ));
+    }
+    let program = std::env::current_exe().context("cannot find precedent's own path")?;
+    let mut command = std::process::Command::new(program);
+    command
+        .args(std::env::args_os().skip(1))
+        .arg("--wait")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    #[cfg(unix)]
+    {
+        // Its own process group: an agent ending the hook's group on its
+        // timeout leaves the import running.
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let mut child = command
+        .spawn()
+        .context("cannot start the background import")?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(&bytes)
+            .context("cannot hand the hook input to the background import")?;
+    }
+    Ok(Ran::Quiet(format!(
+        "import handed to process {}",
+        child.id()
+    )))
+}
+
+/// Stop and SessionEnd with --wait: the session's transcript imported,
+/// from where the last import stopped.
+fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
+    let started = Instant::now();
+    let budget = Duration::from_secs(args.import_timeout_secs);
+    let bytes = read_payload_bytes()?;
+    let payload = HookPayload::parse(&bytes).map_err(anyhow::Error::msg)?;
+    let Some(transcript) = payload.transcript_path.clone() else {
+        return Ok(Ran::Quiet(
+            "the hook input names no transcript_path".to_string(),
+        ));
+    };
+    anyhow::ensure!(
+        transcript.is_file(),
+        "the transcript {} is not a file",
+        transcript.display()
+    );
+    let user_id = user_scope(args, &payload)?;
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
+    let _lock = ImportLock::acquire(&args.data_dir.join(IMPORT_LOCK), budget)?;
+    let runtime = runtime()?;
+    let backend = runtime.block_on(super::serve::open_backend(
+        "hook",
+        args.server.as_deref(),
+        args.api_key.clone(),
+        &args.data_dir,
+        args.store.as_deref(),
+        false,
+    ))?;
+    let (sink, service): (Arc<dyn Sink>, _) = match backend {
+        Backend::Local(service) => (
+            Arc::new(import::DirectSink::new(
+                Arc::clone(&service),
+                runtime.handle().clone(),
+            )?),
+            Some(service),
+        ),
+        Backend::Remote(server) => (
+            Arc::new(import::ServerSink::new(
+                &server.base_url(),
+                server.api_key(),
+            )),
+            None,
+        ),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        let remaining = budget.saturating_sub(started.elapsed());
+        std::thread::spawn(move || {
+            std::thread::sleep(remaining);
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    let options = import::TranscriptOptions {
+        paths: vec![transcript],
+        scope: import::TranscriptScope::Fixed(user_id),
+        parallelism: 2,
+        watch: false,
+        state_dir: Some(args.data_dir.clone()),
+        turn_finished: event == Event::Stop || event == Event::SessionEnd,
+    };
+    let imported = import::import_transcripts(&options, sink, &mut Quiet, &stop);
+    if let Some(service) = service {
+        runtime.block_on(service.shutdown());
+    }
+    let report = imported?;
+    let mut note = format!(
+        "imported {} message(s) in {} Add(s), {} already imported",
+        report.messages_imported, report.adds, report.messages_already_imported
+    );
+    if report.interrupted {
+        note.push_str(&format!(
+            "; stopped after {} s, the next import resumes",
+            args.import_timeout_secs
+        ));
+    }
+    for skipped in &report.files_skipped {
+        note.push_str(&format!("; skipped {}: {}", skipped.path, skipped.reason));
+    }
+    Ok(Ran::Quiet(note))
+}
+
+/// No progress display: a hook's output is the agent's.
+struct Quiet;
+
+impl import::Progress for Quiet {
+    fn start(&mut self, _total: usize, _unit: &str) {}
+    fn update(&mut self, _done: usize, _status: &str) {}
+    fn finish(&mut self) {}
+}
+
+/// An exclusive lock on a file, held until dropped: the hooks' imports
+/// run one at a time, so two sessions stopping at once do not race for
+/// the data directory or the import state.
+struct ImportLock {
+    _file: std::fs::File,
+}
+
+impl ImportLock {
+    fn acquire(path: &Path, patience: Duration) -> anyhow::Result<ImportLock> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let started = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(ImportLock { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < patience => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    anyhow::bail!("another import held {} too long", path.display())
+                }
+                Err(std::fs::TryLockError::Error(error)) => {
+                    return Err(error).with_context(|| format!("cannot lock {}", path.display()));
+                }
+            }
+        }
+    }
+}
+
+// ---- precedent hooks ---------------------------------------------------
+
+/// Runs `precedent hooks ...`.
+pub(super) fn hooks_command(command: HooksCommand) -> anyhow::Result<()> {
+    match command {
+        HooksCommand::Install(args) => install(&args),
+        HooksCommand::Uninstall(args) => uninstall(&args),
+        HooksCommand::Status(args) => status(&args),
+    }
+}
+
+impl Agent {
+    fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Claude Code",
+            Agent::Codex => "Codex",
+        }
+    }
+
+    /// The events precedent hooks, with the agent's deadline for each.
+    fn events(self) -> &'static [(Event, u32)] {
+        match self {
+            Agent::ClaudeCode => &[
+                (Event::SessionStart, 10),
+                (Event::UserPromptSubmit, 10),
+                (Event::Stop, 10),
+                (Event::SessionEnd, 10),
+            ],
+            // Codex has no SessionEnd.
+            Agent::Codex => &[
+                (Event::SessionStart, 10),
+                (Event::UserPromptSubmit, 10),
+                (Event::Stop, 10),
+            ],
+        }
+    }
+
+    /// The settings file of a scope.
+    fn settings_path(self, scope: Scope) -> anyhow::Result<PathBuf> {
+        let home = || {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|home| home.is_absolute())
+                .context("HOME is not set: the user's settings cannot be found")
+        };
+        match (self, scope) {
+            (Agent::ClaudeCode, Scope::User) => Ok(match std::env::var_os("CLAUDE_CONFIG_DIR") {
+                Some(directory) if !directory.is_empty() => PathBuf::from(directory),
+                _ => home()?.join(".claude"),
+            }
+            .join("settings.json")),
+            (Agent::Codex, Scope::User) => Ok(match std::env::var_os("CODEX_HOME") {
+                Some(directory) if !directory.is_empty() => PathBuf::from(directory),
+                _ => home()?.join(".codex"),
+            }
+            .join("hooks.json")),
+            (Agent::ClaudeCode, Scope::Project) => {
+                Ok(repository_root()?.join(".claude").join("settings.json"))
+            }
+            (Agent::Codex, Scope::Project) => {
+                Ok(repository_root()?.join(".codex").join("hooks.json"))
+            }
+        }
+    }
+}
+
+fn repository_root() -> anyhow::Result<PathBuf> {
+    let directory = std::env::current_dir().context("cannot read the working directory")?;
+    let repository = git2::Repository::discover(&directory).with_context(|| {
+        format!(
+            "{} is not inside a git repository: --scope project writes the repository's settings",
+            directory.display()
+        )
+    })?;
+    repository
+        .workdir()
+        .map(Path::to_path_buf)
+        .context("the repository has no work tree")
+}
+
+/// What install wrote, per settings file.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct InstalledFiles {
+    files: std::collections::BTreeMap<String, InstalledFile>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct InstalledFile {
+    installed: Installed,
+    /// The directory install created for the file, removed with it.
+    created_directory: Option<PathBuf>,
+}
+
+impl InstalledFiles {
+    fn load(data_dir: &Path) -> anyhow::Result<InstalledFiles> {
+        let path = data_dir.join(INSTALLED_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not readable", path.display())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Ok(InstalledFiles::default())
+            }
+            Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    fn save(&self, data_dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        let bytes = serde_json::to_vec_pretty(self)?;
+        write_replacing(&data_dir.join(INSTALLED_FILE), bytes.as_slice())
+    }
+}
+
+/// Writes a file through a temporary file renamed over it, keeping its
+/// permissions.
+fn write_replacing(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let file_name = path
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or("settings");
+    let temporary = path.with_file_name(format!(".{file_name}.precedent-tmp"));
+    std::fs::write(&temporary, bytes)
+        .with_context(|| format!("cannot write {}", temporary.display()))?;
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&temporary, metadata.permissions());
+    }
+    std::fs::rename(&temporary, path).with_context(|| format!("cannot replace {}", path.display()))
+}
+
+/// The settings file as it is: a symbolic link (settings kept with one's
+/// dotfiles) is followed, so the file it names is edited.
+fn resolve(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn read_settings(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+            anyhow::anyhow!("{} is not UTF-8 text; it is left as it is", path.display())
+        }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn install(args: &HooksArgs) -> anyhow::Result<()> {
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(super::default_data_dir);
+    let path = resolve(&args.agent.settings_path(args.scope)?);
+    let program = std::env::current_exe().context("cannot find precedent's own path")?;
+    let program = std::fs::canonicalize(&program).unwrap_or(program);
+    let program = program.to_string_lossy().into_owned();
+    let entries: Vec<HookEntry> = args
+        .agent
+        .events()
+        .iter()
+        .map(|(event, timeout_secs)| {
+            let mut command = format!("{} hook {}", settings::quote(&program), event.name());
+            if let Some(data_dir) = &args.data_dir {
+                command.push_str(" --data-dir ");
+                command.push_str(&settings::quote(&data_dir.to_string_lossy()));
+            }
+            if let Some(server) = &args.server {
+                command.push_str(" --server ");
+                command.push_str(&settings::quote(server));
+            }
+            HookEntry {
+                event: event.name().to_string(),
+                command,
+                timeout_secs: *timeout_secs,
+            }
+        })
+        .collect();
+    let original = read_settings(&path)?;
+    let outcome = settings::install(original.as_deref(), &entries).with_context(|| {
+        format!(
+            "cannot add hooks to {}; it is left as it is",
+            path.display()
+        )
+    })?;
+    let (text, installed, events_added) = match outcome {
+        InstallOutcome::AlreadyInstalled => {
+            print_out(&format!(
+                "precedent's hooks are already in {}; nothing changed",
+                path.display()
+            ));
+            return Ok(());
+        }
+        InstallOutcome::Changed {
+            text,
+            installed,
+            events_added,
+        } => (text, installed, events_added),
+    };
+    let mut state = InstalledFiles::load(&data_dir)?;
+    let key = path.to_string_lossy().into_owned();
+    let created_directory = match path.parent() {
+        Some(parent) if !parent.exists() => {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+            Some(parent.to_path_buf())
+        }
+        _ => None,
+    };
+    write_replacing(&path, text.as_bytes())?;
+    let record = match state.files.remove(&key) {
+        // Installed before, and some entries were removed by hand since:
+        // the file no longer is what the first install left, so uninstall
+        // removes the entries of both installs by their text.
+        Some(previous) => InstalledFile {
+            installed: Installed {
+                original: previous.installed.original,
+                splices: previous
+                    .installed
+                    .splices
+                    .into_iter()
+                    .chain(installed.splices)
+                    .collect(),
+                installed_sha256: String::new(),
+            },
+            created_directory: previous.created_directory,
+        },
+        None => InstalledFile {
+            installed,
+            created_directory,
+        },
+    };
+    state.files.insert(key, record);
+    state.save(&data_dir)?;
+    let mut text = format!(
+        "wired precedent into {} ({}): {}\ncommand: {} hook <event>\nthe hooks log to {}",
+        path.display(),
+        args.agent.name(),
+        events_added.join(", "),
+        settings::quote(&program),
+        HookLog::new(&data_dir).path().display()
+    );
+    if args.agent == Agent::Codex {
+        text.push_str(
+            "\nolder Codex versions run hooks only with this in ~/.codex/config.toml:\n  [features]\n  codex_hooks = true",
+        );
+    }
+    print_out(&text);
+    Ok(())
+}
+
+fn uninstall(args: &HooksArgs) -> anyhow::Result<()> {
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(super::default_data_dir);
+    let path = resolve(&args.agent.settings_path(args.scope)?);
+    let key = path.to_string_lossy().into_owned();
+    let mut state = InstalledFiles::load(&data_dir)?;
+    let record = state.files.get(&key).cloned();
+    let Some(current) = read_settings(&path)? else {
+        if state.files.remove(&key).is_some() {
+            state.save(&data_dir)?;
+        }
+        print_out(&format!(
+            "{} does not exist; nothing to remove",
+            path.display()
+        ));
+        return Ok(());
+    };
+    let outcome = settings::uninstall(&current, record.as_ref().map(|record| &record.installed))
+        .with_context(|| {
+            format!(
+                "cannot remove hooks from {}; it is left as it is",
+                path.display()
+            )
+        })?;
+    let message = match outcome {
+        UninstallOutcome::NothingToRemove => {
+            format!(
+                "{} holds no precedent hook; nothing changed",
+                path.display()
+            )
+        }
+        UninstallOutcome::Write(text) => {
+            write_replacing(&path, text.as_bytes())?;
+            format!("removed precedent's hooks from {}", path.display())
+        }
+        UninstallOutcome::Delete => {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+            if let Some(directory) = record
+                .as_ref()
+                .and_then(|record| record.created_directory.as_ref())
+            {
+                // Only when empty: anything else put there stays.
+                let _ = std::fs::remove_dir(directory);
+            }
+            format!("removed {} (install had created it)", path.display())
+        }
+    };
+    if state.files.remove(&key).is_some() {
+        state.save(&data_dir)?;
+    }
+    print_out(&message);
+    Ok(())
+}
+
+fn status(args: &StatusArgs) -> anyhow::Result<()> {
+    let mut lines = Vec::new();
+    for agent in [Agent::ClaudeCode, Agent::Codex] {
+        for scope in [Scope::User, Scope::Project] {
+            let Ok(path) = agent.settings_path(scope) else {
+                continue;
+            };
+            let path = resolve(&path);
+            let scope_name = match scope {
+                Scope::User => "user",
+                Scope::Project => "project",
+            };
+            let label = format!("{} ({scope_name}): {}", agent.name(), path.display());
+            let found = match read_settings(&path) {
+                Ok(None) => {
+                    lines.push(format!("{label}: no file"));
+                    continue;
+                }
+                Ok(Some(text)) => settings::find(&text),
+                Err(error) => {
+                    lines.push(format!("{label}: {error:#}"));
+                    continue;
+                }
+            };
+            match found {
+                Err(error) => lines.push(format!("{label}: {error}")),
+                Ok(found) if found.is_empty() => lines.push(format!("{label}: no precedent hook")),
+                Ok(found) => {
+                    lines.push(format!("{label}:"));
+                    for entry in found {
+                        let exists = Path::new(&entry.program).exists();
+                        lines.push(format!(
+                            "  {:<17} {}{}",
+                            entry.event,
+                            entry.command,
+                            if exists {
+                                ""
+                            } else {
+                                "  (missing: this program no longer exists)"
+                            }
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    lines.push(format!(
+        "hooks log: {}",
+        HookLog::new(&args.data_dir).path().display()
+    ));
+    print_out(&lines.join("\n"));
+    Ok(())
+}
