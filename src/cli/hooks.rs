@@ -179,15 +179,7 @@ pub(super) fn hook(args: HookArgs) -> anyhow::Result<()> {
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_hook(&args)));
     let elapsed_ms = started.elapsed().as_millis();
     let note = match ran {
-        Ok(Ok(Ran::Answered(answer))) => {
-            let text = answer.to_string();
-            let num_chars = answer
-                .pointer("/hookSpecificOutput/additionalContext")
-                .and_then(Value::as_str)
-                .map_or(0, |context| context.chars().count());
-            print_out(&text);
-            format!("answered {num_chars} characters of context in {elapsed_ms} ms")
-        }
+        Ok(Ok(Ran::Answered(answer))) => format!("{} ({elapsed_ms} ms)", print_answer(&answer)),
         Ok(Ok(Ran::Quiet(why))) => format!("{why} ({elapsed_ms} ms)"),
         Ok(Err(error)) => format!("gave nothing: {error:#} ({elapsed_ms} ms)"),
         Err(_) => format!("gave nothing: the hook panicked ({elapsed_ms} ms)"),
@@ -195,6 +187,16 @@ pub(super) fn hook(args: HookArgs) -> anyhow::Result<()> {
     tracing::debug!(event = %args.event, "{note}");
     log.write(&args.event, &note);
     Ok(())
+}
+
+/// Prints the agent's answer; what was answered, for the log.
+fn print_answer(answer: &Value) -> String {
+    let num_chars = answer
+        .pointer("/hookSpecificOutput/additionalContext")
+        .and_then(Value::as_str)
+        .map_or(0, |context| context.chars().count());
+    print_out(&answer.to_string());
+    format!("answered {num_chars} characters of context")
 }
 
 /// What a hook did.
@@ -256,10 +258,20 @@ fn context_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
     let answered = runtime.block_on(async {
         tokio::time::timeout(deadline, search_context(args, event, Arc::clone(&local))).await
     });
+    let result = match answered {
+        // Printed at once: the agent reads the answer before the data
+        // directory is closed below.
+        Ok(Ok(Ran::Answered(answer))) => Ok(Ran::Quiet(print_answer(&answer))),
+        Ok(result) => result,
+        Err(_) => Ok(Ran::Quiet(format!(
+            "gave nothing: the memory did not answer within {} ms",
+            args.timeout_ms
+        ))),
+    };
     let service = local.lock().ok().and_then(|mut slot| slot.take());
     if let Some(service) = service {
         // The data directory is left as a server leaves it, within a
-        // bound of its own: the answer does not wait for it.
+        // bound of its own.
         let _ = runtime.block_on(async {
             tokio::time::timeout(Duration::from_secs(2), service.shutdown()).await
         });
@@ -267,13 +279,7 @@ fn context_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
     // Work still running past the deadline (a memory that does not
     // answer) is abandoned with the process.
     runtime.shutdown_background();
-    match answered {
-        Ok(result) => result,
-        Err(_) => Ok(Ran::Quiet(format!(
-            "gave nothing: the memory did not answer within {} ms",
-            args.timeout_ms
-        ))),
-    }
+    result
 }
 
 async fn search_context(
