@@ -18,7 +18,7 @@ and the worst repository per condition. Without it: in-sample figures.
 --validate REPORT: compare the simulation of the served model (the
 candidates' own scores and verdicts) with an `amlbench.py run --json-out`
 report.
---extra-full FILE / --extra-short FILE --extra-features a,b [--extra-gate c]:
+--extra-full FILE / --extra-short FILE / --extra-githist FILE --extra-features a,b [--extra-gate c]:
 candidate features computed outside the server (for example by
 `localization.py`), `{query_id: {session_id: {name: value}}}`, added to the
 ranking features (and, with --extra-gate, to the gate, with the query's best
@@ -173,7 +173,10 @@ NORMALIZED = (
     "errors",
     "tests",
 )
-NORMALIZE_MODES = ("none", "max", "minmax", "rank")
+# The code features alone (`max-code`, `rank-code`): the text features keep
+# their cross-query scale.
+NORMALIZED_CODE = NORMALIZED[3:]
+NORMALIZE_MODES = ("none", "max", "minmax", "rank", "max-code", "rank-code")
 
 
 def normalize_rows(rows, mode):
@@ -181,10 +184,12 @@ def normalize_rows(rows, mode):
     extra features) put on the query's own scale: `max` divides by the
     query's best value, `minmax` maps [worst, best] to [0, 1], `rank` is the
     share of the other candidates with a lower value; a column that is the
-    same for every candidate becomes 0."""
+    same for every candidate becomes 0. `-code`: the code features only."""
     if mode == "none" or not rows:
         return rows
-    columns = [FEATURES.index(name) for name in NORMALIZED] + list(
+    names = NORMALIZED_CODE if mode.endswith("-code") else NORMALIZED
+    mode = mode.removesuffix("-code")
+    columns = [FEATURES.index(name) for name in names] + list(
         range(len(FEATURES), len(FEATURES) + len(EXTRA_FEATURES)))
     out = [row[:] for row in rows]
     n = len(rows)
@@ -767,6 +772,7 @@ def main():
     parser.add_argument("--served", action="store_true", help="simulate the served scores and verdicts")
     parser.add_argument("--extra-full", help="extra candidate features of the full queries (JSON)")
     parser.add_argument("--extra-short", help="extra candidate features of the short queries (JSON)")
+    parser.add_argument("--extra-githist", help="extra candidate features of the git-history queries (JSON)")
     parser.add_argument("--extra-features", default="", help="names of extra features the ranking reads")
     parser.add_argument("--extra-gate", default="", help="names of extra features the gate reads too")
     parser.add_argument("--githist", nargs="*", default=[], help="git-history dumps (collect_githist.py): a second source")
@@ -790,7 +796,7 @@ def main():
     for name in GATE_EXTRA:
         if name not in EXTRA_FEATURES:
             parser.error(f"--extra-gate {name} is not in --extra-features")
-    for dump, path in (("full", args.extra_full), ("short", args.extra_short)):
+    for dump, path in (("full", args.extra_full), ("short", args.extra_short), ("githist", args.extra_githist)):
         if path:
             with open(path, encoding="utf-8") as handle:
                 EXTRA_VALUES[dump] = json.load(handle)
