@@ -15,6 +15,13 @@ share, as `amlbench.py` scores them).
 the other repositories, score the held one; report the mean over queries
 and the worst repository per condition. Without it: in-sample figures.
 --rust: print the weights table of the model fitted on everything, as Rust.
+--githist DUMP...: git-history dumps (`collect_githist.py`), a second source
+the ranking is fitted on too.
+--normalize MODE: features normalized within a query's candidates before
+the weights (see `normalize_rows`).
+--generalize MODES: the ranking alone, judged leaving one source out and
+leaving one repository out, each MODE beside session BM25 and the served
+order (see `generalization`).
 --validate REPORT: compare the simulation of the served model (the
 candidates' own scores and verdicts) with an `amlbench.py run --json-out`
 report.
@@ -176,7 +183,15 @@ NORMALIZED = (
 # The code features alone (`max-code`, `rank-code`): the text features keep
 # their cross-query scale.
 NORMALIZED_CODE = NORMALIZED[3:]
-NORMALIZE_MODES = ("none", "max", "minmax", "rank", "max-code", "rank-code")
+NORMALIZE_MODES = ("none", "max", "minmax", "rank", "max-code", "rank-code", "max+raw")
+# With `max+raw`, the code features max-normalized follow every row, beside
+# their raw values: the fit weighs both scales. How many columns that adds.
+APPENDED = [0]
+
+
+def appended_columns():
+    """The code features the ranking reads, whose normalized copies `max+raw` appends."""
+    return [FEATURES.index(name) for name in NORMALIZED_CODE if FEATURES.index(name) in RANK_FEATURES]
 
 
 def normalize_rows(rows, mode):
@@ -187,6 +202,10 @@ def normalize_rows(rows, mode):
     same for every candidate becomes 0. `-code`: the code features only."""
     if mode == "none" or not rows:
         return rows
+    if mode == "max+raw":
+        columns = appended_columns()
+        highs = [max(row[i] for row in rows) for i in columns]
+        return [row + [row[i] / high if high > 0 else 0.0 for i, high in zip(columns, highs)] for row in rows]
     names = NORMALIZED_CODE if mode.endswith("-code") else NORMALIZED
     mode = mode.removesuffix("-code")
     columns = [FEATURES.index(name) for name in names] + list(
@@ -209,6 +228,7 @@ def normalize_rows(rows, mode):
 
 
 def prepare(queries, dump="full", normalize="none"):
+    APPENDED[0] = len(appended_columns()) if normalize == "max+raw" else 0
     for query in queries:
         query["_dump"] = dump
         query["x_raw"] = features(query)
@@ -218,6 +238,7 @@ def prepare(queries, dump="full", normalize="none"):
 
 
 def renormalize(queries, mode):
+    APPENDED[0] = len(appended_columns()) if mode == "max+raw" else 0
     for query in queries:
         query["x"] = normalize_rows(query["x_raw"], mode)
 
@@ -498,7 +519,7 @@ GATE_FEATURES = ("bias", "rank_score", "below_best", "best_rank_score", "query_w
 
 
 def rank_indices():
-    return RANK_FEATURES + tuple(range(len(FEATURES), len(FEATURES) + len(EXTRA_FEATURES)))
+    return RANK_FEATURES + tuple(range(len(FEATURES), len(FEATURES) + len(EXTRA_FEATURES) + APPENDED[0]))
 
 
 def rank_scores(query, w_rank):
@@ -746,7 +767,8 @@ def print_summary(title, summary):
 
 
 def rust_table(w_rank, w_gate, params):
-    rank_names = [(FEATURES + tuple(EXTRA_FEATURES))[i] for i in rank_indices()]
+    names = FEATURES + tuple(EXTRA_FEATURES) + tuple(f"{FEATURES[i]}_in_query" for i in appended_columns())
+    rank_names = [names[i] for i in rank_indices()]
     lines = ["// Written by `scripts/relevance/fit.py --rust`."]
     lines.append(f"pub const RANK: [f32; {len(w_rank)}] = [")
     for name, value in zip(rank_names, w_rank):
