@@ -15,10 +15,17 @@ share, as `amlbench.py` scores them).
 the other repositories, score the held one; report the mean over queries
 and the worst repository per condition. Without it: in-sample figures.
 --rust: print the weights table of the model fitted on everything, as Rust.
+--githist DUMP...: git-history dumps (`collect_githist.py`), a second source
+the ranking is fitted on too.
+--normalize MODE: features normalized within a query's candidates before
+the weights (see `normalize_rows`).
+--generalize MODES: the ranking alone, judged leaving one source out and
+leaving one repository out, each MODE beside session BM25 and the served
+order (see `generalization`).
 --validate REPORT: compare the simulation of the served model (the
 candidates' own scores and verdicts) with an `amlbench.py run --json-out`
 report.
---extra-full FILE / --extra-short FILE --extra-features a,b [--extra-gate c]:
+--extra-full FILE / --extra-short FILE / --extra-githist FILE --extra-features a,b [--extra-gate c]:
 candidate features computed outside the server (for example by
 `localization.py`), `{query_id: {session_id: {name: value}}}`, added to the
 ranking features (and, with --extra-gate, to the gate, with the query's best
@@ -153,12 +160,87 @@ def features(query):
     return rows
 
 
-def prepare(queries, dump="full"):
+# Features normalized within a query's candidates (`--normalize`): what a
+# candidate holds relative to the query's other candidates, so that a
+# structured match lifts a candidate when the query names code and, when it
+# names none (every candidate 0), costs nothing; and a feature whose level
+# differs between sources (file support over a thousand commits against a
+# dozen sessions) is read on one scale. The flags, the text rank and the
+# query-level features are left as they are.
+NORMALIZED = (
+    "text_rel",
+    "text_coverage",
+    "term_coverage",
+    "symbols_changed",
+    "symbols_referenced",
+    "paths",
+    "stems",
+    "location_words",
+    "file_support",
+    "errors",
+    "tests",
+)
+# The code features alone (`max-code`, `rank-code`): the text features keep
+# their cross-query scale.
+NORMALIZED_CODE = NORMALIZED[3:]
+NORMALIZE_MODES = ("none", "max", "minmax", "rank", "max-code", "rank-code", "max+raw")
+# With `max+raw`, the code features max-normalized follow every row, beside
+# their raw values: the fit weighs both scales. How many columns that adds.
+APPENDED = [0]
+
+
+def appended_columns():
+    """The code features the ranking reads, whose normalized copies `max+raw` appends."""
+    return [FEATURES.index(name) for name in NORMALIZED_CODE if FEATURES.index(name) in RANK_FEATURES]
+
+
+def normalize_rows(rows, mode):
+    """`rows` (one query's candidates) with the NORMALIZED columns (and the
+    extra features) put on the query's own scale: `max` divides by the
+    query's best value, `minmax` maps [worst, best] to [0, 1], `rank` is the
+    share of the other candidates with a lower value; a column that is the
+    same for every candidate becomes 0. `-code`: the code features only."""
+    if mode == "none" or not rows:
+        return rows
+    if mode == "max+raw":
+        columns = appended_columns()
+        highs = [max(row[i] for row in rows) for i in columns]
+        return [row + [row[i] / high if high > 0 else 0.0 for i, high in zip(columns, highs)] for row in rows]
+    names = NORMALIZED_CODE if mode.endswith("-code") else NORMALIZED
+    mode = mode.removesuffix("-code")
+    columns = [FEATURES.index(name) for name in names] + list(
+        range(len(FEATURES), len(FEATURES) + len(EXTRA_FEATURES)))
+    out = [row[:] for row in rows]
+    n = len(rows)
+    for i in columns:
+        column = [row[i] for row in rows]
+        high, low = max(column), min(column)
+        for row, value in zip(out, column):
+            if mode == "max":
+                row[i] = value / high if high > 0 else 0.0
+            elif mode == "minmax":
+                row[i] = (value - low) / (high - low) if high > low else 0.0
+            elif mode == "rank":
+                row[i] = sum(1 for other in column if other < value) / (n - 1) if high > low else 0.0
+            else:
+                raise ValueError(mode)
+    return out
+
+
+def prepare(queries, dump="full", normalize="none"):
+    APPENDED[0] = len(appended_columns()) if normalize == "max+raw" else 0
     for query in queries:
         query["_dump"] = dump
-        query["x"] = features(query)
+        query["x_raw"] = features(query)
+        query["x"] = normalize_rows(query["x_raw"], normalize)
         query["y"] = [1.0 if c["grade"] >= 1 else 0.0 for c in query["candidates"]]
     return queries
+
+
+def renormalize(queries, mode):
+    APPENDED[0] = len(appended_columns()) if mode == "max+raw" else 0
+    for query in queries:
+        query["x"] = normalize_rows(query["x_raw"], mode)
 
 
 # --------------------------------------------------------------------------- model
@@ -437,7 +519,7 @@ GATE_FEATURES = ("bias", "rank_score", "below_best", "best_rank_score", "query_w
 
 
 def rank_indices():
-    return RANK_FEATURES + tuple(range(len(FEATURES), len(FEATURES) + len(EXTRA_FEATURES)))
+    return RANK_FEATURES + tuple(range(len(FEATURES), len(FEATURES) + len(EXTRA_FEATURES) + APPENDED[0]))
 
 
 def rank_scores(query, w_rank):
@@ -458,12 +540,15 @@ def gate_rows(query, scores):
     return rows
 
 
-def fit_pairwise(queries, held_repo=None, l2=1.0, max_pairs=300, start=None, iterations=12):
+def fit_pairwise(queries, held_repo=None, l2=1.0, max_pairs=300, start=None, iterations=12, balance=False):
     """A ranking of the candidates of one query: logistic regression on the
-    differences of (more relevant, less relevant) pairs of one query."""
+    differences of (more relevant, less relevant) pairs of one query. With
+    `held_repo`, that repository's queries and candidate sessions are left
+    out. With `balance`, each source (`query["source"]`) weighs the same in
+    total, however many pairs it has."""
     import random
     rng = random.Random(7)
-    rows, labels, weights = [], [], []
+    rows, sources = [], []
     for query in queries:
         if held_repo is not None and query["repo"] == held_repo:
             continue
@@ -473,16 +558,17 @@ def fit_pairwise(queries, held_repo=None, l2=1.0, max_pairs=300, start=None, ite
         if len(pairs) > max_pairs:
             pairs = rng.sample(pairs, max_pairs)
         for (ga, xa), (gb, xb) in pairs:
-            diff = [u - v for u, v in zip(xa, xb)]
-            # Both orientations, so that no bias is needed.
-            rows.append(diff)
-            labels.append(1.0)
-            weights.append(1.0)
-            rows.append([-d for d in diff])
-            labels.append(0.0)
-            weights.append(1.0)
+            # Without a bias, (a - b, 1) and (b - a, 0) are the same term of
+            # the likelihood: one row of weight 2 stands for both.
+            rows.append([u - v for u, v in zip(xa, xb)])
+            sources.append(query.get("source", "dev"))
+    counts = collections.Counter(sources)
+    if balance and counts:
+        weights = [2.0 * len(rows) / (len(counts) * counts[source]) for source in sources]
+    else:
+        weights = [2.0] * len(rows)
     # fit_logistic treats feature 0 as an unpenalised bias: prepend a zero column.
-    w = fit_logistic([[0.0] + r for r in rows], labels, weights, l2=l2, iterations=iterations,
+    w = fit_logistic([[0.0] + r for r in rows], [1.0] * len(rows), weights, l2=l2, iterations=iterations,
                      start=[0.0] + start if start else None)
     return w[1:]
 
@@ -545,6 +631,124 @@ def choose_params(full, short, scorer, chars_model):
     return best
 
 
+# --------------------------------------------------------------------------- generalization
+
+def ranked_instances(query, scores):
+    """Distinct instances of a query's candidates by `scores` (ties: session BM25)."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], -query["candidates"][i]["features"]["text_bm25"]))
+    seen, out = set(), []
+    for i in order:
+        c = query["candidates"][i]
+        instance = c.get("instance_id") or c["session_id"]
+        if instance not in seen:
+            seen.add(instance)
+            out.append(instance)
+    return out
+
+
+def floor_module():
+    import os
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import floor  # noqa: E402  (the floor's metrics, so both reports count alike)
+    return floor
+
+
+RANKING_METRICS = ("hr@1", "r@5", "mrr", "ndcg@10")
+
+
+def score_orders(queries, orders, system, out):
+    """Adds the floor's metrics of `orders` ({query_id-ish index: ranked}) to `out`."""
+    floor = floor_module()
+    for query, ranked in zip(queries, orders):
+        gold = query.get("gold_instances") or {}
+        if not gold:
+            continue
+        key = (query["set"], query["condition"])
+        out[key][system].append(floor.metrics(ranked, gold))
+
+
+def generalization(sources, modes, l2, balance, max_pairs, loro_iterations, by_repo=False):
+    """Ranking only (no gate): per set and condition, session BM25, the served
+    order, the served answer, and for each normalization mode a ranking fitted
+    leaving one source out (LOSO: fitted on the other source, scored on this
+    one) and leaving one repository out (LORO: fitted on both sources without
+    the repository's queries and sessions)."""
+    everything = [q for queries in sources.values() for q in queries]
+    floor = floor_module()
+    tables = {"LOSO": collections.defaultdict(lambda: collections.defaultdict(list)),
+              "LORO": collections.defaultdict(lambda: collections.defaultdict(list))}
+    per_repo = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
+    for table in tables.values():
+        score_orders(everything, [ranked_instances(q, [c["features"]["text_bm25"] for c in q["candidates"]])
+                                  for q in everything], "session BM25", table)
+        score_orders(everything, [ranked_instances(q, [c["score"] for c in q["candidates"]]) for q in everything],
+                     "served, no gate", table)
+        score_orders(everything, [floor.rankings(q)["answer"] for q in everything], "served answer", table)
+    weights = {}
+    for mode in modes:
+        renormalize(everything, mode)
+        name = f"fit, {mode}"
+        w_all = fit_pairwise(everything, l2=l2, max_pairs=max_pairs, balance=balance)
+        weights[mode] = w_all
+        for source, queries in sources.items():
+            train = [q for other, qs in sources.items() if other != source for q in qs]
+            w = fit_pairwise(train, l2=l2, max_pairs=max_pairs, balance=balance)
+            score_orders(queries, [ranked_instances(q, rank_scores(q, w)) for q in queries], name, tables["LOSO"])
+            print(f"  LOSO {mode} without {source}: " + " ".join(f"{v:.2f}" for v in w), file=sys.stderr)
+        for repo in sorted({q["repo"] for q in everything}):
+            w = fit_pairwise(everything, held_repo=repo, l2=l2, max_pairs=max_pairs, balance=balance,
+                             start=w_all, iterations=loro_iterations)
+            held = [q for q in everything if q["repo"] == repo]
+            orders = [ranked_instances(q, rank_scores(q, w)) for q in held]
+            score_orders(held, orders, name, tables["LORO"])
+            if by_repo:
+                score_orders(held, orders, name, per_repo[repo])
+        print(f"  {mode}: all-data weights " + " ".join(f"{v:.2f}" for v in w_all), file=sys.stderr)
+    if by_repo:
+        for q in everything:
+            score_orders([q], [ranked_instances(q, [c["features"]["text_bm25"] for c in q["candidates"]])],
+                         "session BM25", per_repo[q["repo"]])
+            score_orders([q], [ranked_instances(q, [c["score"] for c in q["candidates"]])],
+                         "served, no gate", per_repo[q["repo"]])
+    return tables, per_repo, weights
+
+
+SET_ORDER = ("dev", "dev-short", "githist")
+CONDITION_ORDER = ("relevant", "noisy", "repo", "githist")
+
+
+def print_generalization(title, table, markdown=False):
+    """Mean metrics per set, condition and system; `<bm25` / `<served` mark an
+    R@5 or MRR under session BM25's or the served order's."""
+    print(f"\n{title}")
+    if markdown:
+        print("| source | condition | queries | system | HR@1 | R@5 | MRR | nDCG@10 | floor |")
+        print("|---|---|---:|---|---:|---:|---:|---:|---|")
+    keys = sorted(table, key=lambda k: (SET_ORDER.index(k[0]) if k[0] in SET_ORDER else 9,
+                                        CONDITION_ORDER.index(k[1]) if k[1] in CONDITION_ORDER else 9))
+    verdicts = collections.defaultdict(list)
+    for key in keys:
+        systems = table[key]
+        means = {system: {m: sum(r[m] for r in rows) / len(rows) for m in RANKING_METRICS}
+                 for system, rows in systems.items()}
+        for system, values in means.items():
+            marks = []
+            for reference, label in (("session BM25", "<bm25"), ("served, no gate", "<served")):
+                if system.startswith("fit") and any(values[m] < means[reference][m] - 1e-9 for m in ("r@5", "mrr")):
+                    marks.append(label)
+            if system.startswith("fit"):
+                verdicts[system].append(not marks)
+            n = len(systems[system])
+            if markdown:
+                print(f"| {key[0]} | {key[1]} | {n} | {system} | " + " | ".join(f"{values[m]:.3f}" for m in RANKING_METRICS)
+                      + f" | {' '.join(marks)} |")
+            else:
+                print(f"  {key[0]:<10} {key[1]:<9} {n:>4} {system:<18} " + " ".join(f"{m} {values[m]:.3f}" for m in RANKING_METRICS)
+                      + ("  " + " ".join(marks) if marks else ""))
+    for system, ok in verdicts.items():
+        print(f"  {system}: at least session BM25 and the served order on R@5 and MRR in {sum(ok)} of {len(ok)} cells")
+
+
 def print_summary(title, summary):
     print(f"\n{title}")
     print(f"  {'condition':<11} {'queries':>7} {'R@5':>6} {'nDCG@10':>8} {'noise':>6} {'empty':>6} {'items':>6} {'chars':>7}   worst repository (R@5 / nDCG / noise / empty)")
@@ -563,7 +767,8 @@ def print_summary(title, summary):
 
 
 def rust_table(w_rank, w_gate, params):
-    rank_names = [(FEATURES + tuple(EXTRA_FEATURES))[i] for i in rank_indices()]
+    names = FEATURES + tuple(EXTRA_FEATURES) + tuple(f"{FEATURES[i]}_in_query" for i in appended_columns())
+    rank_names = [names[i] for i in rank_indices()]
     lines = ["// Written by `scripts/relevance/fit.py --rust`."]
     lines.append(f"pub const RANK: [f32; {len(w_rank)}] = [")
     for name, value in zip(rank_names, w_rank):
@@ -589,22 +794,42 @@ def main():
     parser.add_argument("--served", action="store_true", help="simulate the served scores and verdicts")
     parser.add_argument("--extra-full", help="extra candidate features of the full queries (JSON)")
     parser.add_argument("--extra-short", help="extra candidate features of the short queries (JSON)")
+    parser.add_argument("--extra-githist", help="extra candidate features of the git-history queries (JSON)")
     parser.add_argument("--extra-features", default="", help="names of extra features the ranking reads")
     parser.add_argument("--extra-gate", default="", help="names of extra features the gate reads too")
+    parser.add_argument("--githist", nargs="*", default=[], help="git-history dumps (collect_githist.py): a second source")
+    parser.add_argument("--normalize", choices=NORMALIZE_MODES, default="none",
+                        help="features normalized within a query's candidates (fit, --loro, --rust)")
+    parser.add_argument("--generalize", default="",
+                        help="normalization modes (comma-separated) to judge by ranking alone, LOSO and LORO")
+    parser.add_argument("--rank-features", default="",
+                        help="ranking features (comma-separated names) instead of the default set")
+    parser.add_argument("--balance", action="store_true", help="each source weighs the same in the ranking fit")
+    parser.add_argument("--max-pairs", type=int, default=300, help="pairs per query in the ranking fit")
+    parser.add_argument("--loro-iterations", type=int, default=4)
+    parser.add_argument("--by-repo", action="store_true", help="with --generalize: LORO per repository too")
+    parser.add_argument("--markdown", action="store_true", help="with --generalize: tables in Markdown")
     args = parser.parse_args()
+    if args.rank_features:
+        global RANK_FEATURES
+        RANK_FEATURES = tuple(FEATURES.index(name) for name in args.rank_features.split(","))
     EXTRA_FEATURES.extend(name for name in args.extra_features.split(",") if name)
     GATE_EXTRA.extend(name for name in args.extra_gate.split(",") if name)
     for name in GATE_EXTRA:
         if name not in EXTRA_FEATURES:
             parser.error(f"--extra-gate {name} is not in --extra-features")
-    for dump, path in (("full", args.extra_full), ("short", args.extra_short)):
+    for dump, path in (("full", args.extra_full), ("short", args.extra_short), ("githist", args.extra_githist)):
         if path:
             with open(path, encoding="utf-8") as handle:
                 EXTRA_VALUES[dump] = json.load(handle)
     if EXTRA_FEATURES and not args.extra_full:
         parser.error("--extra-features needs --extra-full")
-    full = prepare(read_dump(args.full), "full")
-    short = prepare(read_dump(args.short), "short") if args.short else []
+    full = prepare(read_dump(args.full), "full", args.normalize)
+    short = prepare(read_dump(args.short), "short", args.normalize) if args.short else []
+    githist = prepare([q for path in args.githist for q in read_dump(path)], "githist", args.normalize)
+    for queries, source, name in ((full, "dev", "dev"), (short, "dev", "dev-short"), (githist, "githist", "githist")):
+        for query in queries:
+            query["source"], query["set"] = source, name
     chars_model = CharsModel.fit(full + short)
     print(f"chars model: {chars_model.coefficients}", file=sys.stderr)
 
@@ -619,8 +844,21 @@ def main():
             print_summary("served, short queries (simulated)", summarize(evaluate(short, served, params, chars_model)))
         return
 
-    everything = full + short
-    w_rank_all = fit_pairwise(everything, l2=args.l2)
+    if args.generalize:
+        modes = args.generalize.split(",")
+        sources = {"dev": full + short}
+        if githist:
+            sources["githist"] = githist
+        tables, per_repo, _ = generalization(sources, modes, args.l2, args.balance, args.max_pairs,
+                                             args.loro_iterations, args.by_repo)
+        print_generalization("leave one source out (ranking alone, no gate)", tables["LOSO"], args.markdown)
+        print_generalization("leave one repository out (ranking alone, no gate)", tables["LORO"], args.markdown)
+        for repo, table in sorted(per_repo.items()):
+            print_generalization(f"LORO: {repo}", table, args.markdown)
+        return
+
+    everything = full + short + githist
+    w_rank_all = fit_pairwise(everything, l2=args.l2, balance=args.balance)
     w_gate_all = fit_gate(everything, w_rank_all, l2=args.l2)
     scorer_all = two_stage_scorer(w_rank_all, w_gate_all)
     params_all = choose_params(full, short, scorer_all, chars_model)
