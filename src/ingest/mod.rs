@@ -64,7 +64,7 @@ use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 /// The version of extraction: bump it with any change that changes the
 /// records `extract_session` gives. Stored records of an older version are
 /// derived again from their messages (by the service, at start-up).
-pub const EXTRACTOR_VERSION: i64 = 5;
+pub const EXTRACTOR_VERSION: i64 = 6;
 /// Characters kept of the task statement.
 pub const MAX_TASK_CHARS: usize = 4_000;
 /// Evidence items kept per session.
@@ -225,6 +225,16 @@ struct SessionBuilder {
     test_status: HashMap<String, (usize, TestStatus)>,
     test_order: usize,
     last_test_run: Option<bool>,
+    /// The message that showed the last test run.
+    last_test_run_at: Option<usize>,
+    /// Per file edit operations changed, the last agent message whose edit
+    /// changed it (an edit the tool refused does not count; a diff written
+    /// out shows changes, it does not make them).
+    last_edit_at: HashMap<String, usize>,
+    /// Files the edit operations of the last agent message changed, and
+    /// that message, until the next observation says whether the tool
+    /// applied them (no observation: applied).
+    unsettled_edits: Option<(usize, Vec<String>)>,
     commands: Vec<CommandRecord>,
     /// (command index, step evidence index) of the previous agent message's last command.
     pending_command: Option<(usize, Option<usize>)>,
@@ -329,7 +339,11 @@ impl SessionBuilder {
         for problem in &tool_calls.problems {
             self.diagnose(message_index, problem.clone());
         }
-        if !is_agent {
+        if is_agent {
+            // The tracker takes the previous edits as applied, too.
+            self.settle_edits(false);
+        } else {
+            let refused_before = self.edits.num_refused();
             let answered = self.pending_command.map(|(command_index, _)| command_index);
             self.attach_observation(message);
             self.add_tool_results(answered, &tool_calls.results);
@@ -338,6 +352,7 @@ impl SessionBuilder {
             } else {
                 self.edits.observation(content);
             }
+            self.settle_edits(self.edits.num_refused() > refused_before);
         }
 
         let views = text::message_views(content);
@@ -350,7 +365,7 @@ impl SessionBuilder {
             message_has_error |=
                 self.add_errors(message_index, content, view, !is_agent && !is_task);
             if !is_task {
-                self.add_tests(view);
+                self.add_tests(message_index, view);
             }
             if !is_agent && !is_task {
                 self.add_code_snippets(view);
@@ -521,6 +536,7 @@ impl SessionBuilder {
             self.diagnose(message_index, problem);
         }
         let mut any = false;
+        let mut edited = Vec::new();
         for (edit, result) in rendered {
             let range = (
                 text::floor_char_boundary(content, edit.start),
@@ -539,9 +555,33 @@ impl SessionBuilder {
                     );
                 }
             }
+            edited.extend(paths.iter().cloned());
             self.files_from_edits.extend(paths);
         }
+        if !edited.is_empty() {
+            self.unsettled_edits = Some((message_index, edited));
+        }
         any
+    }
+
+    /// The tool's verdict on the last agent message's edits: applied ones
+    /// are the files' latest edits.
+    fn settle_edits(&mut self, refused: bool) {
+        let Some((message_index, paths)) = self.unsettled_edits.take() else {
+            return;
+        };
+        if !refused {
+            for path in paths {
+                self.note_edit(path, message_index);
+            }
+        }
+    }
+
+    /// `path` changed in agent message `message_index`.
+    fn note_edit(&mut self, path: String, message_index: usize) {
+        if self.last_edit_at.len() < MAX_FILES_CHANGED || self.last_edit_at.contains_key(&path) {
+            self.last_edit_at.insert(path, message_index);
+        }
     }
 
     /// An error reported by a tool result is the exit code of the command
@@ -713,7 +753,7 @@ impl SessionBuilder {
         any
     }
 
-    fn add_tests(&mut self, view: &TextView<'_>) {
+    fn add_tests(&mut self, message_index: usize, view: &TextView<'_>) {
         let observations = testrun::parse_test_observations(&view.text);
         for result in observations.results {
             self.test_order += 1;
@@ -722,6 +762,7 @@ impl SessionBuilder {
         }
         if let Some(run) = observations.runs.last() {
             self.last_test_run = Some(run.passed);
+            self.last_test_run_at = Some(message_index);
         }
     }
 
@@ -854,6 +895,7 @@ impl SessionBuilder {
         self.files_changed
             .values
             .retain(|path| !scratch.contains(path));
+        self.last_edit_at.retain(|path, _| !scratch.contains(path));
         let symbol_files = &self.symbol_files;
         self.symbols_changed.values.retain(|symbol| {
             symbol_files
@@ -931,6 +973,19 @@ impl SessionBuilder {
         }
     }
 
+    /// The verdict of the last test run, unless a repository file the
+    /// record keeps was edited in a later message: then the tests did not
+    /// run on the end state and it is unknown. Called once scratch and
+    /// refused files are dropped (their edits do not count).
+    fn tests_passed_at_end(&self) -> Option<bool> {
+        let run_at = self.last_test_run_at?;
+        let last_edit_at = self.last_edit_at.values().copied().max();
+        if last_edit_at.is_some_and(|edit_at| edit_at > run_at) {
+            return None;
+        }
+        self.last_test_run
+    }
+
     fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
         // symbols_referenced: diff references, then the task's, the agent's, viewed code.
         let mut referenced = UniqueList::default();
@@ -964,6 +1019,8 @@ impl SessionBuilder {
             .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
             .map(|(language, _)| *language);
 
+        // Edits no observation answered stand (as the tracker takes them).
+        self.settle_edits(false);
         self.drop_scratch_files();
         self.drop_scratch_by_use();
         let mut refused = self.edits.refused_files();
@@ -972,13 +1029,14 @@ impl SessionBuilder {
         self.drop_edits_outside_final_diff();
         self.merge_path_twins();
         self.relative_to_inferred_root();
+        let tests_passed_at_end = self.tests_passed_at_end();
         // Without a final written diff (the last message's edits rendered as
         // diffs do not count as one), the run's edits are its fix once it
         // says it is done or its tests pass at the end.
         let edits_are_fix = (!self.last_agent_message_has_diff
             || self.last_agent_diff_from_edits_only)
             && self.edits.has_edits()
-            && (self.edits.completed() || self.last_test_run == Some(true));
+            && (self.edits.completed() || tests_passed_at_end == Some(true));
         let outcome = outcome::decide(outcome::OutcomeSignals {
             final_diff: (self.last_agent_message_has_diff && !self.last_agent_diff_from_edits_only)
                 || edits_are_fix,
@@ -990,7 +1048,7 @@ impl SessionBuilder {
             } else {
                 self.last_agent_diff_edits_existing
             },
-            last_test_run_passed: self.last_test_run,
+            last_test_run_passed: tests_passed_at_end,
             ended_in_error: self.last_message_has_error || self.last_message_failed_command,
         });
 

@@ -892,3 +892,166 @@ fn the_root_is_inferred_from_cd_and_the_files_viewed_and_edited() {
         "{diagnostics:?}"
     );
 }
+
+/// The minimized SWE-agent 1.x run of `getmoto__moto.694ce1f4.pr_6159`
+/// (`fixtures/sessions/swe-agent-xml-moto-6159.json`): `str_replace_editor`
+/// calls in XML, a reproduction script, the fix of the path part's regex
+/// in `moto/apigateway/models.py` (message 35), a second regex (43), `submit`
+/// (55).
+fn moto_run() -> Vec<(Role, String)> {
+    let fixture: serde_json::Value = serde_json::from_str(include_str!(
+        "../../fixtures/sessions/swe-agent-xml-moto-6159.json"
+    ))
+    .expect("fixture parses");
+    fixture["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|message| {
+            let role = Role::parse(message["role"].as_str().expect("role")).expect("known role");
+            (
+                role,
+                message["content"].as_str().expect("content").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The messages of `run` at `positions`, with `inserted` put after the
+/// position it names.
+fn spliced(
+    run: &[(Role, String)],
+    positions: &[usize],
+    inserted: &[(usize, Role, &str)],
+) -> Vec<(Role, String)> {
+    let mut messages = Vec::new();
+    for &position in positions {
+        messages.push(run[position].clone());
+        for (after, role, content) in inserted {
+            if *after == position {
+                messages.push((*role, content.to_string()));
+            }
+        }
+    }
+    messages
+}
+
+const MOTO_PYTEST: &str = "Let's run the API Gateway tests:\n\n<function=bash>\n<parameter=command>cd /testbed && python -m pytest tests/test_apigateway/test_apigateway.py -q -k resource</parameter>\n</function>";
+
+/// Extraction of `messages` chunk by chunk, cut anywhere, equals the whole.
+fn assert_resumable(messages: &[(Role, String)]) {
+    let borrowed: Vec<(Role, &str)> = messages
+        .iter()
+        .map(|(role, content)| (*role, content.as_str()))
+        .collect();
+    let whole = serde_json::to_string(&extract_session(&IngestMessage::in_order(
+        borrowed.iter().copied(),
+    )))
+    .expect("json");
+    for cut in 0..=borrowed.len() {
+        let mut extractor = incremental::SessionExtractor::new();
+        extractor.extend(borrowed[..cut].iter().copied());
+        let _ = extractor.record();
+        extractor.extend(borrowed[cut..].iter().copied());
+        let resumed = serde_json::to_string(&extractor.record()).expect("json");
+        assert_eq!(resumed, whole, "cut at {cut}");
+    }
+}
+
+/// Tests pass after the fix, then the run edits the fix again and stops:
+/// the tests did not run on the end state, their verdict is not the
+/// outcome's (it was `resolved` on the stale pass).
+#[test]
+fn a_test_pass_before_the_last_edit_is_not_the_end_state() {
+    let run = moto_run();
+    let passed = "OBSERVATION:\n........                                                                 [100%]\n=============== 8 passed, 173 deselected in 4.21s ===============";
+    let mut positions: Vec<usize> = (0..=36).collect();
+    positions.extend([43, 44]);
+    let messages = spliced(
+        &run,
+        &positions,
+        &[(36, Role::Assistant, MOTO_PYTEST), (36, Role::User, passed)],
+    );
+    let (record, _) = owned_session(&messages);
+    assert_eq!(record.files_changed, vec!["moto/apigateway/models.py"]);
+    assert_eq!(
+        record.outcome,
+        Outcome {
+            final_diff: false,
+            tests_passed_at_end: None,
+            status: OutcomeStatus::Unknown
+        }
+    );
+    assert_resumable(&messages);
+
+    // Ending on the run, the pass is the end state's.
+    let (record, _) = owned_session(&messages[..messages.len() - 2]);
+    assert_eq!(record.outcome.tests_passed_at_end, Some(true));
+    assert_eq!(record.outcome.status, OutcomeStatus::Resolved);
+
+    // Edits of the reproduction script (scratch) after the run do not count.
+    let mut positions: Vec<usize> = (0..=36).collect();
+    positions.extend([39, 40]);
+    let messages = spliced(
+        &run,
+        &positions,
+        &[(36, Role::Assistant, MOTO_PYTEST), (36, Role::User, passed)],
+    );
+    let (record, _) = owned_session(&messages);
+    assert_eq!(record.files_changed, vec!["moto/apigateway/models.py"]);
+    assert_eq!(record.outcome.tests_passed_at_end, Some(true));
+    assert_eq!(record.outcome.status, OutcomeStatus::Resolved);
+    assert_resumable(&messages);
+
+    // Nor does an edit the tool refused: the file is as the tests saw it.
+    let refused = "OBSERVATION:\nNo replacement was performed, old_str `        if not re.match(\"^\\\\{?[a-zA-Z0-9._:-]+\\\\+?\\\\}?$\", path_part):` did not appear verbatim in /testbed/moto/apigateway/models.py.";
+    let mut positions: Vec<usize> = (0..=36).collect();
+    positions.push(43);
+    let messages = spliced(
+        &run,
+        &positions,
+        &[
+            (36, Role::Assistant, MOTO_PYTEST),
+            (36, Role::User, passed),
+            (43, Role::User, refused),
+        ],
+    );
+    let (record, _) = owned_session(&messages);
+    assert_eq!(record.outcome.tests_passed_at_end, Some(true));
+    assert_eq!(record.outcome.status, OutcomeStatus::Resolved);
+    assert_resumable(&messages);
+}
+
+/// The reproduction test fails, the run fixes the code and submits without
+/// running it again: its final diff stands and the failure is not the end
+/// state (it was `failed`).
+#[test]
+fn a_test_failure_before_the_fix_is_not_the_end_state() {
+    let run = moto_run();
+    let failed = "OBSERVATION:\nF                                                                        [100%]\n=================================== FAILURES ===================================\n________________________ test_create_resource_with_colon ________________________\nE       botocore.errorfactory.BadRequestException: An error occurred (BadRequestException) when calling the CreateResource operation: Resource's path part only allow a-zA-Z0-9._- and curly braces at the beginning and the end and an optional plus sign before the closing brace.\n=========================== short test summary info ============================\nFAILED tests/test_apigateway/test_apigateway.py::test_create_resource_with_colon - botocore.errorfactory.BadRequestException: An error occurred (BadRequestException)\n1 failed, 172 deselected in 3.87s";
+    let messages = spliced(
+        &run,
+        &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 35, 36, 55],
+        &[(14, Role::Assistant, MOTO_PYTEST), (14, Role::User, failed)],
+    );
+    let (record, _) = owned_session(&messages);
+    assert_eq!(record.files_changed, vec!["moto/apigateway/models.py"]);
+    assert_eq!(
+        record.tests.failing,
+        vec!["tests/test_apigateway/test_apigateway.py::test_create_resource_with_colon"]
+    );
+    assert_eq!(
+        record.outcome,
+        Outcome {
+            final_diff: true,
+            tests_passed_at_end: None,
+            status: OutcomeStatus::Resolved
+        }
+    );
+    assert_resumable(&messages);
+
+    // Before the fix, the failure is the end state.
+    let (record, _) = owned_session(&messages[..17]);
+    assert_eq!(record.outcome.tests_passed_at_end, Some(false));
+    assert_eq!(record.outcome.status, OutcomeStatus::Failed);
+}

@@ -1253,6 +1253,12 @@ impl Tracker {
         !self.edited_existing.is_empty()
     }
 
+    /// Edits the tool refused so far (an observation that refuses the
+    /// last agent message's edits raises it).
+    pub fn num_refused(&self) -> usize {
+        self.num_refused
+    }
+
     /// Whether any edit was rendered that the tool did not refuse.
     pub fn has_edits(&self) -> bool {
         self.num_edits > self.num_refused
