@@ -196,8 +196,9 @@ pub struct Staleness {
     /// Changed definitions no longer defined in the changed files that
     /// still exist (renamed or removed).
     pub missing_symbols: Vec<String>,
-    /// Changed files that exist but no longer hold every line the
-    /// experience's fix added to them.
+    /// Changed files whose content is no longer what the session left:
+    /// their git blob differs from the one its diff recorded, or, where it
+    /// recorded none, they no longer hold every line its fix added.
     pub changed_files: Vec<String>,
     /// Changed files that could not be read (too large, not text, no
     /// permission, outside the checkout): neither current nor stale.

@@ -97,6 +97,9 @@ pub struct FileDiff {
     pub end: usize,
     /// Whether it came from a `diff --git` header.
     pub is_git: bool,
+    /// The new side's git blob id as the `index OLD..NEW` header gives it
+    /// (abbreviated, lowercase hex); `None` without one.
+    pub new_blob: Option<String>,
     /// The hunks in order.
     pub hunks: Vec<Hunk>,
 }
@@ -165,6 +168,7 @@ pub fn parse_diffs(text: &str) -> ParsedDiffs {
                 header_end: line.end,
                 end: line.end,
                 is_git: true,
+                new_blob: None,
                 hunks: Vec::new(),
             });
             in_header = true;
@@ -199,6 +203,7 @@ pub fn parse_diffs(text: &str) -> ParsedDiffs {
                     header_end: next_line.end,
                     end: next_line.end,
                     is_git: false,
+                    new_blob: None,
                     hunks: Vec::new(),
                 };
                 let strip_prefixes = old_raw.trim_start().starts_with("a/")
@@ -286,10 +291,21 @@ fn apply_extended_header(diff: &mut FileDiff, line: &str) -> bool {
     } else if let Some(path) = line.strip_prefix("copy to ") {
         diff.new_path = clean_path(path, false);
         diff.change = FileChange::Copied;
+    } else if let Some(ids) = line.strip_prefix("index ") {
+        // `index 686cc95d..3651d216 100644`: the blob after the change.
+        diff.new_blob = ids
+            .split_whitespace()
+            .next()
+            .and_then(|range| range.split_once(".."))
+            .map(|(_, new)| new.to_ascii_lowercase())
+            .filter(|new| {
+                (4..=64).contains(&new.len())
+                    && new.bytes().all(|byte| byte.is_ascii_hexdigit())
+                    && new.bytes().any(|byte| byte != b'0')
+            });
     } else if line.starts_with("Binary files ") || line.starts_with("GIT binary patch") {
         diff.change = FileChange::Binary;
-    } else if !(line.starts_with("index ")
-        || line.starts_with("old mode")
+    } else if !(line.starts_with("old mode")
         || line.starts_with("new mode")
         || line.starts_with("similarity index")
         || line.starts_with("dissimilarity index")
@@ -544,6 +560,18 @@ fn push_line(hunk: &mut Hunk, line: Line<'_>, kind: HunkLineKind) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_line_gives_the_new_blob() {
+        let text = "diff --git a/x.py b/x.py\nindex 686cc95d..3651D216 100644\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\ndiff --git a/y.py b/y.py\ndeleted file mode 100644\nindex 686cc95..0000000\n--- a/y.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-b = 1\n";
+        let parsed = parse_diffs(text);
+        let blobs: Vec<Option<&str>> = parsed
+            .files
+            .iter()
+            .map(|file| file.new_blob.as_deref())
+            .collect();
+        assert_eq!(blobs, vec![Some("3651d216"), None]);
+    }
 
     /// (path, change, [(context, old_start, new_start, "+/-/ " kinds)])
     type ExpectedFile<'a> = (&'a str, FileChange, Vec<(&'a str, u32, u32, &'a str)>);

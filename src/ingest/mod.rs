@@ -64,7 +64,7 @@ use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 /// The version of extraction: bump it with any change that changes the
 /// records `extract_session` gives. Stored records of an older version are
 /// derived again from their messages (by the service, at start-up).
-pub const EXTRACTOR_VERSION: i64 = 6;
+pub const EXTRACTOR_VERSION: i64 = 7;
 /// Characters kept of the task statement.
 pub const MAX_TASK_CHARS: usize = 4_000;
 /// Evidence items kept per session.
@@ -275,6 +275,9 @@ struct SessionBuilder {
     edits: edits::Tracker,
     /// The files each changed symbol was found in (to drop scratch files' symbols).
     symbol_files: HashMap<String, Vec<String>>,
+    /// Per changed file, the git blob id of its content after the last
+    /// diff that showed one (`index OLD..NEW`).
+    file_blobs: std::collections::BTreeMap<String, String>,
     /// Files edits changed outside the repository root.
     outside_files: HashSet<String>,
 }
@@ -623,6 +626,15 @@ impl SessionBuilder {
                 continue;
             }
             paths.push(path.to_string());
+            // A later diff without the id leaves the content unknown.
+            match &file.new_blob {
+                Some(blob) => {
+                    self.file_blobs.insert(path.to_string(), blob.clone());
+                }
+                None => {
+                    self.file_blobs.remove(path);
+                }
+            }
             self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
             self.files_changed.push(path, MAX_FILES_CHANGED);
             let file_text = text.get(file.start..file.end).unwrap_or("");
@@ -852,6 +864,10 @@ impl SessionBuilder {
             }
         }
         self.files_changed = kept;
+        self.file_blobs = std::mem::take(&mut self.file_blobs)
+            .into_iter()
+            .map(|(path, blob)| (relative(&path).unwrap_or(path), blob))
+            .collect();
         for files in self.symbol_files.values_mut() {
             for file in files.iter_mut() {
                 if let Some(inside) = relative(file) {
@@ -1059,9 +1075,17 @@ impl SessionBuilder {
             self.step_evidence,
         );
 
+        let kept_files: HashSet<&String> = self.files_changed.values.iter().collect();
+        let file_blobs = self
+            .file_blobs
+            .iter()
+            .filter(|(path, _)| kept_files.contains(path))
+            .map(|(path, blob)| (path.clone(), blob.clone()))
+            .collect();
         let record = SessionRecord {
             task: self.task,
             language,
+            file_blobs,
             files_changed: self.files_changed.values,
             symbols_changed: self.symbols_changed.values,
             symbols_referenced: referenced.values,

@@ -145,6 +145,11 @@ pub struct SessionRecord {
     pub language: Option<Language>,
     /// Paths the diffs change (new side; old side for deletions), in order.
     pub files_changed: Vec<String>,
+    /// Per changed file, the git blob id of its content as the session
+    /// left it, where a diff's `index OLD..NEW` line gave it (abbreviated
+    /// hex): what a stale check compares the working tree with.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub file_blobs: std::collections::BTreeMap<String, String>,
     /// Innermost definitions enclosing changed lines, qualified where known.
     pub symbols_changed: Vec<String>,
     /// Identifiers referenced by added lines, named in prose, or defined in viewed code.

@@ -2,9 +2,10 @@
 //! Given the caller's checkout, each returned experience is checked against
 //! the working tree: whether the files it changed still exist, whether the
 //! definitions it changed are still defined there (read with the same
-//! tree-sitter tags as extraction), and whether what its fix wrote is still
-//! in the file (every line its last diff added to that file, else the file
-//! changed since).
+//! tree-sitter tags as extraction), and whether each file changed since:
+//! its git blob against the one the session's diff recorded
+//! (`index OLD..NEW`), or, where none was recorded, whether every line its
+//! last diff added to the file is still there.
 //!
 //! Architecture invariant: a stale experience is marked, never hidden; the
 //! check reads only files under the checkout's root, each within a size
@@ -93,7 +94,15 @@ pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
                 }
             }
         }
-        if !holds_fix(record, file, &content) {
+        // The content as the session left it, where its diff named its
+        // blob; else what its fix wrote.
+        let changed = match record.file_blobs.get(file) {
+            Some(blob) => git2::Oid::hash_file(git2::ObjectType::Blob, &path)
+                .map(|oid| !oid.to_string().starts_with(blob.as_str()))
+                .unwrap_or(false),
+            None => !holds_fix(record, file, &content),
+        };
+        if changed {
             staleness.changed_files.push(file.clone());
         }
     }
@@ -258,6 +267,26 @@ mod tests {
         let line = line(&staleness).expect("stale");
         assert!(line.contains("deleted pkg/util.py"), "{line}");
         assert!(line.contains("no longer defined helper"), "{line}");
+    }
+
+    #[test]
+    fn a_recorded_blob_tells_any_change_of_the_file() {
+        let dir = checkout(&[("pkg/core.py", CORE), ("pkg/util.py", UTIL)]);
+        let blob = git2::Oid::hash_file(git2::ObjectType::Blob, dir.path().join("pkg/util.py"))
+            .expect("hash")
+            .to_string();
+        let mut recorded = record();
+        recorded
+            .file_blobs
+            .insert("pkg/util.py".to_string(), blob[..10].to_string());
+        assert!(check(dir.path(), &recorded).changed_files.is_empty());
+        // A change the fix's lines do not show: a line added elsewhere.
+        std::fs::write(dir.path().join("pkg/util.py"), format!("{UTIL}# note\n")).expect("edit");
+        assert_eq!(
+            check(dir.path(), &recorded).changed_files,
+            vec!["pkg/util.py".to_string()]
+        );
+        assert!(check(dir.path(), &record()).changed_files.is_empty());
     }
 
     #[test]
