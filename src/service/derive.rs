@@ -365,13 +365,13 @@ pub(super) fn store_rederived(
 }
 
 /// Indexes every Add the store holds past the index's committed sequence
-/// number, in groups, committing each, then the sessions re-derived without
-/// an Add. Returns how many Adds it indexed.
+/// number, in groups, committing each (replacing what the index holds of
+/// those Adds past its committed point), then the sessions re-derived
+/// without an Add. Returns how many Adds it indexed.
 pub(super) fn catch_up(
     conn: &mut StoreConn,
     writer: &mut IndexWriterHandle,
     search_index: &SearchIndex,
-    replace: bool,
 ) -> Result<usize, ServiceError> {
     const ADDS_PER_COMMIT: usize = 512;
     let mut num_adds = 0;
@@ -389,7 +389,7 @@ pub(super) fn catch_up(
             sessions.extend(session_doc(conn, session)?);
         }
         let indexed = writer
-            .add_messages(&messages, replace)
+            .add_messages(&messages, true)
             .and_then(|()| writer.upsert_sessions(&sessions))
             .and_then(|()| writer.commit(last_seq, search_index));
         if let Err(error) = indexed {

@@ -379,7 +379,7 @@ impl Service {
             }
             0
         } else {
-            catch_up(&mut conn, &mut writer, &search_index, true)?
+            catch_up(&mut conn, &mut writer, &search_index)?
         };
         // Deletions the store finished and the index did not (a crash in
         // between).

@@ -494,7 +494,7 @@ fn write_batch(
     let indexed = if options.replace {
         // The index may hold documents of an unrecorded commit: catch up
         // from its committed sequence number, replacing.
-        catch_up(conn, writer, search_index, true).map(|_| finish_all(sliced))
+        catch_up(conn, writer, search_index).map(|_| finish_all(sliced))
     } else {
         index_turn(
             conn,
@@ -601,7 +601,7 @@ fn index_slices(
     turn: SliceTurn,
 ) -> bool {
     let indexed = if turn.replace {
-        catch_up(conn, writer, search_index, true).map(|_| finish_all(sliced))
+        catch_up(conn, writer, search_index).map(|_| finish_all(sliced))
     } else {
         index_turn(
             conn,
