@@ -706,22 +706,10 @@ impl Service {
     where
         S: inspect::PageSink<SessionSummary> + Send + 'static,
     {
-        let _turn = self
-            .listings
-            .acquire()
-            .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?;
-        self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| {
-                let next = inspect::visit_session_summaries(
-                    conn,
-                    &user_id,
-                    after.as_ref(),
-                    limit,
-                    &mut sink,
-                )?;
-                Ok((sink, next))
-            })
+        self.read_listing(move |conn| {
+            let next =
+                inspect::visit_session_summaries(conn, &user_id, after.as_ref(), limit, &mut sink)?;
+            Ok((sink, next))
         })
         .await
     }
@@ -740,25 +728,34 @@ impl Service {
     where
         S: inspect::PageSink<inspect::MessageView> + Send + 'static,
     {
+        self.read_listing(move |conn| {
+            let next = inspect::visit_session_messages(
+                conn,
+                &user_id,
+                &session_id,
+                after.as_ref(),
+                limit,
+                &mut sink,
+            )?;
+            Ok((sink, next))
+        })
+        .await
+    }
+
+    /// Runs `read` (a page of a listing) on a store connection of the
+    /// blocking pool, in its turn among the listings built at once
+    /// ([`LISTINGS_AT_ONCE`]).
+    async fn read_listing<T: Send + 'static>(
+        self: &Arc<Self>,
+        read: impl FnOnce(&store::StoreConn) -> Result<T, crate::read::ReadError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
         let _turn = self
             .listings
             .acquire()
             .await
             .map_err(|error| ServiceError::Task(error.to_string()))?;
-        self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| {
-                let next = inspect::visit_session_messages(
-                    conn,
-                    &user_id,
-                    &session_id,
-                    after.as_ref(),
-                    limit,
-                    &mut sink,
-                )?;
-                Ok((sink, next))
-            })
-        })
-        .await
+        self.on_blocking_pool(move |searcher| searcher.with_reader(read))
+            .await
     }
 
     /// At most `limit` users holding sessions after `after`, most recently
