@@ -271,7 +271,16 @@ impl Searcher {
         let mut items =
             rank::assemble::assemble(&explained.query, &sessions, budget, request.top_k);
         if let Some(root) = &request.repo {
-            self.mark_stale(root, &request.user_id, &mut items)?;
+            // Records this answer read already are checked as they are.
+            let read: HashMap<&str, &SessionRecord> = loaded_sessions
+                .iter()
+                .filter_map(|(scored, record, _, _)| {
+                    record
+                        .as_ref()
+                        .map(|record| (scored.session_id.as_str(), record))
+                })
+                .collect();
+            self.mark_stale(root, &request.user_id, &read, &mut items)?;
         }
         tracing::debug!(
             rank_ms = ranked_at.as_secs_f64() * 1e3,
@@ -291,14 +300,25 @@ impl Searcher {
         &self,
         root: &std::path::Path,
         user_id: &str,
+        read: &HashMap<&str, &SessionRecord>,
         items: &mut [MemoryItem],
     ) -> Result<(), ReadError> {
-        let sessions: Vec<String> = items
-            .iter()
-            .filter(|item| item.kind == crate::domain::MemoryKind::Experience)
+        let experiences = || {
+            items
+                .iter()
+                .filter(|item| item.kind == crate::domain::MemoryKind::Experience)
+        };
+        // Compact sessions' records were not read for the answer: read now.
+        let unread: Vec<String> = experiences()
+            .filter(|item| !read.contains_key(item.session_id.as_str()))
             .map(|item| item.session_id.clone())
             .collect();
-        let marks = self.staleness_of(root, user_id, &sessions)?;
+        let mut marks = self.staleness_of(root, user_id, &unread)?;
+        for item in experiences() {
+            if let Some(record) = read.get(item.session_id.as_str()) {
+                marks.insert(item.session_id.clone(), super::stale::check(root, record));
+            }
+        }
         for item in items
             .iter_mut()
             .filter(|item| item.kind == crate::domain::MemoryKind::Experience)
