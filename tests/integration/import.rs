@@ -10,34 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::{ServerProcess, data_dir};
 
-/// Writes `files` into the work tree and commits them on HEAD with the
-/// given parents (HEAD's commit when `parents` is `None`).
-fn commit(repo: &Repository, files: &[(&str, &[u8])], message: &str, seconds: i64) -> Oid {
-    let root = repo.workdir().expect("work tree");
-    let mut index = repo.index().expect("index");
-    for (path, content) in files {
-        let full = root.join(path);
-        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-        std::fs::write(&full, content).expect("write");
-        index.add_path(Path::new(path)).expect("add");
-    }
-    index.write().expect("write index");
-    let tree = repo
-        .find_tree(index.write_tree().expect("tree"))
-        .expect("tree");
-    let signature = Signature::new("Dev", "dev@example.com", &Time::new(seconds, 0)).expect("sig");
-    let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    repo.commit(
-        Some("HEAD"),
-        &signature,
-        &signature,
-        message,
-        &tree,
-        &parents,
-    )
-    .expect("commit")
-}
+use crate::support::git_commit as commit;
 
 const OPS_V1: &str = "def add(a, b):\n    return a + b\n\n\ndef divide(a, b):\n    return a / b\n";
 const OPS_V2: &str = "def add(a, b):\n    return a + b\n\n\ndef divide(a, b):\n    if b == 0:\n        raise ValueError(\"divide by zero\")\n    return a / b\n";

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
-use git2::{Repository, Signature};
+use git2::Repository;
 use serde_json::{Value, json};
 
 /// A repository with `origin` at `origin_url` and one commit per
@@ -17,26 +17,9 @@ fn repository(origin_url: &str, commits: &[(&str, &str, &str)]) -> tempfile::Tem
     let dir = tempfile::tempdir().expect("temp dir");
     let repo = Repository::init(dir.path()).expect("init");
     repo.remote("origin", origin_url).expect("origin");
-    let signature = Signature::now("Dev", "dev@example.com").expect("signature");
-    for (file, content, message) in commits {
-        std::fs::write(dir.path().join(file), content).expect("write");
-        let mut index = repo.index().expect("index");
-        index.add_path(Path::new(file)).expect("add");
-        index.write().expect("index written");
-        let tree = repo
-            .find_tree(index.write_tree().expect("tree"))
-            .expect("tree");
-        let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
-        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-        repo.commit(
-            Some("HEAD"),
-            &signature,
-            &signature,
-            message,
-            &tree,
-            &parents,
-        )
-        .expect("commit");
+    for (number, (file, content, message)) in commits.iter().enumerate() {
+        let seconds = 1_700_000_000 + i64::try_from(number).expect("few commits") * 60;
+        crate::support::git_commit(&repo, &[(file, content.as_bytes())], message, seconds);
     }
     dir
 }

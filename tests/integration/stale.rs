@@ -7,36 +7,18 @@
 use std::path::Path;
 use std::process::Command;
 
-use git2::{Repository, Signature, Time};
+use git2::Repository;
 use serde_json::{Value, json};
 
 use crate::support::{ServerProcess, data_dir};
 
+/// Commits `files` (text) on HEAD.
 fn commit(repo: &Repository, files: &[(&str, &str)], message: &str, seconds: i64) {
-    let root = repo.workdir().expect("work tree");
-    let mut index = repo.index().expect("index");
-    for (path, content) in files {
-        let full = root.join(path);
-        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-        std::fs::write(&full, content).expect("write");
-        index.add_path(Path::new(path)).expect("add");
-    }
-    index.write().expect("write index");
-    let tree = repo
-        .find_tree(index.write_tree().expect("tree"))
-        .expect("tree");
-    let signature = Signature::new("Dev", "dev@example.com", &Time::new(seconds, 0)).expect("sig");
-    let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
-    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
-    repo.commit(
-        Some("HEAD"),
-        &signature,
-        &signature,
-        message,
-        &tree,
-        &parents,
-    )
-    .expect("commit");
+    let files: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(path, content)| (*path, content.as_bytes()))
+        .collect();
+    crate::support::git_commit(repo, &files, message, seconds);
 }
 
 const PARSER_V1: &str = "class Parser:\n    def parse(self, text):\n        return text\n";

@@ -414,3 +414,38 @@ pub fn wait_for_index_commit(data_dir: &Path, seq: i64) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Writes `files` into `repo`'s work tree and commits them on HEAD (its
+/// commit the parent, if any), authored at `seconds` (Unix time).
+pub fn git_commit(
+    repo: &git2::Repository,
+    files: &[(&str, &[u8])],
+    message: &str,
+    seconds: i64,
+) -> git2::Oid {
+    let root = repo.workdir().expect("work tree");
+    let mut index = repo.index().expect("index");
+    for (path, content) in files {
+        let full = root.join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&full, content).expect("write");
+        index.add_path(Path::new(path)).expect("add");
+    }
+    index.write().expect("write index");
+    let tree = repo
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("tree");
+    let signature =
+        git2::Signature::new("Dev", "dev@example.com", &git2::Time::new(seconds, 0)).expect("sig");
+    let parent = repo.head().ok().and_then(|head| head.peel_to_commit().ok());
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    repo.commit(
+        Some("HEAD"),
+        &signature,
+        &signature,
+        message,
+        &tree,
+        &parents,
+    )
+    .expect("commit")
+}
