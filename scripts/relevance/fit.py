@@ -359,6 +359,7 @@ class CharsModel:
 
 STANDOUT_MARGIN = 2.0     # rank::gate::STANDOUT_MARGIN
 BASELINE_PROTECTED = 5    # rank::gate::BASELINE_PROTECTED
+MIN_COVERAGE_IN_COMMON = 0.01  # rank::gate::MIN_COVERAGE_IN_COMMON
 
 
 def baseline_facts(query):
@@ -388,15 +389,15 @@ def answer_of(query, scored, params, chars_model):
         f = c["features"]
         return c["evidence"] < 0.1 and (
             f["text_rel"] < 0.15 and max(f["text_coverage"], f.get("term_coverage", 0.0)) < params.get("floor", 0.0))
+    def nothing_in_common(c):
+        f = c["features"]
+        return c["evidence"] < 0.1 and max(f["text_coverage"], f.get("term_coverage", 0.0)) < MIN_COVERAGE_IN_COMMON
     kept_order = [i for i in order if stands_out[i] or (
-                  (protected(i) or (probabilities[i] >= params["keep"] and not floor(query["candidates"][i])))
+                  not nothing_in_common(query["candidates"][i])
+                  and (protected(i) or (probabilities[i] >= params["keep"] and not floor(query["candidates"][i])))
                   and not (query["x"][i][other_language] and query["candidates"][i]["evidence"] < 0.5
                            and query["candidates"][i]["features"]["text_coverage"] < 0.6))]
-    def grounded(c):
-        f = c["features"]
-        return c["evidence"] >= 0.1 or f["text_coverage"] >= 0.08 or f.get("term_coverage", 0.0) >= 0.5
-    if not any(stands_out[i] or (probabilities[i] >= params["answer"] and grounded(query["candidates"][i]))
-               for i in kept_order):
+    if not kept_order:
         return []
     best = scores[kept_order[0]]
     kept, seen = [], set()
@@ -597,15 +598,11 @@ def two_stage_scorer(w_rank, w_gate):
 
 
 def param_grid():
-    for answer in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
-        for keep in (0.05, 0.1, 0.15, 0.2, 0.3, 0.4):
-            if keep > answer:
-                continue
-            for below_best in (2.0, 4.0, 1e9):
-                for decay in (6.0,):
-                    for floor in (0.08,):
-                        yield {"answer": answer, "keep": keep, "below_best": below_best, "decay": decay,
-                               "floor": floor}
+    for keep in (0.05, 0.1, 0.15, 0.2, 0.3, 0.4):
+        for below_best in (2.0, 4.0, 1e9):
+            for decay in (6.0,):
+                for floor in (0.08,):
+                    yield {"keep": keep, "below_best": below_best, "decay": decay, "floor": floor}
 
 
 def choose_params(full, short, scorer, chars_model):

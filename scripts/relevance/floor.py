@@ -74,6 +74,8 @@ def rankings(query):
         out["answer+standout"] = distinct(instance_of(query, s) for s in with_standout(query))
         for name, restored in RESTORE.items():
             out[name] = distinct(instance_of(query, s) for s in kept_without(query, restored))
+        out["conf->top1"] = distinct(instance_of(query, s) for s in kept_without(query, {"not_confident"})[:1]) \
+            if any(reason_of(c.get("dropped")) == "not_confident" for c in candidates) else out["answer"]
         for k in PROTECT_TOP:
             out[f"protect bm25 top{k}"] = distinct(instance_of(query, s) for s in kept_without(
                 query, {"far_below_best", "below_floor"}, protect_top=k))
@@ -90,6 +92,7 @@ def reason_of(dropped):
 
 # Gate simulations: the served verdicts with some drop reasons undone.
 RESTORE = {
+    "-conf": {"not_confident"},
     "-far": {"far_below_best"},
     "-far-floor": {"far_below_best", "below_floor"},
     "-far-floor-conf": {"far_below_best", "below_floor", "not_confident"},

@@ -312,11 +312,8 @@ pub struct Explanation {
     pub candidates: Vec<Value>,
     /// A candidate less likely relevant than this is dropped.
     pub keep_probability: f32,
-    /// An answer none of whose candidates is this likely relevant is
-    /// empty, unless one stands out.
-    pub answer_probability: f32,
-    /// A candidate whose `bm25_margin` is at least this stands out: kept,
-    /// and the answer is not empty.
+    /// A candidate whose `bm25_margin` is at least this stands out: kept
+    /// whatever its language or probability.
     pub standout_margin: f32,
     /// With `repo`: how each kept candidate stands against the checkout,
     /// by session id (the same fields as an item's `stale`).

@@ -40,7 +40,7 @@ pub use self::features::Features;
 pub use self::gate::{DropReason, STANDOUT_MARGIN};
 pub use self::paths::is_test_path;
 pub use self::profile::{SessionProfile, task_digest};
-pub use self::relevance::{ANSWER_PROBABILITY, KEEP_PROBABILITY};
+pub use self::relevance::KEEP_PROBABILITY;
 
 /// A session the index found for a query.
 #[derive(Debug, Clone)]

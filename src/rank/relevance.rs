@@ -45,9 +45,6 @@ const GATE: [f32; NUM_GATE_INPUTS] = [
 
 /// A candidate less likely relevant than this is dropped.
 pub const KEEP_PROBABILITY: f32 = 0.05;
-/// An answer whose most likely candidate is below this is empty: nothing
-/// in the memory is confidently about the task.
-pub const ANSWER_PROBABILITY: f32 = 0.2;
 /// A kept session ranks at most this far below the best one.
 pub const MAX_BELOW_BEST: f32 = 4.0;
 /// Per unit of ranking score below the best, a session's room in the

@@ -35,11 +35,9 @@ pub struct Explained {
     pub candidates: Vec<rank::Scored>,
     /// A candidate less likely relevant than this is dropped.
     pub keep_probability: f32,
-    /// An answer none of whose candidates is this likely relevant is empty,
-    /// unless one stands out.
-    pub answer_probability: f32,
     /// A candidate whose session BM25 is this many times every other's
-    /// (its `bm25_margin`) stands out: kept, and the answer is not empty.
+    /// (its `bm25_margin`) stands out: kept whatever its language or
+    /// probability.
     pub standout_margin: f32,
     /// The query's rarest terms the memory holds (finds messages).
     #[serde(skip)]
@@ -59,7 +57,6 @@ impl Explained {
             num_sessions: 0,
             candidates: Vec::new(),
             keep_probability: rank::KEEP_PROBABILITY,
-            answer_probability: rank::ANSWER_PROBABILITY,
             standout_margin: rank::STANDOUT_MARGIN,
             rarest_terms: Vec::new(),
             stale: std::collections::BTreeMap::new(),
@@ -446,7 +443,6 @@ impl Searcher {
             num_sessions,
             candidates,
             keep_probability: rank::KEEP_PROBABILITY,
-            answer_probability: rank::ANSWER_PROBABILITY,
             standout_margin: rank::STANDOUT_MARGIN,
             rarest_terms: found.rarest_terms,
             stale: std::collections::BTreeMap::new(),
