@@ -15,6 +15,11 @@ share, as `amlbench.py` scores them).
 the other repositories, score the held one; report the mean over queries
 and the worst repository per condition. Without it: in-sample figures.
 --rust: print the weights table of the model fitted on everything, as Rust.
+--write: fit on everything given and ship it: write model.json (weights,
+thresholds, what they were fitted on) and its region of
+src/rank/relevance.rs. --render writes the region from model.json alone
+(no dumps); --check exits 1 when the two disagree (a Rust test checks it
+too).
 --githist DUMP...: git-history dumps (`collect_githist.py`), a second source
 the ranking is fitted on too.
 --normalize MODE: features normalized within a query's candidates before
@@ -39,6 +44,7 @@ import collections
 import gzip
 import json
 import math
+import os
 import sys
 
 CONDITIONS = ("relevant", "noisy", "noise_only", "repo")
@@ -781,9 +787,96 @@ def rust_table(w_rank, w_gate, params):
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- the shipped model
+
+MODEL_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.json")
+RUST_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../src/rank/relevance.rs")
+REGION_BEGIN = "// BEGIN written by `scripts/relevance/fit.py --render` from model.json: do not edit."
+REGION_END = "// END written by fit.py."
+
+
+def model_of(w_rank, w_gate, params, fitted_on):
+    """The model file's content for these weights and thresholds."""
+    names = FEATURES + tuple(EXTRA_FEATURES) + tuple(f"{FEATURES[i]}_in_query" for i in appended_columns())
+    gate_names = GATE_FEATURES + tuple(GATE_EXTRA) + tuple(f"best_{name}" for name in GATE_EXTRA)
+    return {
+        "about": "The shipped relevance model. Written by `scripts/relevance/fit.py --write` with the dumps it "
+                 "was fitted on; `fit.py --render` writes its region of src/rank/relevance.rs; a test in that "
+                 "file fails when the two disagree.",
+        "fitted_on": fitted_on,
+        "rank_inputs": [names[i] for i in rank_indices()],
+        "rank": [round(float(v), 5) for v in w_rank],
+        "gate_inputs": list(gate_names),
+        "gate": [round(float(v), 5) for v in w_gate],
+        "keep_probability": params["keep"],
+        "max_below_best": params["below_best"],
+        "room_decay": params["decay"],
+    }
+
+
+def render_region(model):
+    """The Rust text between the region's markers."""
+    def table(name, size, names, weights, doc):
+        lines = [f"/// {doc}", f"const {name}: [f32; {size}] = ["]
+        width = max(len(f"{w:.5f},") for w in weights)
+        lines += [f"    {f'{w:.5f},':<{width}} // {n}" for n, w in zip(names, weights)]
+        return lines + ["];"]
+    def names(name, size, values):
+        return ["#[cfg(test)]", f"const {name}: [&str; {size}] = ["] + [f"    {json.dumps(v)}," for v in values] + ["];"]
+    lines = [REGION_BEGIN]
+    lines += table("RANK", "NUM_RANK_INPUTS", model["rank_inputs"], model["rank"],
+                   "Ranking weights, in the order of [`rank_inputs`].")
+    lines += names("RANK_INPUTS", "NUM_RANK_INPUTS", model["rank_inputs"])
+    lines.append("")
+    lines += table("GATE", "NUM_GATE_INPUTS", model["gate_inputs"], model["gate"],
+                   "Gate weights, in the order of [`gate_inputs`].")
+    lines += names("GATE_INPUTS", "NUM_GATE_INPUTS", model["gate_inputs"])
+    lines.append("")
+    lines += ["/// A candidate less likely relevant than this is dropped.",
+              f"pub const KEEP_PROBABILITY: f32 = {model['keep_probability']!r};",
+              "/// A kept session ranks at most this far below the best one.",
+              f"pub const MAX_BELOW_BEST: f32 = {model['max_below_best']!r};",
+              "/// Per unit of ranking score below the best, a session's room in the",
+              "/// answer shrinks by e^-this (see `assemble::room`).",
+              f"pub const ROOM_DECAY: f32 = {model['room_decay']!r};",
+              f"const NUM_RANK_INPUTS: usize = {len(model['rank'])};",
+              f"const NUM_GATE_INPUTS: usize = {len(model['gate'])};",
+              REGION_END]
+    return "\n".join(lines)
+
+
+def rust_with_region(text, model):
+    """`text` (relevance.rs) with its region written from `model`."""
+    begin, end = text.find(REGION_BEGIN), text.find(REGION_END)
+    if begin < 0 or end < begin:
+        raise SystemExit(f"{RUST_PATH} has no region between {REGION_BEGIN!r} and {REGION_END!r}")
+    return text[:begin] + render_region(model) + text[end + len(REGION_END):]
+
+
+def render(check):
+    """Writes (or, with `check`, compares) the region of relevance.rs from model.json."""
+    with open(MODEL_PATH, encoding="utf-8") as handle:
+        model = json.load(handle)
+    with open(RUST_PATH, encoding="utf-8") as handle:
+        text = handle.read()
+    wanted = rust_with_region(text, model)
+    if check:
+        if wanted != text:
+            raise SystemExit(f"{RUST_PATH} disagrees with {MODEL_PATH}: run fit.py --render")
+        print("relevance.rs agrees with model.json")
+    elif wanted != text:
+        with open(RUST_PATH, "w", encoding="utf-8") as handle:
+            handle.write(wanted)
+        print(f"wrote {RUST_PATH}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--full", required=True)
+    parser.add_argument("--full", help="the dev dump (collect.py); needed unless --render or --check")
+    parser.add_argument("--render", action="store_true", help="write relevance.rs's region from model.json")
+    parser.add_argument("--check", action="store_true", help="exit 1 when relevance.rs disagrees with model.json")
+    parser.add_argument("--write", action="store_true",
+                        help="fit on everything given, write model.json and relevance.rs's region")
     parser.add_argument("--short")
     parser.add_argument("--loro", action="store_true")
     parser.add_argument("--rust", action="store_true")
@@ -807,6 +900,11 @@ def main():
     parser.add_argument("--by-repo", action="store_true", help="with --generalize: LORO per repository too")
     parser.add_argument("--markdown", action="store_true", help="with --generalize: tables in Markdown")
     args = parser.parse_args()
+    if args.render or args.check:
+        render(check=args.check)
+        return
+    if not args.full:
+        parser.error("--full is required")
     if args.rank_features:
         global RANK_FEATURES
         RANK_FEATURES = tuple(FEATURES.index(name) for name in args.rank_features.split(","))
@@ -883,6 +981,12 @@ def main():
 
     if args.rust:
         print(rust_table(w_rank_all, w_gate_all, params_all))
+    if args.write:
+        fitted_on = ", ".join(path for path in [args.full, args.short] + args.githist if path)
+        with open(MODEL_PATH, "w", encoding="utf-8") as handle:
+            json.dump(model_of(w_rank_all, w_gate_all, params_all, fitted_on), handle, indent=2)
+            handle.write("\n")
+        render(check=False)
 
 
 if __name__ == "__main__":

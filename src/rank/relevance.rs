@@ -4,19 +4,21 @@
 //! score, its distance from the best and what the query and its best
 //! candidates share), which the gate reads ([`super::gate`]).
 //!
-//! The weights and thresholds are written by `scripts/relevance/fit.py
-//! --rust` from the features `scripts/relevance/collect.py` reads off
-//! `POST /v1/search/explain` on the dev benchmark; the thresholds were
-//! chosen, and every figure in the README was measured, leaving each
-//! repository out in turn (see `scripts/relevance/README.md`). No weight
-//! names a repository.
+//! The weights and thresholds between the `BEGIN`/`END` marks are written
+//! by `scripts/relevance/fit.py --render` from `scripts/relevance/model.json`,
+//! which `fit.py --write` fits from the features
+//! `scripts/relevance/collect.py` reads off `POST /v1/search/explain` on
+//! the dev benchmark (see `scripts/relevance/README.md`); a test below
+//! fails when the two disagree. No weight names a repository. Ranking
+//! reads only features whose sign an engineer can defend: fitted freely,
+//! sessions without a diff and shared error types came out the wrong way
+//! round, quirks of the dev data that another set of repositories would
+//! not share.
 
 use super::features::Features;
 
-/// Ranking weights, in the order of [`rank_inputs`]. Only features whose
-/// sign an engineer can defend are read: fitted freely, sessions without a
-/// diff and shared error types came out the wrong way round, quirks of the
-/// dev data that another set of repositories would not share.
+// BEGIN written by `scripts/relevance/fit.py --render` from model.json: do not edit.
+/// Ranking weights, in the order of [`rank_inputs`].
 const RANK: [f32; NUM_RANK_INPUTS] = [
     0.99793,  // text_rel
     0.52296,  // text_coverage
@@ -31,6 +33,21 @@ const RANK: [f32; NUM_RANK_INPUTS] = [
     -0.38896, // other_language
     -0.09352, // text_rank
 ];
+#[cfg(test)]
+const RANK_INPUTS: [&str; NUM_RANK_INPUTS] = [
+    "text_rel",
+    "text_coverage",
+    "term_coverage",
+    "symbols_changed",
+    "symbols_referenced",
+    "paths",
+    "stems",
+    "location_words",
+    "file_support",
+    "failed",
+    "other_language",
+    "text_rank",
+];
 
 /// Gate weights, in the order of [`gate_inputs`].
 const GATE: [f32; NUM_GATE_INPUTS] = [
@@ -42,6 +59,16 @@ const GATE: [f32; NUM_GATE_INPUTS] = [
     -1.61322, // other_language
     -1.10313, // num_candidates
 ];
+#[cfg(test)]
+const GATE_INPUTS: [&str; NUM_GATE_INPUTS] = [
+    "bias",
+    "rank_score",
+    "below_best",
+    "best_rank_score",
+    "query_weight",
+    "other_language",
+    "num_candidates",
+];
 
 /// A candidate less likely relevant than this is dropped.
 pub const KEEP_PROBABILITY: f32 = 0.05;
@@ -50,9 +77,9 @@ pub const MAX_BELOW_BEST: f32 = 4.0;
 /// Per unit of ranking score below the best, a session's room in the
 /// answer shrinks by e^-this (see `assemble::room`).
 pub const ROOM_DECAY: f32 = 6.0;
-
 const NUM_RANK_INPUTS: usize = 12;
 const NUM_GATE_INPUTS: usize = 7;
+// END written by fit.py.
 
 /// Text coverage past this adds nothing (BM25 saturates, and a long query
 /// repeated verbatim would otherwise dominate).
@@ -132,4 +159,78 @@ fn gate_inputs(facts: CandidateFacts, score: f32, query: &QuerySummary) -> [f32;
 pub fn probability(facts: CandidateFacts, score: f32, query: &QuerySummary) -> f32 {
     let logit = dot(&GATE, &gate_inputs(facts, score, query));
     1.0 / (1.0 + (-logit).exp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model file `fit.py` writes, beside the region it renders here.
+    fn model() -> serde_json::Value {
+        serde_json::from_str(include_str!("../../scripts/relevance/model.json"))
+            .expect("model.json is JSON")
+    }
+
+    fn numbers(model: &serde_json::Value, key: &str) -> Vec<f32> {
+        model[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("model.json has no {key}"))
+            .iter()
+            .map(|value| value.as_f64().expect("a number") as f32)
+            .collect()
+    }
+
+    fn names(model: &serde_json::Value, key: &str) -> Vec<String> {
+        model[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("model.json has no {key}"))
+            .iter()
+            .map(|value| value.as_str().expect("a name").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_shipped_weights_are_the_fitting_scripts() {
+        let model = model();
+        assert_eq!(
+            numbers(&model, "rank"),
+            RANK.to_vec(),
+            "run fit.py --render"
+        );
+        assert_eq!(
+            numbers(&model, "gate"),
+            GATE.to_vec(),
+            "run fit.py --render"
+        );
+        assert_eq!(names(&model, "rank_inputs"), RANK_INPUTS.to_vec());
+        assert_eq!(names(&model, "gate_inputs"), GATE_INPUTS.to_vec());
+        let threshold = |key: &str| model[key].as_f64().map(|value| value as f32);
+        assert_eq!(threshold("keep_probability"), Some(KEEP_PROBABILITY));
+        assert_eq!(threshold("max_below_best"), Some(MAX_BELOW_BEST));
+        assert_eq!(threshold("room_decay"), Some(ROOM_DECAY));
+    }
+
+    #[test]
+    fn each_input_is_read_under_its_name() {
+        // Every input moves the score it feeds: a table that named its
+        // weights in another order than the inputs are built would show a
+        // weight on an input that is always zero here.
+        let features = Features {
+            text_rel: 1.0,
+            ..Features::default()
+        };
+        let facts = CandidateFacts {
+            failed: false,
+            other_language: false,
+            text_rank: 0,
+        };
+        let inputs = rank_inputs(&features, facts);
+        let text_rel = RANK_INPUTS
+            .iter()
+            .position(|name| *name == "text_rel")
+            .expect("text_rel is an input");
+        for (index, value) in inputs.iter().enumerate() {
+            assert_eq!(*value != 0.0, index == text_rel, "{}", RANK_INPUTS[index]);
+        }
+    }
 }
