@@ -402,6 +402,7 @@ def answer_of(query, scored, params, chars_model):
                   not nothing_in_common(query["candidates"][i])
                   and (protected(i) or (probabilities[i] >= params["keep"] and not floor(query["candidates"][i])))
                   and not (query["x"][i][other_language] and query["candidates"][i]["evidence"] < 0.5
+                           and not (protected(i) and not query.get("query_language"))
                            and query["candidates"][i]["features"]["text_coverage"] < 0.6))]
     if not kept_order:
         return []

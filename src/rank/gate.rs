@@ -6,8 +6,9 @@
 //! candidate that stands out of the query's own list: its session BM25 at
 //! least [`STANDOUT_MARGIN`] times every other candidate's. None among the
 //! baseline's first [`BASELINE_PROTECTED`] (plain session BM25) is dropped
-//! as below the floor, far below the best, or as another task's diff
-//! again, so an answer keeps what the baseline would have put first.
+//! as below the floor, far below the best, as another task's diff again,
+//! or as another code base when the query's language was only voted in,
+//! so an answer keeps what the baseline would have put first.
 //!
 //! The gate never empties an answer for want of confidence: no signal a
 //! query carries (the relevance probability, the best score's margin, the
@@ -83,6 +84,18 @@ pub enum DropReason {
     },
 }
 
+/// The language of the code base a query is about, and how it is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum QueryLanguage {
+    /// The query's own paths or code blocks name it.
+    Named(Language),
+    /// Voted by the sessions most similar to the query by text: a guess,
+    /// which does not drop one of the baseline's first.
+    Voted(Language),
+    /// Neither.
+    Unknown,
+}
+
 /// Whether a session's language is of another code base than the query's.
 pub(super) fn is_other_language(query: Option<Language>, session: Option<Language>) -> bool {
     match (query, session) {
@@ -92,7 +105,12 @@ pub(super) fn is_other_language(query: Option<Language>, session: Option<Languag
 }
 
 /// Marks what the gate drops, in place; `scored` is best first.
-pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: Option<Language>) {
+pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: QueryLanguage) {
+    let (language, voted) = match language {
+        QueryLanguage::Named(language) => (Some(language), false),
+        QueryLanguage::Voted(language) => (Some(language), true),
+        QueryLanguage::Unknown => (None, false),
+    };
     let mut best_kept: Option<f32> = None;
     let mut num_kept = 0usize;
     // Digest -> the session kept with it.
@@ -107,6 +125,7 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: O
         let protected = entry.baseline_rank <= BASELINE_PROTECTED;
         if !(entry.features.same_task || stands_out) {
             if is_other_language(language, entry.language)
+                && !(voted && protected)
                 && entry.evidence < OTHER_LANGUAGE_EVIDENCE
                 && entry.features.text_coverage < OTHER_LANGUAGE_COVERAGE
             {
@@ -204,6 +223,13 @@ mod tests {
     /// margin from their BM25) and applies the gate; answers each
     /// session's verdict.
     fn verdicts(seen: &[Seen], query: Option<Language>) -> Vec<(&'static str, Option<DropReason>)> {
+        verdicts_as(
+            seen,
+            query.map_or(QueryLanguage::Unknown, QueryLanguage::Named),
+        )
+    }
+
+    fn verdicts_as(seen: &[Seen], query: QueryLanguage) -> Vec<(&'static str, Option<DropReason>)> {
         let candidates: Vec<Candidate> = seen
             .iter()
             .map(|seen| Candidate {
@@ -355,6 +381,46 @@ mod tests {
         }];
         let verdicts = verdicts(&lone, None);
         assert_eq!(verdict_of(&verdicts, "relevant"), None);
+    }
+
+    #[test]
+    fn a_voted_language_does_not_drop_the_baselines_first() {
+        // Dev noisy, a one-line query (BurntSushi/ripgrep 1294) naming no
+        // code: two Python sessions lead by text, so Python is voted in;
+        // the relevant Rust sessions are fourth and fifth by BM25. A
+        // guess keeps them; the Rust session seventh by BM25 still goes,
+        // and so would they were Python named by the query itself.
+        let rust = |id: &'static str, bm25: f32, score: f32| Seen {
+            language: Some(Language::Rust),
+            coverage: 0.044,
+            ..seen(id, bm25, bm25 / 2.46, score, 0.039)
+        };
+        let python = |id: &'static str, bm25: f32, score: f32, probability: f32| Seen {
+            language: Some(Language::Python),
+            coverage: 0.34,
+            ..seen(id, bm25, bm25 / 2.46, score, probability)
+        };
+        let memory = [
+            python("first", 2.46, 1.82, 0.494),
+            python("second", 2.45, 1.25, 0.387),
+            python("third", 0.33, 0.07, 0.204),
+            rust("fourth", 0.32, -0.21),
+            rust("fifth", 0.30, -0.23),
+            python("sixth", 0.299, -0.01, 0.194),
+            rust("seventh", 0.298, -0.41),
+        ];
+        let voted = verdicts_as(&memory, QueryLanguage::Voted(Language::Python));
+        assert_eq!(verdict_of(&voted, "fourth"), None);
+        assert_eq!(verdict_of(&voted, "fifth"), None);
+        assert_eq!(
+            verdict_of(&voted, "seventh"),
+            Some(DropReason::OtherCodeBase)
+        );
+        let named = verdicts(&memory, Some(Language::Python));
+        assert_eq!(
+            verdict_of(&named, "fourth"),
+            Some(DropReason::OtherCodeBase)
+        );
     }
 
     #[test]

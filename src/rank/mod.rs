@@ -243,6 +243,10 @@ pub fn rank(
                 .then(a.session_id.cmp(&b.session_id))
         })
     });
+    let language = match query.language {
+        Some(language) => gate::QueryLanguage::Named(language),
+        None => language.map_or(gate::QueryLanguage::Unknown, gate::QueryLanguage::Voted),
+    };
     gate::apply(&mut scored, candidates, language);
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
