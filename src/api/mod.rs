@@ -3,8 +3,10 @@
 //! the same under `/v1/`).
 //!
 //! Handlers are thin: read the body, parse it into a domain type
-//! ([`dto`]), call the [`Service`], serialize. Status codes and error bodies
-//! are decided in [`error`] only.
+//! ([`dto`]), call the [`Service`], serialize. Every error body is an
+//! [`error::ApiError`]; its status comes from `error`'s conversions of
+//! service and parse errors, or from the handler, [`auth`], [`guard`] or
+//! [`limits`] that builds it with `ApiError::new`.
 //!
 //! Architecture invariant: this module knows nothing of SQL or tantivy.
 
