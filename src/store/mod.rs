@@ -580,7 +580,8 @@ pub struct StoredSession {
     /// The session.
     pub session_id: String,
     /// The record, serialized by the service (stored compressed: see
-    /// `store::codec`; empty when the stored bytes cannot be read).
+    /// `store::codec`; empty when the stored bytes cannot be read), read
+    /// by [`StoredSession::record`].
     pub record_json: String,
     /// What the extractors could not parse, serialized by the service
     /// (stored as the record is).
@@ -594,6 +595,42 @@ pub struct StoredSession {
     /// The version of the extractor that derived the record (0: unknown,
     /// from a store older than versioned records).
     pub extractor_version: i64,
+}
+
+impl StoredSession {
+    /// The session's derived record, decoded from its stored JSON: the
+    /// whole record (`ingest::SessionRecord`) or a view of the fields a
+    /// caller reads. The one decoder of stored records, with one policy: a
+    /// record that does not decode (damaged bytes, or the shape of another
+    /// extractor) is never a panic and never dropped unseen, but a
+    /// [`StoreError::Corrupt`] naming the session, and a warning in the
+    /// log. What becomes of the session is the caller's: the writer derives
+    /// it again, a read-only reader leaves it out or shows it without its
+    /// record.
+    pub fn record<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        self.decode(&self.record_json, "record")
+    }
+
+    /// What the extractors could not parse, decoded as
+    /// [`StoredSession::record`] decodes the record.
+    pub fn diagnostics<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        self.decode(&self.diagnostics_json, "diagnostics")
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        json: &str,
+        what: &str,
+    ) -> Result<T, StoreError> {
+        serde_json::from_str(json).map_err(|error| {
+            tracing::warn!(
+                session_id = %self.session_id,
+                %error,
+                "stored session {what} unreadable"
+            );
+            StoreError::Corrupt(format!("session {what} of {:?}: {error}", self.session_id))
+        })
+    }
 }
 
 /// Inserts or replaces the derived record of a session.
