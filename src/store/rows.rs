@@ -53,7 +53,9 @@ pub(super) trait Db {
         map: fn(&dyn SqlRow) -> Result<T, StoreError>,
     ) -> Result<Vec<T>, StoreError>;
 
-    /// The first row `sql` answers, read by `map`; `None` when none.
+    /// The row `sql` answers, read by `map`; `None` when none. For
+    /// statements that answer one row at most (PostgreSQL fails one that
+    /// answers more).
     fn first_row<T>(
         &self,
         sql: &Sql,
