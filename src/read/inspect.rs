@@ -7,7 +7,7 @@
 
 use super::ReadError;
 use crate::ingest::{self, SessionRecord};
-use crate::store::{self, ListCursor, StoreConn, StoreError, StoredSession, StoredUser};
+use crate::store::{self, ListCursor, StoreConn, StoredSession, StoredUser};
 
 /// How many files, symbols and error types a session summary names.
 pub const SUMMARY_LIST_LEN: usize = 5;
@@ -89,7 +89,7 @@ impl SessionSummary {
     }
 
     fn of(session: &StoredSession) -> Option<SessionSummary> {
-        let record: SummaryFields = serde_json::from_str(&session.record_json).ok()?;
+        let record: SummaryFields = session.record().ok()?;
         let first_line = record.task.lines().next().unwrap_or("").trim();
         let mut error_types: Vec<String> = Vec::new();
         for error in &record.errors {
@@ -154,16 +154,13 @@ impl SessionDetail {
         session: &StoredSession,
         sources: Vec<(String, usize)>,
     ) -> Result<SessionDetail, ReadError> {
-        let corrupt = |error: serde_json::Error| {
-            ReadError::Store(StoreError::Corrupt(format!("session record: {error}")))
-        };
-        let record: SessionRecord = serde_json::from_str(&session.record_json).map_err(corrupt)?;
+        let record: SessionRecord = session.record()?;
         Ok(SessionDetail {
             session_id: session.session_id.clone(),
             num_messages: session.num_messages,
             updated_at_ms: record.last_message_at_ms.unwrap_or(session.updated_at_ms),
             record,
-            diagnostics: serde_json::from_str(&session.diagnostics_json).map_err(corrupt)?,
+            diagnostics: session.diagnostics()?,
             sources,
         })
     }

@@ -233,7 +233,8 @@ impl Searcher {
         let mut loaded_sessions = Vec::with_capacity(kept.len());
         for (scored, (stored, sources)) in kept.iter().zip(loaded) {
             let record = stored.as_ref().and_then(|stored| {
-                serde_json::from_str::<SessionRecord>(&stored.record_json)
+                stored
+                    .record::<SessionRecord>()
                     .inspect_err(|error| {
                         tracing::error!(%error, "stored session record unreadable; shown compact");
                     })
@@ -347,7 +348,7 @@ impl Searcher {
         })?;
         let mut marks = std::collections::BTreeMap::new();
         for stored in stored.into_iter().flatten() {
-            let Ok(record) = serde_json::from_str::<SessionRecord>(&stored.record_json) else {
+            let Ok(record) = stored.record::<SessionRecord>() else {
                 continue;
             };
             marks.insert(stored.session_id, super::stale::check(root, &record));

@@ -504,7 +504,7 @@ pub(super) fn session_doc(
     conn: &StoreConn,
     session: StoredSession,
 ) -> Result<Option<SessionDoc>, ServiceError> {
-    let record: SessionRecord = match serde_json::from_str(&session.record_json) {
+    let record: SessionRecord = match session.record() {
         Ok(record) => record,
         Err(error) => {
             tracing::warn!(%error, "stored session record unreadable; deriving it again");
@@ -517,7 +517,7 @@ pub(super) fn session_doc(
             let Some(again) = store::session(conn, &session.user_id, &session.session_id)? else {
                 return Ok(None);
             };
-            match serde_json::from_str(&again.record_json) {
+            match again.record() {
                 Ok(record) => return doc_of_record(again, &record),
                 Err(error) => {
                     tracing::error!(%error, "derived session record unreadable; not indexed");
@@ -535,7 +535,7 @@ pub(super) fn session_doc(
 pub(super) fn readable_session_doc(
     session: StoredSession,
 ) -> Result<Result<Option<SessionDoc>, StoredSession>, ServiceError> {
-    match serde_json::from_str::<SessionRecord>(&session.record_json) {
+    match session.record::<SessionRecord>() {
         Ok(record) => Ok(Ok(doc_of_record(session, &record)?)),
         Err(error) => {
             tracing::warn!(%error, "stored session record unreadable; left out and derived again");

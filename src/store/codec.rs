@@ -33,17 +33,19 @@ const MIN_COMPRESSED_BYTES: usize = 64;
 /// A text in its stored form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Packed<'a> {
-    /// The text itself (too short to compress, or it would not shrink).
-    Text(&'a str),
+    /// The text's own bytes (too short to compress, or it would not
+    /// shrink).
+    Text(&'a [u8]),
     /// A zlib stream of the text.
     Zlib(Vec<u8>),
 }
 
 impl Packed<'_> {
     /// The stored bytes: the text's own, or the zlib stream.
+    #[cfg(test)]
     pub(super) fn as_bytes(&self) -> &[u8] {
         match self {
-            Packed::Text(text) => text.as_bytes(),
+            Packed::Text(text) => text,
             Packed::Zlib(bytes) => bytes,
         }
     }
@@ -54,9 +56,25 @@ impl rusqlite::ToSql for Packed<'_> {
     /// and a zlib stream as a BLOB.
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
         Ok(match self {
-            Packed::Text(text) => rusqlite::types::ToSqlOutput::from(*text),
+            Packed::Text(text) => {
+                rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Text(text))
+            }
             Packed::Zlib(bytes) => rusqlite::types::ToSqlOutput::from(bytes.as_slice()),
         })
+    }
+}
+
+impl super::rows::Param for Packed<'_> {
+    fn sqlite(&self) -> &dyn rusqlite::ToSql {
+        self
+    }
+
+    /// PostgreSQL keeps either form as BYTEA, told apart by its first byte.
+    fn postgres(&self) -> &(dyn postgres::types::ToSql + Sync) {
+        match self {
+            Packed::Text(text) => text,
+            Packed::Zlib(bytes) => bytes,
+        }
     }
 }
 
@@ -68,7 +86,7 @@ pub(super) fn pack(text: &str) -> Packed<'_> {
     // mistake it for one.
     let looks_compressed = text.as_bytes().first() == Some(&ZLIB_HEADER);
     if text.len() < MIN_COMPRESSED_BYTES && !looks_compressed {
-        return Packed::Text(text);
+        return Packed::Text(text.as_bytes());
     }
     let mut encoder =
         flate2::write::ZlibEncoder::new(Vec::with_capacity(text.len() / 4), Compression::fast());
@@ -81,7 +99,7 @@ pub(super) fn pack(text: &str) -> Packed<'_> {
         Ok(compressed) if compressed.len() < text.len() || looks_compressed => {
             Packed::Zlib(compressed)
         }
-        _ => Packed::Text(text),
+        _ => Packed::Text(text.as_bytes()),
     }
 }
 
@@ -103,18 +121,6 @@ pub(super) fn inflate(compressed: &[u8]) -> Option<String> {
         .read_to_string(&mut text)
         .ok()?;
     Some(text)
-}
-
-/// The JSON text of a stored record or diagnostics column. A value that
-/// cannot be read (damaged on disk) is answered as an empty string with a
-/// warning rather than failing every query that lists it: callers parse
-/// the JSON, and a record that does not parse is derived again from the
-/// session's messages (see `service::derive`).
-pub(super) fn unpack_or_empty(stored: &[u8], column: &str) -> String {
-    unpack(stored).unwrap_or_else(|| {
-        tracing::warn!(column, bytes = stored.len(), "stored json cannot be read");
-        String::new()
-    })
 }
 
 /// The number of items in a record's `evidence` array, 0 when it has none
@@ -149,7 +155,7 @@ mod tests {
 
     #[test]
     fn short_json_and_old_rows_are_plain_text() {
-        assert_eq!(pack("[]"), Packed::Text("[]"));
+        assert_eq!(pack("[]"), Packed::Text(b"[]"));
         assert_eq!(unpack(b"[]").as_deref(), Some("[]"));
         let old = r#"{"task":"stored before compression","evidence":[1,2,3,4,5,6,7,8]}"#;
         assert_eq!(unpack(old.as_bytes()).as_deref(), Some(old));
@@ -166,7 +172,10 @@ mod tests {
     fn damaged_bytes_read_as_nothing() {
         assert_eq!(unpack(&[ZLIB_HEADER, 0x01, 0x02]), None);
         assert_eq!(unpack(&[0xff, 0xfe]), None);
-        assert_eq!(unpack_or_empty(&[ZLIB_HEADER, 0x01], "record_json"), "");
+        assert_eq!(
+            super::super::rows::json_or_empty(unpack(&[ZLIB_HEADER, 0x01]), "record_json"),
+            ""
+        );
     }
 
     #[test]

@@ -7,10 +7,13 @@
 //! The index is derived from these rows and catches up by `seq`.
 //!
 //! One seam, backends behind it: [`StoreConn`] is a connection to one of
-//! them and every operation below is one `match` over it (`sqlite.rs`:
-//! the embedded default, `<data-dir>/precedent.sqlite3`; `postgres/`: a
-//! PostgreSQL database that several processes can share). Both keep the
-//! same contracts, held equal by one conformance suite (`tests.rs`).
+//! them (`sqlite.rs`: the embedded default, `<data-dir>/precedent.sqlite3`;
+//! `postgres/`: a PostgreSQL database that several processes can share).
+//! Most operations below run the SQL both backends share (`sql.rs`: the
+//! statements, column lists and migrations, written once) and read its
+//! rows with one mapper per stored type (`rows.rs`); the rest (opening,
+//! admission, locks, purges) are one `match` over the backends. Both keep
+//! the same contracts, held equal by one conformance suite (`tests.rs`).
 //!
 //! The store is the truth: the index is derived from it and can always be
 //! rebuilt from it.
@@ -29,6 +32,8 @@
 
 mod codec;
 mod postgres;
+mod rows;
+mod sql;
 mod sqlite;
 #[cfg(test)]
 mod tests;
@@ -40,6 +45,9 @@ mod tests;
 mod test_postgres;
 
 use std::path::{Path, PathBuf};
+
+use rows::{Db, Param, SqlRow};
+use sql::Sql;
 
 use crate::domain::{AddRequest, Role};
 
@@ -103,21 +111,6 @@ pub fn database_path(data_dir: &Path) -> PathBuf {
 /// The schema version every backend migrates to.
 const SCHEMA_VERSION: i64 = 8;
 
-/// The sessions with messages but no record, in the SQL both backends
-/// speak. Runs at every start-up, so it walks the request log by session
-/// (one entry per Add) rather than the messages (several per Add: on a
-/// store of 100,000 sessions the scan of every message was most of the
-/// start-up), and looks each session up once; only a session without a
-/// record has its messages looked for.
-const SESSIONS_MISSING_SQL: &str = "SELECT r.user_id, r.session_id FROM requests r
-     GROUP BY r.user_id, r.session_id
-     HAVING NOT EXISTS (
-                SELECT 1 FROM sessions s
-                WHERE s.user_id = r.user_id AND s.session_id = r.session_id)
-            AND EXISTS (
-                SELECT 1 FROM messages m
-                WHERE m.user_id = r.user_id AND m.session_id = r.session_id)";
-
 /// A connection to the store, whichever backend holds it. Not `Sync`: one
 /// thread uses it at a time (the writer owns one; readers are pooled).
 pub enum StoreConn {
@@ -144,6 +137,44 @@ macro_rules! dispatch {
             StoreConn::Postgres(conn) => postgres::$op(conn, $($arg),*),
         }
     };
+}
+
+impl Db for StoreConn {
+    fn rows<T>(
+        &self,
+        sql: &Sql,
+        params: &[&dyn Param],
+        map: fn(&dyn SqlRow) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        match self {
+            StoreConn::Sqlite(conn) => conn.rows(sql, params, map),
+            StoreConn::Postgres(conn) => conn.rows(sql, params, map),
+        }
+    }
+
+    fn first_row<T>(
+        &self,
+        sql: &Sql,
+        params: &[&dyn Param],
+        map: fn(&dyn SqlRow) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        match self {
+            StoreConn::Sqlite(conn) => conn.first_row(sql, params, map),
+            StoreConn::Postgres(conn) => conn.first_row(sql, params, map),
+        }
+    }
+
+    fn run(&self, sql: &Sql, params: &[&dyn Param]) -> Result<usize, StoreError> {
+        match self {
+            StoreConn::Sqlite(conn) => conn.run(sql, params),
+            StoreConn::Postgres(conn) => conn.run(sql, params),
+        }
+    }
+}
+
+/// A count or index as the store's integers hold it.
+fn to_i64(value: usize) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// A transaction on a [`StoreConn`]: dereferences to the connection, so
@@ -367,7 +398,28 @@ pub fn prior_admission(
     request: &AddRequest,
     body_sha256: &[u8; 32],
 ) -> Result<Option<Admission>, StoreError> {
-    dispatch!(conn, prior_admission(request, body_sha256))
+    admission_in(conn, request, body_sha256)
+}
+
+/// [`prior_admission`] on a backend's own connection (its `admit` asks
+/// too).
+fn admission_in(
+    conn: &impl Db,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+) -> Result<Option<Admission>, StoreError> {
+    let prior = conn.first_row(
+        &sql::PRIOR_ADMISSION,
+        &[&request.user_id, &request.request_id],
+        |row| Ok((row.integer(0)?, row.bytes(1)?)),
+    )?;
+    Ok(prior.map(|(seq, stored_hash)| {
+        if stored_hash.as_slice() == body_sha256.as_slice() {
+            Admission::Duplicate { seq }
+        } else {
+            Admission::Conflict
+        }
+    }))
 }
 
 /// Bytes of message content in an Add.
@@ -385,7 +437,11 @@ pub fn session_content_bytes(
     user_id: &str,
     session_id: &str,
 ) -> Result<i64, StoreError> {
-    dispatch!(conn, session_content_bytes(user_id, session_id))
+    conn.one_row(
+        &sql::SESSION_CONTENT_BYTES,
+        &[&user_id, &session_id],
+        rows::integer,
+    )
 }
 
 /// Records an Add in the request log and stores its messages, inside the
@@ -442,12 +498,16 @@ pub fn messages_after(
     after_seq: i64,
     limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
-    dispatch!(conn, messages_after(after_seq, limit))
+    conn.rows(
+        &sql::MESSAGES_AFTER,
+        &[&after_seq, &to_i64(limit)],
+        rows::message,
+    )
 }
 
 /// The messages of one Add, in source order.
 pub fn messages_of_add(conn: &StoreConn, seq: i64) -> Result<Vec<StoredMessage>, StoreError> {
-    dispatch!(conn, messages_of_add(seq))
+    conn.rows(&sql::MESSAGES_OF_ADD, &[&seq], rows::message)
 }
 
 /// The messages `first_index..end_index` of the Add `seq`, if it is
@@ -462,12 +522,16 @@ pub fn messages_of_add_in(
 ) -> Result<Vec<StoredMessage>, StoreError> {
     let first = i64::try_from(first_index).unwrap_or(i64::MAX);
     let end = i64::try_from(end_index).unwrap_or(i64::MAX);
-    dispatch!(conn, messages_of_add_in(user_id, seq, first, end))
+    conn.rows(
+        &sql::MESSAGES_OF_ADD_IN,
+        &[&seq, &first, &end, &user_id],
+        rows::message,
+    )
 }
 
 /// The highest sequence number stored, 0 when empty.
 pub fn last_seq(conn: &StoreConn) -> Result<i64, StoreError> {
-    dispatch!(conn, last_seq())
+    conn.one_row(&sql::LAST_SEQ, &[], rows::integer)
 }
 
 /// All messages of one session of one user, in session order (by Add, then
@@ -477,7 +541,11 @@ pub fn session_messages(
     user_id: &str,
     session_id: &str,
 ) -> Result<Vec<StoredMessage>, StoreError> {
-    dispatch!(conn, session_messages(user_id, session_id))
+    conn.rows(
+        &sql::SESSION_MESSAGES,
+        &[&user_id, &session_id],
+        rows::message,
+    )
 }
 
 /// At most `limit` messages of one session of one user after the message
@@ -491,18 +559,18 @@ pub fn session_messages_page(
     limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
     let (after_seq, after_index) = after.unwrap_or((i64::MIN, i64::MIN));
-    dispatch!(
-        conn,
-        session_messages_page(user_id, session_id, after_seq, after_index, limit)
+    conn.rows(
+        &sql::SESSION_MESSAGES_PAGE,
+        &[
+            &user_id,
+            &session_id,
+            &after_seq,
+            &after_index,
+            &to_i64(limit),
+        ],
+        rows::message,
     )
 }
-
-/// What follows `SELECT <message columns> FROM messages m JOIN requests r
-/// ON r.seq = m.seq` in a page of a session's messages (one text for both
-/// backends, as [`SESSIONS_PAGE_SQL`]).
-const SESSION_MESSAGES_PAGE_SQL: &str = "WHERE m.user_id = $1 AND m.session_id = $2
-       AND (m.seq, m.message_index) > ($3, $4)
-     ORDER BY m.seq, m.message_index LIMIT $5";
 
 /// A derived session record as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -512,7 +580,8 @@ pub struct StoredSession {
     /// The session.
     pub session_id: String,
     /// The record, serialized by the service (stored compressed: see
-    /// `store::codec`; empty when the stored bytes cannot be read).
+    /// `store::codec`; empty when the stored bytes cannot be read), read
+    /// by [`StoredSession::record`].
     pub record_json: String,
     /// What the extractors could not parse, serialized by the service
     /// (stored as the record is).
@@ -528,9 +597,58 @@ pub struct StoredSession {
     pub extractor_version: i64,
 }
 
+impl StoredSession {
+    /// The session's derived record, decoded from its stored JSON: the
+    /// whole record (`ingest::SessionRecord`) or a view of the fields a
+    /// caller reads. The one decoder of stored records, with one policy: a
+    /// record that does not decode (damaged bytes, or the shape of another
+    /// extractor) is never a panic and never dropped unseen, but a
+    /// [`StoreError::Corrupt`] naming the session, and a warning in the
+    /// log. What becomes of the session is the caller's: the writer derives
+    /// it again, a read-only reader leaves it out or shows it without its
+    /// record.
+    pub fn record<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        self.decode(&self.record_json, "record")
+    }
+
+    /// What the extractors could not parse, decoded as
+    /// [`StoredSession::record`] decodes the record.
+    pub fn diagnostics<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        self.decode(&self.diagnostics_json, "diagnostics")
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        json: &str,
+        what: &str,
+    ) -> Result<T, StoreError> {
+        serde_json::from_str(json).map_err(|error| {
+            tracing::warn!(
+                session_id = %self.session_id,
+                %error,
+                "stored session {what} unreadable"
+            );
+            StoreError::Corrupt(format!("session {what} of {:?}: {error}", self.session_id))
+        })
+    }
+}
+
 /// Inserts or replaces the derived record of a session.
 pub fn upsert_session(conn: &StoreConn, session: &StoredSession) -> Result<(), StoreError> {
-    dispatch!(conn, upsert_session(session))
+    conn.run(
+        &sql::UPSERT_SESSION,
+        &[
+            &session.user_id,
+            &session.session_id,
+            &codec::pack(&session.record_json),
+            &codec::pack(&session.diagnostics_json),
+            &session.num_messages,
+            &session.last_seq,
+            &session.updated_at_ms,
+            &session.extractor_version,
+        ],
+    )?;
+    Ok(())
 }
 
 /// The sequence number of the last Add a session's record includes, 0 when
@@ -540,7 +658,13 @@ pub fn session_last_seq(
     user_id: &str,
     session_id: &str,
 ) -> Result<i64, StoreError> {
-    dispatch!(conn, session_last_seq(user_id, session_id))
+    Ok(conn
+        .first_row(
+            &sql::SESSION_LAST_SEQ,
+            &[&user_id, &session_id],
+            rows::integer,
+        )?
+        .unwrap_or(0))
 }
 
 /// Up to `limit` sessions whose record an extractor older than `version`
@@ -550,12 +674,20 @@ pub fn sessions_derived_before(
     version: i64,
     limit: usize,
 ) -> Result<Vec<(String, String)>, StoreError> {
-    dispatch!(conn, sessions_derived_before(version, limit))
+    conn.rows(
+        &sql::SESSIONS_DERIVED_BEFORE,
+        &[&version, &to_i64(limit)],
+        rows::pair,
+    )
 }
 
 /// How many session records an extractor older than `version` derived.
 pub fn count_sessions_derived_before(conn: &StoreConn, version: i64) -> Result<i64, StoreError> {
-    dispatch!(conn, count_sessions_derived_before(version))
+    conn.one_row(
+        &sql::COUNT_SESSIONS_DERIVED_BEFORE,
+        &[&version],
+        rows::integer,
+    )
 }
 
 /// Records that a session's record changed without an Add, so that its
@@ -565,18 +697,20 @@ pub fn mark_session_for_index(
     user_id: &str,
     session_id: &str,
 ) -> Result<(), StoreError> {
-    dispatch!(conn, mark_session_for_index(user_id, session_id))
+    conn.run(&sql::MARK_SESSION_FOR_INDEX, &[&user_id, &session_id])?;
+    Ok(())
 }
 
 /// The records of the sessions marked by [`mark_session_for_index`] (those
 /// deleted since are left out).
 pub fn sessions_pending_index(conn: &StoreConn) -> Result<Vec<StoredSession>, StoreError> {
-    dispatch!(conn, sessions_pending_index())
+    conn.rows(&sql::SESSIONS_PENDING_INDEX, &[], rows::session)
 }
 
 /// The index holds the current documents of every pending session.
 pub fn clear_sessions_pending_index(conn: &StoreConn) -> Result<(), StoreError> {
-    dispatch!(conn, clear_sessions_pending_index())
+    conn.run(&sql::CLEAR_SESSIONS_PENDING_INDEX, &[])?;
+    Ok(())
 }
 
 /// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.
@@ -585,13 +719,17 @@ pub fn sessions_changed_between(
     after_seq: i64,
     up_to_seq: i64,
 ) -> Result<Vec<StoredSession>, StoreError> {
-    dispatch!(conn, sessions_changed_between(after_seq, up_to_seq))
+    conn.rows(
+        &sql::SESSIONS_CHANGED_BETWEEN,
+        &[&after_seq, &up_to_seq],
+        rows::session,
+    )
 }
 
 /// Sessions that have messages but no derived record (stored before records
 /// existed), as `(user_id, session_id)`.
 pub fn sessions_missing(conn: &StoreConn) -> Result<Vec<(String, String)>, StoreError> {
-    dispatch!(conn, sessions_missing())
+    conn.rows(&sql::SESSIONS_MISSING, &[], rows::pair)
 }
 
 /// One session of a user.
@@ -600,7 +738,7 @@ pub fn session(
     user_id: &str,
     session_id: &str,
 ) -> Result<Option<StoredSession>, StoreError> {
-    dispatch!(conn, session(user_id, session_id))
+    conn.first_row(&sql::SESSION, &[&user_id, &session_id], rows::session)
 }
 
 /// `(request_id, index within that Add)` of a session's first message.
@@ -609,7 +747,11 @@ pub fn session_first_source(
     user_id: &str,
     session_id: &str,
 ) -> Result<Option<(String, usize)>, StoreError> {
-    dispatch!(conn, session_first_source(user_id, session_id))
+    conn.first_row(
+        &sql::SESSION_FIRST_SOURCE,
+        &[&user_id, &session_id],
+        rows::source,
+    )
 }
 
 /// What deleting a user removed.
@@ -634,7 +776,45 @@ pub fn begin_user_deletion(tx: &StoreTx<'_>, user_id: &str) -> Result<(), StoreE
 
 /// Whether a deletion of the user is under way (begun, not finished).
 pub fn user_deletion_pending(conn: &StoreConn, user_id: &str) -> Result<bool, StoreError> {
-    dispatch!(conn, user_deletion_pending(user_id))
+    deletion_pending(conn, user_id)
+}
+
+/// Enters an Add in the request log (inside a backend's `admit`): its new
+/// sequence number, or, when another process stored the same key since
+/// the caller looked it up, what the log says of the key now.
+fn enter_request(
+    tx: &impl Db,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+    stored_at_ms: i64,
+) -> Result<Result<i64, Admission>, StoreError> {
+    let inserted = tx.first_row(
+        &sql::INSERT_REQUEST,
+        &[
+            &request.user_id,
+            &request.request_id,
+            &request.session_id,
+            &body_sha256.as_slice(),
+            &to_i64(request.messages.len()),
+            &stored_at_ms,
+            &content_bytes(request),
+        ],
+        rows::integer,
+    )?;
+    match inserted {
+        Some(seq) => Ok(Ok(seq)),
+        None => Ok(Err(
+            admission_in(tx, request, body_sha256)?.unwrap_or(Admission::Conflict)
+        )),
+    }
+}
+
+/// [`user_deletion_pending`] on a backend's own connection (its `admit`
+/// asks too).
+fn deletion_pending(conn: &impl Db, user_id: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .first_row(&sql::USER_DELETION_PENDING, &[&user_id], rows::exists)?
+        .is_some())
 }
 
 /// Deletes at most `rows` rows of a user, inside the caller's transaction:
@@ -645,7 +825,29 @@ pub fn delete_user_slice(
     user_id: &str,
     rows: usize,
 ) -> Result<Deleted, StoreError> {
-    dispatch!(tx.conn, delete_user_slice(user_id, rows))
+    let rows = to_i64(rows);
+    let messages = tx.run(&sql::DELETE_USER_MESSAGES, &[&user_id, &rows])?;
+    if messages > 0 {
+        return Ok(Deleted {
+            messages,
+            ..Deleted::default()
+        });
+    }
+    let requests = tx.run(&sql::DELETE_USER_REQUESTS, &[&user_id, &rows])?;
+    if requests > 0 {
+        return Ok(Deleted {
+            requests,
+            ..Deleted::default()
+        });
+    }
+    let sessions = tx.run(&sql::DELETE_USER_SESSIONS, &[&user_id, &rows])?;
+    if sessions == 0 {
+        tx.run(&sql::DELETE_USER_PENDING_INDEX, &[&user_id])?;
+    }
+    Ok(Deleted {
+        sessions,
+        ..Deleted::default()
+    })
 }
 
 /// Ends a user's deletion once [`delete_user_slice`] finds nothing left:
@@ -676,7 +878,7 @@ pub fn purge_sessions_before(tx: &StoreTx<'_>, cutoff_ms: i64) -> Result<Deleted
 
 /// Sessions purged from the store whose index documents may remain.
 pub fn pending_session_deletions(conn: &StoreConn) -> Result<Vec<(String, String)>, StoreError> {
-    dispatch!(conn, pending_session_deletions())
+    conn.rows(&sql::PENDING_SESSION_DELETIONS, &[], rows::pair)
 }
 
 /// The index forgot these sessions.
@@ -684,12 +886,15 @@ pub fn clear_session_deletions(
     conn: &StoreConn,
     sessions: &[(String, String)],
 ) -> Result<(), StoreError> {
-    dispatch!(conn, clear_session_deletions(sessions))
+    for (user_id, session_id) in sessions {
+        conn.run(&sql::CLEAR_SESSION_DELETION, &[user_id, session_id])?;
+    }
+    Ok(())
 }
 
 /// Users deleted from the store whose index documents may remain.
 pub fn pending_user_deletions(conn: &StoreConn) -> Result<Vec<String>, StoreError> {
-    dispatch!(conn, pending_user_deletions())
+    conn.rows(&sql::PENDING_USER_DELETIONS, &[], rows::text)
 }
 
 /// Where a listing goes on: after the item of this last sequence number
@@ -733,25 +938,6 @@ fn cursor_bounds(after: Option<&ListCursor>) -> (i64, String) {
     }
 }
 
-/// What follows `SELECT <session columns> FROM sessions` in a page of a
-/// user's sessions (one text for both backends: SQLite numbers `$n`
-/// parameters in order of appearance, so they appear in order).
-const SESSIONS_PAGE_SQL: &str = "WHERE user_id = $1 AND (last_seq, session_id) < ($2, $3)
-     ORDER BY last_seq DESC, session_id DESC LIMIT $4";
-
-/// A page of the users holding sessions (parameters as in
-/// [`SESSIONS_PAGE_SQL`]).
-const USERS_PAGE_SQL: &str = "SELECT user_id, COUNT(*), CAST(SUM(num_messages) AS BIGINT),
-            MAX(updated_at_ms), MAX(last_seq)
-     FROM sessions
-     WHERE user_id NOT IN (SELECT user_id FROM pending_user_deletions)
-     GROUP BY user_id
-     HAVING (MAX(last_seq), user_id) < ($1, $2)
-     ORDER BY MAX(last_seq) DESC, user_id DESC LIMIT $3";
-
-/// How many sessions each user holds.
-const SESSIONS_PER_USER_SQL: &str = "SELECT COUNT(*) FROM sessions GROUP BY user_id";
-
 /// At most `limit` sessions of a user after `after`, most recently updated
 /// first.
 pub fn sessions_of_user(
@@ -760,7 +946,12 @@ pub fn sessions_of_user(
     after: Option<&ListCursor>,
     limit: usize,
 ) -> Result<Vec<StoredSession>, StoreError> {
-    dispatch!(conn, sessions_of_user(user_id, after, limit))
+    let (after_seq, after_key) = cursor_bounds(after);
+    conn.rows(
+        &sql::SESSIONS_OF_USER,
+        &[&user_id, &after_seq, &after_key, &to_i64(limit)],
+        rows::session,
+    )
 }
 
 /// At most `limit` users holding sessions after `after`, one line each:
@@ -771,12 +962,17 @@ pub fn users(
     after: Option<&ListCursor>,
     limit: usize,
 ) -> Result<Vec<StoredUser>, StoreError> {
-    dispatch!(conn, users(after, limit))
+    let (after_seq, after_key) = cursor_bounds(after);
+    conn.rows(
+        &sql::USERS_PAGE,
+        &[&after_seq, &after_key, &to_i64(limit)],
+        rows::user,
+    )
 }
 
 /// How many sessions each user holds, in no order (the metrics' histogram).
 pub fn sessions_per_user(conn: &StoreConn) -> Result<Vec<i64>, StoreError> {
-    dispatch!(conn, sessions_per_user())
+    conn.rows(&sql::SESSIONS_PER_USER, &[], rows::integer)
 }
 
 /// What [`users`] reports of one user.
@@ -801,13 +997,20 @@ pub fn session_message_sources(
     user_id: &str,
     session_id: &str,
 ) -> Result<Vec<(String, usize)>, StoreError> {
-    dispatch!(conn, session_message_sources(user_id, session_id))
+    conn.rows(
+        &sql::SESSION_SOURCES,
+        &[&user_id, &session_id],
+        rows::source,
+    )
 }
 
 /// Evidence items over every stored session record (a figure of the scale
 /// bench).
 pub fn count_evidence(conn: &StoreConn) -> Result<i64, StoreError> {
-    dispatch!(conn, count_evidence())
+    Ok(conn
+        .rows(&sql::RECORDS, &[], rows::evidence_items)?
+        .into_iter()
+        .fold(0, i64::saturating_add))
 }
 
 /// What the store holds of one user, as a node's index compares it with
@@ -824,7 +1027,7 @@ pub struct UserState {
 /// The user's last sequence number and deletion generation: one indexed
 /// lookup each.
 pub fn user_state(conn: &StoreConn, user_id: &str) -> Result<UserState, StoreError> {
-    dispatch!(conn, user_state(user_id))
+    conn.one_row(&sql::USER_STATE, &[&user_id], rows::user_state)
 }
 
 /// The sequence numbers of the user's Adds in `(after_seq, up_to_seq]`, in
@@ -835,7 +1038,11 @@ pub fn user_seqs_between(
     after_seq: i64,
     up_to_seq: i64,
 ) -> Result<Vec<i64>, StoreError> {
-    dispatch!(conn, user_seqs_between(user_id, after_seq, up_to_seq))
+    conn.rows(
+        &sql::USER_SEQS_BETWEEN,
+        &[&user_id, &after_seq, &up_to_seq],
+        rows::integer,
+    )
 }
 
 /// Messages of the user's Adds with a sequence number in `(after_seq,
@@ -847,9 +1054,10 @@ pub fn user_messages_between(
     up_to_seq: i64,
     limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
-    dispatch!(
-        conn,
-        user_messages_between(user_id, after_seq, up_to_seq, limit)
+    conn.rows(
+        &sql::USER_MESSAGES_BETWEEN,
+        &[&user_id, &after_seq, &up_to_seq, &to_i64(limit)],
+        rows::message,
     )
 }
 
@@ -859,5 +1067,9 @@ pub fn user_sessions_changed_after(
     user_id: &str,
     after_seq: i64,
 ) -> Result<Vec<StoredSession>, StoreError> {
-    dispatch!(conn, user_sessions_changed_after(user_id, after_seq))
+    conn.rows(
+        &sql::USER_SESSIONS_CHANGED_AFTER,
+        &[&user_id, &after_seq],
+        rows::session,
+    )
 }

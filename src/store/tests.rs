@@ -1415,3 +1415,34 @@ fn postgres_session_locks_hold_a_sessions_checks_until_commit() {
     other.join().unwrap();
     assert_eq!(seen, seq);
 }
+
+#[test]
+fn an_unreadable_record_is_a_corrupt_error_naming_its_session() {
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Task {
+        task: String,
+    }
+    let readable = record("u1", "s1", 1, 1);
+    assert_eq!(
+        readable.record::<Task>().unwrap(),
+        Task {
+            task: "s1".to_string()
+        }
+    );
+    assert_eq!(
+        readable.diagnostics::<Vec<String>>().unwrap(),
+        Vec::<String>::new()
+    );
+    for record_json in ["", "{\"renamed_task\":\"old\"}", "{not json"] {
+        let damaged = StoredSession {
+            record_json: record_json.to_string(),
+            ..record("u1", "s-damaged", 1, 1)
+        };
+        match damaged.record::<Task>() {
+            Err(StoreError::Corrupt(reason)) => {
+                assert!(reason.contains("s-damaged"), "{reason}");
+            }
+            other => panic!("{record_json:?} read as {other:?}"),
+        }
+    }
+}

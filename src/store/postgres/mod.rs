@@ -12,13 +12,13 @@
 //! nothing. It runs its own small runtime inside.
 //!
 //! This file holds the connection ([`PgConn`], [`PgTx`]), the redaction
-//! of URLs, the classification of connection errors and the migrations;
-//! the operations of the seam in [`super`] are in `writes.rs` (admission,
-//! locks, session upserts, deletions) and `reads.rs` (the read queries),
-//! each function answering for one operation whose contract is written
+//! of URLs, the classification of connection errors, the migrations' runner
+//! and how PostgreSQL runs the statements both backends share ([`Db`],
+//! [`SqlRow`]); `writes.rs` holds what only PostgreSQL does (admission
+//! under locks, purges and generations by arrays), each function answering
+//! for one operation of the seam in [`super`], whose contract is written
 //! there.
 
-mod reads;
 mod writes;
 
 use std::cell::{Cell, RefCell};
@@ -27,10 +27,11 @@ use std::collections::HashMap;
 use postgres::types::ToSql;
 use postgres::{Client, NoTls, Row, Statement};
 
-pub(super) use reads::*;
 pub(super) use writes::*;
 
-use super::{SCHEMA_VERSION, StoreError};
+use super::rows::{Db, Param, SqlRow};
+use super::sql::{self, Sql};
+use super::{SCHEMA_VERSION, StoreError, codec};
 
 /// A connection to PostgreSQL with its prepared statements. Operations
 /// take `&self` like SQLite's (the client is borrowed for one statement at
@@ -221,6 +222,7 @@ impl PgConn {
         self.note(result)
     }
 
+    #[cfg(test)]
     fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, StoreError> {
         let statement = self.prepared(sql)?;
         let result = self.client()?.query_one(&statement, params);
@@ -282,9 +284,9 @@ impl PgConn {
                 supported: SCHEMA_VERSION,
             });
         }
-        for (step, sql) in (1..).zip(MIGRATIONS) {
+        for (step, migration) in (1..).zip(&sql::MIGRATIONS) {
             if version < step {
-                self.batch(sql)?;
+                self.batch(migration.postgres())?;
             }
         }
         if version < SCHEMA_VERSION {
@@ -362,75 +364,68 @@ fn get<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, index: usize) -> Resul
     Ok(row.try_get(index)?)
 }
 
-/// The migrations by schema version: entry `i` takes the schema from
-/// version `i` to `i + 1`, as `sqlite.rs`'s do.
-const MIGRATIONS: [&str; 8] = [
-    "CREATE TABLE requests (
-        seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        user_id      TEXT NOT NULL,
-        request_id   TEXT NOT NULL,
-        session_id   TEXT NOT NULL,
-        body_sha256  BYTEA NOT NULL,
-        num_messages BIGINT NOT NULL,
-        stored_at_ms BIGINT NOT NULL,
-        UNIQUE (user_id, request_id)
-    );
-    CREATE TABLE messages (
-        message_id    BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        seq           BIGINT NOT NULL REFERENCES requests(seq),
-        user_id       TEXT NOT NULL,
-        session_id    TEXT NOT NULL,
-        message_index BIGINT NOT NULL,
-        role          TEXT NOT NULL,
-        content       TEXT NOT NULL,
-        timestamp_ms  BIGINT,
-        UNIQUE (seq, message_index)
-    );
-    CREATE INDEX messages_by_user_session ON messages (user_id, session_id);",
-    "CREATE TABLE sessions (
-        user_id          TEXT NOT NULL,
-        session_id       TEXT NOT NULL,
-        record_json      TEXT NOT NULL,
-        diagnostics_json TEXT NOT NULL,
-        num_messages     BIGINT NOT NULL,
-        last_seq         BIGINT NOT NULL,
-        updated_at_ms    BIGINT NOT NULL,
-        PRIMARY KEY (user_id, session_id)
-    );
-    CREATE INDEX sessions_by_last_seq ON sessions (last_seq);",
-    "CREATE TABLE pending_user_deletions (
-        user_id TEXT PRIMARY KEY NOT NULL
-    );",
-    "CREATE TABLE pending_session_deletions (
-        user_id    TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        PRIMARY KEY (user_id, session_id)
-    );
-    CREATE INDEX requests_by_user_session ON requests (user_id, session_id);",
-    "ALTER TABLE sessions ADD COLUMN extractor_version BIGINT NOT NULL DEFAULT 0;
-    CREATE INDEX sessions_by_extractor_version ON sessions (extractor_version);
-    ALTER TABLE requests ADD COLUMN content_bytes BIGINT NOT NULL DEFAULT 0;
-    UPDATE requests SET content_bytes = COALESCE(
-        (SELECT SUM(octet_length(m.content)) FROM messages m WHERE m.seq = requests.seq), 0);
-    CREATE TABLE pending_session_index (
-        user_id    TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        PRIMARY KEY (user_id, session_id)
-    );",
-    "CREATE TABLE user_generations (
-        user_id    TEXT PRIMARY KEY NOT NULL,
-        generation BIGINT NOT NULL
-    );
-    CREATE INDEX requests_by_user_seq ON requests (user_id, seq);",
-    // Records and diagnostics are written compressed (`store::codec`):
-    // BYTEA, rows of earlier versions kept as their UTF-8 text.
-    "ALTER TABLE sessions
-        ALTER COLUMN record_json TYPE BYTEA USING convert_to(record_json, 'UTF8'),
-        ALTER COLUMN diagnostics_json TYPE BYTEA USING convert_to(diagnostics_json, 'UTF8');",
-    // A user's sessions are listed in pages by an index walk.
-    "CREATE INDEX IF NOT EXISTS sessions_by_user_last_seq ON sessions (user_id, last_seq, session_id);",
-];
+/// The parameters as PostgreSQL binds them.
+fn bind<'a>(params: &[&'a dyn Param]) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|param| param.postgres()).collect()
+}
 
-fn to_i64(value: usize) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
+impl Db for PgConn {
+    fn rows<T>(
+        &self,
+        sql: &Sql,
+        params: &[&dyn Param],
+        map: fn(&dyn SqlRow) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.query(sql.postgres(), &bind(params))?
+            .iter()
+            .map(|row| map(row))
+            .collect()
+    }
+
+    fn first_row<T>(
+        &self,
+        sql: &Sql,
+        params: &[&dyn Param],
+        map: fn(&dyn SqlRow) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        match self.query_opt(sql.postgres(), &bind(params))? {
+            Some(row) => Ok(Some(map(&row)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn run(&self, sql: &Sql, params: &[&dyn Param]) -> Result<usize, StoreError> {
+        self.execute(sql.postgres(), &bind(params))
+    }
+}
+
+impl SqlRow for Row {
+    fn integer(&self, index: usize) -> Result<i64, StoreError> {
+        get(self, index)
+    }
+
+    fn optional_integer(&self, index: usize) -> Result<Option<i64>, StoreError> {
+        get(self, index)
+    }
+
+    fn text(&self, index: usize) -> Result<String, StoreError> {
+        get(self, index)
+    }
+
+    fn bytes(&self, index: usize) -> Result<Vec<u8>, StoreError> {
+        get(self, index)
+    }
+
+    /// BYTEA (records), told apart by its first byte (`store::codec`), or
+    /// TEXT (message content, which PostgreSQL compresses itself).
+    fn packed_text(&self, index: usize) -> Result<Option<String>, StoreError> {
+        let is_bytes = self
+            .columns()
+            .get(index)
+            .is_some_and(|column| *column.type_() == postgres::types::Type::BYTEA);
+        if is_bytes {
+            return Ok(codec::unpack(get(self, index)?));
+        }
+        Ok(Some(get(self, index)?))
+    }
 }

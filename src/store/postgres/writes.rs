@@ -1,52 +1,17 @@
-//! The PostgreSQL writer's side: admission of an Add (the duplicate
-//! check, the sequence and session locks, the request and message
-//! inserts), the derived sessions' upserts, the deletions and the queues
-//! the writer leaves for the indexer (sessions to index, deletions to
-//! apply). Each function answers for one operation of the seam in
-//! [`crate::store`]; the contracts are written there.
+//! What only the PostgreSQL writer does: admission of an Add under the
+//! sequence and session locks that let several processes write one
+//! database (with its messages inserted in one statement of arrays), and
+//! user deletions and purges under the same locks (sessions deleted and
+//! generations bumped by arrays, one round trip each). Each function
+//! answers for one operation of the seam in [`crate::store`]; the
+//! contracts are written there.
 
 use postgres::types::ToSql;
 
-use super::reads::{SESSION_COLUMNS, pairs, sessions};
-use super::{PgConn, get, to_i64};
+use super::PgConn;
 use crate::domain::AddRequest;
-use crate::store::{Admission, Deleted, StoreError, StoredSession, codec, content_bytes};
-
-pub(in crate::store) fn prior_admission(
-    conn: &PgConn,
-    request: &AddRequest,
-    body_sha256: &[u8; 32],
-) -> Result<Option<Admission>, StoreError> {
-    let Some(row) = conn.query_opt(
-        "SELECT seq, body_sha256 FROM requests WHERE user_id = $1 AND request_id = $2",
-        &[&request.user_id, &request.request_id],
-    )?
-    else {
-        return Ok(None);
-    };
-    let seq: i64 = get(&row, 0)?;
-    let stored_hash: &[u8] = get(&row, 1)?;
-    Ok(Some(if stored_hash == body_sha256.as_slice() {
-        Admission::Duplicate { seq }
-    } else {
-        Admission::Conflict
-    }))
-}
-
-pub(in crate::store) fn session_content_bytes(
-    conn: &PgConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<i64, StoreError> {
-    get(
-        &conn.query_one(
-            "SELECT COALESCE(SUM(content_bytes), 0)::BIGINT FROM requests
-             WHERE user_id = $1 AND session_id = $2",
-            &[&user_id, &session_id],
-        )?,
-        0,
-    )
-}
+use crate::store::rows::{self, Db};
+use crate::store::{Admission, Deleted, StoreError, sql, to_i64};
 
 /// The key of the transaction-scoped advisory lock that writers take
 /// before their first sequence number (the single-key space; session locks
@@ -103,33 +68,17 @@ pub(in crate::store) fn admit(
     body_sha256: &[u8; 32],
     stored_at_ms: i64,
 ) -> Result<Admission, StoreError> {
-    if let Some(prior) = prior_admission(tx, request, body_sha256)? {
+    if let Some(prior) = crate::store::admission_in(tx, request, body_sha256)? {
         return Ok(prior);
     }
     lock_sequence(tx)?;
-    if user_deletion_pending(tx, &request.user_id)? {
+    if crate::store::deletion_pending(tx, &request.user_id)? {
         return Err(StoreError::UserBeingDeleted(request.user_id.clone()));
     }
-    let inserted = tx.query_opt(
-        "INSERT INTO requests (user_id, request_id, session_id, body_sha256, num_messages, stored_at_ms, content_bytes)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT (user_id, request_id) DO NOTHING
-         RETURNING seq",
-        &[
-            &request.user_id,
-            &request.request_id,
-            &request.session_id,
-            &body_sha256.as_slice(),
-            &to_i64(request.messages.len()),
-            &stored_at_ms,
-            &content_bytes(request),
-        ],
-    )?;
-    let Some(row) = inserted else {
-        // Another process stored the same key since the look-up above.
-        return Ok(prior_admission(tx, request, body_sha256)?.unwrap_or(Admission::Conflict));
+    let seq = match crate::store::enter_request(tx, request, body_sha256, stored_at_ms)? {
+        Ok(seq) => seq,
+        Err(prior) => return Ok(prior),
     };
-    let seq: i64 = get(&row, 0)?;
     let indexes: Vec<i64> = (0..request.messages.len()).map(to_i64).collect();
     let roles: Vec<&str> = request
         .messages
@@ -166,146 +115,17 @@ pub(in crate::store) fn admit(
     Ok(Admission::Inserted { seq })
 }
 
-pub(in crate::store) fn upsert_session(
-    conn: &PgConn,
-    session: &StoredSession,
-) -> Result<(), StoreError> {
-    let record = codec::pack(&session.record_json);
-    let diagnostics = codec::pack(&session.diagnostics_json);
-    conn.execute(
-        &format!(
-            "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT (user_id, session_id) DO UPDATE SET
-                 record_json = excluded.record_json,
-                 diagnostics_json = excluded.diagnostics_json,
-                 num_messages = excluded.num_messages,
-                 last_seq = excluded.last_seq,
-                 updated_at_ms = excluded.updated_at_ms,
-                 extractor_version = excluded.extractor_version"
-        ),
-        &[
-            &session.user_id,
-            &session.session_id,
-            &record.as_bytes(),
-            &diagnostics.as_bytes(),
-            &session.num_messages,
-            &session.last_seq,
-            &session.updated_at_ms,
-            &session.extractor_version,
-        ],
-    )?;
-    Ok(())
-}
-
-pub(in crate::store) fn mark_session_for_index(
-    conn: &PgConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<(), StoreError> {
-    conn.execute(
-        "INSERT INTO pending_session_index (user_id, session_id) VALUES ($1, $2)
-         ON CONFLICT DO NOTHING",
-        &[&user_id, &session_id],
-    )?;
-    Ok(())
-}
-
-pub(in crate::store) fn sessions_pending_index(
-    conn: &PgConn,
-) -> Result<Vec<StoredSession>, StoreError> {
-    let columns = SESSION_COLUMNS
-        .split(", ")
-        .map(|column| format!("s.{column}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    sessions(conn.query(
-        &format!(
-            "SELECT {columns} FROM pending_session_index p
-             JOIN sessions s ON s.user_id = p.user_id AND s.session_id = p.session_id"
-        ),
-        &[],
-    )?)
-}
-
-pub(in crate::store) fn clear_sessions_pending_index(conn: &PgConn) -> Result<(), StoreError> {
-    conn.execute("DELETE FROM pending_session_index", &[])?;
-    Ok(())
-}
-
 pub(in crate::store) fn begin_user_deletion(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
     // Every Add checks for a pending deletion after taking the sequence
     // lock: one of another process either committed before this (and is
     // deleted with the rest) or sees the deletion and is refused.
     lock_sequence(tx)?;
-    tx.execute(
-        "INSERT INTO pending_user_deletions (user_id) VALUES ($1) ON CONFLICT DO NOTHING",
-        &[&user_id],
-    )?;
+    tx.run(&sql::INSERT_PENDING_USER_DELETION, &[&user_id])?;
     bump_generations(tx, &[user_id.to_string()])
 }
 
-pub(in crate::store) fn user_deletion_pending(
-    conn: &PgConn,
-    user_id: &str,
-) -> Result<bool, StoreError> {
-    Ok(conn
-        .query_opt(
-            "SELECT 1 FROM pending_user_deletions WHERE user_id = $1",
-            &[&user_id],
-        )?
-        .is_some())
-}
-
-pub(in crate::store) fn delete_user_slice(
-    tx: &PgConn,
-    user_id: &str,
-    rows: usize,
-) -> Result<Deleted, StoreError> {
-    let rows = i64::try_from(rows).unwrap_or(i64::MAX);
-    let messages = tx.execute(
-        "DELETE FROM messages WHERE message_id IN
-             (SELECT message_id FROM messages WHERE user_id = $1 LIMIT $2)",
-        &[&user_id, &rows],
-    )?;
-    if messages > 0 {
-        return Ok(Deleted {
-            messages,
-            ..Deleted::default()
-        });
-    }
-    let requests = tx.execute(
-        "DELETE FROM requests WHERE seq IN
-             (SELECT seq FROM requests WHERE user_id = $1 LIMIT $2)",
-        &[&user_id, &rows],
-    )?;
-    if requests > 0 {
-        return Ok(Deleted {
-            requests,
-            ..Deleted::default()
-        });
-    }
-    let sessions = tx.execute(
-        "DELETE FROM sessions WHERE (user_id, session_id) IN
-             (SELECT user_id, session_id FROM sessions WHERE user_id = $1 LIMIT $2)",
-        &[&user_id, &rows],
-    )?;
-    if sessions == 0 {
-        tx.execute(
-            "DELETE FROM pending_session_index WHERE user_id = $1",
-            &[&user_id],
-        )?;
-    }
-    Ok(Deleted {
-        sessions,
-        ..Deleted::default()
-    })
-}
-
 pub(in crate::store) fn finish_user_deletion(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
-    tx.execute(
-        "DELETE FROM pending_user_deletions WHERE user_id = $1",
-        &[&user_id],
-    )?;
+    tx.run(&sql::DELETE_PENDING_USER_DELETION, &[&user_id])?;
     bump_generations(tx, &[user_id.to_string()])
 }
 
@@ -313,12 +133,7 @@ pub(in crate::store) fn purge_sessions_before(
     tx: &PgConn,
     cutoff_ms: i64,
 ) -> Result<Deleted, StoreError> {
-    let select_old = || {
-        pairs(tx.query(
-            "SELECT user_id, session_id FROM sessions WHERE updated_at_ms < $1",
-            &[&cutoff_ms],
-        )?)
-    };
+    let select_old = || tx.rows(&sql::SESSIONS_UPDATED_BEFORE, &[&cutoff_ms], rows::pair);
     // Locked as an Add locks them, then read again: a session another
     // process added to meanwhile is no longer old.
     lock_sessions(tx, &select_old()?)?;
@@ -351,35 +166,6 @@ pub(in crate::store) fn purge_sessions_before(
     let users: std::collections::BTreeSet<String> = user_ids.iter().cloned().collect();
     bump_generations(tx, &users.into_iter().collect::<Vec<_>>())?;
     Ok(deleted)
-}
-
-pub(in crate::store) fn pending_session_deletions(
-    conn: &PgConn,
-) -> Result<Vec<(String, String)>, StoreError> {
-    pairs(conn.query(
-        "SELECT user_id, session_id FROM pending_session_deletions",
-        &[],
-    )?)
-}
-
-pub(in crate::store) fn clear_session_deletions(
-    conn: &PgConn,
-    sessions: &[(String, String)],
-) -> Result<(), StoreError> {
-    for (user_id, session_id) in sessions {
-        conn.execute(
-            "DELETE FROM pending_session_deletions WHERE user_id = $1 AND session_id = $2",
-            &[user_id, session_id],
-        )?;
-    }
-    Ok(())
-}
-
-pub(in crate::store) fn pending_user_deletions(conn: &PgConn) -> Result<Vec<String>, StoreError> {
-    conn.query("SELECT user_id FROM pending_user_deletions", &[])?
-        .iter()
-        .map(|row| get(row, 0))
-        .collect()
 }
 
 /// Moves these users to their next deletion generation (inside the
