@@ -50,7 +50,7 @@ use crate::rank;
 use crate::read::ReadError;
 use crate::read::inspect::{self, SessionDetail, SessionSummary};
 use crate::read::search::{Explained, Searcher};
-use crate::store::{self, StoreError, StoreLocation};
+use crate::store::{self, ReaderPool, StoreConn, StoreError, StoreLocation};
 use crate::time::now_ms;
 
 /// Errors of the service, as its callers need to tell them apart.
@@ -212,6 +212,9 @@ pub struct Health {
 /// The running core: store, index and writer thread.
 pub struct Service {
     redact_secrets: bool,
+    /// The store's read connections: for searches, inspection, health and
+    /// the Adds prepared before the writer.
+    readers: Arc<ReaderPool>,
     searcher: Arc<Searcher>,
     data_dir: PathBuf,
     store: StoreLocation,
@@ -445,13 +448,15 @@ impl Service {
         let rederivation =
             Rederivation::start(&options.store, sender.clone(), Arc::clone(&writer_metrics))?;
 
+        let readers = Arc::new(ReaderPool::new(options.store.clone()));
         Ok(Arc::new(Service {
             redact_secrets: options.redact_secrets,
             searcher: Arc::new(Searcher::new(
                 Arc::clone(&search_index),
-                options.store.clone(),
+                Arc::clone(&readers),
                 options.search_budget_chars,
             )),
+            readers,
             data_dir,
             store: options.store,
             search_index,
@@ -555,19 +560,19 @@ impl Service {
             .extract_pool
             .run(move || {
                 let body_sha256 = request.body_sha256();
-                let prepared = service.searcher.with_reader(|conn| {
-                    Ok(prepare_add(
+                let prepared = service.readers.with_reader(|conn| {
+                    prepare_add(
                         conn,
                         &service.extractors,
                         &request,
                         &body_sha256,
                         max_session_bytes,
-                    ))
+                    )
                 });
                 (prepared, request)
             })
             .await?;
-        match prepared?? {
+        match prepared? {
             Ok(prepared) => Ok((prepared, request)),
             Err(too_large) => Err(ServiceError::SessionTooLarge {
                 stored_bytes: too_large.stored_bytes,
@@ -611,17 +616,27 @@ impl Service {
             .await
     }
 
-    /// Runs `work` on the blocking pool with the searcher (search, explain
-    /// and inspection read SQLite and tantivy synchronously).
+    /// Runs `work` on the blocking pool with the service (search, explain
+    /// and inspection read the store and tantivy synchronously).
     async fn on_blocking_pool<T: Send + 'static>(
         self: &Arc<Self>,
-        work: impl FnOnce(&Searcher) -> Result<T, ReadError> + Send + 'static,
+        work: impl FnOnce(&Service) -> Result<T, ReadError> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let service = Arc::clone(self);
-        let read = tokio::task::spawn_blocking(move || work(&service.searcher))
+        let read = tokio::task::spawn_blocking(move || work(&service))
             .await
             .map_err(|error| ServiceError::Task(error.to_string()))?;
         Ok(read?)
+    }
+
+    /// Runs `read` with a pooled store read connection, on the blocking
+    /// pool.
+    async fn read_store<T: Send + 'static>(
+        self: &Arc<Self>,
+        read: impl FnOnce(&StoreConn) -> Result<T, ReadError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        self.on_blocking_pool(move |service| service.readers.with_reader(read))
+            .await
     }
 
     /// Runs `read` of a user's documents once the index holds everything
@@ -639,19 +654,22 @@ impl Service {
         empty: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
         let Some(marks) = self.marks.clone() else {
-            return self.on_blocking_pool(read).await;
+            return self
+                .on_blocking_pool(move |service| read(&service.searcher))
+                .await;
         };
         let read = Arc::new(read);
         let first_read = Arc::clone(&read);
         let checked_user = user_id.clone();
         let answered = self
-            .on_blocking_pool(move |searcher| {
-                let state =
-                    searcher.with_reader(|conn| Ok(store::user_state(conn, &checked_user)?))?;
+            .on_blocking_pool(move |service| {
+                let state = service
+                    .readers
+                    .with_reader(|conn| store::user_state(conn, &checked_user))?;
                 if state.last_seq == 0 {
                     Ok(Some(empty()))
                 } else if marks.is_current(&checked_user, state) {
-                    Ok(Some(first_read(searcher)?))
+                    Ok(Some(first_read(&service.searcher)?))
                 } else {
                     Ok(None)
                 }
@@ -662,7 +680,8 @@ impl Service {
         }
         self.ask_writer(|reply| WriteJob::CatchUpUser { user_id, reply })
             .await?;
-        self.on_blocking_pool(move |searcher| read(searcher)).await
+        self.on_blocking_pool(move |service| read(&service.searcher))
+            .await
     }
 
     /// Ranks the stored experience of the request's user for its query.
@@ -754,8 +773,7 @@ impl Service {
             .acquire()
             .await
             .map_err(|error| ServiceError::Task(error.to_string()))?;
-        self.on_blocking_pool(move |searcher| searcher.with_reader(read))
-            .await
+        self.read_store(read).await
     }
 
     /// At most `limit` users holding sessions after `after`, most recently
@@ -765,10 +783,8 @@ impl Service {
         after: Option<store::ListCursor>,
         limit: usize,
     ) -> Result<inspect::Page<store::StoredUser>, ServiceError> {
-        self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| inspect::users(conn, after.as_ref(), limit))
-        })
-        .await
+        self.read_store(move |conn| inspect::users(conn, after.as_ref(), limit))
+            .await
     }
 
     /// The whole derived record of one session of a user, with provenance.
@@ -777,10 +793,8 @@ impl Service {
         user_id: String,
         session_id: String,
     ) -> Result<Option<SessionDetail>, ServiceError> {
-        self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| inspect::session_detail(conn, &user_id, &session_id))
-        })
-        .await
+        self.read_store(move |conn| inspect::session_detail(conn, &user_id, &session_id))
+            .await
     }
 
     /// Health: the writer runs, the store answers (one query on a read
@@ -792,8 +806,7 @@ impl Service {
             .lock()
             .map(|thread| thread.as_ref().is_some_and(|handle| !handle.is_finished()))
             .unwrap_or(false);
-        let probe = self
-            .on_blocking_pool(|searcher| searcher.with_reader(|conn| Ok(store::last_seq(conn)?)));
+        let probe = self.read_store(|conn| Ok(store::last_seq(conn)?));
         let store_reachable = match tokio::time::timeout(HEALTH_STORE_TIMEOUT, probe).await {
             Ok(Ok(_)) => true,
             Ok(Err(error)) => {
@@ -841,9 +854,7 @@ impl Service {
         let num_docs = self.search_index.num_docs();
         let data_dir = self.data_dir.clone();
         let sessions_per_user = self
-            .on_blocking_pool(move |searcher| {
-                searcher.with_reader(|conn| Ok(store::sessions_per_user(conn)?))
-            })
+            .read_store(|conn| Ok(store::sessions_per_user(conn)?))
             .await?;
         let store_bytes = tokio::task::spawn_blocking(move || directory_bytes(&data_dir, 3))
             .await

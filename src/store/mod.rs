@@ -28,6 +28,7 @@
 //! ranking. It is called from blocking threads only.
 
 mod codec;
+mod pool;
 mod postgres;
 mod sqlite;
 #[cfg(test)]
@@ -42,6 +43,8 @@ mod test_postgres;
 use std::path::{Path, PathBuf};
 
 use crate::domain::{AddRequest, Role};
+
+pub use self::pool::ReaderPool;
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
