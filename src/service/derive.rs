@@ -2,7 +2,7 @@
 //! is derived from all its messages; for an Add that happens before the
 //! writer (see [`prepare_add`]), on the caller's blocking thread, and the
 //! writer only checks that the session did not move on in between. The
-//! index catches up with every Add the store holds past its committed
+//! index catches up with every Add the store holds past its published
 //! sequence number (the parts of its messages and the changed sessions'
 //! documents), and with the sessions re-derived without an Add.
 
@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::ServiceError;
+use super::writer::Writer;
 use crate::domain::AddRequest;
-use crate::index::{IndexWriterHandle, SearchIndex, SessionDoc};
+use crate::index::SessionDoc;
 use crate::ingest::incremental::SessionExtractor;
 use crate::ingest::{self, IngestMessage, SessionRecord};
 use crate::rank;
@@ -364,43 +365,59 @@ pub(super) fn store_rederived(
     Ok(stored)
 }
 
-/// Indexes every Add the store holds past the index's committed sequence
-/// number, in groups, committing each (replacing what the index holds of
-/// those Adds past its committed point), then the sessions re-derived
-/// without an Add. Returns how many Adds it indexed.
-pub(super) fn catch_up(
-    conn: &mut StoreConn,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-) -> Result<usize, ServiceError> {
-    const ADDS_PER_COMMIT: usize = 512;
-    let mut num_adds = 0;
-    loop {
-        let messages = store::messages_after(conn, writer.committed_seq(), ADDS_PER_COMMIT)?;
-        let Some(last) = messages.last() else {
-            break;
-        };
-        let last_seq = last.seq;
-        let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
-        seqs.dedup();
-        num_adds += seqs.len();
-        let mut sessions: Vec<SessionDoc> = Vec::new();
-        for session in store::sessions_changed_between(conn, writer.committed_seq(), last_seq)? {
-            sessions.extend(session_doc(conn, session)?);
-        }
-        let indexed = writer
-            .add_messages(&messages, true)
-            .and_then(|()| writer.upsert_sessions(&sessions))
-            .and_then(|()| writer.commit(last_seq, search_index));
-        if let Err(error) = indexed {
-            if let Err(rollback_error) = writer.rollback() {
-                tracing::error!(error = %rollback_error, "index rollback failed");
+impl Writer {
+    /// Indexes every Add the store holds past the index's published
+    /// sequence number, in groups, committing each (replacing what the
+    /// index holds of those Adds past its last commit), then the sessions
+    /// re-derived without an Add. Returns how many Adds it indexed.
+    pub(super) fn catch_up(&mut self) -> Result<usize, ServiceError> {
+        const ADDS_PER_COMMIT: usize = 512;
+        let mut num_adds = 0;
+        loop {
+            let after = self.index.published_seq();
+            let messages = store::messages_after(&self.conn, after, ADDS_PER_COMMIT)?;
+            let Some(last) = messages.last() else {
+                break;
+            };
+            let last_seq = last.seq;
+            let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
+            seqs.dedup();
+            num_adds += seqs.len();
+            let mut sessions: Vec<SessionDoc> = Vec::new();
+            for session in store::sessions_changed_between(&self.conn, after, last_seq)? {
+                sessions.extend(session_doc(&self.conn, session)?);
             }
-            return Err(error.into());
+            let indexed = self
+                .index
+                .add_messages(&messages, true)
+                .and_then(|()| self.index.upsert_sessions(&sessions))
+                .and_then(|()| self.index.commit(last_seq, &self.search_index));
+            self.roll_back_on_error(indexed)?;
         }
+        self.index_rederived()?;
+        Ok(num_adds)
     }
-    index_rederived(conn, writer, search_index)?;
-    Ok(num_adds)
+
+    /// Replaces the index documents of the sessions re-derived without an
+    /// Add, committed, then clears their marks.
+    pub(super) fn index_rederived(&mut self) -> Result<(), ServiceError> {
+        let pending = store::sessions_pending_index(&self.conn)?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut sessions = Vec::with_capacity(pending.len());
+        for session in pending {
+            sessions.extend(session_doc(&self.conn, session)?);
+        }
+        let published_seq = self.index.published_seq();
+        let indexed = self
+            .index
+            .upsert_sessions(&sessions)
+            .and_then(|()| self.index.commit(published_seq, &self.search_index));
+        self.roll_back_on_error(indexed)?;
+        store::clear_sessions_pending_index(&self.conn)?;
+        Ok(())
+    }
 }
 
 /// The index documents of these sessions' current records (sessions gone
@@ -416,34 +433,6 @@ pub(super) fn session_docs(
         }
     }
     Ok(docs)
-}
-
-/// Replaces the index documents of the sessions re-derived without an Add,
-/// then clears their marks.
-pub(super) fn index_rederived(
-    conn: &StoreConn,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-) -> Result<(), ServiceError> {
-    let pending = store::sessions_pending_index(conn)?;
-    if pending.is_empty() {
-        return Ok(());
-    }
-    let mut sessions = Vec::with_capacity(pending.len());
-    for session in pending {
-        sessions.extend(session_doc(conn, session)?);
-    }
-    let indexed = writer
-        .upsert_sessions(&sessions)
-        .and_then(|()| writer.commit(writer.committed_seq(), search_index));
-    if let Err(error) = indexed {
-        if let Err(rollback_error) = writer.rollback() {
-            tracing::error!(error = %rollback_error, "index rollback failed");
-        }
-        return Err(error.into());
-    }
-    store::clear_sessions_pending_index(conn)?;
-    Ok(())
 }
 
 /// The record and diagnostics, JSON, of a session's messages in order.

@@ -1,8 +1,9 @@
 //! service: the core that HTTP, the CLI and tests call. "Keep this Add,
 //! durably and searchably, then tell me; answer this Search."
 //!
-//! One writer thread owns the SQLite write connection and the tantivy
-//! writer. Adds queue to it over a bounded channel with a reply slot; it
+//! One writer thread owns the store's write connection and the index's
+//! writable side (`writer::Writer`). Adds queue to it over a bounded channel
+//! with a reply slot; it
 //! drains up to `max_batch` of them, stores them in one SQLite transaction
 //! (`synchronous=FULL`), indexes every Add the index lacks and publishes the
 //! new documents (searchable at once, beside the committed segments), and
@@ -35,23 +36,19 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::cache::DEFAULT_MAX_CACHED_USERS;
 use self::cache::UserMarks;
-use self::derive::{ExtractorCache, Prepared, catch_up, derive_session, prepare_add};
+use self::derive::{ExtractorCache, Prepared, prepare_add};
 use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
-use self::writer::{
-    AddAnswer, AddJob, WriteJob, WriterHome, WriterLimits, WriterReports, forget_deleted,
-    writer_loop,
-};
+use self::writer::{AddAnswer, AddJob, WriteJob, Writer};
 use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
-use crate::index::{self, IndexError, OpenState, SearchIndex};
+use crate::index::{IndexError, SearchIndex};
 use crate::ingest;
 use crate::rank;
 use crate::read::ReadError;
 use crate::read::inspect::{self, SessionDetail, SessionSummary};
 use crate::read::search::{Explained, Searcher};
 use crate::store::{self, ReaderPool, StoreConn, StoreError, StoreLocation};
-use crate::time::now_ms;
 
 /// Errors of the service, as its callers need to tell them apart.
 #[derive(Debug, thiserror::Error)]
@@ -252,8 +249,9 @@ pub struct Service {
 /// What the writer thread counts, for `/metrics`.
 #[derive(Debug, Default)]
 pub struct WriterMetrics {
-    /// Time to store, derive, index and commit one group of Adds.
-    pub commit: crate::metrics::Histogram,
+    /// Time of one writer turn: a group of Adds stored, indexed and
+    /// published (or, without Adds, a slice of a large Add).
+    pub write_turn: crate::metrics::Histogram,
     /// Adds handed to the writer (stored or found stored before).
     pub adds_written: std::sync::atomic::AtomicU64,
     /// Adds sent back to be derived again: another Add of their session
@@ -309,128 +307,17 @@ impl Service {
             path: data_dir.clone(),
             cause,
         };
-        if data_dir.exists() && !data_dir.is_dir() {
-            return Err(io_error(std::io::Error::new(
-                std::io::ErrorKind::NotADirectory,
-                "it is a file, not a directory",
-            )));
-        }
-        std::fs::create_dir_all(&data_dir).map_err(io_error)?;
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(data_dir.join(LOCK_FILE))
-            .map_err(io_error)?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(ServiceError::Locked(data_dir));
-            }
-            Err(std::fs::TryLockError::Error(source)) => return Err(io_error(source)),
-        }
-
-        // Compiling the tag queries takes a few hundred milliseconds once;
-        // done beside start-up so that neither start-up nor the first Add
-        // waits for all of it (an extraction needing a query still being
-        // compiled waits for that one).
-        let warm_up = std::thread::Builder::new()
-            .name("precedent-warm-up".to_string())
-            .spawn(|| {
-                let started = std::time::Instant::now();
-                for error in ingest::warm_up() {
-                    tracing::error!(%error, "tag query does not compile; that language falls back to line scans");
-                }
-                tracing::debug!(
-                    elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-                    "tag queries compiled"
-                );
-            });
-        if let Err(error) = warm_up {
-            tracing::warn!(%error, "cannot start the warm-up thread; queries compile on first use");
-        }
-        let mut conn = options.store.open_writer()?;
-        let (search_index, mut writer, state) = index::open(&data_dir)?;
-        let search_index = Arc::new(search_index);
-        let stored_seq = store::last_seq(&conn)?;
-        let missing = store::sessions_missing(&conn)?;
-        if !missing.is_empty() {
-            let tx = conn.transaction()?;
-            for (user_id, session_id) in &missing {
-                derive_session(&tx, user_id, session_id, now_ms())?;
-            }
-            tx.commit()?;
-            tracing::info!(
-                num_sessions = missing.len(),
-                "derived records of earlier sessions"
-            );
-        }
-        // A shared store: users are caught up on first use, from marks a
-        // clean shutdown left (see `cache`); a new index starts replaying
-        // from now. One writer (SQLite): everything the index lacks now.
-        let marks = match &options.store {
-            StoreLocation::Postgres(_) => Some(Arc::new(UserMarks::load(
-                &data_dir,
-                state == OpenState::Opened,
-                options.max_cached_users,
-            ))),
-            StoreLocation::Sqlite(_) => None,
-        };
-        let replayed = if marks.is_some() {
-            if state != OpenState::Opened {
-                writer.commit(stored_seq, &search_index)?;
-            }
-            0
-        } else {
-            catch_up(&mut conn, &mut writer, &search_index)?
-        };
-        // Deletions the store finished and the index did not (a crash in
-        // between).
-        forget_deleted(&conn, &mut writer, &search_index)?;
-        tracing::info!(
-            index = ?state,
-            stored_seq,
-            replayed_adds = replayed,
-            num_docs = search_index.num_docs(),
-            "store and index opened"
-        );
-        if state == OpenState::Recreated {
-            tracing::warn!("index was rebuilt from the store");
-        }
-
+        let lock = lock_data_dir(&data_dir)?;
+        warm_up_in_background();
+        let writer = Writer::open(&options)?;
+        let search_index = writer.search_index();
+        let marks = writer.marks();
+        let writer_metrics = writer.metrics();
+        let adds_preparing = writer.adds_preparing();
         let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
-        let adds_preparing = Arc::new(AtomicUsize::new(0));
-        let thread_preparing = Arc::clone(&adds_preparing);
-        let thread_index = Arc::clone(&search_index);
-        let writer_metrics = Arc::new(WriterMetrics::default());
-        let thread_metrics = Arc::clone(&writer_metrics);
-        let thread_data_dir = data_dir.clone();
-        let thread_store = options.store.clone();
-        let thread_marks = marks.clone();
-        let limits = WriterLimits {
-            max_batch: options.max_batch.max(1),
-            max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
-        };
         let writer_thread = std::thread::Builder::new()
             .name("precedent-writer".to_string())
-            .spawn(move || {
-                writer_loop(
-                    WriterHome {
-                        data_dir: &thread_data_dir,
-                        store: &thread_store,
-                        marks: thread_marks.as_deref(),
-                    },
-                    receiver,
-                    conn,
-                    writer,
-                    &thread_index,
-                    WriterReports {
-                        metrics: &thread_metrics,
-                        adds_preparing: &thread_preparing,
-                    },
-                    limits,
-                )
-            })
+            .spawn(move || writer.run(receiver))
             .map_err(io_error)?;
         // Policy of this service: whoever opens it with a retention age
         // gets the purges.
@@ -447,7 +334,6 @@ impl Service {
         .map_err(io_error)?;
         let rederivation =
             Rederivation::start(&options.store, sender.clone(), Arc::clone(&writer_metrics))?;
-
         let readers = Arc::new(ReaderPool::new(options.store.clone()));
         Ok(Arc::new(Service {
             redact_secrets: options.redact_secrets,
@@ -464,7 +350,7 @@ impl Service {
             writer_thread: Mutex::new(Some(writer_thread)),
             retention: Mutex::new(retention),
             rederivation: Mutex::new(rederivation),
-            max_session_bytes: limits.max_session_bytes,
+            max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
             listings: tokio::sync::Semaphore::new(LISTINGS_AT_ONCE),
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             adds_preparing,
@@ -930,6 +816,55 @@ impl Service {
                 tracing::error!("writer thread ended abnormally");
             }
         }
+    }
+}
+
+/// Creates the data directory if need be and takes its exclusive lock,
+/// held for as long as the file stays open.
+fn lock_data_dir(data_dir: &Path) -> Result<File, ServiceError> {
+    let io_error = |cause| ServiceError::DataDir {
+        path: data_dir.to_path_buf(),
+        cause,
+    };
+    if data_dir.exists() && !data_dir.is_dir() {
+        return Err(io_error(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "it is a file, not a directory",
+        )));
+    }
+    std::fs::create_dir_all(data_dir).map_err(io_error)?;
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(data_dir.join(LOCK_FILE))
+        .map_err(io_error)?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ServiceError::Locked(data_dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(source)) => Err(io_error(source)),
+    }
+}
+
+/// Compiles the tag queries on a thread of their own. That takes a few
+/// hundred milliseconds once; done beside start-up so that neither start-up
+/// nor the first Add waits for all of it (an extraction needing a query
+/// still being compiled waits for that one).
+fn warm_up_in_background() {
+    let warm_up = std::thread::Builder::new()
+        .name("precedent-warm-up".to_string())
+        .spawn(|| {
+            let started = std::time::Instant::now();
+            for error in ingest::warm_up() {
+                tracing::error!(%error, "tag query does not compile; that language falls back to line scans");
+            }
+            tracing::debug!(
+                elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                "tag queries compiled"
+            );
+        });
+    if let Err(error) = warm_up {
+        tracing::warn!(%error, "cannot start the warm-up thread; queries compile on first use");
     }
 }
 
