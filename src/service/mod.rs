@@ -3,16 +3,16 @@
 //!
 //! One writer thread owns the store's write connection and the index's
 //! writable side (`writer::Writer`). Adds queue to it over a bounded channel
-//! with a reply slot; it
-//! drains up to `max_batch` of them, stores them in one SQLite transaction
-//! (`synchronous=FULL`), indexes every Add the index lacks and publishes the
-//! new documents (searchable at once, beside the committed segments), and
-//! only then replies. The index commits what was published in the
-//! background, about once a second or sooner when much text waits, with the
-//! last sequence number as payload; at start-up the same catch-up indexes
-//! every stored Add after that number, so a crash before a commit loses
-//! nothing. Searches run on tokio's blocking pool with a pooled read
-//! connection.
+//! with a reply slot; it drains up to `max_batch` of them, stores them in
+//! one transaction (SQLite: `synchronous=FULL`), indexes every Add the index
+//! lacks and publishes the new documents (searchable at once, beside the
+//! committed segments), and only then replies. The index commits what was
+//! published in the background, about once a second or sooner when much
+//! text waits, with the last sequence number as payload; at start-up the
+//! same catch-up indexes every stored Add after that number, so a crash
+//! before a commit loses nothing. Searches, inspection and the Adds
+//! prepared before the writer run on tokio's blocking pool with a read
+//! connection of the service's pool.
 //!
 //! Architecture invariant: nothing here knows HTTP; no blocking work runs on
 //! an async worker thread.
@@ -200,7 +200,8 @@ pub struct Health {
     pub store: &'static str,
     /// Whether the store answered a query just now.
     pub store_reachable: bool,
-    /// Highest sequence number committed to the index.
+    /// Highest sequence number searchable in the index (published; its
+    /// commit may follow within about a second).
     pub indexed_seq: i64,
     /// Documents visible to searches.
     pub num_docs: u64,

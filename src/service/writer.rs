@@ -28,10 +28,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::cache::UserMarks;
 use super::deletion::UserDeletions;
-use super::derive::{Derived, Rederived, Verdict, admit_with_record, derive_session, session_docs};
+use super::derive::{
+    DerivedAdd, Rederived, Verdict, admit_with_record, derive_session, session_docs,
+};
 use super::{ServiceError, ServiceOptions, WriterMetrics};
 use crate::domain::{AddOutcome, AddRequest};
-use crate::index::{self, IndexWriterHandle, OpenState, SearchIndex};
+use crate::index::{self, IndexWriterHandle, OpenState, SearchIndex, SessionDoc};
 use crate::store::{self, Admission, StoreConn, StoreError, StoreLocation, StoreTx, StoredMessage};
 use crate::time::now_ms;
 
@@ -53,9 +55,10 @@ type AddReply = oneshot::Sender<Result<AddAnswer, ServiceError>>;
 /// An Add for the writer thread.
 pub(super) struct AddJob {
     pub(super) request: AddRequest,
-    /// Its session's record derived before the writer; `None`: the writer
-    /// derives it (after repeated stale attempts).
-    pub(super) derived: Option<Derived>,
+    /// Its session's record derived before the writer, with the index
+    /// document made of it; `None`: the writer derives the record (after
+    /// repeated stale attempts) and the index reads it from the store.
+    pub(super) derived: Option<DerivedAdd>,
     pub(super) reply: AddReply,
 }
 
@@ -170,8 +173,10 @@ struct Admitted {
     small_seqs: Vec<i64>,
     /// Per user, the sequence numbers of those Adds.
     own_indexed: BTreeMap<String, BTreeSet<i64>>,
-    /// The `(user_id, session_id)` sessions the stored Adds changed.
-    sessions: BTreeSet<(String, String)>,
+    /// The `(user_id, session_id)` sessions the stored Adds changed, each
+    /// with its document when the record stored is the one derived before
+    /// the writer (`None`: read from the store).
+    sessions: BTreeMap<(String, String), Option<SessionDoc>>,
 }
 
 impl Writer {
@@ -475,9 +480,10 @@ impl Writer {
             }
         };
         let stored = started.elapsed();
-        let mut admitted = self.sort_out(adds, verdicts);
+        let mut admitted = self.sort_out(adds, verdicts, stored_at_ms);
         let replace = self.index_may_hold_unrecorded;
-        let indexed = self.index_adds(&admitted.small_seqs, &admitted.sessions, false);
+        let sessions = std::mem::take(&mut admitted.sessions);
+        let indexed = self.index_adds(&admitted.small_seqs, sessions, false);
         tracing::debug!(
             num_adds = admitted.answers.len(),
             store_ms = stored.as_secs_f64() * 1e3,
@@ -535,7 +541,7 @@ impl Writer {
             verdicts.push(admit_with_record(
                 &tx,
                 &job.request,
-                job.derived.as_ref(),
+                job.derived.as_ref().map(|add| &add.derived),
                 self.max_session_bytes,
                 stored_at_ms,
             )?);
@@ -547,7 +553,12 @@ impl Writer {
     /// Each Add's answer from its verdict, and what the index is to take:
     /// the Adds stored now (a large one joins the sliced Adds) and their
     /// sessions. A retry of an Add still indexed in slices waits for it.
-    fn sort_out(&mut self, adds: Vec<AddJob>, verdicts: Vec<Verdict>) -> Admitted {
+    fn sort_out(
+        &mut self,
+        adds: Vec<AddJob>,
+        verdicts: Vec<Verdict>,
+        stored_at_ms: i64,
+    ) -> Admitted {
         let mut admitted = Admitted::default();
         for (job, verdict) in adds.into_iter().zip(verdicts) {
             let derived_before = job.derived.is_some();
@@ -574,9 +585,19 @@ impl Writer {
                 }
                 Verdict::Admission(Admission::Inserted { seq }) => {
                     let request = &job.request;
+                    let doc = job.derived.and_then(|add| {
+                        add.into_session_doc(
+                            &request.user_id,
+                            &request.session_id,
+                            seq,
+                            stored_at_ms,
+                        )
+                    });
+                    // The last Add of a session stored in the group gives
+                    // its document.
                     admitted
                         .sessions
-                        .insert((request.user_id.clone(), request.session_id.clone()));
+                        .insert((request.user_id.clone(), request.session_id.clone()), doc);
                     let answer = AddAnswer::Done(AddOutcome::Stored, derived_before.then_some(seq));
                     if store::content_bytes(request) > INDEX_SLICE_BYTES as i64 {
                         self.sliced.push_back(SlicedAdd {
@@ -608,7 +629,7 @@ impl Writer {
     /// completes, and on failure every sliced Add (stored, not yet
     /// searchable).
     fn index_slices(&mut self, all: bool) {
-        match self.index_adds(&[], &BTreeSet::new(), all) {
+        match self.index_adds(&[], BTreeMap::new(), all) {
             Ok(done) => {
                 answer_sliced(done);
                 self.index_may_hold_unrecorded = false;
@@ -634,7 +655,7 @@ impl Writer {
     fn index_adds(
         &mut self,
         small_seqs: &[i64],
-        sessions: &BTreeSet<(String, String)>,
+        sessions: BTreeMap<(String, String), Option<SessionDoc>>,
         all: bool,
     ) -> Result<Vec<SlicedAdd>, ServiceError> {
         if self.index_may_hold_unrecorded {
@@ -656,7 +677,7 @@ impl Writer {
     fn index_turn(
         &mut self,
         small_seqs: &[i64],
-        sessions: &BTreeSet<(String, String)>,
+        sessions: BTreeMap<(String, String), Option<SessionDoc>>,
         all: bool,
     ) -> Result<Vec<SlicedAdd>, ServiceError> {
         for &seq in small_seqs {
