@@ -671,11 +671,11 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
     state.http_metrics.write(&mut out);
     let writer = state.service.writer_metrics();
     out.push_str(
-        "# HELP precedent_index_commit_duration_seconds Time to store, derive, index and commit one group of Adds.\n\
+        "# HELP precedent_index_commit_duration_seconds Time to store, index and publish one group of Adds.\n\
          # TYPE precedent_index_commit_duration_seconds histogram\n",
     );
     writer
-        .commit
+        .write_turn
         .write(&mut out, "precedent_index_commit_duration_seconds", "");
     crate::metrics::write_single(
         &mut out,

@@ -31,10 +31,10 @@
 //! committer thread ([`writer`]) holds the `IndexWriter`, and only the one
 //! writer thread (see `service`) hands it work; searches read one view at a
 //! time: the searcher of the last commit and the turns published since
-//! ([`recent`]).
+//! ([`published`]).
 
 pub mod directory;
-mod recent;
+mod published;
 mod scope;
 mod search;
 mod writer;
@@ -53,7 +53,7 @@ use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 use tantivy::{Index, IndexReader, IndexSettings, ReloadPolicy};
 
 use self::directory::{CLEAN_MARKER, DerivedDirectory};
-use self::recent::RecentBatch;
+use self::published::PublishedBatch;
 use self::scope::ScopeCache;
 
 use crate::tokenize;
@@ -290,12 +290,12 @@ impl TokenStream for CodeTokenStream {
 /// The searchable side of the index, shared by all searches.
 pub struct SearchIndex {
     /// What searches read: the searcher of the last commit and the writer
-    /// turns published since (see [`recent`]). Replaced whole; the lock is
+    /// turns published since (see [`published`]). Replaced whole; the lock is
     /// held only to clone or swap it.
     view: SharedView,
     fields: Fields,
     /// Everything stored up to this sequence number is visible to
-    /// searches: set by the writer's commit right after the reload, before
+    /// searches: set by the writer when it publishes (or commits), before
     /// any Add it covers is answered.
     visible_seq: std::sync::atomic::AtomicI64,
     /// Each user's live session documents per segment state, so that a
@@ -312,7 +312,7 @@ type SharedView = std::sync::Arc<std::sync::Mutex<std::sync::Arc<View>>>;
 struct View {
     searcher: tantivy::Searcher,
     /// Oldest first.
-    recent: Vec<std::sync::Arc<RecentBatch>>,
+    recent: Vec<std::sync::Arc<PublishedBatch>>,
 }
 
 impl View {

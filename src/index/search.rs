@@ -16,7 +16,7 @@ use tantivy::{DocSet, TantivyDocument, Term};
 
 use rustc_hash::FxHashMap;
 
-use super::recent::{RecentBatch, RecentKind, RecentScope};
+use super::published::{PublishedBatch, PublishedKind, PublishedScope};
 use super::scope::{ScopeColumns, SegmentScope};
 use super::{IndexError, KIND_PART, KIND_SESSION, SearchIndex, View, part_bounds, session_key};
 
@@ -56,7 +56,7 @@ pub struct SessionHit {
 /// commit will add them.
 struct PartStatistics<'a> {
     searcher: &'a tantivy::Searcher,
-    recent: &'a [std::sync::Arc<RecentBatch>],
+    recent: &'a [std::sync::Arc<PublishedBatch>],
 }
 
 impl tantivy::query::Bm25StatisticsProvider for PartStatistics<'_> {
@@ -273,7 +273,7 @@ impl SearchIndex {
         // The user's documents published since the commit: the newest
         // session document of each session, every part, and the committed
         // session documents they replace.
-        let recent = RecentScope::of(&view.recent, user_id);
+        let recent = PublishedScope::of(&view.recent, user_id);
         // Every scope document has a slot: the documents of the first
         // segment, then of the next, each segment's ascending, then the
         // published ones.
@@ -481,8 +481,8 @@ impl SearchIndex {
                     doc,
                 };
                 let profile = match &batch.docs[doc as usize].kind {
-                    RecentKind::Session { profile_json, .. } => Some(profile_json),
-                    RecentKind::Part { .. } => None,
+                    PublishedKind::Session { profile_json, .. } => Some(profile_json),
+                    PublishedKind::Part { .. } => None,
                 };
                 (key, profile)
             } else {
@@ -528,7 +528,7 @@ impl SearchIndex {
         searcher: &tantivy::Searcher,
         scope: &ScopeDocuments,
         first_slots: &[usize],
-        recent: &RecentScope<'_>,
+        recent: &PublishedScope<'_>,
     ) -> Result<Vec<usize>, IndexError> {
         let mut replaced = Vec::new();
         if recent.keys.is_empty() {
@@ -729,7 +729,7 @@ impl SearchIndex {
             }
             for (doc, score) in scores {
                 let address = tantivy::DocAddress::new((num_segments + batch_ord) as u32, doc);
-                if let RecentKind::Part { seq, range } = batch.docs[doc as usize].kind {
+                if let PublishedKind::Part { seq, range } = batch.docs[doc as usize].kind {
                     scored.push((score, address, Some((seq, range))));
                 }
             }

@@ -68,7 +68,7 @@ fn terms(words: &[&str]) -> Vec<String> {
 }
 
 fn commit(writer: &mut IndexWriterHandle, index: &SearchIndex, sessions: &[SessionDoc]) {
-    let seq = writer.committed_seq() + 1;
+    let seq = writer.published_seq() + 1;
     writer.upsert_sessions(sessions).expect("queue sessions");
     writer.commit(seq, index).expect("commit");
 }
@@ -576,7 +576,7 @@ fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
             .add_messages(&messages, false)
             .expect("queue messages");
         writer.upsert_sessions(&sessions).expect("queue sessions");
-        let seq = writer.committed_seq() + 1;
+        let seq = writer.published_seq() + 1;
         if round < 10 {
             writer.commit(seq, &index).expect("commit");
         } else {
@@ -599,7 +599,7 @@ fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
         .flat_map(|user| queries.iter().map(|words| answer(&index, user, words)))
         .collect();
     let num_docs = index.num_docs();
-    let seq = writer.committed_seq();
+    let seq = writer.published_seq();
     writer.commit(seq, &index).expect("commit");
     assert_eq!(writer.commit_due_in(), None);
     assert_eq!(index.num_docs(), num_docs, "documents visible");
@@ -648,11 +648,11 @@ fn a_rollback_takes_published_documents_back_to_the_last_commit() {
         .upsert_sessions(&[session("ada", "s2", "parser overflow")])
         .expect("queue");
     writer.publish(2, &index).expect("publish");
-    assert_eq!(writer.committed_seq(), 2);
+    assert_eq!(writer.published_seq(), 2);
     assert_eq!(search(&index, "ada", &["parser"], 10).scope_size, 2);
     writer.rollback().expect("rollback");
     // A catch-up indexes again from the last commit.
-    assert_eq!(writer.committed_seq(), 1);
+    assert_eq!(writer.published_seq(), 1);
 }
 
 #[test]
@@ -698,7 +698,7 @@ fn a_session_scores_as_one_text_of_its_document_and_its_parts() {
         split_writer
             .upsert_sessions(&[session("ada", &session_id, &pieces[0])])
             .expect("queue session");
-        let next = split_writer.committed_seq() + 1;
+        let next = split_writer.published_seq() + 1;
         if session_number < 8 {
             split_writer.commit(next, &split).expect("commit");
         } else {

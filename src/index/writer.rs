@@ -2,13 +2,18 @@
 //!
 //! The one writer thread's side of the index. Documents are queued as
 //! operations; a writer turn publishes them (tokenized into a
-//! [`RecentBatch`] that joins the view searches read, see
-//! [`super::recent`]) and hands the operations to the committer thread,
+//! [`PublishedBatch`] that joins the view searches read, see
+//! [`super::published`]) and hands the operations to the committer thread,
 //! which owns tantivy's `IndexWriter`, applies them, and commits about once
 //! a second with the payload that records how far the store is indexed.
 //! So a commit (serialising a segment, seconds for a big one) never holds
 //! the writer thread and the Adds behind it. Deletions, catch-ups and
 //! shutdown commit synchronously: the writer waits for the committer.
+//!
+//! Two words, one meaning each: a document is *published* once searches
+//! find it (every writer turn), *committed* once tantivy's segments hold it
+//! (about once a second); the published sequence number runs ahead of the
+//! committed one, which a start-up replays from.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -17,7 +22,7 @@ use std::sync::mpsc;
 use tantivy::{IndexReader, IndexWriter, TantivyDocument, Term, doc};
 
 use super::directory::CLEAN_MARKER;
-use super::recent::{RecentBatch, RecentDoc, RecentKind};
+use super::published::{PublishedBatch, PublishedDoc, PublishedKind};
 use super::{
     Fields, INDEX_DIR, IndexError, KIND_PART, KIND_SESSION, SCHEMA_VERSION, SearchIndex,
     SessionDoc, SharedView, View, directory, io_error, part_range, session_key,
@@ -29,10 +34,10 @@ pub struct IndexWriterHandle {
     fields: Fields,
     /// Everything stored up to this sequence number is searchable:
     /// committed, or published since the last commit.
-    committed_seq: i64,
+    published_seq: i64,
     /// Everything stored up to this sequence number is in the committed
     /// segments (the payload of the last commit), set by the committer.
-    durable_seq: std::sync::Arc<AtomicI64>,
+    committed_seq: std::sync::Arc<AtomicI64>,
     /// Set by the committer when a commit it was not asked to answer
     /// failed.
     failed: std::sync::Arc<AtomicBool>,
@@ -98,7 +103,7 @@ struct Committer {
     writer: IndexWriter<TantivyDocument>,
     reader: IndexReader,
     view: SharedView,
-    durable_seq: std::sync::Arc<AtomicI64>,
+    committed_seq: std::sync::Arc<AtomicI64>,
     failed: std::sync::Arc<AtomicBool>,
     /// The number of the last hand-off applied.
     applied: u64,
@@ -207,7 +212,7 @@ impl Committer {
         let mut prepared = self.writer.prepare_commit()?;
         prepared.set_payload(&payload);
         prepared.commit()?;
-        self.durable_seq.store(seq, Ordering::Release);
+        self.committed_seq.store(seq, Ordering::Release);
         self.reader.reload()?;
         let searcher = self.reader.searcher();
         let applied = self.applied;
@@ -242,14 +247,15 @@ impl IndexWriterHandle {
         reader: IndexReader,
         view: SharedView,
     ) -> IndexWriterHandle {
-        let durable_seq = std::sync::Arc::new(AtomicI64::new(committed_seq));
+        let published_seq = committed_seq;
+        let committed_seq = std::sync::Arc::new(AtomicI64::new(committed_seq));
         let failed = std::sync::Arc::new(AtomicBool::new(false));
         let (jobs, receiver) = mpsc::channel();
         let committer = Committer {
             writer,
             reader,
             view: std::sync::Arc::clone(&view),
-            durable_seq: std::sync::Arc::clone(&durable_seq),
+            committed_seq: std::sync::Arc::clone(&committed_seq),
             failed: std::sync::Arc::clone(&failed),
             applied: 0,
         };
@@ -259,8 +265,8 @@ impl IndexWriterHandle {
             .ok();
         IndexWriterHandle {
             fields,
+            published_seq,
             committed_seq,
-            durable_seq,
             failed,
             pending: Vec::new(),
             next_number: 1,
@@ -273,8 +279,8 @@ impl IndexWriterHandle {
     }
 
     /// Everything stored up to this sequence number is searchable.
-    pub fn committed_seq(&self) -> i64 {
-        self.committed_seq
+    pub fn published_seq(&self) -> i64 {
+        self.published_seq
     }
 
     /// Sends a job to the committer.
@@ -282,11 +288,10 @@ impl IndexWriterHandle {
         self.jobs.send(job).map_err(|_| stopped())
     }
 
-    /// Hands what was queued to the committer as operations (with `batch`,
-    /// each text also tokenized into the published batch). Returns the
-    /// hand-off's number.
-    fn hand_off(&mut self, batch: Option<&mut RecentBatch>) -> Result<u64, IndexError> {
-        let ops = self.ops_for(batch);
+    /// Hands what was queued to the committer as operations, unpublished
+    /// (a commit follows). Returns the hand-off's number.
+    fn hand_off(&mut self) -> Result<u64, IndexError> {
+        let ops = self.ops_for(None);
         self.send_ops(ops)
     }
 
@@ -303,7 +308,7 @@ impl IndexWriterHandle {
     /// tokenized into the published batch; tantivy's own tokenizer reads
     /// it again on the committer's side: a pre-tokenized value would cross
     /// to tantivy's indexing thread as JSON, which costs more).
-    fn ops_for(&mut self, mut batch: Option<&mut RecentBatch>) -> Vec<Op> {
+    fn ops_for(&mut self, mut batch: Option<&mut PublishedBatch>) -> Vec<Op> {
         let fields = self.fields;
         let mut ops = Vec::with_capacity(self.pending.len());
         for pending in self.pending.drain(..) {
@@ -315,7 +320,7 @@ impl IndexWriterHandle {
                 Pending::Document { document, text } => (document, text),
             };
             ops.push(Op::Add(match &document.kind {
-                RecentKind::Session {
+                PublishedKind::Session {
                     profile_json,
                     last_seq,
                 } => doc!(
@@ -327,7 +332,7 @@ impl IndexWriterHandle {
                     fields.profile => profile_json.as_str(),
                     fields.session_text => text.as_str(),
                 ),
-                RecentKind::Part { seq, range } => doc!(
+                PublishedKind::Part { seq, range } => doc!(
                     fields.user_id => document.user_id.as_str(),
                     fields.doc_kind => KIND_PART,
                     fields.seq => seq_term(*seq),
@@ -394,10 +399,10 @@ impl IndexWriterHandle {
                 .last()
                 .map_or(first.message_index, |last| last.message_index);
             self.pending.push(Pending::Document {
-                document: RecentDoc::new(
+                document: PublishedDoc::new(
                     &first.user_id,
                     key,
-                    RecentKind::Part {
+                    PublishedKind::Part {
                         seq: first.seq,
                         range: part_range(first.message_index, last_index + 1),
                     },
@@ -418,10 +423,10 @@ impl IndexWriterHandle {
                 &key,
             )));
             self.pending.push(Pending::Document {
-                document: RecentDoc::new(
+                document: PublishedDoc::new(
                     &session.user_id,
                     key,
-                    RecentKind::Session {
+                    PublishedKind::Session {
                         profile_json: session.profile_json.clone(),
                         last_seq: session.last_seq,
                     },
@@ -436,12 +441,12 @@ impl IndexWriterHandle {
     /// it: searches then read the new segments (in place of every batch
     /// published before).
     pub fn commit(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
-        self.hand_off(None)?;
+        self.hand_off()?;
         self.ask(|reply| Job::Commit {
             seq,
             reply: Some(reply),
         })?;
-        self.committed_seq = seq;
+        self.published_seq = seq;
         self.first_published = None;
         self.published_bytes = 0;
         search_index.visible_seq.store(seq, Ordering::Release);
@@ -455,14 +460,14 @@ impl IndexWriterHandle {
     /// [`MAX_PUBLISHED_BYTES`] of text.
     pub fn publish(&mut self, seq: i64, search_index: &SearchIndex) -> Result<(), IndexError> {
         if self.pending.is_empty() {
-            self.committed_seq = seq;
+            self.published_seq = seq;
             search_index.visible_seq.store(seq, Ordering::Release);
             return Ok(());
         }
         // Tokenized into the batch first; handed off only once the batch
         // is in the view (a commit drops from the view the batches it
         // holds).
-        let mut batch = RecentBatch::new(self.next_number);
+        let mut batch = PublishedBatch::new(self.next_number);
         let ops = self.ops_for(Some(&mut batch));
         self.published_bytes += batch.text_bytes;
         self.first_published
@@ -477,7 +482,7 @@ impl IndexWriterHandle {
             }
         });
         self.send_ops(ops)?;
-        self.committed_seq = seq;
+        self.published_seq = seq;
         search_index.visible_seq.store(seq, Ordering::Release);
         let due = self
             .first_published
@@ -493,17 +498,17 @@ impl IndexWriterHandle {
         self.first_published = None;
         self.published_bytes = 0;
         self.send(Job::Commit {
-            seq: self.committed_seq,
+            seq: self.published_seq,
             reply: None,
         })
     }
 
     /// Whether a commit in the background failed since the last call: the
-    /// committed sequence number is then the last commit's, so the next
-    /// catch-up indexes again what that commit lost.
+    /// published sequence number goes back to the last commit's, so the
+    /// next catch-up indexes again what that commit lost.
     pub fn take_commit_failure(&mut self) -> bool {
         if self.failed.swap(false, Ordering::AcqRel) {
-            self.committed_seq = self.durable_seq.load(Ordering::Acquire);
+            self.published_seq = self.committed_seq.load(Ordering::Acquire);
             true
         } else {
             false
@@ -518,7 +523,7 @@ impl IndexWriterHandle {
     }
 
     /// Commits the published documents in the background, if any (the
-    /// committed sequence number stays).
+    /// published sequence number stays).
     pub fn commit_published(&mut self) -> Result<(), IndexError> {
         if self.first_published.is_none() {
             return Ok(());
@@ -529,7 +534,7 @@ impl IndexWriterHandle {
     /// Commits what is left, waits for merges, syncs every index file, and
     /// leaves the marker that lets the next start-up skip verification.
     pub fn close(mut self, data_dir: &Path, search_index: &SearchIndex) -> Result<(), IndexError> {
-        self.commit(self.committed_seq, search_index)?;
+        self.commit(self.published_seq, search_index)?;
         self.ask(|reply| Job::Close { reply })?;
         if let Some(committer) = self.committer.take() {
             let _ = committer.join();
@@ -545,7 +550,7 @@ impl IndexWriterHandle {
 
     /// Deletes every document of these users and of these `(user_id,
     /// session_id)` sessions (their records and their messages), then
-    /// commits (the committed sequence number does not change).
+    /// commits (the published sequence number does not change).
     pub fn forget(
         &mut self,
         user_ids: &[String],
@@ -564,7 +569,7 @@ impl IndexWriterHandle {
                 &key,
             )));
         }
-        self.commit(self.committed_seq, search_index)
+        self.commit(self.published_seq, search_index)
     }
 
     /// Queues the deletion of every document of these users (applied with
@@ -579,7 +584,7 @@ impl IndexWriterHandle {
     }
 
     /// Drops everything queued since the last commit, published documents
-    /// included: the committed sequence number goes back to the last
+    /// included: the published sequence number goes back to the last
     /// commit's, so a catch-up indexes them again (searches keep finding
     /// them meanwhile, as published).
     pub fn rollback(&mut self) -> Result<(), IndexError> {
@@ -587,7 +592,7 @@ impl IndexWriterHandle {
         self.first_published = None;
         self.published_bytes = 0;
         self.ask(|reply| Job::Rollback { reply })?;
-        self.committed_seq = self.durable_seq.load(Ordering::Acquire);
+        self.published_seq = self.committed_seq.load(Ordering::Acquire);
         Ok(())
     }
 }
@@ -595,7 +600,10 @@ impl IndexWriterHandle {
 /// A deletion or a document queued since the last hand-off.
 enum Pending {
     Delete(Term),
-    Document { document: RecentDoc, text: String },
+    Document {
+        document: PublishedDoc,
+        text: String,
+    },
 }
 
 /// The error of a committer that is gone (it stops only when the handle

@@ -19,7 +19,7 @@ use crate::domain::{MemoryItem, SearchRequest};
 use crate::index::{self, SearchIndex};
 use crate::ingest::SessionRecord;
 use crate::rank;
-use crate::store::{self, StoreConn, StoreLocation};
+use crate::store::{self, ReaderPool, StoreConn, StoreLocation};
 
 /// Kept candidates an explanation checks against a checkout, at most.
 const MAX_STALE_CHECKS: usize = 20;
@@ -67,9 +67,8 @@ impl Explained {
 /// Searches over an index and the store's read connections.
 pub struct Searcher {
     index: Arc<SearchIndex>,
-    store: StoreLocation,
-    /// Idle read connections. A std mutex: held only to push or pop.
-    readers: Mutex<Vec<StoreConn>>,
+    /// The store's read connections (the service's own pool, shared).
+    readers: Arc<ReaderPool>,
     /// Parsed ranking profiles by document: a segment never changes, so an
     /// entry is right for as long as its segment lives. Bounded: cleared
     /// when full. A std mutex: held only to look up or insert.
@@ -96,17 +95,13 @@ const PARTS_PER_CONFIDENT_SESSION: usize = 5;
 /// common words with the query.
 const MAX_CANDIDATES_PER_FIELD: usize = 100;
 
-/// Idle read connections the pool keeps.
-const MAX_IDLE_READERS: usize = 16;
-
 impl Searcher {
-    /// A searcher over `index` and the store at `store`; answers hold
+    /// A searcher over `index` and the store `readers` read; answers hold
     /// about `budget_chars` characters unless a request says otherwise.
-    pub fn new(index: Arc<SearchIndex>, store: StoreLocation, budget_chars: usize) -> Searcher {
+    pub fn new(index: Arc<SearchIndex>, readers: Arc<ReaderPool>, budget_chars: usize) -> Searcher {
         Searcher {
             index,
-            store,
-            readers: Mutex::new(Vec::new()),
+            readers,
             profiles: Mutex::new(HashMap::new()),
             max_cached_profiles: MAX_CACHED_PROFILES,
             budget_chars: budget_chars.max(1),
@@ -140,7 +135,11 @@ impl Searcher {
         let index = index::open_read_only(data_dir)?;
         // Fails early, with the store's own error, when there is no store.
         drop(store.open_reader()?);
-        Ok(Searcher::new(Arc::new(index), store, budget_chars))
+        Ok(Searcher::new(
+            Arc::new(index),
+            Arc::new(ReaderPool::new(store)),
+            budget_chars,
+        ))
     }
 
     /// Answers a Search: rank the user's sessions,
@@ -464,35 +463,7 @@ impl Searcher {
         &self,
         read: impl FnOnce(&StoreConn) -> Result<T, ReadError>,
     ) -> Result<T, ReadError> {
-        let conn = self.take_reader()?;
-        let result = read(&conn);
-        self.return_reader(conn);
-        result
-    }
-
-    /// A read connection from the pool, or a new one. Connections the
-    /// store closed meanwhile (a PostgreSQL restart) are dropped.
-    fn take_reader(&self) -> Result<StoreConn, ReadError> {
-        loop {
-            let pooled = self.readers.lock().ok().and_then(|mut pool| pool.pop());
-            match pooled {
-                Some(conn) if conn.is_broken() => continue,
-                Some(conn) => return Ok(conn),
-                None => return Ok(self.store.open_reader()?),
-            }
-        }
-    }
-
-    /// Gives a read connection back to the pool, unless it broke.
-    fn return_reader(&self, conn: StoreConn) {
-        if conn.is_broken() {
-            return;
-        }
-        if let Ok(mut pool) = self.readers.lock()
-            && pool.len() < MAX_IDLE_READERS
-        {
-            pool.push(conn);
-        }
+        self.readers.with_reader(read)
     }
 }
 

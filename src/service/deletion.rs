@@ -20,8 +20,7 @@ use std::collections::VecDeque;
 use tokio::sync::oneshot;
 
 use super::ServiceError;
-use super::writer::WriteJob;
-use crate::index::{IndexWriterHandle, SearchIndex};
+use super::writer::{WriteJob, Writer};
 use crate::store::{self, StoreConn};
 
 /// How long one turn's slice of a deletion may take, about.
@@ -100,96 +99,6 @@ impl UserDeletions {
         self.held.push(job);
     }
 
-    /// Begins deleting a user (or joins the deletion under way): recorded
-    /// as pending in the store, forgotten by the index. `reply` is answered
-    /// when the last row is gone.
-    pub(super) fn begin(
-        &mut self,
-        conn: &mut StoreConn,
-        writer: &mut IndexWriterHandle,
-        search_index: &SearchIndex,
-        user_id: String,
-        reply: Reply,
-    ) {
-        if let Some(deletion) = self
-            .under_way
-            .iter_mut()
-            .find(|deletion| deletion.user_id == user_id)
-        {
-            deletion.replies.push(reply);
-            return;
-        }
-        let begun = (|| {
-            let tx = conn.transaction()?;
-            store::begin_user_deletion(&tx, &user_id)?;
-            tx.commit()?;
-            Ok::<_, ServiceError>(())
-        })();
-        if let Err(error) = begun {
-            let _ = reply.send(Err(error));
-            return;
-        }
-        // Searches find nothing of the user from now on; should this fail,
-        // readers still see the pending record, and the end of the
-        // deletion forgets the user again.
-        if let Err(error) = writer.forget(std::slice::from_ref(&user_id), &[], search_index) {
-            tracing::warn!(%error, "index did not forget a user being deleted yet; it does at the end");
-            if let Err(error) = writer.rollback() {
-                tracing::error!(%error, "index rollback failed");
-            }
-        }
-        tracing::info!("user deletion begun");
-        self.under_way.push_back(Deletion {
-            user_id,
-            deleted: store::Deleted::default(),
-            replies: vec![reply],
-        });
-    }
-
-    /// One turn's work: a slice of the first deletion, or, with none under
-    /// way, some free pages given back. Answers the jobs released by a
-    /// deletion that finished, to be run now.
-    pub(super) fn turn(
-        &mut self,
-        conn: &mut StoreConn,
-        writer: &mut IndexWriterHandle,
-        search_index: &SearchIndex,
-    ) -> Vec<WriteJob> {
-        let Some(deletion) = self.under_way.front_mut() else {
-            if self.reclaim {
-                self.reclaim = match store::reclaim_space(conn, VACUUM_PAGES_PER_TURN) {
-                    Ok(more) => more,
-                    Err(error) => {
-                        tracing::warn!(%error, "free pages not given back");
-                        false
-                    }
-                };
-            }
-            return Vec::new();
-        };
-        match slice(conn, &deletion.user_id) {
-            Ok(Some(removed)) => {
-                deletion.deleted.messages += removed.messages;
-                deletion.deleted.requests += removed.requests;
-                deletion.deleted.sessions += removed.sessions;
-                Vec::new()
-            }
-            Ok(None) => match finish(conn, writer, search_index, &deletion.user_id) {
-                Ok(()) => self.finished(),
-                Err(error) => {
-                    // The pending record stays: readers see nothing of the
-                    // user, and the next turn tries to finish again.
-                    tracing::error!(%error, "user deletion not finished yet; retried");
-                    Vec::new()
-                }
-            },
-            Err(error) => {
-                tracing::error!(%error, "user deletion slice failed; retried");
-                Vec::new()
-            }
-        }
-    }
-
     /// Answers the first deletion, which is finished, and gives back the
     /// held jobs no deletion under way concerns any more.
     fn finished(&mut self) -> Vec<WriteJob> {
@@ -212,6 +121,98 @@ impl UserDeletions {
             .partition(|job| job_user(job).is_some_and(|user_id| self.holds(user_id)));
         self.held = still;
         released
+    }
+}
+
+impl Writer {
+    /// Begins deleting a user (or joins the deletion under way): recorded
+    /// as pending in the store, forgotten by the index. `reply` is answered
+    /// when the last row is gone.
+    pub(super) fn begin_user_deletion(&mut self, user_id: String, reply: Reply) {
+        if let Some(deletion) = self
+            .deletions
+            .under_way
+            .iter_mut()
+            .find(|deletion| deletion.user_id == user_id)
+        {
+            deletion.replies.push(reply);
+            return;
+        }
+        let begun = (|| {
+            let tx = self.conn.transaction()?;
+            store::begin_user_deletion(&tx, &user_id)?;
+            tx.commit()?;
+            Ok::<_, ServiceError>(())
+        })();
+        if let Err(error) = begun {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        // Searches find nothing of the user from now on; should this fail,
+        // readers still see the pending record, and the end of the
+        // deletion forgets the user again.
+        if let Err(error) = self.forget(std::slice::from_ref(&user_id), &[]) {
+            tracing::warn!(%error, "index did not forget a user being deleted yet; it does at the end");
+        }
+        tracing::info!("user deletion begun");
+        self.deletions.under_way.push_back(Deletion {
+            user_id,
+            deleted: store::Deleted::default(),
+            replies: vec![reply],
+        });
+    }
+
+    /// One turn's work: a slice of the first deletion, or, with none under
+    /// way, some free pages given back. Answers the jobs released by a
+    /// deletion that finished, to be run now.
+    pub(super) fn user_deletion_turn(&mut self) -> Vec<WriteJob> {
+        let Some(deletion) = self.deletions.under_way.front_mut() else {
+            if self.deletions.reclaim {
+                self.deletions.reclaim =
+                    match store::reclaim_space(&self.conn, VACUUM_PAGES_PER_TURN) {
+                        Ok(more) => more,
+                        Err(error) => {
+                            tracing::warn!(%error, "free pages not given back");
+                            false
+                        }
+                    };
+            }
+            return Vec::new();
+        };
+        match slice(&mut self.conn, &deletion.user_id) {
+            Ok(Some(removed)) => {
+                deletion.deleted.messages += removed.messages;
+                deletion.deleted.requests += removed.requests;
+                deletion.deleted.sessions += removed.sessions;
+                Vec::new()
+            }
+            Ok(None) => {
+                let user_id = deletion.user_id.clone();
+                match self.finish_user_deletion(&user_id) {
+                    Ok(()) => self.deletions.finished(),
+                    Err(error) => {
+                        // The pending record stays: readers see nothing of
+                        // the user, and the next turn tries to finish again.
+                        tracing::error!(%error, "user deletion not finished yet; retried");
+                        Vec::new()
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, "user deletion slice failed; retried");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Ends a deletion whose rows are all gone: the index forgets the user
+    /// (again), then the pending record goes.
+    fn finish_user_deletion(&mut self, user_id: &str) -> Result<(), ServiceError> {
+        self.forget(&[user_id.to_string()], &[])?;
+        let tx = self.conn.transaction()?;
+        store::finish_user_deletion(&tx, user_id)?;
+        tx.commit()?;
+        Ok(())
     }
 }
 
@@ -244,24 +245,4 @@ fn slice(conn: &mut StoreConn, user_id: &str) -> Result<Option<store::Deleted>, 
     }
     tx.commit()?;
     Ok((removed != store::Deleted::default()).then_some(removed))
-}
-
-/// Ends a deletion whose rows are all gone: the index forgets the user
-/// (again), then the pending record goes.
-fn finish(
-    conn: &mut StoreConn,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-    user_id: &str,
-) -> Result<(), ServiceError> {
-    if let Err(error) = writer.forget(&[user_id.to_string()], &[], search_index) {
-        if let Err(rollback_error) = writer.rollback() {
-            tracing::error!(error = %rollback_error, "index rollback failed");
-        }
-        return Err(error.into());
-    }
-    let tx = conn.transaction()?;
-    store::finish_user_deletion(&tx, user_id)?;
-    tx.commit()?;
-    Ok(())
 }

@@ -2,7 +2,7 @@
 //! is derived from all its messages; for an Add that happens before the
 //! writer (see [`prepare_add`]), on the caller's blocking thread, and the
 //! writer only checks that the session did not move on in between. The
-//! index catches up with every Add the store holds past its committed
+//! index catches up with every Add the store holds past its published
 //! sequence number (the parts of its messages and the changed sessions'
 //! documents), and with the sessions re-derived without an Add.
 
@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::ServiceError;
+use super::writer::Writer;
 use crate::domain::AddRequest;
-use crate::index::{IndexWriterHandle, SearchIndex, SessionDoc};
+use crate::index::SessionDoc;
 use crate::ingest::incremental::SessionExtractor;
 use crate::ingest::{self, IngestMessage, SessionRecord};
 use crate::rank;
@@ -36,6 +37,41 @@ pub(super) struct Derived {
     pub(super) num_messages: i64,
 }
 
+/// An Add's session record derived before the writer, with what the index
+/// takes of it: the session document's text and ranking profile, made from
+/// the record in memory (the stored copy is not read back).
+#[derive(Debug)]
+pub(super) struct DerivedAdd {
+    /// The record, as it is stored.
+    pub(super) derived: Derived,
+    /// The session document's text.
+    text: String,
+    /// The ranking profile, but for the sequence number and time the Add
+    /// is stored under (boxed: a few hundred bytes, moved with the Add).
+    profile: Box<rank::SessionProfile>,
+}
+
+impl DerivedAdd {
+    /// The session's index document once the Add is stored as `last_seq`
+    /// at `updated_at_ms`: the document the stored record gives.
+    pub(super) fn into_session_doc(
+        self,
+        user_id: &str,
+        session_id: &str,
+        last_seq: i64,
+        updated_at_ms: i64,
+    ) -> Option<SessionDoc> {
+        finish_doc(
+            user_id.to_string(),
+            session_id.to_string(),
+            self.text,
+            *self.profile,
+            last_seq,
+            updated_at_ms,
+        )
+    }
+}
+
 /// What the store said of an Add before the writer saw it.
 pub(super) enum Prepared {
     /// The request id is taken: the writer answers from the request log.
@@ -43,8 +79,8 @@ pub(super) enum Prepared {
     /// New: its session's record with it, and the extraction state after
     /// it (to keep once the Add is stored).
     Derived {
-        /// The record.
-        derived: Derived,
+        /// The record and its index document.
+        derived: DerivedAdd,
         /// The state after the Add's messages.
         extractor: Box<SessionExtractor>,
     },
@@ -194,12 +230,17 @@ pub(super) fn prepare_add(
     );
     let (record, diagnostics) = extractor.record();
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
+    let (text, profile) = doc_parts(&request.session_id, &record);
     Ok(Ok(Prepared::Derived {
-        derived: Derived {
-            base_last_seq,
-            record_json: serde_json::to_string(&record).map_err(encode)?,
-            diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
-            num_messages: extractor.num_messages() as i64,
+        derived: DerivedAdd {
+            derived: Derived {
+                base_last_seq,
+                record_json: serde_json::to_string(&record).map_err(encode)?,
+                diagnostics_json: serde_json::to_string(&diagnostics).map_err(encode)?,
+                num_messages: extractor.num_messages() as i64,
+            },
+            text,
+            profile: Box::new(profile),
         },
         extractor,
     }))
@@ -364,86 +405,77 @@ pub(super) fn store_rederived(
     Ok(stored)
 }
 
-/// Indexes every Add the store holds past the index's committed sequence
-/// number, in groups, committing each (replacing what the index holds of
-/// those Adds past its committed point), then the sessions re-derived
-/// without an Add. Returns how many Adds it indexed.
-pub(super) fn catch_up(
-    conn: &mut StoreConn,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-) -> Result<usize, ServiceError> {
-    const ADDS_PER_COMMIT: usize = 512;
-    let mut num_adds = 0;
-    loop {
-        let messages = store::messages_after(conn, writer.committed_seq(), ADDS_PER_COMMIT)?;
-        let Some(last) = messages.last() else {
-            break;
-        };
-        let last_seq = last.seq;
-        let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
-        seqs.dedup();
-        num_adds += seqs.len();
-        let mut sessions: Vec<SessionDoc> = Vec::new();
-        for session in store::sessions_changed_between(conn, writer.committed_seq(), last_seq)? {
-            sessions.extend(session_doc(conn, session)?);
-        }
-        let indexed = writer
-            .add_messages(&messages, true)
-            .and_then(|()| writer.upsert_sessions(&sessions))
-            .and_then(|()| writer.commit(last_seq, search_index));
-        if let Err(error) = indexed {
-            if let Err(rollback_error) = writer.rollback() {
-                tracing::error!(error = %rollback_error, "index rollback failed");
+impl Writer {
+    /// Indexes every Add the store holds past the index's published
+    /// sequence number, in groups, committing each (replacing what the
+    /// index holds of those Adds past its last commit), then the sessions
+    /// re-derived without an Add. Returns how many Adds it indexed.
+    pub(super) fn catch_up(&mut self) -> Result<usize, ServiceError> {
+        const ADDS_PER_COMMIT: usize = 512;
+        let mut num_adds = 0;
+        loop {
+            let after = self.index.published_seq();
+            let messages = store::messages_after(&self.conn, after, ADDS_PER_COMMIT)?;
+            let Some(last) = messages.last() else {
+                break;
+            };
+            let last_seq = last.seq;
+            let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
+            seqs.dedup();
+            num_adds += seqs.len();
+            let mut sessions: Vec<SessionDoc> = Vec::new();
+            for session in store::sessions_changed_between(&self.conn, after, last_seq)? {
+                sessions.extend(session_doc(&self.conn, session)?);
             }
-            return Err(error.into());
+            let indexed = self
+                .index
+                .add_messages(&messages, true)
+                .and_then(|()| self.index.upsert_sessions(&sessions))
+                .and_then(|()| self.index.commit(last_seq, &self.search_index));
+            self.roll_back_on_error(indexed)?;
         }
+        self.index_rederived()?;
+        Ok(num_adds)
     }
-    index_rederived(conn, writer, search_index)?;
-    Ok(num_adds)
+
+    /// Replaces the index documents of the sessions re-derived without an
+    /// Add, committed, then clears their marks.
+    pub(super) fn index_rederived(&mut self) -> Result<(), ServiceError> {
+        let pending = store::sessions_pending_index(&self.conn)?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut sessions = Vec::with_capacity(pending.len());
+        for session in pending {
+            sessions.extend(session_doc(&self.conn, session)?);
+        }
+        let published_seq = self.index.published_seq();
+        let indexed = self
+            .index
+            .upsert_sessions(&sessions)
+            .and_then(|()| self.index.commit(published_seq, &self.search_index));
+        self.roll_back_on_error(indexed)?;
+        store::clear_sessions_pending_index(&self.conn)?;
+        Ok(())
+    }
 }
 
-/// The index documents of these sessions' current records (sessions gone
-/// are left out).
+/// The index documents of these `(user_id, session_id)` sessions' current
+/// records: the one given, else the stored record's (sessions gone are left
+/// out).
 pub(super) fn session_docs(
     conn: &StoreConn,
-    sessions: &std::collections::BTreeSet<(String, String)>,
+    sessions: std::collections::BTreeMap<(String, String), Option<SessionDoc>>,
 ) -> Result<Vec<SessionDoc>, ServiceError> {
     let mut docs = Vec::with_capacity(sessions.len());
-    for (user_id, session_id) in sessions {
-        if let Some(session) = store::session(conn, user_id, session_id)? {
+    for ((user_id, session_id), doc) in sessions {
+        if let Some(doc) = doc {
+            docs.push(doc);
+        } else if let Some(session) = store::session(conn, &user_id, &session_id)? {
             docs.extend(session_doc(conn, session)?);
         }
     }
     Ok(docs)
-}
-
-/// Replaces the index documents of the sessions re-derived without an Add,
-/// then clears their marks.
-pub(super) fn index_rederived(
-    conn: &StoreConn,
-    writer: &mut IndexWriterHandle,
-    search_index: &SearchIndex,
-) -> Result<(), ServiceError> {
-    let pending = store::sessions_pending_index(conn)?;
-    if pending.is_empty() {
-        return Ok(());
-    }
-    let mut sessions = Vec::with_capacity(pending.len());
-    for session in pending {
-        sessions.extend(session_doc(conn, session)?);
-    }
-    let indexed = writer
-        .upsert_sessions(&sessions)
-        .and_then(|()| writer.commit(writer.committed_seq(), search_index));
-    if let Err(error) = indexed {
-        if let Err(rollback_error) = writer.rollback() {
-            tracing::error!(error = %rollback_error, "index rollback failed");
-        }
-        return Err(error.into());
-    }
-    store::clear_sessions_pending_index(conn)?;
-    Ok(())
 }
 
 /// The record and diagnostics, JSON, of a session's messages in order.
@@ -549,25 +581,123 @@ fn doc_of_record(
     session: StoredSession,
     record: &SessionRecord,
 ) -> Result<Option<SessionDoc>, ServiceError> {
-    let text = ingest::text::truncate_to_bytes(&record.task, MAX_TEXT_BYTES).to_string();
-    let profile = rank::SessionProfile::from_record(
-        &session.session_id,
-        record,
+    let (text, profile) = doc_parts(&session.session_id, record);
+    Ok(finish_doc(
+        session.user_id,
+        session.session_id,
+        text,
+        profile,
         session.last_seq,
         session.updated_at_ms,
-    );
+    ))
+}
+
+/// A session document's text and ranking profile, made from its record;
+/// the profile's sequence number and time are set by [`finish_doc`].
+fn doc_parts(session_id: &str, record: &SessionRecord) -> (String, rank::SessionProfile) {
+    let text = ingest::text::truncate_to_bytes(&record.task, MAX_TEXT_BYTES).to_string();
+    let profile = rank::SessionProfile::from_record(session_id, record, 0, 0);
+    (text, profile)
+}
+
+/// The index document of a session whose record includes the Adds up to
+/// `last_seq`, last changed at `updated_at_ms`.
+fn finish_doc(
+    user_id: String,
+    session_id: String,
+    text: String,
+    mut profile: rank::SessionProfile,
+    last_seq: i64,
+    updated_at_ms: i64,
+) -> Option<SessionDoc> {
+    profile.last_seq = last_seq;
+    profile.updated_at_ms = updated_at_ms;
     let profile_json = match serde_json::to_string(&profile) {
         Ok(json) => json,
         Err(error) => {
             tracing::error!(%error, "session profile not serializable; not indexed");
-            return Ok(None);
+            return None;
         }
     };
-    Ok(Some(SessionDoc {
-        user_id: session.user_id,
-        session_id: session.session_id,
-        last_seq: session.last_seq,
+    Some(SessionDoc {
+        user_id,
+        session_id,
+        last_seq,
         profile_json,
         text,
-    }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Message, Role};
+
+    fn message(role: Role, content: &str) -> Message {
+        Message {
+            role,
+            content: content.to_string(),
+            timestamp_ms: Some(1_700_000_000_000),
+        }
+    }
+
+    /// The index document an Add carries from its derivation is the one the
+    /// stored record gives, for a first Add and for one after it.
+    #[test]
+    fn an_adds_document_is_the_stored_records_document() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut conn = store::open_writer(dir.path()).expect("store");
+        let cache = ExtractorCache::new(1024 * 1024);
+        let turns = [
+            vec![
+                message(
+                    Role::User,
+                    "Fix the crash in src/parser.rs when the input ends early",
+                ),
+                message(
+                    Role::Assistant,
+                    "Running the tests.\n$ cargo test parser\nthread 'parser::tests::eof' panicked at src/parser.rs:42:9:\ncalled `Option::unwrap()` on a `None` value\ntest parser::tests::eof ... FAILED",
+                ),
+            ],
+            vec![message(
+                Role::Assistant,
+                "--- a/src/parser.rs\n+++ b/src/parser.rs\n@@ -40,3 +40,3 @@ fn next_token(&mut self) -> Option<Token> {\n-        let byte = self.input.get(self.at).unwrap();\n+        let byte = self.input.get(self.at)?;\n         self.at += 1;\n$ cargo test parser\ntest parser::tests::eof ... ok",
+            )],
+        ];
+        for (number, messages) in turns.into_iter().enumerate() {
+            let request = AddRequest {
+                request_id: format!("r{number}"),
+                user_id: "ada".to_string(),
+                session_id: "s1".to_string(),
+                messages,
+            };
+            let prepared = prepare_add(&conn, &cache, &request, &request.body_sha256(), i64::MAX)
+                .expect("prepared")
+                .expect("fits");
+            let Prepared::Derived { derived, .. } = prepared else {
+                panic!("a new Add is derived");
+            };
+            let stored_at_ms = 1_700_000_000_500 + number as i64;
+            let tx = conn.transaction().expect("transaction");
+            let verdict = admit_with_record(
+                &tx,
+                &request,
+                Some(&derived.derived),
+                i64::MAX,
+                stored_at_ms,
+            )
+            .expect("admitted");
+            tx.commit().expect("commit");
+            let Verdict::Admission(Admission::Inserted { seq }) = verdict else {
+                panic!("stored: {verdict:?}");
+            };
+            let stored = store::session(&conn, "ada", "s1")
+                .expect("read")
+                .expect("stored session");
+            let from_store = session_doc(&conn, stored).expect("document");
+            let carried = derived.into_session_doc("ada", "s1", seq, stored_at_ms);
+            assert!(carried.is_some());
+            assert_eq!(carried, from_store);
+        }
+    }
 }

@@ -1,17 +1,18 @@
 //! service: the core that HTTP, the CLI and tests call. "Keep this Add,
 //! durably and searchably, then tell me; answer this Search."
 //!
-//! One writer thread owns the SQLite write connection and the tantivy
-//! writer. Adds queue to it over a bounded channel with a reply slot; it
-//! drains up to `max_batch` of them, stores them in one SQLite transaction
-//! (`synchronous=FULL`), indexes every Add the index lacks and publishes the
-//! new documents (searchable at once, beside the committed segments), and
-//! only then replies. The index commits what was published in the
-//! background, about once a second or sooner when much text waits, with the
-//! last sequence number as payload; at start-up the same catch-up indexes
-//! every stored Add after that number, so a crash before a commit loses
-//! nothing. Searches run on tokio's blocking pool with a pooled read
-//! connection.
+//! One writer thread owns the store's write connection and the index's
+//! writable side (`writer::Writer`). Adds queue to it over a bounded channel
+//! with a reply slot; it drains up to `max_batch` of them, stores them in
+//! one transaction (SQLite: `synchronous=FULL`), indexes every Add the index
+//! lacks and publishes the new documents (searchable at once, beside the
+//! committed segments), and only then replies. The index commits what was
+//! published in the background, about once a second or sooner when much
+//! text waits, with the last sequence number as payload; at start-up the
+//! same catch-up indexes every stored Add after that number, so a crash
+//! before a commit loses nothing. Searches, inspection and the Adds
+//! prepared before the writer run on tokio's blocking pool with a read
+//! connection of the service's pool.
 //!
 //! Architecture invariant: nothing here knows HTTP; no blocking work runs on
 //! an async worker thread.
@@ -35,23 +36,19 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::cache::DEFAULT_MAX_CACHED_USERS;
 use self::cache::UserMarks;
-use self::derive::{ExtractorCache, Prepared, catch_up, derive_session, prepare_add};
+use self::derive::{ExtractorCache, Prepared, prepare_add};
 use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
-use self::writer::{
-    AddAnswer, AddJob, WriteJob, WriterHome, WriterLimits, WriterReports, forget_deleted,
-    writer_loop,
-};
+use self::writer::{AddAnswer, AddJob, WriteJob, Writer};
 use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
-use crate::index::{self, IndexError, OpenState, SearchIndex};
+use crate::index::{IndexError, SearchIndex};
 use crate::ingest;
 use crate::rank;
 use crate::read::ReadError;
 use crate::read::inspect::{self, SessionDetail, SessionSummary};
 use crate::read::search::{Explained, Searcher};
-use crate::store::{self, StoreError, StoreLocation};
-use crate::time::now_ms;
+use crate::store::{self, ReaderPool, StoreConn, StoreError, StoreLocation};
 
 /// Errors of the service, as its callers need to tell them apart.
 #[derive(Debug, thiserror::Error)]
@@ -203,7 +200,8 @@ pub struct Health {
     pub store: &'static str,
     /// Whether the store answered a query just now.
     pub store_reachable: bool,
-    /// Highest sequence number committed to the index.
+    /// Highest sequence number searchable in the index (published; its
+    /// commit may follow within about a second).
     pub indexed_seq: i64,
     /// Documents visible to searches.
     pub num_docs: u64,
@@ -212,6 +210,9 @@ pub struct Health {
 /// The running core: store, index and writer thread.
 pub struct Service {
     redact_secrets: bool,
+    /// The store's read connections: for searches, inspection, health and
+    /// the Adds prepared before the writer.
+    readers: Arc<ReaderPool>,
     searcher: Arc<Searcher>,
     data_dir: PathBuf,
     store: StoreLocation,
@@ -249,8 +250,9 @@ pub struct Service {
 /// What the writer thread counts, for `/metrics`.
 #[derive(Debug, Default)]
 pub struct WriterMetrics {
-    /// Time to store, derive, index and commit one group of Adds.
-    pub commit: crate::metrics::Histogram,
+    /// Time of one writer turn: a group of Adds stored, indexed and
+    /// published (or, without Adds, a slice of a large Add).
+    pub write_turn: crate::metrics::Histogram,
     /// Adds handed to the writer (stored or found stored before).
     pub adds_written: std::sync::atomic::AtomicU64,
     /// Adds sent back to be derived again: another Add of their session
@@ -306,128 +308,17 @@ impl Service {
             path: data_dir.clone(),
             cause,
         };
-        if data_dir.exists() && !data_dir.is_dir() {
-            return Err(io_error(std::io::Error::new(
-                std::io::ErrorKind::NotADirectory,
-                "it is a file, not a directory",
-            )));
-        }
-        std::fs::create_dir_all(&data_dir).map_err(io_error)?;
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(data_dir.join(LOCK_FILE))
-            .map_err(io_error)?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(ServiceError::Locked(data_dir));
-            }
-            Err(std::fs::TryLockError::Error(source)) => return Err(io_error(source)),
-        }
-
-        // Compiling the tag queries takes a few hundred milliseconds once;
-        // done beside start-up so that neither start-up nor the first Add
-        // waits for all of it (an extraction needing a query still being
-        // compiled waits for that one).
-        let warm_up = std::thread::Builder::new()
-            .name("precedent-warm-up".to_string())
-            .spawn(|| {
-                let started = std::time::Instant::now();
-                for error in ingest::warm_up() {
-                    tracing::error!(%error, "tag query does not compile; that language falls back to line scans");
-                }
-                tracing::debug!(
-                    elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-                    "tag queries compiled"
-                );
-            });
-        if let Err(error) = warm_up {
-            tracing::warn!(%error, "cannot start the warm-up thread; queries compile on first use");
-        }
-        let mut conn = options.store.open_writer()?;
-        let (search_index, mut writer, state) = index::open(&data_dir)?;
-        let search_index = Arc::new(search_index);
-        let stored_seq = store::last_seq(&conn)?;
-        let missing = store::sessions_missing(&conn)?;
-        if !missing.is_empty() {
-            let tx = conn.transaction()?;
-            for (user_id, session_id) in &missing {
-                derive_session(&tx, user_id, session_id, now_ms())?;
-            }
-            tx.commit()?;
-            tracing::info!(
-                num_sessions = missing.len(),
-                "derived records of earlier sessions"
-            );
-        }
-        // A shared store: users are caught up on first use, from marks a
-        // clean shutdown left (see `cache`); a new index starts replaying
-        // from now. One writer (SQLite): everything the index lacks now.
-        let marks = match &options.store {
-            StoreLocation::Postgres(_) => Some(Arc::new(UserMarks::load(
-                &data_dir,
-                state == OpenState::Opened,
-                options.max_cached_users,
-            ))),
-            StoreLocation::Sqlite(_) => None,
-        };
-        let replayed = if marks.is_some() {
-            if state != OpenState::Opened {
-                writer.commit(stored_seq, &search_index)?;
-            }
-            0
-        } else {
-            catch_up(&mut conn, &mut writer, &search_index)?
-        };
-        // Deletions the store finished and the index did not (a crash in
-        // between).
-        forget_deleted(&conn, &mut writer, &search_index)?;
-        tracing::info!(
-            index = ?state,
-            stored_seq,
-            replayed_adds = replayed,
-            num_docs = search_index.num_docs(),
-            "store and index opened"
-        );
-        if state == OpenState::Recreated {
-            tracing::warn!("index was rebuilt from the store");
-        }
-
+        let lock = lock_data_dir(&data_dir)?;
+        warm_up_in_background();
+        let writer = Writer::open(&options)?;
+        let search_index = writer.search_index();
+        let marks = writer.marks();
+        let writer_metrics = writer.metrics();
+        let adds_preparing = writer.adds_preparing();
         let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
-        let adds_preparing = Arc::new(AtomicUsize::new(0));
-        let thread_preparing = Arc::clone(&adds_preparing);
-        let thread_index = Arc::clone(&search_index);
-        let writer_metrics = Arc::new(WriterMetrics::default());
-        let thread_metrics = Arc::clone(&writer_metrics);
-        let thread_data_dir = data_dir.clone();
-        let thread_store = options.store.clone();
-        let thread_marks = marks.clone();
-        let limits = WriterLimits {
-            max_batch: options.max_batch.max(1),
-            max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
-        };
         let writer_thread = std::thread::Builder::new()
             .name("precedent-writer".to_string())
-            .spawn(move || {
-                writer_loop(
-                    WriterHome {
-                        data_dir: &thread_data_dir,
-                        store: &thread_store,
-                        marks: thread_marks.as_deref(),
-                    },
-                    receiver,
-                    conn,
-                    writer,
-                    &thread_index,
-                    WriterReports {
-                        metrics: &thread_metrics,
-                        adds_preparing: &thread_preparing,
-                    },
-                    limits,
-                )
-            })
+            .spawn(move || writer.run(receiver))
             .map_err(io_error)?;
         // Policy of this service: whoever opens it with a retention age
         // gets the purges.
@@ -444,14 +335,15 @@ impl Service {
         .map_err(io_error)?;
         let rederivation =
             Rederivation::start(&options.store, sender.clone(), Arc::clone(&writer_metrics))?;
-
+        let readers = Arc::new(ReaderPool::new(options.store.clone()));
         Ok(Arc::new(Service {
             redact_secrets: options.redact_secrets,
             searcher: Arc::new(Searcher::new(
                 Arc::clone(&search_index),
-                options.store.clone(),
+                Arc::clone(&readers),
                 options.search_budget_chars,
             )),
+            readers,
             data_dir,
             store: options.store,
             search_index,
@@ -459,7 +351,7 @@ impl Service {
             writer_thread: Mutex::new(Some(writer_thread)),
             retention: Mutex::new(retention),
             rederivation: Mutex::new(rederivation),
-            max_session_bytes: limits.max_session_bytes,
+            max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
             listings: tokio::sync::Semaphore::new(LISTINGS_AT_ONCE),
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             adds_preparing,
@@ -555,19 +447,19 @@ impl Service {
             .extract_pool
             .run(move || {
                 let body_sha256 = request.body_sha256();
-                let prepared = service.searcher.with_reader(|conn| {
-                    Ok(prepare_add(
+                let prepared = service.readers.with_reader(|conn| {
+                    prepare_add(
                         conn,
                         &service.extractors,
                         &request,
                         &body_sha256,
                         max_session_bytes,
-                    ))
+                    )
                 });
                 (prepared, request)
             })
             .await?;
-        match prepared?? {
+        match prepared? {
             Ok(prepared) => Ok((prepared, request)),
             Err(too_large) => Err(ServiceError::SessionTooLarge {
                 stored_bytes: too_large.stored_bytes,
@@ -611,17 +503,27 @@ impl Service {
             .await
     }
 
-    /// Runs `work` on the blocking pool with the searcher (search, explain
-    /// and inspection read SQLite and tantivy synchronously).
+    /// Runs `work` on the blocking pool with the service (search, explain
+    /// and inspection read the store and tantivy synchronously).
     async fn on_blocking_pool<T: Send + 'static>(
         self: &Arc<Self>,
-        work: impl FnOnce(&Searcher) -> Result<T, ReadError> + Send + 'static,
+        work: impl FnOnce(&Service) -> Result<T, ReadError> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let service = Arc::clone(self);
-        let read = tokio::task::spawn_blocking(move || work(&service.searcher))
+        let read = tokio::task::spawn_blocking(move || work(&service))
             .await
             .map_err(|error| ServiceError::Task(error.to_string()))?;
         Ok(read?)
+    }
+
+    /// Runs `read` with a pooled store read connection, on the blocking
+    /// pool.
+    async fn read_store<T: Send + 'static>(
+        self: &Arc<Self>,
+        read: impl FnOnce(&StoreConn) -> Result<T, ReadError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        self.on_blocking_pool(move |service| service.readers.with_reader(read))
+            .await
     }
 
     /// Runs `read` of a user's documents once the index holds everything
@@ -639,19 +541,22 @@ impl Service {
         empty: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
         let Some(marks) = self.marks.clone() else {
-            return self.on_blocking_pool(read).await;
+            return self
+                .on_blocking_pool(move |service| read(&service.searcher))
+                .await;
         };
         let read = Arc::new(read);
         let first_read = Arc::clone(&read);
         let checked_user = user_id.clone();
         let answered = self
-            .on_blocking_pool(move |searcher| {
-                let state =
-                    searcher.with_reader(|conn| Ok(store::user_state(conn, &checked_user)?))?;
+            .on_blocking_pool(move |service| {
+                let state = service
+                    .readers
+                    .with_reader(|conn| store::user_state(conn, &checked_user))?;
                 if state.last_seq == 0 {
                     Ok(Some(empty()))
                 } else if marks.is_current(&checked_user, state) {
-                    Ok(Some(first_read(searcher)?))
+                    Ok(Some(first_read(&service.searcher)?))
                 } else {
                     Ok(None)
                 }
@@ -662,7 +567,8 @@ impl Service {
         }
         self.ask_writer(|reply| WriteJob::CatchUpUser { user_id, reply })
             .await?;
-        self.on_blocking_pool(move |searcher| read(searcher)).await
+        self.on_blocking_pool(move |service| read(&service.searcher))
+            .await
     }
 
     /// Ranks the stored experience of the request's user for its query.
@@ -754,8 +660,7 @@ impl Service {
             .acquire()
             .await
             .map_err(|error| ServiceError::Task(error.to_string()))?;
-        self.on_blocking_pool(move |searcher| searcher.with_reader(read))
-            .await
+        self.read_store(read).await
     }
 
     /// At most `limit` users holding sessions after `after`, most recently
@@ -765,10 +670,8 @@ impl Service {
         after: Option<store::ListCursor>,
         limit: usize,
     ) -> Result<inspect::Page<store::StoredUser>, ServiceError> {
-        self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| inspect::users(conn, after.as_ref(), limit))
-        })
-        .await
+        self.read_store(move |conn| inspect::users(conn, after.as_ref(), limit))
+            .await
     }
 
     /// The whole derived record of one session of a user, with provenance.
@@ -777,10 +680,8 @@ impl Service {
         user_id: String,
         session_id: String,
     ) -> Result<Option<SessionDetail>, ServiceError> {
-        self.on_blocking_pool(move |searcher| {
-            searcher.with_reader(|conn| inspect::session_detail(conn, &user_id, &session_id))
-        })
-        .await
+        self.read_store(move |conn| inspect::session_detail(conn, &user_id, &session_id))
+            .await
     }
 
     /// Health: the writer runs, the store answers (one query on a read
@@ -792,8 +693,7 @@ impl Service {
             .lock()
             .map(|thread| thread.as_ref().is_some_and(|handle| !handle.is_finished()))
             .unwrap_or(false);
-        let probe = self
-            .on_blocking_pool(|searcher| searcher.with_reader(|conn| Ok(store::last_seq(conn)?)));
+        let probe = self.read_store(|conn| Ok(store::last_seq(conn)?));
         let store_reachable = match tokio::time::timeout(HEALTH_STORE_TIMEOUT, probe).await {
             Ok(Ok(_)) => true,
             Ok(Err(error)) => {
@@ -841,9 +741,7 @@ impl Service {
         let num_docs = self.search_index.num_docs();
         let data_dir = self.data_dir.clone();
         let sessions_per_user = self
-            .on_blocking_pool(move |searcher| {
-                searcher.with_reader(|conn| Ok(store::sessions_per_user(conn)?))
-            })
+            .read_store(|conn| Ok(store::sessions_per_user(conn)?))
             .await?;
         let store_bytes = tokio::task::spawn_blocking(move || directory_bytes(&data_dir, 3))
             .await
@@ -919,6 +817,55 @@ impl Service {
                 tracing::error!("writer thread ended abnormally");
             }
         }
+    }
+}
+
+/// Creates the data directory if need be and takes its exclusive lock,
+/// held for as long as the file stays open.
+fn lock_data_dir(data_dir: &Path) -> Result<File, ServiceError> {
+    let io_error = |cause| ServiceError::DataDir {
+        path: data_dir.to_path_buf(),
+        cause,
+    };
+    if data_dir.exists() && !data_dir.is_dir() {
+        return Err(io_error(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "it is a file, not a directory",
+        )));
+    }
+    std::fs::create_dir_all(data_dir).map_err(io_error)?;
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(data_dir.join(LOCK_FILE))
+        .map_err(io_error)?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ServiceError::Locked(data_dir.to_path_buf())),
+        Err(std::fs::TryLockError::Error(source)) => Err(io_error(source)),
+    }
+}
+
+/// Compiles the tag queries on a thread of their own. That takes a few
+/// hundred milliseconds once; done beside start-up so that neither start-up
+/// nor the first Add waits for all of it (an extraction needing a query
+/// still being compiled waits for that one).
+fn warm_up_in_background() {
+    let warm_up = std::thread::Builder::new()
+        .name("precedent-warm-up".to_string())
+        .spawn(|| {
+            let started = std::time::Instant::now();
+            for error in ingest::warm_up() {
+                tracing::error!(%error, "tag query does not compile; that language falls back to line scans");
+            }
+            tracing::debug!(
+                elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                "tag queries compiled"
+            );
+        });
+    if let Err(error) = warm_up {
+        tracing::warn!(%error, "cannot start the warm-up thread; queries compile on first use");
     }
 }
 

@@ -31,6 +31,7 @@
 //! ranking. It is called from blocking threads only.
 
 mod codec;
+mod pool;
 mod postgres;
 mod rows;
 mod sql;
@@ -50,6 +51,8 @@ use rows::{Db, Param, SqlRow};
 use sql::Sql;
 
 use crate::domain::{AddRequest, Role};
+
+pub use self::pool::ReaderPool;
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]

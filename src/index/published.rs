@@ -1,12 +1,12 @@
-//! index::recent: "what was written since the last commit?", searchable at
-//! once.
+//! index::published: "what was written since the last commit?", searchable
+//! at once.
 //!
 //! A tantivy commit serialises a new segment (term dictionaries, postings,
-//! fast fields) and later merges rewrite it: done for every group of Adds,
-//! that was most of the write path's time. So the writer commits about once
-//! a second (see `IndexWriterHandle::publish`), and what it wrote since is
-//! held here too, in memory, as small inverted lists per writer turn
-//! ([`RecentBatch`]): the Adds are stored (the store is the source of
+//! fast fields) and later merges rewrite it: too costly for every group of
+//! Adds. So the index commits about once a second (see
+//! `IndexWriterHandle::publish`), and what the writer wrote since is held
+//! here too, in memory, as small inverted lists per writer turn
+//! ([`PublishedBatch`]): the Adds are stored (the store is the source of
 //! truth), then published here before they are answered, and a search reads
 //! the committed segments and these batches together, as one index.
 //!
@@ -33,7 +33,7 @@ pub(super) type Postings = FxHashMap<String, Vec<(u32, u32)>>;
 
 /// What a published document is.
 #[derive(Debug)]
-pub(super) enum RecentKind {
+pub(super) enum PublishedKind {
     /// A session record's document; `last_seq`: the last Add its record
     /// includes.
     Session { profile_json: String, last_seq: i64 },
@@ -43,23 +43,23 @@ pub(super) enum RecentKind {
 
 /// A session document or a part written since the last commit.
 #[derive(Debug)]
-pub(super) struct RecentDoc {
+pub(super) struct PublishedDoc {
     pub user_id: String,
     /// The session's key (`session_key` of a session document,
     /// `part_session` of a part).
     pub key: String,
     /// `session_hash` of `key`.
     pub hash: u64,
-    pub kind: RecentKind,
+    pub kind: PublishedKind,
     /// Its `session_text` length as tantivy encodes it.
     pub fieldnorm_id: u8,
 }
 
-impl RecentDoc {
+impl PublishedDoc {
     /// A document of `user_id`'s session `key` (its length set when a
     /// batch takes it).
-    pub fn new(user_id: &str, key: String, kind: RecentKind) -> RecentDoc {
-        RecentDoc {
+    pub fn new(user_id: &str, key: String, kind: PublishedKind) -> PublishedDoc {
+        PublishedDoc {
             user_id: user_id.to_string(),
             hash: super::session_hash(&key),
             key,
@@ -69,19 +69,19 @@ impl RecentDoc {
     }
 
     pub fn is_session(&self) -> bool {
-        matches!(self.kind, RecentKind::Session { .. })
+        matches!(self.kind, PublishedKind::Session { .. })
     }
 }
 
 /// The documents of one writer turn, with their terms.
 #[derive(Debug)]
-pub(super) struct RecentBatch {
+pub(super) struct PublishedBatch {
     /// The committer's number of the hand-off holding these documents: a
     /// commit of every hand-off up to it drops the batch from the view.
     pub number: u64,
     /// Names the batch's documents in a `DocKey` (as a segment would).
     pub id: SegmentId,
-    pub docs: Vec<RecentDoc>,
+    pub docs: Vec<PublishedDoc>,
     /// `session_text` term -> (document, term frequency).
     pub postings: Postings,
     /// Summed `session_text` tokens.
@@ -90,9 +90,9 @@ pub(super) struct RecentBatch {
     pub text_bytes: usize,
 }
 
-impl RecentBatch {
-    pub fn new(number: u64) -> RecentBatch {
-        RecentBatch {
+impl PublishedBatch {
+    pub fn new(number: u64) -> PublishedBatch {
+        PublishedBatch {
             number,
             id: SegmentId::generate_random(),
             docs: Vec::new(),
@@ -107,12 +107,12 @@ impl RecentBatch {
         self.docs.len() as u64
     }
 
-    pub fn add(&mut self, mut document: RecentDoc, tokens: &[Token], text_bytes: usize) {
+    pub fn add(&mut self, mut document: PublishedDoc, tokens: &[Token], text_bytes: usize) {
         let doc = self.docs.len() as u32;
         let num_tokens = index_terms(tokens, doc, &mut self.postings);
         self.text_bytes += text_bytes;
         self.num_tokens += u64::from(num_tokens);
-        if let RecentKind::Session { profile_json, .. } = &document.kind {
+        if let PublishedKind::Session { profile_json, .. } = &document.kind {
             self.text_bytes += profile_json.len();
         }
         document.fieldnorm_id = FieldNormReader::fieldnorm_to_id(num_tokens);
@@ -147,7 +147,7 @@ fn index_terms(tokens: &[Token], doc: u32, postings: &mut Postings) -> u32 {
 
 /// One user's documents among the published batches: the newest session
 /// document of each session, and every part.
-pub(super) struct RecentScope<'a> {
+pub(super) struct PublishedScope<'a> {
     /// (batch, document), ascending (oldest batch first).
     pub docs: Vec<(usize, u32)>,
     /// The keys of the session documents among them.
@@ -159,8 +159,8 @@ pub(super) struct RecentScope<'a> {
 
 const NOT_IN_SCOPE: u32 = u32::MAX;
 
-impl<'a> RecentScope<'a> {
-    pub fn of(batches: &'a [std::sync::Arc<RecentBatch>], user_id: &str) -> RecentScope<'a> {
+impl<'a> PublishedScope<'a> {
+    pub fn of(batches: &'a [std::sync::Arc<PublishedBatch>], user_id: &str) -> PublishedScope<'a> {
         let mut seen: std::collections::HashSet<&'a str> = std::collections::HashSet::new();
         let mut docs = Vec::new();
         let mut keys = Vec::new();
@@ -191,7 +191,7 @@ impl<'a> RecentScope<'a> {
         for (position, &(batch_ord, doc)) in docs.iter().enumerate() {
             positions[batch_ord][doc as usize] = position as u32;
         }
-        RecentScope {
+        PublishedScope {
             docs,
             keys,
             positions,
@@ -202,7 +202,7 @@ impl<'a> RecentScope<'a> {
     /// every document of the scope holding `term` in its `session_text`.
     pub fn postings(
         &self,
-        batches: &[std::sync::Arc<RecentBatch>],
+        batches: &[std::sync::Arc<PublishedBatch>],
         term: &str,
         mut found: impl FnMut(usize, u32),
     ) {
