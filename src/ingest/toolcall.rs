@@ -20,6 +20,7 @@
 use serde_json::{Map, Value};
 
 use super::text::{contains_str, json_spans};
+use crate::tool::ToolKind;
 
 /// Tool calls kept per message.
 pub const MAX_TOOL_CALLS_PER_MESSAGE: usize = 64;
@@ -35,44 +36,8 @@ const MAX_PROBLEMS: usize = 8;
 /// text ([`render_result`]); a message that starts with it is a failed result.
 pub const ERROR_RESULT_PREFIX: &str = "ERROR: ";
 
-/// Tools that edit files: their calls are edits, not commands.
-pub const EDIT_TOOLS: &[&str] = &[
-    "Edit",
-    "MultiEdit",
-    "Write",
-    "NotebookEdit",
-    "write_file",
-    "create_file",
-    "apply_patch",
-    "str_replace_editor",
-    "str_replace_based_edit_tool",
-    "edit_file",
-    "file_editor",
-    "text_editor",
-];
-/// Tools that read files or list them: views, not commands.
-pub const VIEW_TOOLS: &[&str] = &[
-    "Read",
-    "read_file",
-    "view_file",
-    "view",
-    "cat",
-    "Glob",
-    "Grep",
-    "LS",
-    "NotebookRead",
-];
 /// Bytes before a JSON object looked through for the tool's name.
 const MAX_NAME_LOOKBACK: usize = 160;
-
-/// Whether a tool of this name edits or reads files (its calls are not
-/// shell commands).
-pub fn is_file_tool(name: &str) -> bool {
-    EDIT_TOOLS
-        .iter()
-        .chain(VIEW_TOOLS)
-        .any(|tool| tool.eq_ignore_ascii_case(name))
-}
 
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +64,11 @@ impl ToolCall {
         names
             .iter()
             .any(|name| self.name.eq_ignore_ascii_case(name))
+    }
+
+    /// What kind of tool it calls, if [`crate::tool::TOOLS`] knows it.
+    pub fn kind(&self) -> Option<ToolKind> {
+        crate::tool::kind_of(&self.name)
     }
 }
 
@@ -227,7 +197,8 @@ pub fn parse(message: &str) -> ToolCalls {
 /// (`file_path` with `old_string` or `new_string`), `MultiEdit` (`file_path`
 /// with `edits`), `str_replace_editor` (`path` with `old_str` / `new_str`,
 /// or `command: create` with `file_text`), `Write` (`file_path` with
-/// `content`), `apply_patch` (a patch under `patch` or `input`).
+/// `content`), `apply_patch` (a patch under one of
+/// [`crate::tool::PATCH_ARGUMENTS`]).
 pub fn edit_tool_of_arguments(object: &Map<String, Value>) -> Option<&'static str> {
     let has = |key: &str| object.contains_key(key);
     let text = |key: &str| object.get(key).and_then(Value::as_str);
@@ -246,8 +217,10 @@ pub fn edit_tool_of_arguments(object: &Map<String, Value>) -> Option<&'static st
     if has("file_path") && has("content") && object.len() <= 3 {
         return Some("Write");
     }
-    let patch = text("patch").or_else(|| text("input"));
-    if patch.is_some_and(|patch| patch.trim_start().starts_with("*** Begin Patch")) {
+    let is_patch = |key: &&str| {
+        text(key).is_some_and(|patch| patch.trim_start().starts_with("*** Begin Patch"))
+    };
+    if crate::tool::PATCH_ARGUMENTS.iter().any(is_patch) {
         return Some("apply_patch");
     }
     None
@@ -274,11 +247,7 @@ fn call_of_arguments(
             }
             // A text name such as `str_replace_based_edit_tool` is kept.
             named
-                .filter(|name| {
-                    EDIT_TOOLS
-                        .iter()
-                        .any(|tool| tool.eq_ignore_ascii_case(name))
-                })
+                .filter(|name| crate::tool::kind_of(name).is_some_and(ToolKind::edits_files))
                 .unwrap_or("str_replace_editor")
         }
         Some(tool) => tool,

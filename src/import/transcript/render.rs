@@ -18,20 +18,6 @@ pub struct Transcript {
     pub messages: Vec<Message>,
 }
 
-/// Tool names whose calls are shell commands.
-const SHELL_TOOLS: &[&str] = &[
-    "bash",
-    "shell",
-    "exec_command",
-    "local_shell",
-    "container.exec",
-    "execute_bash",
-    "run_shell_command",
-    "run_command",
-    "execute_command",
-    "terminal",
-];
-
 /// Messages under construction: empty text is dropped, except a tool's
 /// result, which is kept (as "(no output)") so a call keeps its answer.
 #[derive(Debug, Default)]
@@ -99,16 +85,14 @@ pub fn bash_fence(command: &str) -> String {
 
 /// The command of a shell tool's call, if it is one.
 fn shell_command(name: &str, arguments: &Value) -> Option<String> {
-    let lowered = name.to_ascii_lowercase();
-    if !SHELL_TOOLS.contains(&lowered.as_str()) {
+    if !crate::tool::is_shell(name) {
         return None;
     }
     let field = match arguments {
         Value::String(text) => return Some(text.clone()),
-        Value::Object(object) => object
-            .get("command")
-            .or_else(|| object.get("cmd"))
-            .or_else(|| object.get("code"))?,
+        Value::Object(object) => crate::tool::COMMAND_ARGUMENTS
+            .iter()
+            .find_map(|key| object.get(*key))?,
         _ => return None,
     };
     match field {

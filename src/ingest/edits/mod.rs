@@ -30,6 +30,7 @@ use serde_json::Value;
 use super::repo::{self, Placed};
 use super::text::{contains_str, lines_with_offsets};
 use super::toolcall::ToolCall;
+use crate::tool::{self, ToolKind};
 
 pub use self::render::Change;
 pub use self::workspace::RenderedEdit;
@@ -94,17 +95,6 @@ pub struct FileEdit {
     pub end: usize,
 }
 
-/// Names of file-editor tools.
-const EDITOR_TOOLS: &[&str] = &[
-    "str_replace_editor",
-    "str_replace_based_edit_tool",
-    "edit_file",
-    "file_editor",
-    "text_editor",
-];
-/// Names of tools that end a run.
-const FINISH_TOOLS: &[&str] = &["submit", "finish", "attempt_completion", "task_complete"];
-
 /// The edits one tool call makes (none for a call that only reads).
 pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdit> {
     let at = |path: &str, op: EditOp| FileEdit {
@@ -114,10 +104,9 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
         end: call.end,
     };
     let string = |keys: &[&str]| call.string(keys).map(str::to_string);
-    let path = call
-        .string(&["path", "file_path", "notebook_path", "file", "filename"])
-        .unwrap_or("");
-    if call.is_named(EDITOR_TOOLS) {
+    let path = call.string(&tool::PATH_ARGUMENTS).unwrap_or("");
+    let kind = call.kind();
+    if kind == Some(ToolKind::Editor) {
         let command = call.string(&["command"]).unwrap_or("");
         if path.is_empty() {
             if command != "view" {
@@ -172,7 +161,7 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
             _ => Vec::new(),
         };
     }
-    if call.is_named(&["Edit"]) && !path.is_empty() {
+    if kind == Some(ToolKind::Replace) && !path.is_empty() {
         if let Some(missing) = ["old_string", "new_string"]
             .into_iter()
             .find(|key| call.string(&[key]).is_none())
@@ -193,7 +182,7 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
             },
         )];
     }
-    if call.is_named(&["MultiEdit"]) && !path.is_empty() {
+    if kind == Some(ToolKind::MultiReplace) && !path.is_empty() {
         let Some(Value::Array(items)) = call.arguments.get("edits") else {
             problems.push(format!(
                 "MultiEdit of {path} without an edits list: skipped"
@@ -220,7 +209,7 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
             })
             .collect();
     }
-    if call.is_named(&["Write", "write_file", "create_file"]) && !path.is_empty() {
+    if kind == Some(ToolKind::Write) && !path.is_empty() {
         return vec![at(
             path,
             EditOp::Write {
@@ -229,7 +218,7 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
             },
         )];
     }
-    if call.is_named(&["NotebookEdit"]) && !path.is_empty() {
+    if kind == Some(ToolKind::NotebookEdit) && !path.is_empty() {
         let source = string(&["new_source"]).unwrap_or_default();
         let mode = call.string(&["edit_mode"]).unwrap_or("replace");
         let op = if mode == "delete" {
@@ -247,9 +236,9 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
         };
         return vec![at(path, op)];
     }
-    if call.is_named(&["apply_patch"]) {
+    if kind == Some(ToolKind::Patch) {
         let text = call
-            .string(&["input", "patch", "content"])
+            .string(&tool::PATCH_ARGUMENTS)
             .map(str::to_string)
             .or_else(|| {
                 call.arguments
@@ -274,18 +263,16 @@ pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdi
 
 /// The path a tool call reads with line numbers (`view`, `Read`, `cat -n`).
 fn viewed_path(call: &ToolCall) -> Option<String> {
-    if call.is_named(EDITOR_TOOLS) && call.string(&["command"]) == Some("view") {
-        return call.string(&["path"]).map(str::to_string);
+    match call.kind()? {
+        ToolKind::Editor if call.string(&["command"]) == Some("view") => {
+            call.string(&tool::PATH_ARGUMENTS).map(str::to_string)
+        }
+        ToolKind::Read => call.string(&tool::PATH_ARGUMENTS).map(str::to_string),
+        ToolKind::Shell => call
+            .string(&tool::COMMAND_ARGUMENTS)
+            .and_then(numbered_cat_path),
+        _ => None,
     }
-    if call.is_named(&["Read", "read_file", "view_file"]) {
-        return call
-            .string(&["file_path", "path", "file"])
-            .map(str::to_string);
-    }
-    if call.is_named(&["bash", "execute_bash", "Bash", "shell"]) {
-        return call.string(&["command", "cmd"]).and_then(numbered_cat_path);
-    }
-    None
 }
 
 /// What a tool answers when it did not apply an edit: SWE-agent's linter
@@ -328,16 +315,13 @@ fn created_empty(path: &str, start: usize, end: usize) -> FileEdit {
 /// A search call that answers numbered lines (`search_file`, a shell
 /// `grep -n`): `Some(file searched)`, the file `None` when not named.
 fn searched_file(call: &ToolCall) -> Option<Option<String>> {
-    if call.is_named(&["search_file"]) {
-        return Some(
-            call.string(&["file", "path", "file_path"])
-                .map(str::to_string),
-        );
+    match call.kind()? {
+        ToolKind::Search => Some(call.string(&tool::PATH_ARGUMENTS).map(str::to_string)),
+        ToolKind::Shell => call
+            .string(&tool::COMMAND_ARGUMENTS)
+            .and_then(numbered_search),
+        _ => None,
     }
-    if call.is_named(&["bash", "execute_bash", "Bash", "shell"]) {
-        return call.string(&["command", "cmd"]).and_then(numbered_search);
-    }
-    None
 }
 
 /// A `search_file TERM [FILE]` or `grep -n ... [FILE]` command: `Some(the
@@ -835,7 +819,7 @@ impl Tracker {
             if let Some(searched) = searched_file(call) {
                 self.pending_search = Some(searched.map(|path| self.normalize(&path)));
             }
-            if call.is_named(FINISH_TOOLS) {
+            if call.kind() == Some(ToolKind::Finish) {
                 self.completed = true;
             }
             if let Some(path) = viewed_path(call) {
@@ -865,7 +849,7 @@ impl Tracker {
                 // The windowed editor's commands inside JSON arguments
                 // (`Tool call: bash` + `{"command": "edit 3:4\n..."}`).
                 for call in calls {
-                    let Some(command) = call.string(&["command", "cmd"]) else {
+                    let Some(command) = call.string(&tool::COMMAND_ARGUMENTS) else {
                         continue;
                     };
                     if let Some(selected) = windowed::cursors(command) {
@@ -896,7 +880,7 @@ impl Tracker {
         );
         for command in commands {
             // SWE-agent's `submit` as a command rather than a call.
-            if FINISH_TOOLS.contains(&command.trim()) {
+            if tool::names(ToolKind::Finish).any(|name| name == command.trim()) {
                 self.completed = true;
             }
             if let Some(path) = numbered_cat_path(command) {
