@@ -32,6 +32,7 @@ mod service;
 mod store;
 mod time;
 mod tokenize;
+mod tool;
 
 /// The HTTP service: the router over a [`Service`] and its options.
 pub use api::auth::ApiKeys;

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::text::{
     Pattern, contains_str, fenced_blocks, json_spans, lines_with_offsets, truncate_to_bytes,
 };
+use crate::tool;
 
 /// Bytes kept of a command.
 pub const MAX_COMMAND_BYTES: usize = 2_000;
@@ -44,21 +45,6 @@ const SHELL_FENCES: &[&str] = &[
     "shell-session",
     "shellsession",
     "bash-session",
-];
-
-const SHELL_TOOL_NAMES: &[&str] = &[
-    "bash",
-    "shell",
-    "sh",
-    "execute_bash",
-    "run_command",
-    "run_shell_command",
-    "terminal",
-    "execute_command",
-    "exec",
-    "run",
-    "cmd",
-    "command",
 ];
 
 /// The commands in an agent message, in order.
@@ -117,7 +103,7 @@ pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
             && (super::toolcall::edit_tool_of_arguments(object).is_some()
                 || is_editor_command(object)
                 || super::toolcall::named_before(message, span.start)
-                    .is_some_and(super::toolcall::is_file_tool))
+                    .is_some_and(tool::is_file_tool))
         {
             // The arguments of an edit or a file view, not a command.
             continue;
@@ -134,14 +120,14 @@ pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
     }
     // SWE-agent's XML function calls.
     for call in super::toolcall::xml_calls(message) {
-        if super::toolcall::is_file_tool(&call.name) {
+        if tool::is_file_tool(&call.name) {
             continue;
         }
-        let is_shell = SHELL_TOOL_NAMES.contains(&call.name.to_ascii_lowercase().as_str());
-        let command = match call.string(&["command", "cmd"]) {
+        let is_shell = tool::is_shell(&call.name);
+        let command = match call.string(&tool::COMMAND_ARGUMENTS) {
             Some(command) if is_shell => command.to_string(),
             Some(command) => {
-                let path = call.string(&["path", "file_path"]).unwrap_or("");
+                let path = call.string(&tool::PATH_ARGUMENTS).unwrap_or("");
                 format!("{} {command} {path}", call.name).trim().to_string()
             }
             None => call.name.clone(),
@@ -199,7 +185,7 @@ fn is_editor_command(object: &serde_json::Map<String, Value>) -> bool {
     object.contains_key("path")
         && matches!(
             string_field(object, &["command"]),
-            Some("view" | "create" | "str_replace" | "insert" | "undo_edit")
+            Some(command) if tool::EDITOR_COMMANDS.contains(&command)
         )
 }
 
@@ -279,22 +265,21 @@ fn commands_from_json(value: &Value, depth: usize, found: &mut Vec<String>) {
                 .or_else(|| function.and_then(|f| string_field(f, &["name"])));
             let arguments = arguments_of(object).or_else(|| function.and_then(arguments_of));
             let command_in = |map: &serde_json::Map<String, Value>| {
-                string_field(map, &["command", "cmd", "script"]).map(str::to_string)
+                string_field(map, &tool::COMMAND_ARGUMENTS).map(str::to_string)
             };
             let command = match &arguments {
                 Some(Value::Object(map)) => command_in(map).or_else(|| command_in(object)),
                 _ => command_in(object),
             };
-            let is_shell = name
-                .is_some_and(|name| SHELL_TOOL_NAMES.contains(&name.to_ascii_lowercase().as_str()));
+            let is_shell = name.is_some_and(tool::is_shell);
             match (name, command, &arguments) {
                 // Edits and file views are not commands.
-                (Some(name), _, _) if super::toolcall::is_file_tool(name) => {}
+                (Some(name), _, _) if tool::is_file_tool(name) => {}
                 (Some(_), Some(command), _) if is_shell => found.push(command),
                 (None, Some(command), _) => found.push(command),
                 (Some(name), Some(command), Some(Value::Object(map))) => {
                     // e.g. str_replace_editor {"command": "view", "path": ...}
-                    let path = string_field(map, &["path", "file_path", "file"]).unwrap_or("");
+                    let path = string_field(map, &tool::PATH_ARGUMENTS).unwrap_or("");
                     found.push(format!("{name} {command} {path}").trim().to_string());
                 }
                 (Some(name), Some(command), _) => found.push(format!("{name} {command}")),

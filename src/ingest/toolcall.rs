@@ -20,6 +20,8 @@
 use serde_json::{Map, Value};
 
 use super::text::{contains_str, json_spans};
+use crate::tool::ToolKind;
+use crate::tool::render::{ERROR_RESULT_PREFIX, result_text};
 
 /// Tool calls kept per message.
 pub const MAX_TOOL_CALLS_PER_MESSAGE: usize = 64;
@@ -31,48 +33,8 @@ const MAX_JSON_DEPTH: usize = 8;
 const MAX_XML_PARAMETERS: usize = 32;
 /// Problems reported per message.
 const MAX_PROBLEMS: usize = 8;
-/// What starts a tool result the tool reported as failed, once rendered as
-/// text ([`render_result`]); a message that starts with it is a failed result.
-pub const ERROR_RESULT_PREFIX: &str = "ERROR: ";
-
-/// Tools that edit files: their calls are edits, not commands.
-pub const EDIT_TOOLS: &[&str] = &[
-    "Edit",
-    "MultiEdit",
-    "Write",
-    "NotebookEdit",
-    "write_file",
-    "create_file",
-    "apply_patch",
-    "str_replace_editor",
-    "str_replace_based_edit_tool",
-    "edit_file",
-    "file_editor",
-    "text_editor",
-];
-/// Tools that read files or list them: views, not commands.
-pub const VIEW_TOOLS: &[&str] = &[
-    "Read",
-    "read_file",
-    "view_file",
-    "view",
-    "cat",
-    "Glob",
-    "Grep",
-    "LS",
-    "NotebookRead",
-];
 /// Bytes before a JSON object looked through for the tool's name.
 const MAX_NAME_LOOKBACK: usize = 160;
-
-/// Whether a tool of this name edits or reads files (its calls are not
-/// shell commands).
-pub fn is_file_tool(name: &str) -> bool {
-    EDIT_TOOLS
-        .iter()
-        .chain(VIEW_TOOLS)
-        .any(|tool| tool.eq_ignore_ascii_case(name))
-}
 
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +61,11 @@ impl ToolCall {
         names
             .iter()
             .any(|name| self.name.eq_ignore_ascii_case(name))
+    }
+
+    /// What kind of tool it calls, if [`crate::tool::TOOLS`] knows it.
+    pub fn kind(&self) -> Option<ToolKind> {
+        crate::tool::kind_of(&self.name)
     }
 }
 
@@ -127,39 +94,6 @@ impl ToolCalls {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(text);
         }
-    }
-}
-
-/// A tool call as text this module reads back: the JSON object
-/// `{"name": ..., "arguments": ...}` (meant to stand on a line of its own).
-/// Arguments given as a string are parsed when they hold a JSON object, and
-/// kept under `input` otherwise (a free-form tool's input, such as a patch).
-pub fn render_call(name: &str, arguments: &Value) -> String {
-    let arguments = match arguments {
-        Value::Object(_) => arguments.clone(),
-        Value::Null => Value::Object(Map::new()),
-        Value::String(text) => match serde_json::from_str::<Value>(text) {
-            Ok(object @ Value::Object(_)) => object,
-            _ if text.trim().is_empty() => Value::Object(Map::new()),
-            _ => serde_json::json!({ "input": text }),
-        },
-        other => serde_json::json!({ "input": other }),
-    };
-    serde_json::json!({ "name": name, "arguments": arguments }).to_string()
-}
-
-/// A tool result as text: its output, after [`ERROR_RESULT_PREFIX`] when the
-/// tool reported an error, and `(no output)` when it gave none.
-pub fn render_result(output: &str, is_error: bool) -> String {
-    let output = if output.trim().is_empty() {
-        "(no output)"
-    } else {
-        output
-    };
-    if is_error {
-        format!("{ERROR_RESULT_PREFIX}{output}")
-    } else {
-        output.to_string()
     }
 }
 
@@ -227,7 +161,8 @@ pub fn parse(message: &str) -> ToolCalls {
 /// (`file_path` with `old_string` or `new_string`), `MultiEdit` (`file_path`
 /// with `edits`), `str_replace_editor` (`path` with `old_str` / `new_str`,
 /// or `command: create` with `file_text`), `Write` (`file_path` with
-/// `content`), `apply_patch` (a patch under `patch` or `input`).
+/// `content`), `apply_patch` (a patch under one of
+/// [`crate::tool::PATCH_ARGUMENTS`]).
 pub fn edit_tool_of_arguments(object: &Map<String, Value>) -> Option<&'static str> {
     let has = |key: &str| object.contains_key(key);
     let text = |key: &str| object.get(key).and_then(Value::as_str);
@@ -246,8 +181,10 @@ pub fn edit_tool_of_arguments(object: &Map<String, Value>) -> Option<&'static st
     if has("file_path") && has("content") && object.len() <= 3 {
         return Some("Write");
     }
-    let patch = text("patch").or_else(|| text("input"));
-    if patch.is_some_and(|patch| patch.trim_start().starts_with("*** Begin Patch")) {
+    let is_patch = |key: &&str| {
+        text(key).is_some_and(|patch| patch.trim_start().starts_with("*** Begin Patch"))
+    };
+    if crate::tool::PATCH_ARGUMENTS.iter().any(is_patch) {
         return Some("apply_patch");
     }
     None
@@ -274,11 +211,7 @@ fn call_of_arguments(
             }
             // A text name such as `str_replace_based_edit_tool` is kept.
             named
-                .filter(|name| {
-                    EDIT_TOOLS
-                        .iter()
-                        .any(|tool| tool.eq_ignore_ascii_case(name))
-                })
+                .filter(|name| crate::tool::kind_of(name).is_some_and(ToolKind::edits_files))
                 .unwrap_or("str_replace_editor")
         }
         Some(tool) => tool,
@@ -471,22 +404,6 @@ fn xml_parameters(body: &str) -> Map<String, Value> {
     arguments
 }
 
-/// Text of a `tool_result` content: a string, or text parts joined.
-fn result_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(text) => Some(text.as_str()),
-                other => other.get("text").and_then(Value::as_str),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// Arguments of a call: an object, or a string holding one.
 fn arguments_of(
     name: &str,
@@ -524,7 +441,7 @@ fn walk(value: &Value, start: usize, end: usize, depth: usize, found: &mut ToolC
             if kind == Some("tool_result") {
                 if found.results.len() < MAX_TOOL_RESULTS_PER_MESSAGE {
                     found.results.push(ToolResult {
-                        text: result_text(object.get("content")),
+                        text: object.get("content").map(result_text).unwrap_or_default(),
                         is_error: object
                             .get("is_error")
                             .and_then(Value::as_bool)
@@ -672,6 +589,7 @@ mod tests {
 
     #[test]
     fn rendered_calls_and_results_read_back() {
+        use crate::tool::render::{render_call, render_result};
         let call = render_call(
             "Edit",
             &serde_json::json!({"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}),

@@ -12,6 +12,7 @@ const PURE: &[&str] = &[
     "src/rank",
     "src/language.rs",
     "src/tokenize.rs",
+    "src/tool",
     "src/redact.rs",
 ];
 
