@@ -1,20 +1,16 @@
 //! Wire shapes: request bodies are parsed once, here, into validated domain
 //! types, collecting every bad field; responses are serialized from domain
-//! types. Unknown fields are ignored, as the contract asks.
+//! types. Unknown fields are ignored, as the contract asks. This module
+//! reads the JSON shape only: the limits, the checks and their reasons are
+//! `domain`'s, which builds every request.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::FieldError;
-use crate::domain::{AddRequest, MAX_TOP_K, MemoryItem, Message, Role, SearchRequest};
+use crate::domain::{self, AddRequest, Invalid, MemoryItem, Message, Role, SearchRequest};
 use crate::read::inspect::{SessionDetail, SessionSummary};
-use crate::time::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS, rfc3339_from_ms};
-
-/// The longest id (`request_id`, `user_id`, `session_id`) accepted, in bytes.
-pub const MAX_ID_BYTES: usize = 4096;
-pub use crate::domain::MAX_MESSAGES_PER_ADD;
-/// The longest message content, in bytes (whole files and logs fit).
-pub const MAX_CONTENT_BYTES: usize = 16 * 1024 * 1024;
+use crate::time::rfc3339_from_ms;
 
 /// Collects field errors while a body is read.
 #[derive(Default)]
@@ -26,6 +22,18 @@ impl Errors {
             field: field.into(),
             message: message.into(),
         });
+    }
+
+    /// The value a `domain` check let through, or `None` with the field it
+    /// refused and why recorded.
+    fn checked<T>(&mut self, result: Result<T, Invalid>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(invalid) => {
+                self.push(invalid.field, invalid.reason);
+                None
+            }
+        }
     }
 
     fn finish<T>(self, value: Option<T>) -> Result<T, Vec<FieldError>> {
@@ -51,12 +59,11 @@ fn as_object<'a>(body: &'a Value, errors: &mut Errors) -> Option<&'a Map<String,
 fn required_id(object: &Map<String, Value>, name: &str, errors: &mut Errors) -> Option<String> {
     match object.get(name) {
         None | Some(Value::Null) => errors.push(name, "field required"),
-        Some(Value::String(text)) if text.is_empty() => errors.push(name, "must not be empty"),
-        Some(Value::String(text)) if text.len() > MAX_ID_BYTES => errors.push(
-            name,
-            format!("longer than the limit of {MAX_ID_BYTES} bytes"),
-        ),
-        Some(Value::String(text)) => return Some(text.clone()),
+        Some(Value::String(text)) => {
+            return errors
+                .checked(domain::check_id(name, text))
+                .map(|()| text.clone());
+        }
         Some(_) => errors.push(name, "must be a string"),
     }
     None
@@ -199,16 +206,7 @@ fn optional_timestamp(value: Option<&Value>, field: &str, errors: &mut Errors) -
             .filter(|float| float.fract() == 0.0 && float.abs() < 9.0e15)
             .map(|float| float as i64)
     });
-    match millis {
-        Some(ms) if (MIN_TIMESTAMP_MS..=MAX_TIMESTAMP_MS).contains(&ms) => Some(ms),
-        _ => {
-            errors.push(
-                field,
-                "must be integral Unix milliseconds between years 1 and 9999",
-            );
-            None
-        }
-    }
+    errors.checked(domain::check_timestamp(field, millis))
 }
 
 /// Parses and validates an Add body.
@@ -223,32 +221,24 @@ pub fn parse_add(body: &Value) -> Result<AddRequest, Vec<FieldError>> {
     let mut messages = Vec::new();
     match object.get("messages") {
         None | Some(Value::Null) => errors.push("messages", "field required"),
-        Some(Value::Array(items)) if items.is_empty() => {
-            errors.push("messages", "must not be empty")
-        }
-        Some(Value::Array(items)) if items.len() > MAX_MESSAGES_PER_ADD => errors.push(
-            "messages",
-            format!(
-                "{} messages, more than the limit of {MAX_MESSAGES_PER_ADD} per Add",
-                items.len()
-            ),
-        ),
         Some(Value::Array(items)) => {
-            for (index, item) in items.iter().enumerate() {
-                if let Some(message) = parse_message(item, index, &mut errors) {
-                    messages.push(message);
+            if errors
+                .checked(domain::check_num_messages(items.len()))
+                .is_some()
+            {
+                for (index, item) in items.iter().enumerate() {
+                    if let Some(message) = parse_message(item, index, &mut errors) {
+                        messages.push(message);
+                    }
                 }
             }
         }
         Some(_) => errors.push("messages", "must be an array"),
     }
     let request = match (request_id, user_id, session_id) {
-        (Some(request_id), Some(user_id), Some(session_id)) => Some(AddRequest {
-            request_id,
-            user_id,
-            session_id,
-            messages,
-        }),
+        (Some(request_id), Some(user_id), Some(session_id)) if errors.0.is_empty() => {
+            errors.checked(AddRequest::new(request_id, user_id, session_id, messages))
+        }
         _ => None,
     };
     errors.finish(request)
@@ -277,20 +267,12 @@ fn parse_message(item: &Value, index: usize, errors: &mut Errors) -> Option<Mess
             None
         }
     };
-    let content = text_or_parts(object.get("content"), &format!("{field}.content"), errors)
-        .and_then(|content| {
-            if content.len() > MAX_CONTENT_BYTES {
-                errors.push(
-                    format!("{field}.content"),
-                    format!(
-                        "{} bytes, more than the limit of {MAX_CONTENT_BYTES}",
-                        content.len()
-                    ),
-                );
-                None
-            } else {
-                Some(content)
-            }
+    let content_field = format!("{field}.content");
+    let content =
+        text_or_parts(object.get("content"), &content_field, errors).and_then(|content| {
+            errors
+                .checked(domain::check_content(&content_field, &content))
+                .map(|()| content)
         });
     let timestamp_ms = optional_timestamp(
         object.get("timestamp"),
@@ -303,12 +285,6 @@ fn parse_message(item: &Value, index: usize, errors: &mut Errors) -> Option<Mess
         timestamp_ms,
     })
 }
-
-/// The longest `repo` path a Search may name.
-const MAX_REPO_PATH_BYTES: usize = 4_096;
-
-/// The largest `max_chars` a Search may ask for.
-const MAX_CHARS_LIMIT: u64 = 10_000_000;
 
 /// Parses and validates a Search body.
 pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
@@ -330,20 +306,9 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
                     .filter(|float| float.fract() == 0.0 && float.abs() < 1.0e15)
                     .map(|float| float as i64)
             });
-            match integral {
-                Some(top_k) if (1..=MAX_TOP_K as i64).contains(&top_k) => {
-                    usize::try_from(top_k).ok()
-                }
-                _ => {
-                    errors.push("top_k", format!("must be an integer from 1 to {MAX_TOP_K}"));
-                    None
-                }
-            }
+            errors.checked(domain::check_top_k(integral))
         }
-        Some(_) => {
-            errors.push("top_k", format!("must be an integer from 1 to {MAX_TOP_K}"));
-            None
-        }
+        Some(_) => errors.checked(domain::check_top_k(None)),
     };
     match object.get("options") {
         None | Some(Value::Null) | Some(Value::Array(_)) => {}
@@ -352,50 +317,34 @@ pub fn parse_search(body: &Value) -> Result<SearchRequest, Vec<FieldError>> {
     // An extension: the most characters of content to return.
     let max_chars = match object.get("max_chars") {
         None | Some(Value::Null) => None,
-        Some(value) => match value.as_u64().or_else(|| {
-            value
-                .as_f64()
-                .filter(|float| {
-                    float.fract() == 0.0 && (1.0..=MAX_CHARS_LIMIT as f64).contains(float)
-                })
-                .map(|float| float as u64)
-        }) {
-            Some(chars) if (1..=MAX_CHARS_LIMIT).contains(&chars) => usize::try_from(chars).ok(),
-            _ => {
-                errors.push(
-                    "max_chars",
-                    format!("must be an integer from 1 to {MAX_CHARS_LIMIT}"),
-                );
-                None
-            }
-        },
+        Some(value) => {
+            let integral = value.as_u64().or_else(|| {
+                value
+                    .as_f64()
+                    .filter(|float| {
+                        float.fract() == 0.0
+                            && (1.0..=domain::MAX_CHARS_LIMIT as f64).contains(float)
+                    })
+                    .map(|float| float as u64)
+            });
+            errors.checked(domain::check_max_chars(integral))
+        }
     };
     // An extension: the caller's checkout, to mark stale experience.
     let repo = match object.get("repo") {
         None | Some(Value::Null) => None,
-        Some(Value::String(path))
-            if path.starts_with('/')
-                && path.len() <= MAX_REPO_PATH_BYTES
-                && !path.contains('\0') =>
-        {
-            Some(std::path::PathBuf::from(path))
-        }
-        Some(_) => {
-            errors.push(
-                "repo",
-                format!("must be an absolute path of at most {MAX_REPO_PATH_BYTES} bytes"),
-            );
-            None
+        Some(value) => {
+            let path = value.as_str().map(std::path::Path::new);
+            errors
+                .checked(domain::check_repo(path))
+                .and(path)
+                .map(std::path::Path::to_path_buf)
         }
     };
     let request = match (query, user_id, top_k) {
-        (Some(query), Some(user_id), Some(top_k)) => Some(SearchRequest {
-            query,
-            user_id,
-            top_k,
-            max_chars,
-            repo,
-        }),
+        (Some(query), Some(user_id), Some(top_k)) if errors.0.is_empty() => {
+            errors.checked(SearchRequest::new(query, user_id, top_k, max_chars, repo))
+        }
         _ => None,
     };
     errors.finish(request)
@@ -841,7 +790,7 @@ mod tests {
     #[test]
     fn add_rejects_out_of_range_timestamps_and_long_ids() {
         let body = json!({
-            "request_id": "r".repeat(MAX_ID_BYTES + 1), "user_id": "u", "session_id": "s",
+            "request_id": "r".repeat(domain::MAX_ID_BYTES + 1), "user_id": "u", "session_id": "s",
             "messages": [{"role": "user", "content": "x", "timestamp": 1.5}],
         });
         assert_eq!(

@@ -13,8 +13,8 @@ use utoipa::OpenApi;
 use utoipa::ToSchema;
 use utoipa::openapi::{RefOr, Response, ResponseBuilder, content::ContentBuilder};
 
-use super::dto::{self, MAX_CONTENT_BYTES, MAX_ID_BYTES, MAX_MESSAGES_PER_ADD};
-use crate::domain::MAX_TOP_K;
+use super::dto;
+use crate::domain::{MAX_CONTENT_BYTES, MAX_ID_BYTES, MAX_MESSAGES_PER_ADD, MAX_TOP_K};
 
 /// The body of an Add (`POST /add`, `POST /v1/add`).
 #[derive(Debug, Deserialize, ToSchema)]

@@ -123,13 +123,7 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
     let Some(user_id) = user_id else {
         return search_all(&searcher, &args);
     };
-    let request = SearchRequest {
-        query: args.query.clone(),
-        user_id: user_id.clone(),
-        top_k: args.top_k as usize,
-        max_chars: Some(args.max_chars.max(1)),
-        repo: checkout_of(&args),
-    };
+    let request = search_request(&args, &user_id)?;
     if let Some(unknown) = unknown_user(&searcher, &user_id)? {
         anyhow::bail!("{unknown}");
     }
@@ -176,13 +170,7 @@ fn search_all(searcher: &Searcher, args: &SearchArgs) -> anyhow::Result<()> {
     }
     let mut found: Vec<(String, crate::domain::MemoryItem)> = Vec::new();
     for user_id in user_ids {
-        let request = SearchRequest {
-            query: args.query.clone(),
-            user_id: user_id.clone(),
-            top_k: args.top_k as usize,
-            max_chars: Some(args.max_chars.max(1)),
-            repo: checkout_of(args),
-        };
+        let request = search_request(args, &user_id)?;
         found.extend(
             searcher
                 .search(&request)?
@@ -216,7 +204,25 @@ fn search_all(searcher: &Searcher, args: &SearchArgs) -> anyhow::Result<()> {
 /// The checkout `--repo` names: its work tree's root, wherever in it the
 /// path points.
 fn checkout_of(args: &SearchArgs) -> Option<std::path::PathBuf> {
-    args.repo
-        .as_deref()
-        .map(|path| crate::mcp::checkout_root(path).unwrap_or_else(|| path.to_path_buf()))
+    args.repo.as_deref().map(|path| {
+        crate::mcp::checkout_root(path)
+            .or_else(|| std::path::absolute(path).ok())
+            .unwrap_or_else(|| path.to_path_buf())
+    })
+}
+
+/// The Search `args` ask for in `user_id`'s memory, built through the
+/// contract's checks (a `--max-chars` above its limit asks for the limit).
+fn search_request(args: &SearchArgs, user_id: &str) -> anyhow::Result<SearchRequest> {
+    let max_chars = args
+        .max_chars
+        .clamp(1, crate::domain::MAX_CHARS_LIMIT as usize);
+    SearchRequest::new(
+        args.query.clone(),
+        user_id.to_string(),
+        args.top_k as usize,
+        Some(max_chars),
+        checkout_of(args),
+    )
+    .map_err(|invalid| anyhow::anyhow!("invalid search: {invalid}"))
 }

@@ -328,24 +328,17 @@ fn commit_add(
         fix.push_str("```\n");
     }
     let session_id = session_id(repository, oid);
+    let request = [(Role::User, task), (Role::Assistant, fix)]
+        .into_iter()
+        .map(|(role, content)| Message::new(role, content, Some(timestamp_ms)))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|messages| {
+            let request_id = format!("import:{session_id}");
+            AddRequest::new(request_id, options.user_id.clone(), session_id, messages)
+        })
+        .with_context(|| format!("commit {oid} cannot be imported"))?;
     Ok(Some(CommitAdd {
-        request: AddRequest {
-            request_id: format!("import:{session_id}"),
-            user_id: options.user_id.clone(),
-            session_id,
-            messages: vec![
-                Message {
-                    role: Role::User,
-                    content: task,
-                    timestamp_ms: Some(timestamp_ms),
-                },
-                Message {
-                    role: Role::Assistant,
-                    content: fix,
-                    timestamp_ms: Some(timestamp_ms),
-                },
-            ],
-        },
+        request,
         binary_files,
         oversized,
         merge,

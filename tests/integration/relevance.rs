@@ -124,13 +124,14 @@ async fn a_cleared_profile_cache_loses_no_candidate() {
     let searcher = Searcher::open_read_only(app.dir.path(), 12_000)
         .expect("searcher")
         .with_max_cached_profiles(2);
-    let request = SearchRequest {
-        query: "the config parser rejects trailing commas".to_string(),
-        user_id: "team".to_string(),
-        top_k: 10,
-        max_chars: None,
-        repo: None,
-    };
+    let request = SearchRequest::new(
+        "the config parser rejects trailing commas".to_string(),
+        "team".to_string(),
+        10,
+        None,
+        None,
+    )
+    .expect("a valid search");
     for round in 0..3 {
         let explained = searcher.explain(&request).expect("explain");
         assert_eq!(explained.candidates.len(), 4, "round {round}");

@@ -1026,15 +1026,22 @@ impl<'a> Batcher<'a> {
         }
         let first = self.batch_first;
         let last = first + self.batch.len() - 1;
-        let add = AddRequest {
-            request_id: format!("{}:{first}-{last}", self.session_id),
-            user_id: self.user_id.clone(),
-            session_id: self.session_id.clone(),
-            messages: std::mem::take(&mut self.batch),
-        };
+        let add = AddRequest::new(
+            format!("{}:{first}-{last}", self.session_id),
+            self.user_id.clone(),
+            self.session_id.clone(),
+            std::mem::take(&mut self.batch),
+        );
         self.batch_bytes = 0;
         self.num_adds += 1;
-        if !(self.send)(add) {
+        let handed_over = match add {
+            Ok(add) => (self.send)(add),
+            Err(invalid) => {
+                tracing::warn!(session_id = %self.session_id, %invalid, "session not imported");
+                false
+            }
+        };
+        if !handed_over {
             self.failed = true;
         }
         !self.failed

@@ -1,16 +1,21 @@
 //! Validated domain types: what an Add or a Search means once it has passed
 //! the boundary. Inner code never re-checks what these types guarantee:
 //! ids are non-empty, messages are non-empty with a known role and
-//! non-empty content, `top_k` is in range.
+//! non-empty content, `top_k` is in range. The limits and the validating
+//! constructors are in [`check`].
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The most messages one Add may carry (the platform sends at most 20):
-/// the API refuses more (`api::dto`), importers send a tenth of it.
-pub const MAX_MESSAGES_PER_ADD: usize = 10_000;
+mod check;
+
+pub use check::{
+    Invalid, MAX_CHARS_LIMIT, MAX_CONTENT_BYTES, MAX_ID_BYTES, MAX_MESSAGES_PER_ADD, MAX_TOP_K,
+    check_content, check_id, check_max_chars, check_num_messages, check_repo, check_timestamp,
+    check_top_k,
+};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +45,7 @@ impl Role {
     }
 }
 
-/// One message of an Add, in source order.
+/// One message of an Add, in source order, built by [`Message::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     /// Who wrote it.
@@ -51,7 +56,8 @@ pub struct Message {
     pub timestamp_ms: Option<i64>,
 }
 
-/// A validated Add: one logical write of an ordered chunk of messages.
+/// A validated Add: one logical write of an ordered chunk of messages,
+/// built by [`AddRequest::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddRequest {
     /// The idempotency key, unique per user.
@@ -91,7 +97,7 @@ impl AddRequest {
     }
 }
 
-/// A validated Search.
+/// A validated Search, built by [`SearchRequest::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchRequest {
     /// The new task's text.
@@ -107,9 +113,6 @@ pub struct SearchRequest {
     /// checked against its working tree and marked when stale.
     pub repo: Option<std::path::PathBuf>,
 }
-
-/// The largest `top_k` a Search may ask for.
-pub const MAX_TOP_K: usize = 1000;
 
 /// What an accepted Add did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
