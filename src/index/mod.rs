@@ -41,6 +41,7 @@ mod search;
 mod sessions;
 mod writer;
 
+pub use self::parts::PartHit;
 pub use self::search::DocKey;
 use self::writer::CommitPayload;
 pub use self::writer::IndexWriterHandle;
