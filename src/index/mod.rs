@@ -18,7 +18,7 @@
 //!   replaced whole whenever the record is derived again.
 //!
 //! A session's text is then its document's and its parts' together, and a
-//! session search scores it as one text (see [`search`]). The facts are not
+//! session search scores it as one text (see [`sessions`]). The facts are not
 //! indexed as fields of their own: ranking reads them from the profile of
 //! each candidate, and every indexed field costs a term dictionary per
 //! segment, which every commit builds.
@@ -34,11 +34,14 @@
 //! ([`published`]).
 
 pub mod directory;
+mod parts;
 mod published;
 mod scope;
 mod search;
+mod sessions;
 mod writer;
 
+pub use self::parts::PartHit;
 pub use self::search::DocKey;
 use self::writer::CommitPayload;
 pub use self::writer::IndexWriterHandle;
@@ -102,18 +105,17 @@ const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Decompressed document store blocks each segment's reader keeps (tantivy
 /// keeps 100, 16 KB or more each). Stored fields are read for ranking
 /// profiles only, and the searcher keeps the parsed profiles, so a block
-/// is seldom read twice: the default cache held tens of MB per searcher for
-/// nothing.
+/// is seldom read twice.
 const DOC_STORE_CACHE_BLOCKS: usize = 8;
 
 /// How segments are merged. Commits come about once a second, so segments
-/// start at a second of Adds (a single Add's when idle). tantivy's default puts every segment under 10,000 documents
-/// in one level and merges all of them whenever eight are there, so the
-/// largest of them is rewritten again and again: on a growing store, most
-/// of the writer's time went to merges (FST building in profiles). Here
-/// levels start at [`MERGE_MIN_LAYER_DOCS`] and each spans a factor of
-/// about 2.8 in size, so a document is rewritten a few times over its life
-/// and a reader sees a few dozen segments at most.
+/// start at a second of Adds (a single Add's when idle). tantivy's default
+/// puts every segment under 10,000 documents in one level and merges all of
+/// them whenever eight are there, so the largest of them is rewritten again
+/// and again on a growing store. Here levels start at
+/// [`MERGE_MIN_LAYER_DOCS`] and each spans a factor of about 2.8 in size,
+/// so a document is rewritten a few times over its life and a reader sees
+/// a few dozen segments at most.
 fn merge_policy() -> tantivy::indexer::LogMergePolicy {
     let mut policy = tantivy::indexer::LogMergePolicy::default();
     policy.set_min_layer_size(MERGE_MIN_LAYER_DOCS);
@@ -125,11 +127,9 @@ fn merge_policy() -> tantivy::indexer::LogMergePolicy {
 
 /// Segments of more documents than this are not merged again. A merge
 /// reads its segments through the memory map, and every page it reads
-/// counts in the server's resident memory until the merge ends: merging
-/// the largest segments of a 100,000-session store together held about
-/// 200 MB more. Merges now read a few times this many documents at most
-/// (about 100 MB), and a store keeps a segment per hundred thousand
-/// documents or so.
+/// counts in the server's resident memory until the merge ends, so merges
+/// read a few times this many documents at most, and a store keeps a
+/// segment per hundred thousand documents or so.
 const MERGE_MAX_DOCS: usize = 25_000;
 
 /// Segments smaller than this many documents count as this size.

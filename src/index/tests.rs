@@ -10,7 +10,8 @@ use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{DocSet, Term};
 
-use super::search::{SessionCandidates, bm25_idf};
+use super::search::bm25_idf;
+use super::sessions::SessionCandidates;
 use super::{DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, SearchIndex, SessionDoc, open};
 
 /// BM25 statistics of one scope, for tantivy's own query.

@@ -1,6 +1,11 @@
 //! Result assembly: the kept sessions become the items an agent reads, in
 //! order, within a character budget.
 //!
+//! Before anything is read, [`shown_sessions`] says which kept sessions an
+//! answer shows and what to load for each (its whole record, its
+//! best-matching messages); [`best_message`] chooses the message of a part
+//! to show; [`assemble`] builds the items from what was loaded.
+//!
 //! Per session, best first: one compact *experience* item (the task in a
 //! line or two, the outcome, the files and symbols changed, the key error,
 //! and the fix hunks, best match to the query first), then at most one
@@ -31,13 +36,14 @@ const MESSAGE_CHARS: usize = 1_500;
 /// sessions within about a ninth of a score unit of the best (see
 /// [`room`]), where the ranking is confident enough to spend a message's
 /// worth of the budget.
-pub const MESSAGE_ROOM: f32 = 0.5;
+const MESSAGE_ROOM: f32 = 0.5;
 /// Room from which a session's trace of an error the query names is shown
 /// beside its experience: the same confidence as for a message (an error
 /// item costs up to [`ERROR_CHARS`], as a message does [`MESSAGE_CHARS`]).
 /// Its own constant, as the two need not move together.
 const ERROR_ROOM: f32 = 0.5;
-/// Room from which a session's whole record is loaded ([`needs_record`]).
+/// Room from which a session's whole record is loaded
+/// ([`ShownSession::needs_record`]).
 /// Below it the room-scaled fix is under 250 characters (a tenth of
 /// [`FIX_CHARS`]), one cut hunk at most, and the task under 150: not worth
 /// reading the record for, so the item says what the ranking profile holds.
@@ -68,13 +74,109 @@ const MESSAGE_OPENING_CHARS: usize = 80;
 /// Lines shorter than this many bytes (braces, `else:`, `pass`) are in every
 /// text and tell nothing about whether a message was already shown.
 const MIN_COMPARED_LINE_BYTES: usize = 8;
+/// Characters a session's first item rarely holds fewer of: an answer of
+/// `budget` characters shows at most `budget / MIN_ITEM_CHARS` sessions
+/// (at least one, at most `top_k`).
+const MIN_ITEM_CHARS: usize = 600;
+/// BM25's k1 in [`best_message`]: how fast a term's repeats stop counting.
+const MESSAGE_TERM_SATURATION: f32 = 1.2;
+
+/// A kept session an answer shows, with its room: what its items show,
+/// and so what to load for it.
+#[derive(Debug, Clone, Copy)]
+pub struct ShownSession<'a> {
+    /// Its ranking.
+    pub scored: &'a Scored,
+    /// See [`room`].
+    room: f32,
+}
+
+impl ShownSession<'_> {
+    /// Whether its experience shows more than its ranking profile holds
+    /// (fix hunks, the task beyond its first line, its error): its whole
+    /// record is loaded, with every message's source; else only its first
+    /// message's, where a compact item is sourced.
+    pub fn needs_record(&self) -> bool {
+        self.room >= MIN_RECORD_ROOM
+    }
+
+    /// Whether its best-matching messages are looked up, to be shown
+    /// beside its experience.
+    pub fn shows_messages(&self) -> bool {
+        self.room >= MESSAGE_ROOM
+    }
+}
+
+/// The sessions an answer of about `budget_chars` characters and at most
+/// `top_k` items shows: the kept candidates of a ranking (kept ones first,
+/// best first), as many as the budget can hold.
+pub fn shown_sessions(
+    candidates: &[Scored],
+    budget_chars: usize,
+    top_k: usize,
+) -> Vec<ShownSession<'_>> {
+    // More sessions than this cannot fit the budget.
+    let max_sessions = (budget_chars / MIN_ITEM_CHARS).clamp(1, top_k);
+    let kept: Vec<&Scored> = candidates
+        .iter()
+        .filter(|scored| scored.dropped.is_none())
+        .take(max_sessions)
+        .collect();
+    let best = kept.first().map_or(0.0, |scored| scored.score);
+    kept.into_iter()
+        .map(|scored| ShownSession {
+            scored,
+            room: room(best, scored.score),
+        })
+        .collect()
+}
+
+/// Which of a part's messages (their texts, in order) to show: the one
+/// that holds the most of `terms` (the query's rarest first, each weighing
+/// more than the next), the first of equals; `None` when there are none.
+/// Occurrences are counted as substrings of the lower-cased text: enough to
+/// choose which message to show.
+pub fn best_message<'m>(
+    messages: impl IntoIterator<Item = &'m str>,
+    terms: &[String],
+) -> Option<usize> {
+    let finders: Vec<(f32, memchr::memmem::Finder<'_>)> = terms
+        .iter()
+        .enumerate()
+        .map(|(rank, term)| {
+            (
+                (terms.len() - rank) as f32,
+                memchr::memmem::Finder::new(term.as_bytes()),
+            )
+        })
+        .collect();
+    let score = |content: &str| -> f32 {
+        let lower = content.to_ascii_lowercase();
+        finders
+            .iter()
+            .map(|(weight, finder)| {
+                let count = finder.find_iter(lower.as_bytes()).count() as f32;
+                weight * count / (count + MESSAGE_TERM_SATURATION)
+            })
+            .sum()
+    };
+    let mut best: Option<(f32, usize)> = None;
+    for (position, content) in messages.into_iter().enumerate() {
+        let value = score(content);
+        if best.is_none_or(|(top, _)| value > top) {
+            best = Some((value, position));
+        }
+    }
+    best.map(|(_, position)| position)
+}
 
 /// A kept session with what assembly needs of it.
 pub struct KeptSession<'a> {
     /// Its ranking.
     pub scored: &'a Scored,
     /// Its whole record, when its room is worth loading it for
-    /// ([`needs_record`]); else the item is built from the ranking alone.
+    /// ([`ShownSession::needs_record`]); else the item is built from the
+    /// ranking alone.
     pub record: Option<&'a SessionRecord>,
     /// `(request_id, index within that Add)` of each message, in order.
     pub sources: &'a [(String, usize)],
@@ -269,19 +371,13 @@ fn fix_hunks<'r>(record: &'r SessionRecord, query: &QueryFacts) -> Vec<&'r Evide
 /// How much room a session gets, from 1.0 (the best session) down towards
 /// 0 as its score falls below the best one's: the context goes where the
 /// ranking is most confident, and a doubtful session costs little.
-pub fn room(best: f32, score: f32) -> f32 {
+fn room(best: f32, score: f32) -> f32 {
     // Per unit of ranking score below the best, room shrinks by
     // e^-ROOM_DECAY (e^-6: a session a sixth of a unit below the best gets
     // ~37% of the room).
     (-super::relevance::ROOM_DECAY * (best - score).max(0.0))
         .exp()
         .clamp(0.0, 1.0)
-}
-
-/// Whether a session given `room` shows more than its ranking profile
-/// holds (fix hunks, the task beyond its first line, its error).
-pub fn needs_record(room: f32) -> bool {
-    room >= MIN_RECORD_ROOM
 }
 
 /// The opening lines of an experience item: the task with its outcome,
@@ -411,6 +507,60 @@ struct Piece {
     source: Option<(String, usize, i64)>,
 }
 
+/// The items a session given `room` would show, before the budget decides:
+/// its experience, the trace of an error the query names, and its
+/// best-matching message not already shown.
+fn session_pieces(session: &KeptSession<'_>, query: &QueryFacts, room: f32) -> Vec<Piece> {
+    let text = match session.record {
+        Some(record) => experience_text(record, query, room),
+        None => compact_text(session.scored),
+    };
+    let mut pieces: Vec<Piece> = vec![Piece {
+        kind: MemoryKind::Experience,
+        content: text,
+        message_index: 0,
+        score: session.scored.score,
+        source: None,
+    }];
+    if room >= ERROR_ROOM
+        && let Some(record) = session.record
+        && let Some(error) = matching_error(record, query)
+    {
+        pieces.push(Piece {
+            kind: MemoryKind::Error,
+            content: clip(&error.text, ERROR_CHARS),
+            message_index: error.message_index,
+            score: session.scored.score * ERROR_SCORE_SHARE,
+            source: None,
+        });
+    }
+    // The best-matching message not already shown (the task and the fix
+    // hunks are).
+    let unseen = session
+        .matched_messages
+        .iter()
+        .find(|message| !mostly_shown(message.content, &pieces));
+    if room >= MESSAGE_ROOM
+        && let Some(message) = unseen
+    {
+        pieces.push(Piece {
+            kind: MemoryKind::Message,
+            content: clip(
+                message.content.trim(),
+                (MESSAGE_CHARS as f32 * room) as usize,
+            ),
+            message_index: 0,
+            score: session.scored.score * MESSAGE_SCORE_SHARE,
+            source: Some((
+                message.request_id.to_string(),
+                message.index_in_add,
+                message.created_at_ms,
+            )),
+        });
+    }
+    pieces
+}
+
 /// The answer: items of the kept sessions, best first, scores descending,
 /// at most `top_k` items and about `budget_chars` characters (the first
 /// item is always given, cut to the budget if need be).
@@ -425,54 +575,7 @@ pub fn assemble(
     let mut last_score = f32::INFINITY;
     let best = sessions.first().map_or(0.0, |session| session.scored.score);
     'sessions: for session in sessions {
-        let room = room(best, session.scored.score);
-        let text = match session.record {
-            Some(record) => experience_text(record, query, room),
-            None => compact_text(session.scored),
-        };
-        let mut pieces: Vec<Piece> = vec![Piece {
-            kind: MemoryKind::Experience,
-            content: text,
-            message_index: 0,
-            score: session.scored.score,
-            source: None,
-        }];
-        if room >= ERROR_ROOM
-            && let Some(record) = session.record
-            && let Some(error) = matching_error(record, query)
-        {
-            pieces.push(Piece {
-                kind: MemoryKind::Error,
-                content: clip(&error.text, ERROR_CHARS),
-                message_index: error.message_index,
-                score: session.scored.score * ERROR_SCORE_SHARE,
-                source: None,
-            });
-        }
-        // The best-matching message not already shown (the task and the
-        // fix hunks are).
-        let unseen = session
-            .matched_messages
-            .iter()
-            .find(|message| !mostly_shown(message.content, &pieces));
-        if room >= MESSAGE_ROOM
-            && let Some(message) = unseen
-        {
-            pieces.push(Piece {
-                kind: MemoryKind::Message,
-                content: clip(
-                    message.content.trim(),
-                    (MESSAGE_CHARS as f32 * room) as usize,
-                ),
-                message_index: 0,
-                score: session.scored.score * MESSAGE_SCORE_SHARE,
-                source: Some((
-                    message.request_id.to_string(),
-                    message.index_in_add,
-                    message.created_at_ms,
-                )),
-            });
-        }
+        let pieces = session_pieces(session, query, room(best, session.scored.score));
         for (index, piece) in pieces.into_iter().enumerate() {
             let Piece {
                 kind,
@@ -749,11 +852,49 @@ mod tests {
     }
 
     #[test]
+    fn the_message_holding_the_rarest_terms_is_shown() {
+        let terms = vec!["overflow".to_string(), "parser".to_string()];
+        let messages = [
+            "the parser, the parser and the parser again",
+            "an Overflow in the tokenizer",
+            "an overflow in the parser",
+            "an overflow in the parser, once more",
+        ];
+        // The rarest term weighs most, a repeat less than another term,
+        // and the first of equals wins.
+        assert_eq!(best_message(messages, &terms), Some(2));
+        assert_eq!(best_message(messages[..2].iter().copied(), &terms), Some(1));
+        assert_eq!(best_message([], &terms), None);
+    }
+
+    #[test]
+    fn shown_sessions_fit_the_budget_and_skip_dropped_ones() {
+        let mut candidates: Vec<Scored> = (0..6)
+            .map(|i| scored(&format!("s{i}"), 2.0 - 0.1 * i as f32))
+            .collect();
+        candidates[1].dropped = Some(super::super::DropReason::BelowFloor);
+        let shown = shown_sessions(&candidates, 1_800, 10);
+        let ids: Vec<&str> = shown
+            .iter()
+            .map(|session| session.scored.session_id.as_str())
+            .collect();
+        assert_eq!(ids, ["s0", "s2", "s3"]);
+        assert!(shown[0].needs_record() && shown[0].shows_messages());
+        assert_eq!(shown_sessions(&candidates, 100, 10).len(), 1);
+        assert_eq!(shown_sessions(&candidates, 100_000, 2).len(), 2);
+    }
+
+    #[test]
     fn room_shrinks_with_distance_from_the_best() {
         assert_eq!(room(1.0, 1.0), 1.0);
         assert!(room(1.0, 0.75) < 0.5);
         assert!(room(1.0, 0.0) < 0.05);
-        assert!(needs_record(room(1.0, 0.75)));
-        assert!(!needs_record(room(1.0, 0.0)));
+        let best = scored("best", 1.0);
+        let shown = |score: f32| ShownSession {
+            scored: &best,
+            room: room(1.0, score),
+        };
+        assert!(shown(0.75).needs_record());
+        assert!(!shown(0.0).needs_record());
     }
 }

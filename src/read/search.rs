@@ -24,7 +24,37 @@ use crate::store::{self, ReaderPool, StoreConn, StoreLocation};
 /// Kept candidates an explanation checks against a checkout, at most.
 const MAX_STALE_CHECKS: usize = 20;
 
-/// What ranking made of a Search (see [`Searcher::explain`]).
+/// What ranking made of a Search: the query's facts, every candidate
+/// with its verdict, and the terms that find messages.
+/// [`Searcher::search`] answers from it; [`Explained`] shows it.
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    /// The facts read from the query.
+    pub query: rank::query::QueryFacts,
+    /// Sessions in the user's scope.
+    pub num_sessions: usize,
+    /// Every candidate: kept ones first, best first.
+    pub candidates: Vec<rank::Scored>,
+    /// The query's rarest terms the memory holds (finds messages).
+    pub rarest_terms: Vec<String>,
+}
+
+impl Ranked {
+    /// The ranking of a Search for a user with nothing stored: no
+    /// sessions, no candidates.
+    pub fn nothing_stored(query: &str) -> Ranked {
+        Ranked {
+            query: rank::query::analyze(query),
+            num_sessions: 0,
+            candidates: Vec::new(),
+            rarest_terms: Vec::new(),
+        }
+    }
+}
+
+/// A ranking as an explanation shows it (see [`Searcher::explain`]): its
+/// candidates with the gate's thresholds, and how the kept ones stand
+/// against the caller's checkout.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Explained {
     /// The facts read from the query.
@@ -39,9 +69,6 @@ pub struct Explained {
     /// (its `bm25_margin`) stands out: kept whatever its language or
     /// probability.
     pub standout_margin: f32,
-    /// The query's rarest terms the memory holds (finds messages).
-    #[serde(skip)]
-    pub rarest_terms: Vec<String>,
     /// How the kept candidates stand against the caller's checkout, by
     /// session, when the Search named one (`repo`).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -49,18 +76,29 @@ pub struct Explained {
 }
 
 impl Explained {
+    /// The explanation of `ranked`, with the `stale` marks of its kept
+    /// candidates.
+    pub fn of(
+        ranked: Ranked,
+        stale: std::collections::BTreeMap<String, super::stale::Staleness>,
+    ) -> Explained {
+        Explained {
+            query: ranked.query,
+            num_sessions: ranked.num_sessions,
+            candidates: ranked.candidates,
+            keep_probability: rank::KEEP_PROBABILITY,
+            standout_margin: rank::STANDOUT_MARGIN,
+            stale,
+        }
+    }
+
     /// The explanation of a Search for a user with nothing stored: no
     /// sessions, no candidates.
     pub fn nothing_stored(query: &str) -> Explained {
-        Explained {
-            query: rank::query::analyze(query),
-            num_sessions: 0,
-            candidates: Vec::new(),
-            keep_probability: rank::KEEP_PROBABILITY,
-            standout_margin: rank::STANDOUT_MARGIN,
-            rarest_terms: Vec::new(),
-            stale: std::collections::BTreeMap::new(),
-        }
+        Explained::of(
+            Ranked::nothing_stored(query),
+            std::collections::BTreeMap::new(),
+        )
     }
 }
 
@@ -80,11 +118,6 @@ pub struct Searcher {
 
 /// Parsed profiles kept at most (a few KB each).
 const MAX_CACHED_PROFILES: usize = 20_000;
-
-/// Characters a session's first item rarely holds fewer of: an answer of
-/// `budget` characters shows at most `budget / MIN_ITEM_CHARS` sessions
-/// (at least one, at most `top_k`).
-const MIN_ITEM_CHARS: usize = 600;
 
 /// Best-matching parts (each brings its best message) fetched per confident
 /// session (the best of all of them by BM25, so one session may bring more
@@ -147,18 +180,11 @@ impl Searcher {
     /// character budget.
     pub fn search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, ReadError> {
         let started = std::time::Instant::now();
-        let explained = self.rank(request)?;
+        let ranked = self.rank(request)?;
         let ranked_at = started.elapsed();
         let budget = request.max_chars.unwrap_or(self.budget_chars);
-        // More sessions than this cannot fit the budget.
-        let max_sessions = (budget / MIN_ITEM_CHARS).clamp(1, request.top_k);
-        let kept: Vec<&rank::Scored> = explained
-            .candidates
-            .iter()
-            .filter(|scored| scored.dropped.is_none())
-            .take(max_sessions)
-            .collect();
-        if kept.is_empty() {
+        let shown = rank::assemble::shown_sessions(&ranked.candidates, budget, request.top_k);
+        if shown.is_empty() {
             return Ok(Vec::new());
         }
         // A user being deleted has no memory, whatever an index that has
@@ -167,124 +193,37 @@ impl Searcher {
         if self.with_reader(|conn| Ok(store::user_deletion_pending(conn, &request.user_id)?))? {
             return Ok(Vec::new());
         }
-        let best = kept.first().map_or(0.0, |scored| scored.score);
-        // The best-matching message of each confident session, shown as it
-        // is: what the query names may sit in any message, not only in the
-        // task, the fix or an error.
-        let confident: Vec<&str> = kept
+        // The best-matching messages of the sessions that show them, as
+        // they are: what the query names may sit in any message, not only
+        // in the task, the fix or an error.
+        let with_messages: Vec<&str> = shown
             .iter()
-            .filter(|scored| {
-                rank::assemble::room(best, scored.score) >= rank::assemble::MESSAGE_ROOM
-            })
-            .map(|scored| scored.session_id.as_str())
+            .filter(|session| session.shows_messages())
+            .map(|session| session.scored.session_id.as_str())
             .collect();
         let parts = self.index.search_parts_in(
             &request.user_id,
-            &confident,
-            &explained.rarest_terms,
-            confident.len() * PARTS_PER_CONFIDENT_SESSION,
+            &with_messages,
+            &ranked.rarest_terms,
+            with_messages.len() * PARTS_PER_CONFIDENT_SESSION,
         )?;
         let searched_at = started.elapsed();
-        let (loaded, messages) = self.with_reader(|conn| {
-            let loaded = kept
-                .iter()
-                .map(|scored| {
-                    // Every item names its source; only sessions with room
-                    // show more than their profile holds (a compact item is
-                    // sourced at the task, the session's first message).
-                    let room = rank::assemble::room(best, scored.score);
-                    if !rank::assemble::needs_record(room) {
-                        let first = store::session_first_source(
-                            conn,
-                            &request.user_id,
-                            &scored.session_id,
-                        )?;
-                        return Ok((None, first.into_iter().collect()));
-                    }
-                    let sources =
-                        store::session_message_sources(conn, &request.user_id, &scored.session_id)?;
-                    let stored = store::session(conn, &request.user_id, &scored.session_id)?;
-                    Ok((stored, sources))
-                })
-                .collect::<Result<Vec<_>, ReadError>>()?;
-            // The best-matching message of each part, best part first.
-            let mut messages = Vec::with_capacity(parts.len());
-            for part in &parts {
-                let held = store::messages_of_add_in(
-                    conn,
-                    &request.user_id,
-                    part.seq,
-                    part.first_index,
-                    part.end_index,
-                )?;
-                messages.extend(best_message(held, &explained.rarest_terms));
-            }
-            Ok((loaded, messages))
+        let loaded = self.with_reader(|conn| {
+            Loaded::read(conn, &request.user_id, &shown, &parts, &ranked.rarest_terms)
         })?;
-        let mut best_messages: std::collections::HashMap<String, Vec<store::StoredMessage>> =
-            std::collections::HashMap::new();
-        for message in messages {
-            best_messages
-                .entry(message.session_id.clone())
-                .or_default()
-                .push(message);
-        }
-        let mut loaded_sessions = Vec::with_capacity(kept.len());
-        for (scored, (stored, sources)) in kept.iter().zip(loaded) {
-            let record = stored.as_ref().and_then(|stored| {
-                stored
-                    .record::<SessionRecord>()
-                    .inspect_err(|error| {
-                        tracing::error!(%error, "stored session record unreadable; shown compact");
-                    })
-                    .ok()
-            });
-            let created_at_ms = session_time(record.as_ref(), scored);
-            loaded_sessions.push((*scored, record, sources, created_at_ms));
-        }
-        let sessions: Vec<rank::assemble::KeptSession<'_>> = loaded_sessions
-            .iter()
-            .map(
-                |(scored, record, sources, created_at_ms)| rank::assemble::KeptSession {
-                    scored,
-                    record: record.as_ref(),
-                    sources,
-                    created_at_ms: *created_at_ms,
-                    matched_messages: best_messages
-                        .get(&scored.session_id)
-                        .into_iter()
-                        .flatten()
-                        .map(|message| rank::assemble::MatchedMessage {
-                            content: &message.content,
-                            request_id: &message.request_id,
-                            index_in_add: message.message_index,
-                            created_at_ms: message.timestamp_ms.unwrap_or(message.stored_at_ms),
-                        })
-                        .collect(),
-                },
-            )
-            .collect();
+        let sessions = loaded.kept_sessions();
         let loaded_at = started.elapsed();
-        let mut items =
-            rank::assemble::assemble(&explained.query, &sessions, budget, request.top_k);
+        let mut items = rank::assemble::assemble(&ranked.query, &sessions, budget, request.top_k);
         if let Some(root) = &request.repo {
             // Records this answer read already are checked as they are.
-            let read: HashMap<&str, &SessionRecord> = loaded_sessions
-                .iter()
-                .filter_map(|(scored, record, _, _)| {
-                    record
-                        .as_ref()
-                        .map(|record| (scored.session_id.as_str(), record))
-                })
-                .collect();
-            self.mark_stale(root, &request.user_id, &read, &mut items)?;
+            self.mark_stale(root, &request.user_id, &loaded.records(), &mut items)?;
         }
         tracing::debug!(
             rank_ms = ranked_at.as_secs_f64() * 1e3,
             message_search_ms = (searched_at - ranked_at).as_secs_f64() * 1e3,
             store_ms = (loaded_at - searched_at).as_secs_f64() * 1e3,
             assemble_ms = (started.elapsed() - loaded_at).as_secs_f64() * 1e3,
-            num_candidates = explained.candidates.len(),
+            num_candidates = ranked.candidates.len(),
             num_items = items.len(),
             "search answered"
         );
@@ -355,27 +294,28 @@ impl Searcher {
         Ok(marks)
     }
 
-    /// Every candidate session of a Search with its features, fused score
-    /// and the gate's verdict, kept ones first; with a checkout named
+    /// Every candidate session of a Search with its features, ranking
+    /// score and the gate's verdict, kept ones first; with a checkout named
     /// (`repo`), how each kept one stands against it.
     pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
-        let mut explained = self.rank(request)?;
+        let ranked = self.rank(request)?;
+        let mut stale = std::collections::BTreeMap::new();
         if let Some(root) = &request.repo {
-            let kept: Vec<String> = explained
+            let kept: Vec<String> = ranked
                 .candidates
                 .iter()
                 .filter(|scored| scored.dropped.is_none())
                 .take(MAX_STALE_CHECKS)
                 .map(|scored| scored.session_id.clone())
                 .collect();
-            explained.stale = self.staleness_of(root, &request.user_id, &kept)?;
+            stale = self.staleness_of(root, &request.user_id, &kept)?;
         }
-        Ok(explained)
+        Ok(Explained::of(ranked, stale))
     }
 
-    /// Every candidate session of a Search with its features, fused score
-    /// and the gate's verdict, kept ones first.
-    fn rank(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
+    /// Every candidate session of a Search with its features, ranking
+    /// score and the gate's verdict, kept ones first.
+    pub fn rank(&self, request: &SearchRequest) -> Result<Ranked, ReadError> {
         let started = std::time::Instant::now();
         let query = rank::query::analyze(&request.query);
         let analyzed_at = started.elapsed();
@@ -438,14 +378,11 @@ impl Searcher {
             rank_ms = (started.elapsed() - found_at).as_secs_f64() * 1e3,
             "ranked"
         );
-        Ok(Explained {
+        Ok(Ranked {
             query,
             num_sessions,
             candidates,
-            keep_probability: rank::KEEP_PROBABILITY,
-            standout_margin: rank::STANDOUT_MARGIN,
             rarest_terms: found.rarest_terms,
-            stale: std::collections::BTreeMap::new(),
         })
     }
 
@@ -467,6 +404,130 @@ impl Searcher {
     }
 }
 
+/// What an answer read from the store for the sessions it shows.
+struct Loaded<'a> {
+    /// In the order shown.
+    sessions: Vec<LoadedSession<'a>>,
+    /// The best-matching message of each part found, by session, best
+    /// part first.
+    messages: HashMap<String, Vec<store::StoredMessage>>,
+}
+
+/// A shown session with what was read for it.
+struct LoadedSession<'a> {
+    scored: &'a rank::Scored,
+    /// Its record, when it needs one and the stored one is readable.
+    record: Option<SessionRecord>,
+    /// `(request_id, index within that Add)` of each message (of its first
+    /// alone when it needs no record).
+    sources: Vec<(String, usize)>,
+    /// See [`session_time`].
+    created_at_ms: i64,
+}
+
+impl<'a> Loaded<'a> {
+    /// Reads what `shown` needs: each session's record and sources as
+    /// [`rank::assemble::ShownSession::needs_record`] says, and the
+    /// message of each of `parts` that [`rank::assemble::best_message`]
+    /// chooses for `terms`.
+    fn read(
+        conn: &StoreConn,
+        user_id: &str,
+        shown: &[rank::assemble::ShownSession<'a>],
+        parts: &[index::PartHit],
+        terms: &[String],
+    ) -> Result<Loaded<'a>, ReadError> {
+        let stored = shown
+            .iter()
+            .map(|session| {
+                let session_id = &session.scored.session_id;
+                if !session.needs_record() {
+                    let first = store::session_first_source(conn, user_id, session_id)?;
+                    return Ok((session.scored, None, first.into_iter().collect()));
+                }
+                let sources = store::session_message_sources(conn, user_id, session_id)?;
+                let stored = store::session(conn, user_id, session_id)?;
+                Ok((session.scored, stored, sources))
+            })
+            .collect::<Result<Vec<_>, ReadError>>()?;
+        let mut messages: HashMap<String, Vec<store::StoredMessage>> = HashMap::new();
+        for part in parts {
+            let mut held = store::messages_of_add_in(
+                conn,
+                user_id,
+                part.seq,
+                part.first_index,
+                part.end_index,
+            )?;
+            let contents = held.iter().map(|message| message.content.as_str());
+            if let Some(best) = rank::assemble::best_message(contents, terms) {
+                let message = held.swap_remove(best);
+                messages
+                    .entry(message.session_id.clone())
+                    .or_default()
+                    .push(message);
+            }
+        }
+        let sessions = stored
+            .into_iter()
+            .map(|(scored, stored, sources)| {
+                let record = stored.and_then(|stored| {
+                    stored
+                        .record::<SessionRecord>()
+                        .inspect_err(|error| {
+                            tracing::error!(%error, "stored session record unreadable; shown compact");
+                        })
+                        .ok()
+                });
+                let created_at_ms = session_time(record.as_ref(), scored);
+                LoadedSession {
+                    scored,
+                    record,
+                    sources,
+                    created_at_ms,
+                }
+            })
+            .collect();
+        Ok(Loaded { sessions, messages })
+    }
+
+    /// The sessions as assembly reads them.
+    fn kept_sessions(&self) -> Vec<rank::assemble::KeptSession<'_>> {
+        self.sessions
+            .iter()
+            .map(|session| rank::assemble::KeptSession {
+                scored: session.scored,
+                record: session.record.as_ref(),
+                sources: &session.sources,
+                created_at_ms: session.created_at_ms,
+                matched_messages: self
+                    .messages
+                    .get(&session.scored.session_id)
+                    .into_iter()
+                    .flatten()
+                    .map(|message| rank::assemble::MatchedMessage {
+                        content: &message.content,
+                        request_id: &message.request_id,
+                        index_in_add: message.message_index,
+                        created_at_ms: message.timestamp_ms.unwrap_or(message.stored_at_ms),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The records read, by session.
+    fn records(&self) -> HashMap<&str, &SessionRecord> {
+        self.sessions
+            .iter()
+            .filter_map(|session| {
+                let record = session.record.as_ref()?;
+                Some((session.scored.session_id.as_str(), record))
+            })
+            .collect()
+    }
+}
+
 /// When a kept session's experience happened, Unix ms: its latest dated
 /// message (the stored record's, else the ranking profile's, which a
 /// compact item has alone), else when its record was last derived.
@@ -475,42 +536,4 @@ fn session_time(record: Option<&SessionRecord>, scored: &rank::Scored) -> i64 {
         .and_then(|record| record.last_message_at_ms)
         .or(scored.last_message_at_ms)
         .unwrap_or(scored.updated_at_ms)
-}
-
-/// The message of a part that holds the most of `terms` (the query's
-/// rarest first, each weighing more than the next), the first of equals;
-/// `None` when the part is empty. Occurrences are counted as substrings of
-/// the lower-cased text: enough to choose which message to show.
-fn best_message(
-    messages: Vec<store::StoredMessage>,
-    terms: &[String],
-) -> Option<store::StoredMessage> {
-    let finders: Vec<(f32, memchr::memmem::Finder<'_>)> = terms
-        .iter()
-        .enumerate()
-        .map(|(rank, term)| {
-            (
-                (terms.len() - rank) as f32,
-                memchr::memmem::Finder::new(term.as_bytes()),
-            )
-        })
-        .collect();
-    let score = |message: &store::StoredMessage| -> f32 {
-        let lower = message.content.to_ascii_lowercase();
-        finders
-            .iter()
-            .map(|(weight, finder)| {
-                let count = finder.find_iter(lower.as_bytes()).count() as f32;
-                weight * count / (count + 1.2)
-            })
-            .sum()
-    };
-    let mut best: Option<(f32, store::StoredMessage)> = None;
-    for message in messages {
-        let value = score(&message);
-        if best.as_ref().is_none_or(|(top, _)| value > *top) {
-            best = Some((value, message));
-        }
-    }
-    best.map(|(_, message)| message)
 }
