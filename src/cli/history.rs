@@ -123,8 +123,9 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
             },
         },
     };
-    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
-    let attach = args.server.is_none() && super::attaches(args.no_server, &store);
+    let store = args.backend.storage.location()?;
+    let attach =
+        args.backend.server.is_none() && super::options::attaches(args.no_server.no_server, &store);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -145,19 +146,19 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
         });
     }
     let mut attached = None;
-    let (sink, service): (Arc<dyn Sink>, Option<Arc<Service>>) = match &args.server {
+    let (sink, service): (Arc<dyn Sink>, Option<Arc<Service>>) = match &args.backend.server {
         Some(url) => (
-            Arc::new(import::ServerSink::new(url, args.api_key.clone())),
+            Arc::new(import::ServerSink::new(url, args.backend.api_key.clone())),
             None,
         ),
         None if attach => {
-            let server = local::attach(&args.data_dir)?;
+            let server = local::attach(args.backend.storage.data_dir())?;
             let sink = import::ServerSink::local(&server, &store);
             attached = Some(server);
             (Arc::new(sink), None)
         }
         None => {
-            let mut options = ServiceOptions::new(&args.data_dir);
+            let mut options = ServiceOptions::new(args.backend.storage.data_dir());
             options.store = store;
             let service = match Service::open(options) {
                 Ok(service) => service,
@@ -205,7 +206,7 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
                 scope,
                 parallelism: args.parallelism as usize,
                 watch: args.watch,
-                state_dir: Some(args.data_dir.clone()),
+                state_dir: Some(args.backend.storage.data_dir().to_path_buf()),
                 turn_finished: false,
             };
             import::import_transcripts(&options, sink, &mut progress, &stop)
@@ -218,7 +219,11 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
     // A search of the data directory right after (`precedent search`)
     // reads what the index committed; the server commits within a second.
     if let Some(server) = attached
-        && !local::wait_for_index_commit(&args.data_dir, &server.url, INDEX_COMMIT_WAIT)
+        && !local::wait_for_index_commit(
+            args.backend.storage.data_dir(),
+            &server.url,
+            INDEX_COMMIT_WAIT,
+        )
     {
         tracing::warn!(
             "the local server has not committed the import to its index yet: `precedent search` may miss the newest sessions for a few seconds"

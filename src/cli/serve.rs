@@ -2,13 +2,13 @@
 //! `mcp` (the Model Context Protocol on stdio).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::options::BackendArgs;
 use super::{McpArgs, ServeArgs};
 use crate::api::auth::ApiKeys;
 use crate::api::{self, ApiOptions};
@@ -24,15 +24,7 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let backend = open_backend(
-            "mcp",
-            args.server.as_deref(),
-            args.api_key.clone(),
-            &args.data_dir,
-            args.store.as_deref(),
-            args.no_server,
-        )
-        .await?;
+        let backend = open_backend("mcp", &args.backend, args.no_server.no_server).await?;
         tracing::info!(user_id = %user_id, "precedent MCP server on stdio");
         let local = match &backend {
             crate::mcp::Backend::Local(service) => Some(service.clone()),
@@ -54,26 +46,25 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
 }
 
 /// Where the requests of `command` (`mcp`, `hook`) go: the running
-/// server at `server` when one is given; else the data directory's local
+/// server `backend` names, if any; else the data directory's local
 /// server, started if need be (unless `no_server`, the environment or a
 /// PostgreSQL store says otherwise); else the service opened on the data
 /// directory in this process.
 pub(super) async fn open_backend(
     command: &str,
-    server: Option<&str>,
-    api_key: Option<String>,
-    data_dir: &Path,
-    store: Option<&str>,
+    backend: &BackendArgs,
     no_server: bool,
 ) -> anyhow::Result<crate::mcp::Backend> {
-    if let Some(url) = server {
+    if let Some(url) = &backend.server {
         return Ok(crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
-            url, api_key,
+            url,
+            backend.api_key.clone(),
         )));
     }
-    let store = super::store_location(store, data_dir)?;
-    if super::attaches(no_server, &store) {
-        let data_dir = data_dir.to_path_buf();
+    let storage = &backend.storage;
+    let store = storage.location()?;
+    if super::options::attaches(no_server, &store) {
+        let data_dir = storage.data_dir().to_path_buf();
         let server = tokio::task::spawn_blocking(move || local::LocalServer::attach(&data_dir))
             .await
             .context("start-up task failed")??;
@@ -83,7 +74,7 @@ pub(super) async fn open_backend(
             crate::mcp::RemoteServer::local(Arc::new(server)),
         ));
     }
-    let mut options = ServiceOptions::new(data_dir);
+    let mut options = ServiceOptions::new(storage.data_dir());
     options.store = store;
     let opened = tokio::task::spawn_blocking(move || Service::open(options))
         .await
@@ -119,7 +110,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         keys.limit_rate(api::auth::KeyRateLimit::new(per_second));
     }
-    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
+    let store = args.storage.location()?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(api::serve::tls_config(cert, key)?),
         _ => None,
@@ -130,7 +121,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let mut options = ServiceOptions::new(&args.data_dir);
+        let mut options = ServiceOptions::new(args.storage.data_dir());
         let store_description = store.describe();
         options.store = store;
         options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
@@ -156,7 +147,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
         tracing::info!(
-            data_dir = %args.data_dir.display(),
+            data_dir = %args.storage.data_dir().display(),
             store = %store_description,
             "precedent listening on {scheme}://{address} ({auth})"
         );
@@ -206,19 +197,19 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             api_key: args.api_key.clone().filter(|_| args.auto_started),
         });
         if let Some(record) = &recorded
-            && let Err(error) = local::write_record(&args.data_dir, record)
+            && let Err(error) = local::write_record(args.storage.data_dir(), record)
         {
             tracing::warn!(%error, "cannot record the address in the data directory; mcp and import will not find this server");
         }
         let stop = stop_when(
             activity,
             args.idle_exit,
-            recorded.as_ref().filter(|record| record.auto_started).map(|_| args.data_dir.clone()),
+            recorded.as_ref().filter(|record| record.auto_started).map(|_| args.storage.data_dir().to_path_buf()),
         );
         api::serve::serve(listener, app, serve_options, stop).await;
         tracing::info!("no longer accepting requests; finishing queued adds");
         if recorded.is_some() {
-            local::remove_record(&args.data_dir, std::process::id());
+            local::remove_record(args.storage.data_dir(), std::process::id());
         }
         service.shutdown().await;
         tracing::info!("stopped");
