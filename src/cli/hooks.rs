@@ -581,6 +581,39 @@ struct InstalledFile {
     created_directory: Option<PathBuf>,
 }
 
+impl InstalledFile {
+    /// What a file holds after an install that wrote `installed` into it,
+    /// given what an earlier install recorded (`previous`).
+    fn after(
+        previous: Option<InstalledFile>,
+        installed: Installed,
+        created_directory: Option<PathBuf>,
+    ) -> InstalledFile {
+        match previous {
+            // Installed before, and some entries were removed by hand
+            // since: the file no longer is what the first install left, so
+            // uninstall removes the entries of both installs by their text.
+            Some(previous) => InstalledFile {
+                installed: Installed {
+                    original: previous.installed.original,
+                    splices: previous
+                        .installed
+                        .splices
+                        .into_iter()
+                        .chain(installed.splices)
+                        .collect(),
+                    installed_sha256: String::new(),
+                },
+                created_directory: previous.created_directory,
+            },
+            None => InstalledFile {
+                installed,
+                created_directory,
+            },
+        }
+    }
+}
+
 impl InstalledFiles {
     fn load(data_dir: &Path) -> anyhow::Result<InstalledFiles> {
         let path = data_dir.join(INSTALLED_FILE);
@@ -634,21 +667,14 @@ fn read_settings(path: &Path) -> anyhow::Result<Option<String>> {
     }
 }
 
-fn install(args: &HooksArgs) -> anyhow::Result<()> {
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(super::default_data_dir);
-    let path = resolve(&args.agent.settings_path(args.scope)?);
-    let program = std::env::current_exe().context("cannot find precedent's own path")?;
-    let program = std::fs::canonicalize(&program).unwrap_or(program);
-    let program = program.to_string_lossy().into_owned();
-    let entries: Vec<HookEntry> = args
-        .agent
+/// The hook entries of `args.agent`'s events, each running `program`
+/// (with `--data-dir` and `--server` when given).
+fn hook_entries(args: &HooksArgs, program: &str) -> Vec<HookEntry> {
+    args.agent
         .events()
         .iter()
         .map(|(event, timeout_secs)| {
-            let mut command = format!("{} hook {}", settings::quote(&program), event.name());
+            let mut command = format!("{} hook {}", settings::quote(program), event.name());
             if let Some(data_dir) = &args.data_dir {
                 command.push_str(" --data-dir ");
                 command.push_str(&settings::quote(&data_dir.to_string_lossy()));
@@ -663,7 +689,19 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
                 timeout_secs: *timeout_secs,
             }
         })
-        .collect();
+        .collect()
+}
+
+fn install(args: &HooksArgs) -> anyhow::Result<()> {
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(super::default_data_dir);
+    let path = resolve(&args.agent.settings_path(args.scope)?);
+    let program = std::env::current_exe().context("cannot find precedent's own path")?;
+    let program = std::fs::canonicalize(&program).unwrap_or(program);
+    let program = program.to_string_lossy().into_owned();
+    let entries = hook_entries(args, &program);
     let original = read_settings(&path)?;
     let outcome = settings::install(original.as_deref(), &entries).with_context(|| {
         format!(
@@ -696,28 +734,7 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
         _ => None,
     };
     write_replacing(&path, text.as_bytes())?;
-    let record = match state.files.remove(&key) {
-        // Installed before, and some entries were removed by hand since:
-        // the file no longer is what the first install left, so uninstall
-        // removes the entries of both installs by their text.
-        Some(previous) => InstalledFile {
-            installed: Installed {
-                original: previous.installed.original,
-                splices: previous
-                    .installed
-                    .splices
-                    .into_iter()
-                    .chain(installed.splices)
-                    .collect(),
-                installed_sha256: String::new(),
-            },
-            created_directory: previous.created_directory,
-        },
-        None => InstalledFile {
-            installed,
-            created_directory,
-        },
-    };
+    let record = InstalledFile::after(state.files.remove(&key), installed, created_directory);
     state.files.insert(key, record);
     state.save(&data_dir)?;
     let mut text = format!(
