@@ -3,18 +3,17 @@
 use std::ffi::{c_int, c_long};
 
 /// mimalloc rather than the system allocator: extraction, tokenizing and
-/// indexing allocate many small, short-lived values, which it serves about a
-/// quarter faster (`precedent bench ingest`). Built without transparent huge
-/// pages (feature `no_thp`), which raised peak memory by about a fifth.
+/// indexing allocate many small, short-lived values, which it serves faster
+/// (`precedent bench ingest`). Built without transparent huge pages (feature
+/// `no_thp`), which raised peak memory.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Milliseconds mimalloc keeps freed memory before it gives it back to the
 /// system (its own default: 1,000). Adds free their request, extraction and
 /// indexing buffers as fast as they allocate them, and with a second's delay
-/// about a second of them stays resident. At 3,000 sessions (`bench scale`,
-/// two rounds of alternated runs) 50 ms peaked at 206 to 217 MB with 459 to
-/// 547 Adds/s from 8 clients, 1,000 ms at 249 to 282 MB with 460 to 565.
+/// about a second of them stays resident; the shorter delay lowers peak
+/// memory at the same Add throughput (`bench scale`).
 const ALLOCATOR_PURGE_DELAY_MS: c_long = 50;
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (`mimalloc.h`, the

@@ -1,13 +1,16 @@
 //! Benchmarks that print figures: `precedent bench ingest` measures the
 //! extraction of session records alone (no storage, no index) over a bench
 //! directory's sessions, chunked the way the evaluation platform chunks them;
-//! `bench load` drives a running server. Each report renders its own text
-//! (`render_ingest`, `render_load`, `scale::render`).
+//! `bench load` drives a running server; `bench heldout` measures what
+//! extraction finds on held-out sessions against their submitted patches
+//! (`heldout`). Each report renders its own text (`render_ingest`,
+//! `render_load`, `scale::render`, `heldout::render`).
 //!
-//! Figures are wall-clock on one thread of a release build; speed targets
+//! Speed figures are wall-clock on one thread of a release build; targets
 //! are checked here, never by timed assertions in tests.
 
 pub mod deletion;
+pub mod heldout;
 pub mod hook;
 pub mod listing;
 pub mod reference;

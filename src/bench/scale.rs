@@ -651,19 +651,23 @@ fn big_adds(base_url: &str, bench: &[Vec<(Role, String)>]) -> BigAdds {
     }
 }
 
-/// Runs the whole benchmark; `progress` hears what it is doing.
-pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<ScaleReport> {
-    let bench = read_sessions(&options.bench_dir)?;
-    let bench: Vec<Vec<(Role, String)>> = bench
+/// The sessions of a bench directory that hold messages.
+fn bench_sessions(bench_dir: &Path) -> anyhow::Result<Vec<Vec<(Role, String)>>> {
+    let bench: Vec<Vec<(Role, String)>> = read_sessions(bench_dir)?
         .into_iter()
         .filter(|session| !session.is_empty())
         .collect();
     if bench.is_empty() {
-        bail!("{} holds no sessions", options.bench_dir.display());
+        bail!("{} holds no sessions", bench_dir.display());
     }
-    let total = options.sessions.unwrap_or(bench.len()).max(1);
-    let scope_sessions = options.scope_sessions.min(total.div_ceil(2)).max(1);
-    let corpus: Vec<CorpusSession> = (0..total)
+    Ok(bench)
+}
+
+/// The corpus: `total` sessions, the first `scope_sessions` of them in the
+/// large scope and the rest in small scopes, each replaying bench session
+/// `index % num_bench`.
+fn corpus(total: usize, scope_sessions: usize, num_bench: usize) -> Vec<CorpusSession> {
+    (0..total)
         .map(|index| CorpusSession {
             user_id: if index < scope_sessions {
                 "bench-scope-large".to_string()
@@ -674,9 +678,13 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
                 )
             },
             session_id: format!("bench-{index:07}"),
-            source: index % bench.len(),
+            source: index % num_bench,
         })
-        .collect();
+        .collect()
+}
+
+/// The Adds the corpus makes, and its content in MB.
+fn corpus_size(bench: &[Vec<(Role, String)>], corpus: &[CorpusSession]) -> (usize, f64) {
     let chunks: usize = corpus
         .iter()
         .map(|session| chunk_ends(&bench[session.source]).len())
@@ -689,75 +697,112 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
                 .map(|(_, content)| content.len())
         })
         .sum();
-    let input_mb = input_bytes as f64 / 1e6;
-    // Queries: task statements of stored sessions, spread evenly.
-    let task = |session: &CorpusSession| {
-        bench[session.source]
-            .iter()
-            .find(|(role, _)| *role == Role::User)
-            .map(|(_, content)| content.clone())
-            .unwrap_or_default()
-    };
-    let spread = |sessions: &[CorpusSession]| -> Vec<Query> {
-        let step = (sessions.len() / options.searches.max(1)).max(1);
-        sessions
-            .iter()
-            .step_by(step)
-            .take(options.searches)
-            .map(|session| Query {
-                user_id: session.user_id.clone(),
-                text: task(session),
-            })
-            .filter(|query| !query.text.trim().is_empty())
-            .collect()
-    };
-    let large_queries = spread(&corpus[..scope_sessions]);
-    let small_queries = spread(&corpus[scope_sessions..]);
+    (chunks, input_bytes as f64 / 1e6)
+}
 
-    let scratch;
+/// `precedent serve` on `data_dir` (and `store`, else SQLite there) on a
+/// free loopback port.
+fn serve_command(binary: &Path, data_dir: &Path, store: Option<&str>) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .arg("serve")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(data_dir);
+    match store {
+        Some(store) => command.env("PRECEDENT_STORE", store),
+        None => command.env_remove("PRECEDENT_STORE"),
+    };
+    command
+}
+
+/// The FTS5 reference memory on `data_dir` on a free loopback port.
+fn reference_command(binary: &Path, data_dir: &Path) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .arg("bench")
+        .arg("reference-server")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(data_dir);
+    command
+}
+
+/// A corpus session's task statement (its first user message).
+fn task_of(bench: &[Vec<(Role, String)>], session: &CorpusSession) -> String {
+    bench[session.source]
+        .iter()
+        .find(|(role, _)| *role == Role::User)
+        .map(|(_, content)| content.clone())
+        .unwrap_or_default()
+}
+
+/// Queries: the task statements of `sessions`, at most `searches` of them,
+/// spread evenly.
+fn spread_queries(
+    bench: &[Vec<(Role, String)>],
+    sessions: &[CorpusSession],
+    searches: usize,
+) -> Vec<Query> {
+    let step = (sessions.len() / searches.max(1)).max(1);
+    sessions
+        .iter()
+        .step_by(step)
+        .take(searches)
+        .map(|session| Query {
+            user_id: session.user_id.clone(),
+            text: task_of(bench, session),
+        })
+        .filter(|query| !query.text.trim().is_empty())
+        .collect()
+}
+
+/// The work directory (`options.work_dir`, else a fresh temporary one)
+/// with its `precedent` and `fts5` data of an earlier run cleared.
+fn prepare_work_dir(options: &ScaleOptions) -> anyhow::Result<PathBuf> {
     let work_dir = match &options.work_dir {
         Some(dir) => dir.clone(),
-        None => {
-            scratch = tempfile_dir()?;
-            scratch.clone()
-        }
+        None => tempfile_dir()?,
     };
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("cannot create {}", work_dir.display()))?;
-    let binary = std::env::current_exe().context("cannot find the precedent binary")?;
-    let precedent_dir = work_dir.join("precedent");
-    let fts5_dir = work_dir.join("fts5");
-    for dir in [&precedent_dir, &fts5_dir] {
+    for dir in [work_dir.join("precedent"), work_dir.join("fts5")] {
         let _ = std::fs::remove_file(dir.with_extension("log"));
         if dir.exists() {
-            std::fs::remove_dir_all(dir)
+            std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("cannot clear {}", dir.display()))?;
         }
     }
+    Ok(work_dir)
+}
+
+/// Runs the whole benchmark; `progress` hears what it is doing.
+pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<ScaleReport> {
+    let bench = bench_sessions(&options.bench_dir)?;
+    let total = options.sessions.unwrap_or(bench.len()).max(1);
+    let scope_sessions = options.scope_sessions.min(total.div_ceil(2)).max(1);
+    let corpus = corpus(total, scope_sessions, bench.len());
+    let (chunks, input_mb) = corpus_size(&bench, &corpus);
+    let large_queries = spread_queries(&bench, &corpus[..scope_sessions], options.searches);
+    let small_queries = spread_queries(&bench, &corpus[scope_sessions..], options.searches);
+
+    let work_dir = prepare_work_dir(options)?;
+    let binary = std::env::current_exe().context("cannot find the precedent binary")?;
+    let precedent_dir = work_dir.join("precedent");
+    let fts5_dir = work_dir.join("fts5");
     progress(&format!(
         "corpus: {total} sessions ({scope_sessions} in the large scope), {chunks} Adds, {input_mb:.1} MB; data under {}",
         work_dir.display()
     ));
-    let start_precedent = || {
-        let mut command = Command::new(&binary);
-        command
-            .arg("serve")
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--data-dir")
-            .arg(&precedent_dir);
-        match &options.store {
-            Some(store) => command.env("PRECEDENT_STORE", store),
-            None => command.env_remove("PRECEDENT_STORE"),
-        };
-        command
-    };
+    let start_precedent = || serve_command(&binary, &precedent_dir, options.store.as_deref());
     let same_task = |query: &Query, session_id: &str| {
         session_id
             .strip_prefix("bench-")
             .and_then(|index| index.parse::<usize>().ok())
             .and_then(|index| corpus.get(index))
-            .is_some_and(|session| task(session) == query.text)
+            .is_some_and(|session| task_of(&bench, session) == query.text)
     };
     let workload = Workload {
         corpus: &corpus,
@@ -779,17 +824,7 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
     let fts5 = if options.skip_reference {
         None
     } else {
-        let start_reference = || {
-            let mut command = Command::new(&binary);
-            command
-                .arg("bench")
-                .arg("reference-server")
-                .arg("--listen")
-                .arg("127.0.0.1:0")
-                .arg("--data-dir")
-                .arg(&fts5_dir);
-            command
-        };
+        let start_reference = || reference_command(&binary, &fts5_dir);
         Some(measure(
             "fts5",
             &start_reference,

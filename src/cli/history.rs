@@ -109,71 +109,14 @@ fn classify(args: &ImportArgs) -> anyhow::Result<Source> {
 pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
     // Checked before the data directory is opened (or created).
     let source = classify(&args)?;
-    let scope = match &source {
-        Source::Repository(repo_path) => import::TranscriptScope::Fixed(super::memory_key(
-            args.user_id.as_deref(),
-            Some(repo_path),
-        )?),
-        Source::Transcripts => match args.user_id.as_deref() {
-            Some(_) => {
-                import::TranscriptScope::Fixed(super::memory_key(args.user_id.as_deref(), None)?)
-            }
-            None => import::TranscriptScope::Recorded {
-                fallback: crate::scope::of_working_directory().ok(),
-            },
-        },
-    };
-    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
-    let attach = args.server.is_none() && super::attaches(args.no_server, &store);
+    let scope = scope_of(&args, &source)?;
+    let store = args.backend.storage.location()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        let watch = args.watch;
-        runtime.spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                if watch {
-                    eprintln!("import: stopping the watch; finishing the Adds in flight");
-                } else {
-                    eprintln!("import: interrupted; finishing the Adds in flight");
-                }
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        });
-    }
-    let mut attached = None;
-    let (sink, service): (Arc<dyn Sink>, Option<Arc<Service>>) = match &args.server {
-        Some(url) => (
-            Arc::new(import::ServerSink::new(url, args.api_key.clone())),
-            None,
-        ),
-        None if attach => {
-            let server = local::attach(&args.data_dir)?;
-            let sink = import::ServerSink::local(&server, &store);
-            attached = Some(server);
-            (Arc::new(sink), None)
-        }
-        None => {
-            let mut options = ServiceOptions::new(&args.data_dir);
-            options.store = store;
-            let service = match Service::open(options) {
-                Ok(service) => service,
-                Err(service::ServiceError::Locked(path)) => anyhow::bail!(
-                    "{} is held by another process; import without --no-server (and without \
-                     {}) to go through its local server, or through a server of your own \
-                     with --server http://<its address>",
-                    path.display(),
-                    local::NO_AUTOSTART_ENV,
-                ),
-                Err(error) => return Err(error.into()),
-            };
-            let sink = import::DirectSink::new(Arc::clone(&service), runtime.handle().clone())?;
-            (Arc::new(sink), Some(service))
-        }
-    };
+    let stop = stop_on_ctrl_c(&runtime, args.watch);
+    let (sink, opened) = open_sink(&args, store, &runtime)?;
     let mut progress = ImportProgress {
         bar: None,
         total: 0,
@@ -205,27 +148,113 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
                 scope,
                 parallelism: args.parallelism as usize,
                 watch: args.watch,
-                state_dir: Some(args.data_dir.clone()),
+                state_dir: Some(args.backend.storage.data_dir().to_path_buf()),
                 turn_finished: false,
             };
             import::import_transcripts(&options, sink, &mut progress, &stop)
                 .and_then(|report| transcript_output(&report, args.json))
         }
     };
-    if let Some(service) = service {
-        runtime.block_on(service.shutdown());
-    }
-    // A search of the data directory right after (`precedent search`)
-    // reads what the index committed; the server commits within a second.
-    if let Some(server) = attached
-        && !local::wait_for_index_commit(&args.data_dir, &server.url, INDEX_COMMIT_WAIT)
-    {
-        tracing::warn!(
-            "the local server has not committed the import to its index yet: `precedent search` may miss the newest sessions for a few seconds"
-        );
+    match opened {
+        Opened::Service(service) => runtime.block_on(service.shutdown()),
+        // A search of the data directory right after (`precedent search`)
+        // reads what the index committed; the server commits within a
+        // second.
+        Opened::LocalServer(server) => {
+            if !local::wait_for_index_commit(
+                args.backend.storage.data_dir(),
+                &server.url,
+                INDEX_COMMIT_WAIT,
+            ) {
+                tracing::warn!(
+                    "the local server has not committed the import to its index yet: `precedent search` may miss the newest sessions for a few seconds"
+                );
+            }
+        }
+        Opened::Server => {}
     }
     super::print_out(&printed?);
     Ok(())
+}
+
+/// The memory the import goes to: `--user-id`, else the repository's key;
+/// for transcripts without `--user-id`, the key each one records.
+fn scope_of(args: &ImportArgs, source: &Source) -> anyhow::Result<import::TranscriptScope> {
+    Ok(match source {
+        Source::Repository(repo_path) => import::TranscriptScope::Fixed(super::memory_key(
+            args.user_id.as_deref(),
+            Some(repo_path),
+        )?),
+        Source::Transcripts => match args.user_id.as_deref() {
+            Some(_) => {
+                import::TranscriptScope::Fixed(super::memory_key(args.user_id.as_deref(), None)?)
+            }
+            None => import::TranscriptScope::Recorded {
+                fallback: crate::scope::of_working_directory().ok(),
+            },
+        },
+    })
+}
+
+/// A flag Ctrl-C sets: the import finishes the Adds in flight and stops.
+fn stop_on_ctrl_c(runtime: &tokio::runtime::Runtime, watch: bool) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    runtime.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            if watch {
+                eprintln!("import: stopping the watch; finishing the Adds in flight");
+            } else {
+                eprintln!("import: interrupted; finishing the Adds in flight");
+            }
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    stop
+}
+
+/// What the import opened to write through, to close when it is done.
+enum Opened {
+    /// A server given with --server.
+    Server,
+    /// The data directory's local server (started on first use).
+    LocalServer(local::Attached),
+    /// The service, opened on the data directory in this process.
+    Service(Arc<Service>),
+}
+
+/// Where the import's Adds go: the server given, else the data
+/// directory's local server, else the data directory itself.
+fn open_sink(
+    args: &ImportArgs,
+    store: crate::store::StoreLocation,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<(Arc<dyn Sink>, Opened)> {
+    if let Some(url) = &args.backend.server {
+        let sink = import::ServerSink::new(url, args.backend.api_key.clone());
+        return Ok((Arc::new(sink), Opened::Server));
+    }
+    let data_dir = args.backend.storage.data_dir();
+    if super::options::attaches(args.no_server.no_server, &store) {
+        let server = local::attach(data_dir)?;
+        let sink = import::ServerSink::local(&server, &store);
+        return Ok((Arc::new(sink), Opened::LocalServer(server)));
+    }
+    let mut options = ServiceOptions::new(data_dir);
+    options.store = store;
+    let service = match Service::open(options) {
+        Ok(service) => service,
+        Err(service::ServiceError::Locked(path)) => anyhow::bail!(
+            "{} is held by another process; import without --no-server (and without \
+             {}) to go through its local server, or through a server of your own \
+             with --server http://<its address>",
+            path.display(),
+            local::NO_AUTOSTART_ENV,
+        ),
+        Err(error) => return Err(error.into()),
+    };
+    let sink = import::DirectSink::new(Arc::clone(&service), runtime.handle().clone())?;
+    Ok((Arc::new(sink), Opened::Service(service)))
 }
 
 fn history_output(report: &import::ImportReport, json: bool) -> anyhow::Result<String> {

@@ -18,6 +18,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
+use super::options::{BackendArgs, DataDirArgs};
 use super::print_out;
 use crate::hooks::settings::{self, HookEntry, InstallOutcome, Installed, UninstallOutcome};
 use crate::hooks::{self, Event, HookLog, HookPayload};
@@ -46,25 +47,8 @@ pub(super) struct HookArgs {
     #[arg(long, env = "PRECEDENT_USER_ID")]
     user_id: Option<String>,
 
-    /// The data directory, when no --server is given; the hooks' log
-    /// (hooks.log) is kept here either way. Default:
-    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
-    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = super::default_data_dir())]
-    data_dir: PathBuf,
-
-    /// Where the store is: `sqlite` (the default) or a PostgreSQL URL
-    /// (give one with a password through PRECEDENT_STORE).
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
-
-    /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
-    /// opening the data directory.
-    #[arg(long, env = "PRECEDENT_SERVER")]
-    server: Option<String>,
-
-    /// The server's API key (sent as a Bearer token).
-    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
+    #[command(flatten)]
+    backend: BackendArgs,
 
     /// Characters of context given to the agent at most.
     #[arg(long, env = "PRECEDENT_HOOK_BUDGET", default_value_t = hooks::DEFAULT_BUDGET_CHARS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(200..=100_000))]
@@ -154,10 +138,8 @@ pub(super) struct HooksArgs {
 /// Options of `precedent hooks status`.
 #[derive(Debug, Args)]
 pub(super) struct StatusArgs {
-    /// The data directory (where the hooks' log is). Default:
-    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
-    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = super::default_data_dir())]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    data_dir: DataDirArgs,
 }
 
 // ---- precedent hook ---------------------------------------------------
@@ -166,11 +148,11 @@ pub(super) struct StatusArgs {
 /// gets nothing.
 pub(super) fn hook(args: HookArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let log = HookLog::new(&args.data_dir);
+    let log = HookLog::new(args.backend.storage.data_dir());
     {
         // A panic is caught below and the agent gets nothing; its message
         // goes to the log, not to the agent's screen.
-        let panic_log = HookLog::new(&args.data_dir);
+        let panic_log = HookLog::new(args.backend.storage.data_dir());
         let event = args.event.clone();
         std::panic::set_hook(Box::new(move |info| {
             panic_log.write(&event, &format!("panicked: {info}"));
@@ -302,15 +284,7 @@ async fn search_context(
     let Some(query) = query else {
         return Ok(Ran::Quiet("nothing to search for".to_string()));
     };
-    let backend = super::serve::open_backend(
-        "hook",
-        args.server.as_deref(),
-        args.api_key.clone(),
-        &args.data_dir,
-        args.store.as_deref(),
-        false,
-    )
-    .await?;
+    let backend = super::serve::open_backend("hook", &args.backend, false).await?;
     if let Backend::Local(service) = &backend
         && let Ok(mut slot) = local.lock()
     {
@@ -412,18 +386,12 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
         transcript.display()
     );
     let user_id = user_scope(args, &payload)?;
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
-    let _lock = ImportLock::acquire(&args.data_dir.join(IMPORT_LOCK), budget)?;
+    let data_dir = args.backend.storage.data_dir();
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let _lock = ImportLock::acquire(&data_dir.join(IMPORT_LOCK), budget)?;
     let runtime = runtime()?;
-    let backend = runtime.block_on(super::serve::open_backend(
-        "hook",
-        args.server.as_deref(),
-        args.api_key.clone(),
-        &args.data_dir,
-        args.store.as_deref(),
-        false,
-    ))?;
+    let backend = runtime.block_on(super::serve::open_backend("hook", &args.backend, false))?;
     let (sink, service): (Arc<dyn Sink>, _) = match backend {
         Backend::Local(service) => (
             Arc::new(import::DirectSink::new(
@@ -454,7 +422,7 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
         scope: import::TranscriptScope::Fixed(user_id),
         parallelism: 2,
         watch: false,
-        state_dir: Some(args.data_dir.clone()),
+        state_dir: Some(data_dir.to_path_buf()),
         turn_finished: event == Event::Stop || event == Event::SessionEnd,
     };
     let imported = import::import_transcripts(&options, sink, &mut Quiet, &stop);
@@ -613,6 +581,39 @@ struct InstalledFile {
     created_directory: Option<PathBuf>,
 }
 
+impl InstalledFile {
+    /// What a file holds after an install that wrote `installed` into it,
+    /// given what an earlier install recorded (`previous`).
+    fn after(
+        previous: Option<InstalledFile>,
+        installed: Installed,
+        created_directory: Option<PathBuf>,
+    ) -> InstalledFile {
+        match previous {
+            // Installed before, and some entries were removed by hand
+            // since: the file no longer is what the first install left, so
+            // uninstall removes the entries of both installs by their text.
+            Some(previous) => InstalledFile {
+                installed: Installed {
+                    original: previous.installed.original,
+                    splices: previous
+                        .installed
+                        .splices
+                        .into_iter()
+                        .chain(installed.splices)
+                        .collect(),
+                    installed_sha256: String::new(),
+                },
+                created_directory: previous.created_directory,
+            },
+            None => InstalledFile {
+                installed,
+                created_directory,
+            },
+        }
+    }
+}
+
 impl InstalledFiles {
     fn load(data_dir: &Path) -> anyhow::Result<InstalledFiles> {
         let path = data_dir.join(INSTALLED_FILE);
@@ -666,21 +667,14 @@ fn read_settings(path: &Path) -> anyhow::Result<Option<String>> {
     }
 }
 
-fn install(args: &HooksArgs) -> anyhow::Result<()> {
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(super::default_data_dir);
-    let path = resolve(&args.agent.settings_path(args.scope)?);
-    let program = std::env::current_exe().context("cannot find precedent's own path")?;
-    let program = std::fs::canonicalize(&program).unwrap_or(program);
-    let program = program.to_string_lossy().into_owned();
-    let entries: Vec<HookEntry> = args
-        .agent
+/// The hook entries of `args.agent`'s events, each running `program`
+/// (with `--data-dir` and `--server` when given).
+fn hook_entries(args: &HooksArgs, program: &str) -> Vec<HookEntry> {
+    args.agent
         .events()
         .iter()
         .map(|(event, timeout_secs)| {
-            let mut command = format!("{} hook {}", settings::quote(&program), event.name());
+            let mut command = format!("{} hook {}", settings::quote(program), event.name());
             if let Some(data_dir) = &args.data_dir {
                 command.push_str(" --data-dir ");
                 command.push_str(&settings::quote(&data_dir.to_string_lossy()));
@@ -695,7 +689,19 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
                 timeout_secs: *timeout_secs,
             }
         })
-        .collect();
+        .collect()
+}
+
+fn install(args: &HooksArgs) -> anyhow::Result<()> {
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(super::default_data_dir);
+    let path = resolve(&args.agent.settings_path(args.scope)?);
+    let program = std::env::current_exe().context("cannot find precedent's own path")?;
+    let program = std::fs::canonicalize(&program).unwrap_or(program);
+    let program = program.to_string_lossy().into_owned();
+    let entries = hook_entries(args, &program);
     let original = read_settings(&path)?;
     let outcome = settings::install(original.as_deref(), &entries).with_context(|| {
         format!(
@@ -728,28 +734,7 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
         _ => None,
     };
     write_replacing(&path, text.as_bytes())?;
-    let record = match state.files.remove(&key) {
-        // Installed before, and some entries were removed by hand since:
-        // the file no longer is what the first install left, so uninstall
-        // removes the entries of both installs by their text.
-        Some(previous) => InstalledFile {
-            installed: Installed {
-                original: previous.installed.original,
-                splices: previous
-                    .installed
-                    .splices
-                    .into_iter()
-                    .chain(installed.splices)
-                    .collect(),
-                installed_sha256: String::new(),
-            },
-            created_directory: previous.created_directory,
-        },
-        None => InstalledFile {
-            installed,
-            created_directory,
-        },
-    };
+    let record = InstalledFile::after(state.files.remove(&key), installed, created_directory);
     state.files.insert(key, record);
     state.save(&data_dir)?;
     let mut text = format!(
@@ -874,7 +859,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<()> {
     }
     lines.push(format!(
         "hooks log: {}",
-        HookLog::new(&args.data_dir).path().display()
+        HookLog::new(&args.data_dir.data_dir).path().display()
     ));
     print_out(&lines.join("\n"));
     Ok(())

@@ -5,12 +5,13 @@
 //! `search` read a data directory directly (`query`, printed with `render`),
 //! `import` fills one from a git history (`history`), `hook` and `hooks`
 //! put precedent into an agent's lifecycle (`hooks`), `bench` measures
-//! (`bench`).
+//! (`bench`). Options several commands share are defined once (`options`).
 
 mod bench;
 mod history;
 mod hooks;
 mod legacy;
+mod options;
 mod query;
 mod render;
 mod serve;
@@ -21,6 +22,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use self::bench::BenchCommand;
+use self::options::{BackendArgs, NoServerArgs, StoreArgs};
 use crate::api::{self, DEFAULT_MAX_BODY_BYTES};
 use crate::import;
 use crate::rank;
@@ -53,7 +55,8 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP service (Agent Memory Leaderboard Add/Search contract)
-    /// on an embedded store: SQLite and tantivy in one data directory.
+    /// on an embedded store: SQLite and tantivy in one data directory
+    /// (created if missing), which one process at a time may hold.
     Serve(ServeArgs),
     /// Show what was extracted from stored sessions: a list of a user's
     /// sessions, or one session's whole record (files, symbols, errors,
@@ -83,7 +86,8 @@ enum Command {
     /// on stdin: SessionStart and UserPromptSubmit answer with relevant
     /// past experience (as the agent's additionalContext), Stop and
     /// SessionEnd import the session's transcript in the background.
-    /// Always exits 0: a hook never blocks the agent.
+    /// Always exits 0: a hook never blocks the agent, and says what it did
+    /// in the data directory's hooks.log (with --server too).
     Hook(hooks::HookArgs),
     /// Wire precedent's hooks into Claude Code's or Codex's settings, remove
     /// them, or show where they are.
@@ -97,17 +101,8 @@ enum Command {
 /// Options of `precedent inspect`.
 #[derive(Debug, Args)]
 struct InspectArgs {
-    /// The data directory of the service (default: $XDG_DATA_HOME/precedent,
-    /// else ~/.local/share/precedent).
-    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
-    data_dir: PathBuf,
-
-    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
-    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through PRECEDENT_STORE rather than on
-    /// the command line, where every local user can read it.
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
+    #[command(flatten)]
+    storage: StoreArgs,
 
     /// The memory to show. Default: the key of the working directory's
     /// git repository (its origin, lowercased, else its root path), as
@@ -127,17 +122,8 @@ struct InspectArgs {
 /// Options of `precedent search`.
 #[derive(Debug, Args)]
 struct SearchArgs {
-    /// The data directory of the service (default: $XDG_DATA_HOME/precedent,
-    /// else ~/.local/share/precedent).
-    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
-    data_dir: PathBuf,
-
-    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
-    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through PRECEDENT_STORE rather than on
-    /// the command line, where every local user can read it.
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
+    #[command(flatten)]
+    storage: StoreArgs,
 
     /// The memory to search. Default: the key of the working directory's
     /// git repository (its origin, lowercased, else its root path), as
@@ -221,33 +207,11 @@ struct ImportArgs {
     #[arg(long)]
     watch: bool,
 
-    /// The data directory to write to when no --server is given (default:
-    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent).
-    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    backend: BackendArgs,
 
-    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
-    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through PRECEDENT_STORE rather than on
-    /// the command line, where every local user can read it.
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
-
-    /// Import through a running server's Add endpoint (e.g.
-    /// http://127.0.0.1:8080) instead of the data directory's local server
-    /// (started on first use).
-    #[arg(long, env = "PRECEDENT_SERVER")]
-    server: Option<String>,
-
-    /// Open the data directory in this process instead of going through
-    /// its local server (then no other process may use it meanwhile). Also
-    /// set by PRECEDENT_NO_AUTOSTART=1.
-    #[arg(long, conflicts_with = "server")]
-    no_server: bool,
-
-    /// The server's API key (sent as a Bearer token).
-    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
+    #[command(flatten)]
+    no_server: NoServerArgs,
 
     /// Adds in flight at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -267,33 +231,11 @@ struct McpArgs {
     #[arg(long, env = "PRECEDENT_USER_ID")]
     user_id: Option<String>,
 
-    /// The data directory, when no --server is given: its local server is
-    /// used, started on first use. Default: $XDG_DATA_HOME/precedent, else
-    /// ~/.local/share/precedent, shared by every command.
-    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
-    data_dir: PathBuf,
+    #[command(flatten)]
+    backend: BackendArgs,
 
-    /// Open the data directory in this process instead of sharing it
-    /// through its local server (then no other process may use it at the
-    /// same time). Also set by PRECEDENT_NO_AUTOSTART=1.
-    #[arg(long, conflicts_with = "server")]
-    no_server: bool,
-
-    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
-    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through PRECEDENT_STORE rather than on
-    /// the command line, where every local user can read it.
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
-
-    /// Go through a running server (e.g. http://127.0.0.1:8080) instead of
-    /// opening the data directory.
-    #[arg(long, env = "PRECEDENT_SERVER")]
-    server: Option<String>,
-
-    /// The server's API key (sent as a Bearer token).
-    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
+    #[command(flatten)]
+    no_server: NoServerArgs,
 }
 
 /// Options of `precedent serve`.
@@ -303,19 +245,8 @@ struct ServeArgs {
     #[arg(long, env = "PRECEDENT_LISTEN", default_value = "127.0.0.1:8080")]
     listen: String,
 
-    /// Directory holding the store (precedent.sqlite3) and the index; created
-    /// if missing. One process at a time may hold it. Default:
-    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent, shared by every
-    /// command.
-    #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = default_data_dir())]
-    data_dir: PathBuf,
-
-    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
-    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through PRECEDENT_STORE rather than on
-    /// the command line, where every local user can read it.
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
+    #[command(flatten)]
+    storage: StoreArgs,
 
     /// API key that Add and Search require (Authorization: Bearer <key>,
     /// Authorization: Token <key> or X-Api-Key: <key>). Without any key the
@@ -468,23 +399,6 @@ struct ServeArgs {
     auto_started: bool,
 }
 
-/// The store a command was given (`--store` or PRECEDENT_STORE), the data
-/// directory's SQLite database by default. Warns when a password came on
-/// the command line.
-pub(crate) fn store_location(
-    store: Option<&str>,
-    data_dir: &std::path::Path,
-) -> anyhow::Result<crate::store::StoreLocation> {
-    legacy::announce_if_legacy(data_dir);
-    let location = crate::store::StoreLocation::parse(store, data_dir)?;
-    if location.has_password() && std::env::var_os("PRECEDENT_STORE").is_none() {
-        tracing::warn!(
-            "--store with a password on the command line is visible to every local user (ps); set PRECEDENT_STORE instead"
-        );
-    }
-    Ok(location)
-}
-
 /// The memory a command works in: `--user-id` when given, else the key
 /// of the git repository enclosing `directory` (the working directory
 /// when `None`): its normalised origin, else its root path.
@@ -500,16 +414,6 @@ pub(crate) fn memory_key(
             None => crate::scope::of_working_directory()?,
         }),
     }
-}
-
-/// Whether a command without `--server` goes through the data directory's
-/// local server (started on first use) rather than opening it itself: not
-/// with `--no-server` or PRECEDENT_NO_AUTOSTART, nor on PostgreSQL, which
-/// any number of processes open directly.
-pub(crate) fn attaches(no_server: bool, store: &crate::store::StoreLocation) -> bool {
-    !no_server
-        && !crate::local::autostart_disabled()
-        && matches!(store, crate::store::StoreLocation::Sqlite(_))
 }
 
 /// Parses the arguments, runs the command, maps errors to an exit code.

@@ -11,17 +11,17 @@ use crate::read::search::Searcher;
 
 pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let user_id = super::memory_key(args.user_id.as_deref(), None)?;
-    let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
+    let location = args.storage.location()?;
     match location.try_exists() {
         Ok(true) => {}
         Ok(false) => anyhow::bail!(
             "no precedent store at {} (expected {})",
-            args.data_dir.display(),
+            args.storage.data_dir().display(),
             location.describe()
         ),
         Err(error) => anyhow::bail!(
             "cannot read the data directory {}: {error}",
-            args.data_dir.display()
+            args.storage.data_dir().display()
         ),
     }
     let conn = location.open_reader()?;
@@ -117,9 +117,10 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
         true => None,
         false => Some(super::memory_key(args.user_id.as_deref(), None)?),
     };
-    let location = super::store_location(args.store.as_deref(), &args.data_dir)?;
-    let searcher = Searcher::open_read_only_at(&args.data_dir, location, args.max_chars)
-        .with_context(|| format!("cannot search {}", args.data_dir.display()))?;
+    let location = args.storage.location()?;
+    let searcher =
+        Searcher::open_read_only_at(args.storage.data_dir(), location, args.max_chars)
+            .with_context(|| format!("cannot search {}", args.storage.data_dir().display()))?;
     let Some(user_id) = user_id else {
         return search_all(&searcher, &args);
     };

@@ -221,6 +221,7 @@ pub(super) fn write_summaries(out: &mut String, user_id: &str, summaries: &[Sess
     }
 }
 
+/// One session's whole record, as `inspect --session` prints it.
 pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
     use std::fmt::Write;
     let record = &detail.record;
@@ -266,6 +267,13 @@ pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
     );
     let _ = writeln!(out, "tests failing:      {}", list(&record.tests.failing));
     let _ = writeln!(out, "tests passing:      {}", list(&record.tests.passing));
+    write_errors_and_commands(out, record);
+    write_evidence(out, detail);
+}
+
+/// A record's errors (with their innermost frames) and commands.
+fn write_errors_and_commands(out: &mut String, record: &crate::ingest::SessionRecord) {
+    use std::fmt::Write;
     let _ = writeln!(out, "errors ({}):", record.errors.len());
     for error in &record.errors {
         let _ = writeln!(out, "  {}: {}", error.error_type, error.message);
@@ -291,6 +299,12 @@ pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
             command.message_index
         );
     }
+}
+
+/// A session's evidence with its provenance, and its diagnostics.
+fn write_evidence(out: &mut String, detail: &SessionDetail) {
+    use std::fmt::Write;
+    let record = &detail.record;
     let _ = writeln!(out, "evidence ({}):", record.evidence.len());
     for evidence in &record.evidence {
         let source = detail

@@ -2,13 +2,13 @@
 //! `mcp` (the Model Context Protocol on stdio).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::options::BackendArgs;
 use super::{McpArgs, ServeArgs};
 use crate::api::auth::ApiKeys;
 use crate::api::{self, ApiOptions};
@@ -24,15 +24,7 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let backend = open_backend(
-            "mcp",
-            args.server.as_deref(),
-            args.api_key.clone(),
-            &args.data_dir,
-            args.store.as_deref(),
-            args.no_server,
-        )
-        .await?;
+        let backend = open_backend("mcp", &args.backend, args.no_server.no_server).await?;
         tracing::info!(user_id = %user_id, "precedent MCP server on stdio");
         let local = match &backend {
             crate::mcp::Backend::Local(service) => Some(service.clone()),
@@ -54,26 +46,25 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
 }
 
 /// Where the requests of `command` (`mcp`, `hook`) go: the running
-/// server at `server` when one is given; else the data directory's local
+/// server `backend` names, if any; else the data directory's local
 /// server, started if need be (unless `no_server`, the environment or a
 /// PostgreSQL store says otherwise); else the service opened on the data
 /// directory in this process.
 pub(super) async fn open_backend(
     command: &str,
-    server: Option<&str>,
-    api_key: Option<String>,
-    data_dir: &Path,
-    store: Option<&str>,
+    backend: &BackendArgs,
     no_server: bool,
 ) -> anyhow::Result<crate::mcp::Backend> {
-    if let Some(url) = server {
+    if let Some(url) = &backend.server {
         return Ok(crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
-            url, api_key,
+            url,
+            backend.api_key.clone(),
         )));
     }
-    let store = super::store_location(store, data_dir)?;
-    if super::attaches(no_server, &store) {
-        let data_dir = data_dir.to_path_buf();
+    let storage = &backend.storage;
+    let store = storage.location()?;
+    if super::options::attaches(no_server, &store) {
+        let data_dir = storage.data_dir().to_path_buf();
         let server = tokio::task::spawn_blocking(move || local::LocalServer::attach(&data_dir))
             .await
             .context("start-up task failed")??;
@@ -83,7 +74,7 @@ pub(super) async fn open_backend(
             crate::mcp::RemoteServer::local(Arc::new(server)),
         ));
     }
-    let mut options = ServiceOptions::new(data_dir);
+    let mut options = ServiceOptions::new(storage.data_dir());
     options.store = store;
     let opened = tokio::task::spawn_blocking(move || Service::open(options))
         .await
@@ -99,6 +90,89 @@ pub(super) async fn open_backend(
 }
 
 pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let keys = api_keys(&args)?;
+    let store = args.storage.location()?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(api::serve::tls_config(cert, key)?),
+        _ => None,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("precedent-worker")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let store_description = store.describe();
+        let options = service_options(&args, store);
+        let auto_started = args.auto_started;
+        let service = tokio::task::spawn_blocking(move || open_service(options, auto_started))
+            .await
+            .context("start-up task failed")??;
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let address: SocketAddr = listener.local_addr()?;
+        let auth = if keys.is_enabled() {
+            format!("auth enabled ({} key(s))", keys.num_keys())
+        } else {
+            "auth disabled: no API key configured".to_string()
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tracing::info!(
+            data_dir = %args.storage.data_dir().display(),
+            store = %store_description,
+            "precedent listening on {scheme}://{address} ({auth})"
+        );
+        let app = api::app(service.clone(), api_options(&args, keys, address));
+        let serves_tls = tls.is_some();
+        let serve_options = serve_options(&args, tls);
+        let activity = Activity::new();
+        let app = app.layer(axum::middleware::from_fn({
+            let activity = Arc::clone(&activity);
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let activity = Arc::clone(&activity);
+                async move {
+                    let _in_flight = activity.begin();
+                    next.run(request).await
+                }
+            }
+        }));
+        // A server over TLS is left out: precedent's own clients speak
+        // plain HTTP to the local server.
+        let recorded = (!serves_tls).then(|| ServerRecord {
+            url: format!("http://{}", connect_address(address)),
+            pid: std::process::id(),
+            auto_started: args.auto_started,
+            api_key: args.api_key.clone().filter(|_| args.auto_started),
+        });
+        if let Some(record) = &recorded
+            && let Err(error) = local::write_record(args.storage.data_dir(), record)
+        {
+            tracing::warn!(%error, "cannot record the address in the data directory; mcp and import will not find this server");
+        }
+        let stop = stop_when(
+            activity,
+            args.idle_exit,
+            recorded
+                .as_ref()
+                .filter(|record| record.auto_started)
+                .map(|_| args.storage.data_dir().to_path_buf()),
+        );
+        api::serve::serve(listener, app, serve_options, stop).await;
+        tracing::info!("no longer accepting requests; finishing queued adds");
+        if recorded.is_some() {
+            local::remove_record(args.storage.data_dir(), std::process::id());
+        }
+        service.shutdown().await;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// The API keys `serve` accepts (`--api-key`, `--api-key-file`,
+/// `--keys-file`), with `--key-rate-limit`; warns of a key on the command
+/// line.
+fn api_keys(args: &ServeArgs) -> anyhow::Result<ApiKeys> {
     if args.api_key.is_some() && std::env::var_os("PRECEDENT_API_KEY").is_none() {
         tracing::warn!(
             "--api-key on the command line is visible to every local user (ps); set PRECEDENT_API_KEY or use --api-key-file or --keys-file instead"
@@ -119,111 +193,53 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         keys.limit_rate(api::auth::KeyRateLimit::new(per_second));
     }
-    let store = super::store_location(args.store.as_deref(), &args.data_dir)?;
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(api::serve::tls_config(cert, key)?),
-        _ => None,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("precedent-worker")
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
-        let mut options = ServiceOptions::new(&args.data_dir);
-        let store_description = store.describe();
-        options.store = store;
-        options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
-        options.redact_secrets = args.redact_secrets;
-        options.max_batch = args.max_batch as usize;
-        options.max_session_bytes = args.max_session_bytes;
-        options.max_cached_users = args.max_cached_users;
-        options.retention = args
-            .retention_days
-            .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));
-        let auto_started = args.auto_started;
-        let service = tokio::task::spawn_blocking(move || open_service(options, auto_started))
-            .await
-            .context("start-up task failed")??;
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let address: SocketAddr = listener.local_addr()?;
-        let auth = if keys.is_enabled() {
-            format!("auth enabled ({} key(s))", keys.num_keys())
-        } else {
-            "auth disabled: no API key configured".to_string()
-        };
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        tracing::info!(
-            data_dir = %args.data_dir.display(),
-            store = %store_description,
-            "precedent listening on {scheme}://{address} ({auth})"
-        );
-        let app = api::app(
-            service.clone(),
-            ApiOptions {
-                keys,
-                max_body_bytes: args.max_body_bytes,
-                max_in_flight: args.max_in_flight as usize,
-                request_timeout: std::time::Duration::from_secs(args.request_timeout_secs),
-                body_read_timeout: std::time::Duration::from_secs(args.body_read_timeout_secs),
-                allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
-                trusted_origins: args.allowed_origins.clone(),
-                refuse_secret_ids: args.redact_secrets,
-                repo_checks: address.ip().is_loopback(),
-            },
-        );
-        let serves_tls = tls.is_some();
-        let serve_options = api::serve::ServeOptions {
-            header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
-            first_byte_timeout: std::time::Duration::from_secs(args.first_byte_timeout_secs),
-            tls_handshake_timeout: std::time::Duration::from_secs(args.tls_handshake_timeout_secs),
-            max_connections: args.max_connections as usize,
-            max_connections_per_address: args.max_connections_per_address as usize,
-            shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
-            tls,
-        };
-        let activity = Activity::new();
-        let app = {
-            let activity = Arc::clone(&activity);
-            app.layer(axum::middleware::from_fn(
-                move |request: axum::extract::Request, next: axum::middleware::Next| {
-                    let activity = Arc::clone(&activity);
-                    async move {
-                        let _in_flight = activity.begin();
-                        next.run(request).await
-                    }
-                },
-            ))
-        };
-        // A server over TLS is left out: precedent's own clients speak
-        // plain HTTP to the local server.
-        let recorded = (!serves_tls).then(|| ServerRecord {
-            url: format!("http://{}", connect_address(address)),
-            pid: std::process::id(),
-            auto_started: args.auto_started,
-            api_key: args.api_key.clone().filter(|_| args.auto_started),
-        });
-        if let Some(record) = &recorded
-            && let Err(error) = local::write_record(&args.data_dir, record)
-        {
-            tracing::warn!(%error, "cannot record the address in the data directory; mcp and import will not find this server");
-        }
-        let stop = stop_when(
-            activity,
-            args.idle_exit,
-            recorded.as_ref().filter(|record| record.auto_started).map(|_| args.data_dir.clone()),
-        );
-        api::serve::serve(listener, app, serve_options, stop).await;
-        tracing::info!("no longer accepting requests; finishing queued adds");
-        if recorded.is_some() {
-            local::remove_record(&args.data_dir, std::process::id());
-        }
-        service.shutdown().await;
-        tracing::info!("stopped");
-        Ok(())
-    })
+    Ok(keys)
+}
+
+/// The service `serve` opens on `store`.
+fn service_options(args: &ServeArgs, store: crate::store::StoreLocation) -> ServiceOptions {
+    let mut options = ServiceOptions::new(args.storage.data_dir());
+    options.store = store;
+    options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
+    options.redact_secrets = args.redact_secrets;
+    options.max_batch = args.max_batch as usize;
+    options.max_session_bytes = args.max_session_bytes;
+    options.max_cached_users = args.max_cached_users;
+    options.retention = args
+        .retention_days
+        .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400)));
+    options
+}
+
+/// The HTTP API's options for a server listening on `address`.
+fn api_options(args: &ServeArgs, keys: ApiKeys, address: SocketAddr) -> ApiOptions {
+    ApiOptions {
+        keys,
+        max_body_bytes: args.max_body_bytes,
+        max_in_flight: args.max_in_flight as usize,
+        request_timeout: std::time::Duration::from_secs(args.request_timeout_secs),
+        body_read_timeout: std::time::Duration::from_secs(args.body_read_timeout_secs),
+        allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
+        trusted_origins: args.allowed_origins.clone(),
+        refuse_secret_ids: args.redact_secrets,
+        repo_checks: address.ip().is_loopback(),
+    }
+}
+
+/// The connection-level options: timeouts, caps and TLS.
+fn serve_options(
+    args: &ServeArgs,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+) -> api::serve::ServeOptions {
+    api::serve::ServeOptions {
+        header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
+        first_byte_timeout: std::time::Duration::from_secs(args.first_byte_timeout_secs),
+        tls_handshake_timeout: std::time::Duration::from_secs(args.tls_handshake_timeout_secs),
+        max_connections: args.max_connections as usize,
+        max_connections_per_address: args.max_connections_per_address as usize,
+        shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
+        tls,
+    }
 }
 
 /// How long an auto-started server waits for the data directory while

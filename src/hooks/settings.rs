@@ -120,31 +120,8 @@ pub fn install(
     original: Option<&str>,
     entries: &[HookEntry],
 ) -> Result<InstallOutcome, SettingsError> {
-    let blank = original.is_none_or(|text| text.trim().is_empty());
-    if blank {
-        let unit = "  ";
-        let mut text = String::from("{\n");
-        text.push_str(unit);
-        text.push_str("\"hooks\": ");
-        text.push_str(&hooks_object(entries, unit, unit));
-        text.push_str("\n}\n");
-        // A blank file's whitespace is given back on uninstall from the
-        // record; the splice is everything after it.
-        let kept = original.unwrap_or("");
-        let full = format!("{kept}{text}");
-        let installed = Installed {
-            original: original.map(str::to_string),
-            splices: vec![Splice {
-                offset: kept.len(),
-                text,
-            }],
-            installed_sha256: digest(&full),
-        };
-        return Ok(InstallOutcome::Changed {
-            text: full,
-            installed,
-            events_added: entries.iter().map(|entry| entry.event.clone()).collect(),
-        });
+    if original.is_none_or(|text| text.trim().is_empty()) {
+        return Ok(install_into_blank(original, entries));
     }
     let text = original.unwrap_or("");
     let root = parse(text)?;
@@ -169,67 +146,13 @@ pub fn install(
             events_added.extend(entries.iter().map(|entry| entry.event.clone()));
         }
         Some(hooks) => {
-            let Kind::Object(events) = &hooks.kind else {
-                return Err(SettingsError::Shape(
-                    "\"hooks\" is not a JSON object".to_string(),
-                ));
-            };
-            let indent = format!("{}{unit}", line_indent(text, hooks.start));
-            let mut missing = Vec::new();
-            for entry in entries {
-                match member(events, &entry.event) {
-                    None => missing.push(entry),
-                    Some(groups) => {
-                        let Kind::Array(items) = &groups.kind else {
-                            return Err(SettingsError::Shape(format!(
-                                "\"hooks\".\"{}\" is not a JSON array",
-                                entry.event
-                            )));
-                        };
-                        if items
-                            .iter()
-                            .any(|group| group_is_ours(text, group, &entry.event).is_some())
-                        {
-                            continue;
-                        }
-                        let group_indent = format!("{}{unit}", line_indent(text, groups.start));
-                        let mut insert =
-                            format!("\n{group_indent}{}", group(entry, &group_indent, &unit));
-                        insert.push_str(&closing(items.is_empty(), text, groups.start));
-                        inserts.push((groups.start + 1, insert));
-                        events_added.push(entry.event.clone());
-                    }
-                }
-            }
-            if !missing.is_empty() {
-                let rendered: Vec<String> = missing
-                    .iter()
-                    .map(|entry| event_member(entry, &indent, &unit))
-                    .collect();
-                let mut insert = rendered.join(",");
-                insert.push_str(&closing(events.is_empty(), text, hooks.start));
-                inserts.push((hooks.start + 1, insert));
-                events_added.extend(missing.iter().map(|entry| entry.event.clone()));
-            }
+            inserts_into_hooks(text, hooks, entries, &unit, &mut inserts, &mut events_added)?
         }
     }
     if inserts.is_empty() {
         return Ok(InstallOutcome::AlreadyInstalled);
     }
-    inserts.sort_by_key(|(position, _)| *position);
-    let mut result = String::with_capacity(text.len() + 1024);
-    let mut splices = Vec::new();
-    let mut copied = 0;
-    for (position, insert) in inserts {
-        result.push_str(&text[copied..position]);
-        splices.push(Splice {
-            offset: result.len(),
-            text: insert.clone(),
-        });
-        result.push_str(&insert);
-        copied = position;
-    }
-    result.push_str(&text[copied..]);
+    let (result, splices) = spliced(text, inserts);
     // What was written must read back as settings holding every entry.
     let check = parse(&result)?;
     for entry in entries {
@@ -253,6 +176,106 @@ pub fn install(
         installed,
         events_added,
     })
+}
+
+/// An install into a file that does not exist or holds only whitespace.
+fn install_into_blank(original: Option<&str>, entries: &[HookEntry]) -> InstallOutcome {
+    let unit = "  ";
+    let mut text = String::from("{\n");
+    text.push_str(unit);
+    text.push_str("\"hooks\": ");
+    text.push_str(&hooks_object(entries, unit, unit));
+    text.push_str("\n}\n");
+    // A blank file's whitespace is given back on uninstall from the
+    // record; the splice is everything after it.
+    let kept = original.unwrap_or("");
+    let full = format!("{kept}{text}");
+    let installed = Installed {
+        original: original.map(str::to_string),
+        splices: vec![Splice {
+            offset: kept.len(),
+            text,
+        }],
+        installed_sha256: digest(&full),
+    };
+    InstallOutcome::Changed {
+        text: full,
+        installed,
+        events_added: entries.iter().map(|entry| entry.event.clone()).collect(),
+    }
+}
+
+/// The inserts that add `entries` to the `"hooks"` object `hooks` of
+/// `text`: a group under each event it holds without one of precedent's,
+/// the other events as new members; the events added, in `events_added`.
+fn inserts_into_hooks(
+    text: &str,
+    hooks: &Node,
+    entries: &[HookEntry],
+    unit: &str,
+    inserts: &mut Vec<(usize, String)>,
+    events_added: &mut Vec<String>,
+) -> Result<(), SettingsError> {
+    let Kind::Object(events) = &hooks.kind else {
+        return Err(SettingsError::Shape(
+            "\"hooks\" is not a JSON object".to_string(),
+        ));
+    };
+    let indent = format!("{}{unit}", line_indent(text, hooks.start));
+    let mut missing = Vec::new();
+    for entry in entries {
+        let Some(groups) = member(events, &entry.event) else {
+            missing.push(entry);
+            continue;
+        };
+        let Kind::Array(items) = &groups.kind else {
+            return Err(SettingsError::Shape(format!(
+                "\"hooks\".\"{}\" is not a JSON array",
+                entry.event
+            )));
+        };
+        if items
+            .iter()
+            .any(|group| group_is_ours(text, group, &entry.event).is_some())
+        {
+            continue;
+        }
+        let group_indent = format!("{}{unit}", line_indent(text, groups.start));
+        let mut insert = format!("\n{group_indent}{}", group(entry, &group_indent, unit));
+        insert.push_str(&closing(items.is_empty(), text, groups.start));
+        inserts.push((groups.start + 1, insert));
+        events_added.push(entry.event.clone());
+    }
+    if !missing.is_empty() {
+        let rendered: Vec<String> = missing
+            .iter()
+            .map(|entry| event_member(entry, &indent, unit))
+            .collect();
+        let mut insert = rendered.join(",");
+        insert.push_str(&closing(events.is_empty(), text, hooks.start));
+        inserts.push((hooks.start + 1, insert));
+        events_added.extend(missing.iter().map(|entry| entry.event.clone()));
+    }
+    Ok(())
+}
+
+/// `text` with each insert at its position, and where each landed.
+fn spliced(text: &str, mut inserts: Vec<(usize, String)>) -> (String, Vec<Splice>) {
+    inserts.sort_by_key(|(position, _)| *position);
+    let mut result = String::with_capacity(text.len() + 1024);
+    let mut splices = Vec::new();
+    let mut copied = 0;
+    for (position, insert) in inserts {
+        result.push_str(&text[copied..position]);
+        splices.push(Splice {
+            offset: result.len(),
+            text: insert.clone(),
+        });
+        result.push_str(&insert);
+        copied = position;
+    }
+    result.push_str(&text[copied..]);
+    (result, splices)
 }
 
 /// Removes precedent's entries from a settings file's text: with the

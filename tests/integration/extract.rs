@@ -300,369 +300,47 @@ fn every_transcript_matches_its_snapshot() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// What held-out measurement compares for one session.
-#[derive(Default)]
-struct Measured {
-    sessions: usize,
-    files_truth: usize,
-    files_found: usize,
-    /// Files the record names, and how many of them the truth holds.
-    files_named: usize,
-    files_named_right: usize,
-    scratch_counted: Vec<String>,
-    symbols_truth: usize,
-    symbols_found: usize,
-    resolved_sessions: usize,
-    resolved_found: usize,
-    /// Sessions whose issue's first line is known, and whose task line is it.
-    task_lines: usize,
-    task_lines_right: usize,
-    outcomes: std::collections::BTreeMap<String, usize>,
-    misses: Vec<String>,
-}
-
-/// Whether `found` (as a session wrote it, often absolute) names `truth`
-/// (a repository path from a patch).
-fn same_path(found: &str, truth: &str) -> bool {
-    found == truth
-        || found
-            .strip_suffix(truth)
-            .is_some_and(|head| head.ends_with('/'))
-        // A patch Claude Code recorded names absolute paths; the record
-        // names them relative to the repository root.
-        || truth
-            .strip_suffix(found)
-            .is_some_and(|head| head.ends_with('/'))
-}
-
-/// A symbol's last segment (`Class.method` -> `method`).
-fn symbol_leaf(symbol: &str) -> &str {
-    symbol.rsplit(['.', ':']).next().unwrap_or(symbol)
-}
-
-/// Whether the definition `found` is the changed definition `truth` or lies
-/// inside it: a patch alone often shows only the class around a changed
-/// method (`TimeDelta`), where the session's view names the method itself
-/// (`TimeDelta._serialize`).
-fn same_definition(found: &str, truth: &str) -> bool {
-    let leaf = symbol_leaf(truth);
-    symbol_leaf(found) == leaf
-        || found
-            .split(['.', ':'])
-            .filter(|segment| !segment.is_empty())
-            .any(|segment| segment == leaf)
-}
-
-/// The files of a patch, and those it adds.
-fn patch_files(patch: &str) -> (Vec<String>, Vec<String>) {
-    let mut files = Vec::new();
-    let mut added = Vec::new();
-    for section in patch.split("diff --git ").skip(1) {
-        let Some(path) = section
-            .lines()
-            .next()
-            .and_then(|line| line.split_whitespace().last())
-        else {
-            continue;
-        };
-        let path = path.trim_start_matches("b/").to_string();
-        if section
-            .lines()
-            .take(4)
-            .any(|line| line.starts_with("new file mode"))
-        {
-            added.push(path.clone());
-        }
-        files.push(path);
-    }
-    (files, added)
-}
-
-/// A session's messages as an integrator renders tool calls as text: each
-/// call (a JSON call object or a bash fence on its own lines) as the line
-/// `Tool call: NAME` followed by its JSON arguments, each tool's answer (a
-/// user message after a call) as `Tool result:` and its output.
-/// `fences_are_calls` is false for aider, whose fences are only text.
-fn rendered_as_text(messages: &[(Role, String)], fences_are_calls: bool) -> Vec<(Role, String)> {
-    let mut rendered = Vec::new();
-    let mut after_call = false;
-    for (role, content) in messages {
-        if *role != Role::Assistant {
-            let text = if after_call {
-                format!("Tool result:\n{content}")
-            } else {
-                content.clone()
-            };
-            rendered.push((*role, text));
-            after_call = false;
-            continue;
-        }
-        let mut out: Vec<String> = Vec::new();
-        let mut lines = content.lines();
-        while let Some(line) = lines.next() {
-            if fences_are_calls && line == "```bash" {
-                let mut command = Vec::new();
-                for inner in lines.by_ref() {
-                    if inner == "```" {
-                        break;
-                    }
-                    command.push(inner);
-                }
-                let arguments = serde_json::json!({ "command": command.join("\n") });
-                out.push(format!("Tool call: Bash\n{arguments}"));
-                after_call = true;
-                continue;
-            }
-            let call = line
-                .starts_with("{\"name\"")
-                .then(|| serde_json::from_str::<Value>(line).ok())
-                .flatten()
-                .filter(|value| value.get("arguments").is_some());
-            match call {
-                Some(value) => {
-                    let name = value["name"].as_str().unwrap_or("tool");
-                    out.push(format!("Tool call: {name}\n{}", value["arguments"]));
-                    after_call = true;
-                }
-                None => out.push(line.to_string()),
-            }
-        }
-        rendered.push((*role, out.join("\n")));
-    }
-    rendered
-}
-
-/// Compares the record of `messages` with the truth of one held-out session.
-fn measure(
-    measured: &mut Measured,
-    name: &str,
-    messages: &[(Role, String)],
-    truth: &SessionRecord,
-    meta: &Value,
-) -> SessionRecord {
-    let record = extract(messages);
-    measured.sessions += 1;
-    for file in &truth.files_changed {
-        measured.files_truth += 1;
-        if record
-            .files_changed
-            .iter()
-            .any(|found| same_path(found, file))
-        {
-            measured.files_found += 1;
-        } else {
-            measured.misses.push(format!("{name}: file {file}"));
-        }
-    }
-    for file in &record.files_changed {
-        measured.files_named += 1;
-        if truth
-            .files_changed
-            .iter()
-            .any(|truth| same_path(file, truth))
-        {
-            measured.files_named_right += 1;
-        } else {
-            measured.scratch_counted.push(format!("{name}: {file}"));
-        }
-    }
-    for symbol in &truth.symbols_changed {
-        measured.symbols_truth += 1;
-        if record
-            .symbols_changed
-            .iter()
-            .any(|found| same_definition(found, symbol))
-        {
-            measured.symbols_found += 1;
-        } else {
-            measured.misses.push(format!(
-                "{name}: definition {symbol} (found {:?})",
-                record.symbols_changed
-            ));
-        }
-    }
-    if let Some(task_line) = meta["task_line"].as_str() {
-        measured.task_lines += 1;
-        let first = record.task.lines().next().unwrap_or("").trim();
-        if first == task_line.trim() {
-            measured.task_lines_right += 1;
-        } else {
-            measured
-                .misses
-                .push(format!("{name}: task line {first:?}, not {task_line:?}"));
-        }
-    }
-    *measured
-        .outcomes
-        .entry(record.outcome.status.to_string())
-        .or_default() += 1;
-    if meta["resolved"] == Value::Bool(true) {
-        measured.resolved_sessions += 1;
-        if record.outcome.status == precedent::OutcomeStatus::Resolved {
-            measured.resolved_found += 1;
-        } else {
-            measured
-                .misses
-                .push(format!("{name}: outcome {:?}", record.outcome.status));
-        }
-    }
-    record
-}
-
-/// Held-out sessions (`fixtures/heldout/<format>/`): each transcript beside
-/// the patch its run submitted (`<file>.patch`), whether the run resolved
-/// its task and the issue's first line when known (`<file>.meta.json`,
-/// `{"resolved": true|false|null, "task_line": ...}`) and, where the task
-/// has one, its gold patch (`<file>.gold.patch`: a file the run's patch adds
-/// that the gold patch does not name, a reproduction script left behind, is
-/// not the repository's change). Every message that shows a diff is
-/// removed, so the record comes from the edit tool calls alone; the files
-/// and enclosing definitions of the submitted patch, extracted by the same
-/// code from the patch alone, are the truth. Each session is measured twice:
-/// as read (`structured`) and with its tool calls rendered as text
-/// (`text`, see [`rendered_as_text`]).
-/// `scripts/heldout-measure` prints the figures per format against the
-/// targets (changed-file precision 0.90 and recall 0.92, changed-definition
-/// recall 0.75, resolved 0.85, task line 0.95, text within 5 points of
-/// structured recall); this test checks that every held-out session is
-/// read and has a truth to compare with.
+/// Held-out sessions (`fixtures/heldout/<format>/`): `precedent bench
+/// heldout` measures extraction on them (`scripts/heldout-measure` prints
+/// the figures); this test checks that every held-out transcript beside a
+/// submitted patch is read and measured, and that every patch names a file
+/// to compare with (the bench fails otherwise).
 #[test]
 fn heldout_sessions_are_measured() {
     let root = fixtures_dir().join("heldout");
-    let mut by_format: std::collections::BTreeMap<(String, &str), Measured> = Default::default();
-    for path in transcript_files(&root) {
-        let patch_path = PathBuf::from(format!("{}.patch", path.display()));
-        let Ok(mut patch) = std::fs::read_to_string(&patch_path) else {
-            continue;
-        };
-        if let Ok(gold) = std::fs::read_to_string(format!("{}.gold.patch", path.display())) {
-            let (gold_files, _) = patch_files(&gold);
-            let (_, added) = patch_files(&patch);
-            let left_behind: Vec<&String> = added
-                .iter()
-                .filter(|file| !gold_files.contains(file))
-                .collect();
-            patch = patch
-                .split_inclusive('\n')
-                .fold((String::new(), false), |(mut kept, mut skipping), line| {
-                    if let Some(header) = line.strip_prefix("diff --git ") {
-                        skipping = left_behind
-                            .iter()
-                            .any(|file| header.trim_end().ends_with(&format!(" b/{file}")));
-                    }
-                    if !skipping {
-                        kept.push_str(line);
-                    }
-                    (kept, skipping)
-                })
-                .0;
-        }
-        let meta: Value = std::fs::read_to_string(format!("{}.meta.json", path.display()))
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or(Value::Null);
-        let format = path
-            .strip_prefix(&root)
-            .expect("under root")
-            .components()
-            .next()
-            .expect("format folder")
-            .as_os_str()
-            .to_string_lossy()
-            .to_string();
-        let truth = extract(&[(Role::Assistant, patch)]);
+    let with_patch = transcript_files(&root)
+        .into_iter()
+        .filter(|path| PathBuf::from(format!("{}.patch", path.display())).is_file())
+        .count();
+    assert!(with_patch > 0, "no held-out sessions");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_precedent"))
+        .args(["bench", "heldout", "--json", "--fixtures"])
+        .arg(&root)
+        .output()
+        .expect("run precedent bench heldout");
+    assert!(
+        output.status.success(),
+        "bench heldout failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    let groups = report["groups"].as_array().expect("groups");
+    let mut measured = std::collections::BTreeMap::<&str, u64>::new();
+    for group in groups {
+        let format = group["format"].as_str().expect("format");
         assert!(
-            !truth.files_changed.is_empty(),
-            "{}: the patch names no file",
-            patch_path.display()
+            group["files_truth"].as_u64() > Some(0),
+            "{format}: no submitted patch names a file"
         );
-        let (_, transcripts) = precedent::read_transcripts(&path).expect("transcript");
-        let messages: Vec<(Role, String)> = transcripts
-            .iter()
-            .flat_map(|transcript| transcript.messages.iter())
-            .filter(|message| {
-                !(message.content.contains("diff --git") || message.content.contains("\n+++ "))
-            })
-            .map(|message| (message.role, message.content.clone()))
-            .collect();
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let measured = by_format.entry((format.clone(), "structured")).or_default();
-        let record = measure(measured, &name, &messages, &truth, &meta);
-        let fences_are_calls = format != "aider";
-        let measured = by_format.entry((format, "text")).or_default();
-        let as_text = rendered_as_text(&messages, fences_are_calls);
-        measure(measured, &name, &as_text, &truth, &meta);
-        if let Some(directory) = std::env::var_os("PRECEDENT_HELDOUT_DUMP") {
-            // The record of each session, to read a miss.
-            let dump = PathBuf::from(directory).join(format!("{name}.json"));
-            let _ = std::fs::write(
-                dump,
-                serde_json::to_string_pretty(&record).expect("serialize"),
-            );
-        }
-        if std::env::var_os("PRECEDENT_HELDOUT_VERBOSE").is_some() {
-            println!("  {name}: {:?}", record.outcome);
-        }
+        *measured
+            .entry(group["rendering"].as_str().expect("rendering"))
+            .or_default() += group["num_sessions"].as_u64().expect("num_sessions");
     }
-    assert!(!by_format.is_empty(), "no held-out sessions");
-    let ratio = |found: usize, total: usize| {
-        if total == 0 {
-            1.0
-        } else {
-            found as f64 / total as f64
-        }
-    };
-    let mut failures = Vec::new();
-    let mut structured_recall: std::collections::BTreeMap<String, f64> = Default::default();
-    for ((format, rendering), measured) in &by_format {
-        let files = ratio(measured.files_found, measured.files_truth);
-        let precision = ratio(measured.files_named_right, measured.files_named);
-        let symbols = ratio(measured.symbols_found, measured.symbols_truth);
-        let resolved = ratio(measured.resolved_found, measured.resolved_sessions);
-        let task_lines = ratio(measured.task_lines_right, measured.task_lines);
-        println!(
-            "{format} ({rendering}): {} sessions; changed-file precision {precision:.2} ({}/{}), recall {files:.2} ({}/{}); changed-definition recall {symbols:.2} ({}/{}); resolved {resolved:.2} ({}/{}); task line {task_lines:.2} ({}/{}); outcomes {:?}",
-            measured.sessions,
-            measured.files_named_right,
-            measured.files_named,
-            measured.files_found,
-            measured.files_truth,
-            measured.symbols_found,
-            measured.symbols_truth,
-            measured.resolved_found,
-            measured.resolved_sessions,
-            measured.task_lines_right,
-            measured.task_lines,
-            measured.outcomes,
+    for rendering in ["structured", "text"] {
+        assert_eq!(
+            measured.get(rendering).copied(),
+            Some(with_patch as u64),
+            "every held-out session is measured {rendering}"
         );
-        for line in measured.scratch_counted.iter() {
-            println!("  outside the patch: {line}");
-        }
-        for line in &measured.misses {
-            println!("  {line}");
-        }
-        let verdict = |met: bool| if met { "met" } else { "missed" };
-        let within_structured = match *rendering {
-            "structured" => {
-                structured_recall.insert(format.clone(), files.min(symbols));
-                true
-            }
-            _ => structured_recall
-                .get(format)
-                .is_none_or(|structured| files.min(symbols) >= structured - 0.05),
-        };
-        println!(
-            "  targets: precision {}, recall {}, definitions {}, resolved {}, task line {}, text as structured {}",
-            verdict(precision >= 0.90),
-            verdict(files >= 0.92),
-            verdict(symbols >= 0.75),
-            verdict(resolved >= 0.85),
-            verdict(task_lines >= 0.95),
-            verdict(within_structured),
-        );
-        if measured.files_truth == 0 {
-            failures.push(format!("{format}: no submitted patch names a file"));
-        }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
