@@ -132,123 +132,155 @@ pub fn may_contain_diff(text: &str) -> bool {
 
 /// Finds every file diff in `text`.
 pub fn parse_diffs(text: &str) -> ParsedDiffs {
-    let mut parsed = ParsedDiffs::default();
     if !may_contain_diff(text) {
-        return parsed;
+        return ParsedDiffs::default();
     }
     let lines: Vec<Line<'_>> = lines_with_offsets(text).collect();
-    let mut current: Option<FileDiff> = None;
-    // True while we are still in the header of `current` (before its first hunk).
-    let mut in_header = false;
+    let mut reader = DiffReader::default();
     let mut index = 0;
     while index < lines.len() {
-        if parsed.files.len() >= MAX_FILE_DIFFS {
+        if reader.parsed.files.len() >= MAX_FILE_DIFFS {
             note(
-                &mut parsed,
+                &mut reader.parsed,
                 "too many file diffs; the rest were skipped".to_string(),
             );
             break;
         }
+        index = reader.read(&lines, index);
+    }
+    reader.end_file();
+    reader.parsed
+}
+
+/// Reads a text's lines into file diffs.
+#[derive(Default)]
+struct DiffReader {
+    parsed: ParsedDiffs,
+    /// The file diff being read.
+    current: Option<FileDiff>,
+    /// True while still in the header of `current` (before its first hunk).
+    in_header: bool,
+}
+
+impl DiffReader {
+    /// Reads the line at `index` and those it opens; answers the index of
+    /// the next line to read.
+    fn read(&mut self, lines: &[Line<'_>], index: usize) -> usize {
         let line = lines[index];
-        let text_of_line = line.text;
-        if let Some(rest) = text_of_line.strip_prefix("diff --git ") {
-            finish(&mut parsed, current.take());
-            let (old_path, new_path) = parse_git_header_paths(rest);
-            if old_path.is_none() && new_path.is_none() {
-                note(
-                    &mut parsed,
-                    format!("unparsable diff --git header: {}", clip(text_of_line)),
-                );
-            }
-            current = Some(FileDiff {
-                old_path,
-                new_path,
-                change: FileChange::Modified,
-                start: line.start,
-                header_end: line.end,
-                end: line.end,
-                is_git: true,
-                new_blob: None,
-                hunks: Vec::new(),
-            });
-            in_header = true;
-            index += 1;
-            continue;
+        if let Some(rest) = line.text.strip_prefix("diff --git ") {
+            self.begin_git_diff(line, rest);
+            return index + 1;
         }
-        if text_of_line.starts_with("--- ")
-            && lines
+        if line.text.starts_with("--- ")
+            && let Some(&next_line) = lines
                 .get(index + 1)
-                .is_some_and(|next| next.text.starts_with("+++ "))
+                .filter(|next| next.text.starts_with("+++ "))
         {
-            let old_raw = text_of_line.get(4..).unwrap_or("");
-            let new_raw = lines[index + 1].text.get(4..).unwrap_or("");
-            let next_line = lines[index + 1];
-            let attach = in_header
-                && current
-                    .as_ref()
-                    .is_some_and(|diff| diff.is_git && diff.hunks.is_empty());
-            if attach {
-                if let Some(diff) = current.as_mut() {
-                    apply_file_markers(diff, old_raw, new_raw, true);
-                    diff.header_end = next_line.end;
-                    diff.end = next_line.end;
-                }
-            } else {
-                finish(&mut parsed, current.take());
-                let mut diff = FileDiff {
-                    old_path: None,
-                    new_path: None,
-                    change: FileChange::Modified,
-                    start: line.start,
-                    header_end: next_line.end,
-                    end: next_line.end,
-                    is_git: false,
-                    new_blob: None,
-                    hunks: Vec::new(),
-                };
-                let strip_prefixes = old_raw.trim_start().starts_with("a/")
-                    && new_raw.trim_start().starts_with("b/");
-                apply_file_markers(&mut diff, old_raw, new_raw, strip_prefixes);
-                current = Some(diff);
-            }
-            in_header = true;
-            index += 2;
-            continue;
+            self.read_file_markers(line, next_line);
+            return index + 2;
         }
-        if text_of_line.starts_with("@@") && current.is_some() {
-            let (hunk, next_index, problem) = parse_hunk(&lines, index);
+        if line.text.starts_with("@@") && self.current.is_some() {
+            let (hunk, next_index, problem) = parse_hunk(lines, index);
             if let Some(problem) = problem {
-                note(&mut parsed, problem);
+                note(&mut self.parsed, problem);
             }
-            if let Some(diff) = current.as_mut() {
+            if let Some(diff) = self.current.as_mut() {
                 diff.end = diff.end.max(hunk.end);
                 diff.hunks.push(hunk);
             }
-            in_header = false;
-            index = next_index.max(index + 1);
-            continue;
-        }
-        if in_header && let Some(diff) = current.as_mut() {
-            if diff.is_git && apply_extended_header(diff, text_of_line) {
-                diff.header_end = line.end;
-                diff.end = diff.end.max(line.end);
-                index += 1;
-                continue;
-            }
-            if !diff.is_git && text_of_line.is_empty() {
-                index += 1;
-                continue;
-            }
+            self.in_header = false;
+            return next_index.max(index + 1);
         }
         // Any other line ends the current file diff.
-        if current.is_some() {
-            finish(&mut parsed, current.take());
-            in_header = false;
+        if !self.read_header_line(line) && self.current.is_some() {
+            self.end_file();
+            self.in_header = false;
         }
-        index += 1;
+        index + 1
     }
-    finish(&mut parsed, current.take());
-    parsed
+
+    /// `diff --git a/x b/x` (`rest` follows `diff --git `) opens a file diff.
+    fn begin_git_diff(&mut self, line: Line<'_>, rest: &str) {
+        self.end_file();
+        let (old_path, new_path) = parse_git_header_paths(rest);
+        if old_path.is_none() && new_path.is_none() {
+            note(
+                &mut self.parsed,
+                format!("unparsable diff --git header: {}", clip(line.text)),
+            );
+        }
+        self.current = Some(FileDiff {
+            old_path,
+            new_path,
+            change: FileChange::Modified,
+            start: line.start,
+            header_end: line.end,
+            end: line.end,
+            is_git: true,
+            new_blob: None,
+            hunks: Vec::new(),
+        });
+        self.in_header = true;
+    }
+
+    /// A `--- x` / `+++ y` pair: part of the git header being read, or the
+    /// start of a plain unified diff.
+    fn read_file_markers(&mut self, line: Line<'_>, next_line: Line<'_>) {
+        let old_raw = line.text.get(4..).unwrap_or("");
+        let new_raw = next_line.text.get(4..).unwrap_or("");
+        let attach = self.in_header
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|diff| diff.is_git && diff.hunks.is_empty());
+        if attach {
+            if let Some(diff) = self.current.as_mut() {
+                apply_file_markers(diff, old_raw, new_raw, true);
+                diff.header_end = next_line.end;
+                diff.end = next_line.end;
+            }
+        } else {
+            self.end_file();
+            let mut diff = FileDiff {
+                old_path: None,
+                new_path: None,
+                change: FileChange::Modified,
+                start: line.start,
+                header_end: next_line.end,
+                end: next_line.end,
+                is_git: false,
+                new_blob: None,
+                hunks: Vec::new(),
+            };
+            let strip_prefixes =
+                old_raw.trim_start().starts_with("a/") && new_raw.trim_start().starts_with("b/");
+            apply_file_markers(&mut diff, old_raw, new_raw, strip_prefixes);
+            self.current = Some(diff);
+        }
+        self.in_header = true;
+    }
+
+    /// A line of the current file diff's header (a git extended header, or
+    /// a blank line after a plain one); false when it is not one.
+    fn read_header_line(&mut self, line: Line<'_>) -> bool {
+        if !self.in_header {
+            return false;
+        }
+        let Some(diff) = self.current.as_mut() else {
+            return false;
+        };
+        if diff.is_git && apply_extended_header(diff, line.text) {
+            diff.header_end = line.end;
+            diff.end = diff.end.max(line.end);
+            return true;
+        }
+        !diff.is_git && line.text.is_empty()
+    }
+
+    /// Keeps the file diff being read, if it is one.
+    fn end_file(&mut self) {
+        finish(&mut self.parsed, self.current.take());
+    }
 }
 
 fn note(parsed: &mut ParsedDiffs, problem: String) {
@@ -451,59 +483,21 @@ fn parse_hunk(lines: &[Line<'_>], header_index: usize) -> (Hunk, usize, Option<S
         context: String::new(),
         lines: Vec::new(),
     };
-    let mut index = header_index + 1;
-    let mut problem = None;
+    let body_index = header_index + 1;
     match parse_hunk_header(header.text) {
         Some((old_start, old_count, new_start, new_count, context)) => {
             hunk.old_start = old_start;
             hunk.new_start = new_start;
             hunk.context = context;
-            let mut old_left = old_count;
-            let mut new_left = new_count;
-            while (old_left > 0 || new_left > 0) && index < lines.len() {
-                let line = lines[index];
-                let kind = match line.text.as_bytes().first() {
-                    Some(b' ') | None => {
-                        if old_left == 0 || new_left == 0 {
-                            break;
-                        }
-                        old_left -= 1;
-                        new_left -= 1;
-                        HunkLineKind::Context
-                    }
-                    Some(b'-') if old_left > 0 => {
-                        old_left -= 1;
-                        HunkLineKind::Removed
-                    }
-                    Some(b'+') if new_left > 0 => {
-                        new_left -= 1;
-                        HunkLineKind::Added
-                    }
-                    Some(b'\\') => {
-                        hunk.end = line.end;
-                        index += 1;
-                        continue;
-                    }
-                    _ => break,
-                };
-                push_line(&mut hunk, line, kind);
-                index += 1;
-            }
-            // A "\ No newline at end of file" right after the counted lines.
-            while let Some(line) = lines.get(index) {
-                if line.text.starts_with('\\') {
-                    hunk.end = line.end;
-                    index += 1;
-                } else {
-                    break;
-                }
-            }
-            if old_left > 0 || new_left > 0 {
-                problem = Some(format!(
+            let (index, (old_left, new_left)) =
+                read_counted_body(&mut hunk, lines, body_index, (old_count, new_count));
+            let problem = (old_left > 0 || new_left > 0).then(|| {
+                format!(
                     "hunk `{}` ended early ({old_left} old and {new_left} new lines missing)",
                     clip(header.text)
-                ));
-            }
+                )
+            });
+            (hunk, index, problem)
         }
         None => {
             // No usable line numbers: take +/-/space lines until something else.
@@ -514,33 +508,90 @@ fn parse_hunk(lines: &[Line<'_>], header_index: usize) -> (Hunk, usize, Option<S
                 .trim_end_matches('@')
                 .trim()
                 .to_string();
-            while index < lines.len() {
-                let line = lines[index];
-                let text = line.text;
-                let starts_next_file = text.starts_with("diff --git ")
-                    || (text.starts_with("--- ")
-                        && lines
-                            .get(index + 1)
-                            .is_some_and(|next| next.text.starts_with("+++ ")));
-                if starts_next_file || text.starts_with("@@") {
-                    break;
-                }
-                let kind = match text.as_bytes().first() {
-                    Some(b' ') => HunkLineKind::Context,
-                    Some(b'+') => HunkLineKind::Added,
-                    Some(b'-') => HunkLineKind::Removed,
-                    Some(b'\\') => {
-                        index += 1;
-                        continue;
-                    }
-                    _ => break,
-                };
-                push_line(&mut hunk, line, kind);
-                index += 1;
-            }
+            let index = read_uncounted_body(&mut hunk, lines, body_index);
+            (hunk, index, None)
         }
     }
-    (hunk, index, problem)
+}
+
+/// Reads the body lines from `index` that the header's counts announce
+/// (`(old, new)` lines), and a `\ No newline at end of file` after them;
+/// answers the index after the body and the counts left unread.
+fn read_counted_body(
+    hunk: &mut Hunk,
+    lines: &[Line<'_>],
+    mut index: usize,
+    (mut old_left, mut new_left): (u32, u32),
+) -> (usize, (u32, u32)) {
+    while (old_left > 0 || new_left > 0) && index < lines.len() {
+        let line = lines[index];
+        let kind = match line.text.as_bytes().first() {
+            Some(b' ') | None => {
+                if old_left == 0 || new_left == 0 {
+                    break;
+                }
+                old_left -= 1;
+                new_left -= 1;
+                HunkLineKind::Context
+            }
+            Some(b'-') if old_left > 0 => {
+                old_left -= 1;
+                HunkLineKind::Removed
+            }
+            Some(b'+') if new_left > 0 => {
+                new_left -= 1;
+                HunkLineKind::Added
+            }
+            Some(b'\\') => {
+                hunk.end = line.end;
+                index += 1;
+                continue;
+            }
+            _ => break,
+        };
+        push_line(hunk, line, kind);
+        index += 1;
+    }
+    // A "\ No newline at end of file" right after the counted lines.
+    while let Some(line) = lines.get(index) {
+        if line.text.starts_with('\\') {
+            hunk.end = line.end;
+            index += 1;
+        } else {
+            break;
+        }
+    }
+    (index, (old_left, new_left))
+}
+
+/// Reads `+`, `-` and ` ` body lines from `index` up to any other line or
+/// the start of the next hunk or file; answers the index after them.
+fn read_uncounted_body(hunk: &mut Hunk, lines: &[Line<'_>], mut index: usize) -> usize {
+    while index < lines.len() {
+        let line = lines[index];
+        let text = line.text;
+        let starts_next_file = text.starts_with("diff --git ")
+            || (text.starts_with("--- ")
+                && lines
+                    .get(index + 1)
+                    .is_some_and(|next| next.text.starts_with("+++ ")));
+        if starts_next_file || text.starts_with("@@") {
+            break;
+        }
+        let kind = match text.as_bytes().first() {
+            Some(b' ') => HunkLineKind::Context,
+            Some(b'+') => HunkLineKind::Added,
+            Some(b'-') => HunkLineKind::Removed,
+            Some(b'\\') => {
+                index += 1;
+                continue;
+            }
+            _ => break,
+        };
+        push_line(hunk, line, kind);
+        index += 1;
+    }
+    index
 }
 
 fn push_line(hunk: &mut Hunk, line: Line<'_>, kind: HunkLineKind) {

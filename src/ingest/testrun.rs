@@ -13,7 +13,9 @@ use std::sync::LazyLock;
 
 use regex::Captures;
 
-use super::text::{LiteralCursor, Pattern, contains_str, line_may_start_with, lines_with_offsets};
+use super::text::{
+    Line, LiteralCursor, Pattern, contains_str, line_may_start_with, lines_with_offsets,
+};
 
 /// Outcomes kept per text.
 const MAX_RESULTS_PER_TEXT: usize = 5_000;
@@ -114,249 +116,335 @@ const OBSERVATION_STARTS: &[&str] = &[
 
 /// Reads the test outcomes and run verdicts of `text`.
 pub fn parse_test_observations(text: &str) -> TestObservations {
-    let mut observations = TestObservations::default();
-    let mut after_unittest_ran = false;
-    // Substring searches once per text, not once per line.
-    let has_double_colon = contains_str!(text, "::");
-    let has_maven_summary = contains_str!(text, "Tests run: ");
-    let has_unittest_result = contains_str!(text, " ... ");
-    let mut double_colon_lines = has_double_colon.then(|| LiteralCursor::new("::", text));
-    let mut maven_summary_lines =
-        has_maven_summary.then(|| LiteralCursor::new("Tests run: ", text));
+    let hints = TextHints::of(text);
+    let mut double_colon_lines = hints.double_colon.then(|| LiteralCursor::new("::", text));
+    let mut maven_summary_lines = hints
+        .maven_summary
+        .then(|| LiteralCursor::new("Tests run: ", text));
+    let mut reader = LineReader {
+        hints,
+        after_unittest_ran: false,
+        observations: TestObservations::default(),
+    };
     for line in lines_with_offsets(text) {
-        if observations.results.len() >= MAX_RESULTS_PER_TEXT {
+        if reader.observations.results.len() >= MAX_RESULTS_PER_TEXT {
             break;
         }
-        let content = line.text;
         // Every reading below starts with one of these (or a non-ASCII
         // mark), but the pytest and Maven lines, found by substring.
-        let may_observe = line_may_start_with(content.as_bytes(), OBSERVATION_STARTS)
+        let may_observe = line_may_start_with(line.text.as_bytes(), OBSERVATION_STARTS)
             || double_colon_lines
                 .as_mut()
                 .is_some_and(|lines| lines.in_line(&line))
             || maven_summary_lines
                 .as_mut()
                 .is_some_and(|lines| lines.in_line(&line));
-        if !may_observe {
-            continue;
+        if may_observe {
+            reader.read(&line);
         }
+    }
+    let mut observations = reader.observations;
+    add_implied_run(&mut observations, text);
+    observations
+}
+
+/// Which kinds of lines a text can hold, from substring searches once per
+/// text rather than once per line.
+#[derive(Debug, Clone, Copy)]
+struct TextHints {
+    /// The text holds `::` (pytest node ids).
+    double_colon: bool,
+    /// The text holds a Maven `Tests run: ` summary.
+    maven_summary: bool,
+    /// The text holds ` ... ` (unittest and cargo outcomes).
+    unittest_result: bool,
+}
+
+impl TextHints {
+    fn of(text: &str) -> TextHints {
+        TextHints {
+            double_colon: contains_str!(text, "::"),
+            maven_summary: contains_str!(text, "Tests run: "),
+            unittest_result: contains_str!(text, " ... "),
+        }
+    }
+}
+
+/// What one line says, when one of the readings claims it.
+enum Reading {
+    /// The verdict of a run: passed or not.
+    Run(bool),
+    /// The outcome of one test.
+    Outcome(String, TestStatus),
+    /// The line is of a known kind but says nothing usable.
+    Nothing,
+}
+
+impl Reading {
+    fn outcome(outcome: Option<(String, TestStatus)>) -> Reading {
+        outcome.map_or(Reading::Nothing, |(test_id, status)| {
+            Reading::Outcome(test_id, status)
+        })
+    }
+}
+
+/// Reads a text line by line into [`TestObservations`].
+struct LineReader {
+    hints: TextHints,
+    /// A unittest `Ran N tests` line was read and its `OK` / `FAILED` not yet.
+    after_unittest_ran: bool,
+    observations: TestObservations,
+}
+
+impl LineReader {
+    /// Reads one line: the first reading that claims it decides.
+    fn read(&mut self, line: &Line<'_>) {
+        let content = line.text;
         let trimmed = content.trim();
         if trimmed.is_empty() {
-            continue;
+            return;
         }
-        let mut run = |passed: bool| {
-            observations.runs.push(TestRun {
+        if let Some(list) = trimmed.strip_prefix("Tests that now pass:") {
+            self.read_resolved(list, line);
+            return;
+        }
+        let hints = self.hints;
+        let reading = harness_verdict(trimmed)
+            .or_else(|| self.unittest_verdict(content, trimmed))
+            .or_else(|| summary_verdict(trimmed).map(Reading::Run))
+            .or_else(|| pytest_short_line(content).map(|(id, status)| Reading::Outcome(id, status)))
+            .or_else(|| pytest_verbose_outcome(content, hints))
+            .or_else(|| cargo_reading(content))
+            .or_else(|| go_reading(content, trimmed))
+            .or_else(|| jest_summary(trimmed))
+            .or_else(|| maven_summary(content, hints))
+            .or_else(|| mocha_verdict(trimmed).map(Reading::Run))
+            .or_else(|| unittest_outcome(content, hints))
+            .or_else(|| jest_outcome(content));
+        match reading {
+            Some(Reading::Run(passed)) => self.observations.runs.push(TestRun {
                 passed,
                 offset: line.start,
                 end: line.end,
-            })
-        };
-        if let Some(list) = trimmed.strip_prefix("Tests that now pass:") {
-            let mut any = false;
-            for test_id in split_test_list(list) {
-                any = true;
-                observations.results.push(TestResult {
-                    test_id,
-                    status: TestStatus::Passed,
-                    offset: line.start,
-                });
-            }
-            if any {
-                observations.runs.push(TestRun {
-                    passed: true,
-                    offset: line.start,
-                    end: line.end,
-                });
-            }
-            continue;
-        }
-        if let Some(verdict) = trimmed.strip_prefix(">>>>> ") {
-            if verdict.starts_with("All Tests Passed") {
-                run(true);
-            } else if verdict.starts_with("Some Tests Failed")
-                || verdict.starts_with("Tests Errored")
-                || verdict.starts_with("Tests Timed Out")
-            {
-                run(false);
-            }
-            continue;
-        }
-        if after_unittest_ran {
-            if trimmed == "OK" || trimmed.starts_with("OK (") {
-                run(true);
-                after_unittest_ran = false;
-                continue;
-            }
-            if trimmed.starts_with("FAILED (") {
-                run(false);
-                after_unittest_ran = false;
-                continue;
-            }
-        }
-        if content.starts_with("Ran ") && UNITTEST_RAN.is_match(content) {
-            after_unittest_ran = true;
-            continue;
-        }
-        if let Some(verdict) = summary_verdict(trimmed) {
-            run(verdict);
-            continue;
-        }
-        if let Some(status) = pytest_short_line(content) {
-            observations.results.push(TestResult {
-                test_id: status.0,
-                status: status.1,
-                offset: line.start,
-            });
-            continue;
-        }
-        if has_double_colon
-            && content.contains("::")
-            && let Some(captures) = PYTEST_VERBOSE.captures(content)
-        {
-            let status_of = |word: &str| match word {
-                "PASSED" | "XPASS" => Some(TestStatus::Passed),
-                "FAILED" | "ERROR" => Some(TestStatus::Failed),
-                _ => None,
-            };
-            observations
-                .results
-                .extend(id_and_status(&captures, status_of, line.start));
-            continue;
-        }
-        if content.starts_with("test ") {
-            if let Some(captures) = CARGO_RESULT.captures(content) {
-                run(captures.get(1).is_some_and(|m| m.as_str() == "ok"));
-                continue;
-            }
-            if let Some(captures) = CARGO_TEST.captures(content) {
-                let status_of = |word: &str| match word {
-                    "ok" => Some(TestStatus::Passed),
-                    "FAILED" => Some(TestStatus::Failed),
-                    _ => None,
-                };
-                observations
-                    .results
-                    .extend(id_and_status(&captures, status_of, line.start));
-                continue;
-            }
-        }
-        if trimmed.starts_with("--- ")
-            && let Some(captures) = GO_TEST.captures(content)
-        {
-            let status = if captures.get(1).is_some_and(|m| m.as_str() == "PASS") {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            if let Some(test_id) = captures.get(2) {
-                observations.results.push(TestResult {
-                    test_id: test_id.as_str().to_string(),
-                    status,
-                    offset: line.start,
-                });
-            }
-            continue;
-        }
-        if content == "PASS" || content == "FAIL" {
-            run(content == "PASS");
-            continue;
-        }
-        if (content.starts_with("ok") || content.starts_with("FAIL"))
-            && let Some(captures) = GO_PACKAGE.captures(content)
-        {
-            run(captures.get(1).is_some_and(|m| m.as_str() == "ok"));
-            continue;
-        }
-        if trimmed.starts_with("Tests:")
-            && let Some(captures) = JEST_SUMMARY.captures(trimmed)
-        {
-            let counts = captures.get(1).map_or("", |m| m.as_str());
-            if let Some(verdict) = verdict_from_counts(counts) {
-                run(verdict);
-            }
-            continue;
-        }
-        if has_maven_summary
-            && content.contains("Tests run: ")
-            && let Some(captures) = MAVEN_SUMMARY.captures(content)
-        {
-            let number = |index: usize| -> u64 {
-                captures
-                    .get(index)
-                    .and_then(|m| m.as_str().parse().ok())
-                    .unwrap_or(0)
-            };
-            run(number(1) > 0 && number(2) == 0 && number(3) == 0);
-            continue;
-        }
-        if let Some(mocha) = mocha_verdict(trimmed) {
-            run(mocha);
-            continue;
-        }
-        if has_unittest_result
-            && content.starts_with("test")
-            && content.contains(" ... ")
-            && let Some(captures) = UNITTEST_TEST.captures(content)
-        {
-            let name = captures.get(1).map_or("", |m| m.as_str());
-            let owner = captures.get(2).map_or("", |m| m.as_str());
-            let test_id = if owner.ends_with(&format!(".{name}")) {
-                owner.to_string()
-            } else {
-                format!("{owner}.{name}")
-            };
-            let status = if captures.get(3).is_some_and(|m| m.as_str() == "ok") {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            observations.results.push(TestResult {
+            }),
+            Some(Reading::Outcome(test_id, status)) => self.observations.results.push(TestResult {
                 test_id,
                 status,
                 offset: line.start,
-            });
-            continue;
+            }),
+            Some(Reading::Nothing) | None => {}
         }
-        if content
-            .trim_start()
-            .starts_with(['✓', '√', '✔', '✕', '×', '✖'])
-            && let Some(captures) = JEST_TEST.captures(content)
-        {
-            let passed = matches!(captures.get(1).map_or("", |m| m.as_str()), "✓" | "√" | "✔");
-            if let Some(name) = captures.get(2) {
-                observations.results.push(TestResult {
-                    test_id: name.as_str().trim().to_string(),
-                    status: if passed {
-                        TestStatus::Passed
-                    } else {
-                        TestStatus::Failed
-                    },
-                    offset: line.start,
-                });
+    }
+
+    /// `Tests that now pass: a, b`: each test passed, and so did the run.
+    fn read_resolved(&mut self, list: &str, line: &Line<'_>) {
+        let mut any = false;
+        for test_id in split_test_list(list) {
+            any = true;
+            self.observations.results.push(TestResult {
+                test_id,
+                status: TestStatus::Passed,
+                offset: line.start,
+            });
+        }
+        if any {
+            self.observations.runs.push(TestRun {
+                passed: true,
+                offset: line.start,
+                end: line.end,
+            });
+        }
+    }
+
+    /// unittest's `Ran N tests` line, and the `OK` / `FAILED (...)` after it.
+    fn unittest_verdict(&mut self, content: &str, trimmed: &str) -> Option<Reading> {
+        if self.after_unittest_ran {
+            if trimmed == "OK" || trimmed.starts_with("OK (") {
+                self.after_unittest_ran = false;
+                return Some(Reading::Run(true));
+            }
+            if trimmed.starts_with("FAILED (") {
+                self.after_unittest_ran = false;
+                return Some(Reading::Run(false));
             }
         }
+        if content.starts_with("Ran ") && UNITTEST_RAN.is_match(content) {
+            self.after_unittest_ran = true;
+            return Some(Reading::Nothing);
+        }
+        None
     }
-    // Outcomes with no verdict line (a cut log): the outcomes are the verdict.
-    if observations.runs.is_empty() && !observations.results.is_empty() {
-        let passed = observations
-            .results
-            .iter()
-            .all(|result| result.status == TestStatus::Passed);
-        let offset = observations
-            .results
-            .last()
-            .map_or(0, |result| result.offset);
-        let end = text
-            .get(offset..)
-            .and_then(|rest| rest.find('\n'))
-            .map_or(text.len(), |newline| offset + newline);
-        observations.runs.push(TestRun {
-            passed,
-            offset,
-            end,
-        });
+}
+
+/// The SWE-bench harness's `>>>>> All Tests Passed` and its failures.
+fn harness_verdict(trimmed: &str) -> Option<Reading> {
+    let verdict = trimmed.strip_prefix(">>>>> ")?;
+    if verdict.starts_with("All Tests Passed") {
+        return Some(Reading::Run(true));
     }
-    observations
+    let failed = verdict.starts_with("Some Tests Failed")
+        || verdict.starts_with("Tests Errored")
+        || verdict.starts_with("Tests Timed Out");
+    Some(if failed {
+        Reading::Run(false)
+    } else {
+        Reading::Nothing
+    })
+}
+
+/// pytest's verbose `path::test PASSED`.
+fn pytest_verbose_outcome(content: &str, hints: TextHints) -> Option<Reading> {
+    if !hints.double_colon || !content.contains("::") {
+        return None;
+    }
+    let captures = PYTEST_VERBOSE.captures(content)?;
+    let status_of = |word: &str| match word {
+        "PASSED" | "XPASS" => Some(TestStatus::Passed),
+        "FAILED" | "ERROR" => Some(TestStatus::Failed),
+        _ => None,
+    };
+    Some(Reading::outcome(id_and_status(&captures, status_of)))
+}
+
+/// cargo's `test result: ok.` and `test x ... ok`.
+fn cargo_reading(content: &str) -> Option<Reading> {
+    if !content.starts_with("test ") {
+        return None;
+    }
+    if let Some(captures) = CARGO_RESULT.captures(content) {
+        return Some(Reading::Run(
+            captures.get(1).is_some_and(|m| m.as_str() == "ok"),
+        ));
+    }
+    let captures = CARGO_TEST.captures(content)?;
+    let status_of = |word: &str| match word {
+        "ok" => Some(TestStatus::Passed),
+        "FAILED" => Some(TestStatus::Failed),
+        _ => None,
+    };
+    Some(Reading::outcome(id_and_status(&captures, status_of)))
+}
+
+/// Go's `--- FAIL: TestX`, a bare `PASS` / `FAIL`, and `ok  pkg  0.1s`.
+fn go_reading(content: &str, trimmed: &str) -> Option<Reading> {
+    if trimmed.starts_with("--- ")
+        && let Some(captures) = GO_TEST.captures(content)
+    {
+        let status = if captures.get(1).is_some_and(|m| m.as_str() == "PASS") {
+            TestStatus::Passed
+        } else {
+            TestStatus::Failed
+        };
+        return Some(Reading::outcome(
+            captures
+                .get(2)
+                .map(|test_id| (test_id.as_str().to_string(), status)),
+        ));
+    }
+    if content == "PASS" || content == "FAIL" {
+        return Some(Reading::Run(content == "PASS"));
+    }
+    if content.starts_with("ok") || content.starts_with("FAIL") {
+        let captures = GO_PACKAGE.captures(content)?;
+        return Some(Reading::Run(
+            captures.get(1).is_some_and(|m| m.as_str() == "ok"),
+        ));
+    }
+    None
+}
+
+/// Jest's `Tests: 1 failed, 2 passed, 3 total`.
+fn jest_summary(trimmed: &str) -> Option<Reading> {
+    if !trimmed.starts_with("Tests:") {
+        return None;
+    }
+    let captures = JEST_SUMMARY.captures(trimmed)?;
+    let counts = captures.get(1).map_or("", |m| m.as_str());
+    Some(verdict_from_counts(counts).map_or(Reading::Nothing, Reading::Run))
+}
+
+/// Maven's `Tests run: 3, Failures: 0, Errors: 0`.
+fn maven_summary(content: &str, hints: TextHints) -> Option<Reading> {
+    if !hints.maven_summary || !content.contains("Tests run: ") {
+        return None;
+    }
+    let captures = MAVEN_SUMMARY.captures(content)?;
+    let number = |index: usize| -> u64 {
+        captures
+            .get(index)
+            .and_then(|m| m.as_str().parse().ok())
+            .unwrap_or(0)
+    };
+    Some(Reading::Run(
+        number(1) > 0 && number(2) == 0 && number(3) == 0,
+    ))
+}
+
+/// unittest's `test_x (mod.Class) ... ok`.
+fn unittest_outcome(content: &str, hints: TextHints) -> Option<Reading> {
+    if !hints.unittest_result || !content.starts_with("test") || !content.contains(" ... ") {
+        return None;
+    }
+    let captures = UNITTEST_TEST.captures(content)?;
+    let name = captures.get(1).map_or("", |m| m.as_str());
+    let owner = captures.get(2).map_or("", |m| m.as_str());
+    let test_id = if owner.ends_with(&format!(".{name}")) {
+        owner.to_string()
+    } else {
+        format!("{owner}.{name}")
+    };
+    let status = if captures.get(3).is_some_and(|m| m.as_str() == "ok") {
+        TestStatus::Passed
+    } else {
+        TestStatus::Failed
+    };
+    Some(Reading::Outcome(test_id, status))
+}
+
+/// Jest's `✓ name (5 ms)` / `✕ name`.
+fn jest_outcome(content: &str) -> Option<Reading> {
+    if !content
+        .trim_start()
+        .starts_with(['✓', '√', '✔', '✕', '×', '✖'])
+    {
+        return None;
+    }
+    let captures = JEST_TEST.captures(content)?;
+    let passed = matches!(captures.get(1).map_or("", |m| m.as_str()), "✓" | "√" | "✔");
+    let status = if passed {
+        TestStatus::Passed
+    } else {
+        TestStatus::Failed
+    };
+    Some(Reading::outcome(
+        captures
+            .get(2)
+            .map(|name| (name.as_str().trim().to_string(), status)),
+    ))
+}
+
+/// Outcomes with no verdict line (a cut log): the outcomes are the verdict.
+fn add_implied_run(observations: &mut TestObservations, text: &str) {
+    if !observations.runs.is_empty() || observations.results.is_empty() {
+        return;
+    }
+    let passed = observations
+        .results
+        .iter()
+        .all(|result| result.status == TestStatus::Passed);
+    let offset = observations
+        .results
+        .last()
+        .map_or(0, |result| result.offset);
+    let end = text
+        .get(offset..)
+        .and_then(|rest| rest.find('\n'))
+        .map_or(text.len(), |newline| offset + newline);
+    observations.runs.push(TestRun {
+        passed,
+        offset,
+        end,
+    });
 }
 
 /// `PASSED path::test[params with spaces]` / `FAILED path::test - msg` (pytest -rA).
@@ -495,14 +583,9 @@ fn split_test_list(list: &str) -> Vec<String> {
 fn id_and_status(
     captures: &Captures<'_>,
     status_of: impl Fn(&str) -> Option<TestStatus>,
-    offset: usize,
-) -> Option<TestResult> {
+) -> Option<(String, TestStatus)> {
     let status = status_of(captures.get(2).map_or("", |m| m.as_str()))?;
-    Some(TestResult {
-        test_id: captures.get(1)?.as_str().to_string(),
-        status,
-        offset,
-    })
+    Some((captures.get(1)?.as_str().to_string(), status))
 }
 
 #[cfg(test)]

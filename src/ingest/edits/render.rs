@@ -77,6 +77,77 @@ pub fn unified_diff_in(
     if groups.is_empty() && change == Change::Modified {
         return out;
     }
+    write_file_header(&mut out, path, change);
+    let new_lines: Vec<&str> = diff.iter_new_slices().collect();
+    let old_lines: Vec<&str> = diff.iter_old_slices().collect();
+    let context = HunkContext {
+        old_lines: &old_lines,
+        new_lines: &new_lines,
+        family: LineScan::from_path(path),
+        first_line,
+        surroundings,
+    };
+    let mut previous_new_end = 0usize;
+    for group in &groups {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let mut old_start = first.old_range().start;
+        let mut new_start = first.new_range().start;
+        let old_end = last.old_range().end;
+        let new_end = last.new_range().end;
+        let (definition_row, type_line) = context.enclosing(group, new_start, old_start);
+        // The context reaches back to the enclosing definition, within a
+        // bound and not into the previous hunk.
+        let mut extra: &[&str] = &[];
+        if let Some(row) = definition_row
+            && row < new_start
+            && row >= previous_new_end
+            && new_start - row <= MAX_DEFINITION_LOOK_BACK
+        {
+            extra = new_lines.get(row..new_start).unwrap_or(&[]);
+            old_start -= extra.len().min(old_start);
+            new_start = row;
+        }
+        previous_new_end = new_end;
+        let header = type_line.as_deref().map(str::trim).unwrap_or("");
+        write_hunk_header(
+            &mut out,
+            (
+                old_start + first_line.saturating_sub(1),
+                old_end - old_start,
+            ),
+            (
+                new_start + first_line.saturating_sub(1),
+                new_end - new_start,
+            ),
+            header,
+        );
+        for line in extra {
+            push_line(&mut out, ' ', line);
+        }
+        for op in group {
+            write_changes(&mut out, &diff, op);
+        }
+    }
+    out
+}
+
+/// The lines of one operation of the diff, each with its marker.
+fn write_changes(out: &mut String, diff: &TextDiff<'_, '_, str>, op: &similar::DiffOp) {
+    for change in diff.iter_changes(op) {
+        let marker = match change.tag() {
+            ChangeTag::Equal => ' ',
+            ChangeTag::Delete => '-',
+            ChangeTag::Insert => '+',
+        };
+        push_line(out, marker, change.value());
+    }
+}
+
+/// `diff --git`, the mode line of an added or deleted file, and the
+/// `---` / `+++` lines.
+fn write_file_header(out: &mut String, path: &str, change: Change) {
     let old_header = match change {
         Change::Added => "/dev/null".to_string(),
         _ => format!("a/{path}"),
@@ -92,19 +163,53 @@ pub fn unified_diff_in(
         Change::Modified => {}
     }
     let _ = writeln!(out, "--- {old_header}\n+++ {new_header}");
-    let new_lines: Vec<&str> = diff.iter_new_slices().collect();
-    let old_lines: Vec<&str> = diff.iter_old_slices().collect();
-    let family = LineScan::from_path(path);
-    let offset = first_line.saturating_sub(1);
-    let mut previous_new_end = 0usize;
-    for group in &groups {
-        let (Some(first), Some(last)) = (group.first(), group.last()) else {
-            continue;
+}
+
+/// `@@ -a,b +c,d @@ header` for sides `(start row in the file, length)`
+/// (a side's first line is numbered from 1 unless it is empty).
+fn write_hunk_header(out: &mut String, old: (usize, usize), new: (usize, usize), header: &str) {
+    let first_number = |(start, length): (usize, usize)| {
+        if length == 0 { start } else { start + 1 }
+    };
+    let _ = writeln!(
+        out,
+        "@@ -{},{} +{},{} @@{}{}",
+        first_number(old),
+        old.1,
+        first_number(new),
+        new.1,
+        if header.is_empty() { "" } else { " " },
+        header,
+    );
+}
+
+/// What a diff's hunks look through for their enclosing definition and type.
+struct HunkContext<'d, 's> {
+    old_lines: &'d [&'d str],
+    new_lines: &'d [&'d str],
+    /// How definitions are written in the file, if it is code.
+    family: Option<LineScan>,
+    /// The line of the file the old text starts at.
+    first_line: usize,
+    surroundings: &'d Surroundings<'s>,
+}
+
+impl<'d, 's> HunkContext<'d, 's> {
+    /// The row (of the new text) of the definition enclosing the hunk's
+    /// first change, and the line naming the type around it (from the text,
+    /// the lines seen above it, or a traceback frame inside it).
+    fn enclosing(
+        &self,
+        group: &[similar::DiffOp],
+        new_start: usize,
+        old_start: usize,
+    ) -> (Option<usize>, Option<Cow<'d, str>>)
+    where
+        's: 'd,
+    {
+        let Some(family) = self.family else {
+            return (None, None);
         };
-        let mut old_start = first.old_range().start;
-        let mut new_start = first.new_range().start;
-        let old_end = last.old_range().end;
-        let new_end = last.new_range().end;
         // The first changed line on the new side (or where removal happened).
         let change_row = group
             .iter()
@@ -114,79 +219,31 @@ pub fn unified_diff_in(
             .iter()
             .find(|op| op.tag() != similar::DiffTag::Equal)
             .map_or(old_start, |op| op.old_range().start);
-        let (definition_row, type_line) = family.map_or((None, None), |family| {
-            let (definition_row, found) = enclosing(&new_lines, change_row, family);
-            let header = match found {
-                Found::Type(line) => Some(Cow::Borrowed(line)),
-                Found::Open(limit) => {
-                    outer_header(surroundings, limit, definition_row.is_none(), family).or_else(
-                        || {
-                            definition_row
-                                .is_none()
-                                .then(|| {
-                                    anchored_function(
-                                        &old_lines,
-                                        old_change_row,
-                                        first_line,
-                                        surroundings,
-                                        family,
-                                    )
-                                })
-                                .flatten()
-                        },
-                    )
-                }
-                Found::Closed => None,
-            };
-            (definition_row, header)
-        });
-        let mut extra: Vec<&str> = Vec::new();
-        if let Some(row) = definition_row
-            && row < new_start
-            && row >= previous_new_end
-            && new_start - row <= MAX_DEFINITION_LOOK_BACK
-        {
-            extra = new_lines.get(row..new_start).unwrap_or(&[]).to_vec();
-            old_start -= extra.len().min(old_start);
-            new_start = row;
-        }
-        previous_new_end = new_end;
-        let old_length = old_end - old_start;
-        let new_length = new_end - new_start;
-        let header = type_line.as_deref().map(str::trim).unwrap_or("");
-        let _ = writeln!(
-            out,
-            "@@ -{},{} +{},{} @@{}{}",
-            if old_length == 0 {
-                old_start + offset
-            } else {
-                old_start + offset + 1
-            },
-            old_length,
-            if new_length == 0 {
-                new_start + offset
-            } else {
-                new_start + offset + 1
-            },
-            new_length,
-            if header.is_empty() { "" } else { " " },
-            header,
-        );
-        for line in extra {
-            push_line(&mut out, ' ', line);
-        }
-        for op in group {
-            for change in diff.iter_changes(op) {
-                let marker = match change.tag() {
-                    ChangeTag::Equal => ' ',
-                    ChangeTag::Delete => '-',
-                    ChangeTag::Insert => '+',
-                };
-                push_line(&mut out, marker, change.value());
+        let (definition_row, found) = enclosing(self.new_lines, change_row, family);
+        let header = match found {
+            Found::Type(line) => Some(Cow::Borrowed(line)),
+            Found::Open(limit) => {
+                outer_header(self.surroundings, limit, definition_row.is_none(), family).or_else(
+                    || {
+                        definition_row
+                            .is_none()
+                            .then(|| {
+                                anchored_function(
+                                    self.old_lines,
+                                    old_change_row,
+                                    self.first_line,
+                                    self.surroundings,
+                                    family,
+                                )
+                            })
+                            .flatten()
+                    },
+                )
             }
-        }
+            Found::Closed => None,
+        };
+        (definition_row, header)
     }
-    out
 }
 
 fn push_line(out: &mut String, marker: char, line: &str) {

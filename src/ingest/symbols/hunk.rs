@@ -67,150 +67,252 @@ pub fn hunk_symbols(path: &str, hunk: &Hunk, text: &str, budget: &mut ParseBudge
     if !hunk.has_changes() {
         return result;
     }
-    let scan = LineScan::from_path(path);
-    let language = grammar_of_path_and_text(path, text.get(hunk.start..hunk.end).unwrap_or(""));
-    let header = scan.and_then(|scan| line_definition(&hunk.context, scan, true));
-    // The type an indented member belongs to: the header's, or in Java the
-    // file's (the public class is named after its file).
-    let file_type = (language == Some(Grammar::Java))
-        .then(|| file_stem(path))
-        .flatten()
-        .map(|stem| (DefinitionKind::Type, stem));
-    let type_context = header
-        .as_ref()
-        .filter(|(kind, _)| *kind == DefinitionKind::Type)
-        .or(file_type.as_ref());
-    let mut per_line: Vec<Option<String>> = vec![None; hunk.lines.len()];
-    if let Some(language) = language {
-        let neighbours = ContextNeighbours::of(hunk);
-        // The new side's parse, kept to place removed lines without parsing
-        // the old side when that is safe (see `removed_from_new_side`).
-        let mut new_side: Option<NewSide> = None;
-        for changed_kind in [HunkLineKind::Added, HunkLineKind::Removed] {
-            let fragment = build_fragment(hunk, text, changed_kind);
-            if !fragment.rows.iter().any(|(_, changed)| *changed) {
-                continue;
+    let context = HunkContext::of(path, hunk, text);
+    let per_line = match context.language {
+        Some(language) => {
+            let mut parse = SidesParse::new(&context, language);
+            for changed_kind in [HunkLineKind::Added, HunkLineKind::Removed] {
+                parse.parse_side(changed_kind, budget);
             }
-            if fragment.source.len() > language.max_parse_bytes() {
-                result.skipped_parse = true;
-                continue;
-            }
-            if changed_kind == HunkLineKind::Removed && !may_define(language, &fragment.source) {
-                // Only definitions matter on the old side, and there are none.
-                continue;
-            }
-            if changed_kind == HunkLineKind::Removed
-                && let Some(new_side) = &new_side
-                && let Some(placed) =
-                    removed_from_new_side(hunk, text, language, scan, &neighbours, new_side)
-            {
-                for (line_index, definition) in placed {
-                    per_line[line_index] = definition.map(|definition| {
-                        qualify_with_header(definition, type_context, language.separator())
-                    });
-                }
-                continue;
-            }
-            // Rows of the parsed text are the fragment's plus `offset`.
-            let (source, offset) = match language {
-                Grammar::C | Grammar::Cpp => (close_open_braces(&fragment.source), 0),
-                Grammar::Python => open_python_blocks(&fragment.source),
-                _ => (Cow::Borrowed(fragment.source.as_str()), 0),
-            };
-            // Only definitions enclosing changed rows and references in them
-            // are used; on the new side also those enclosing the context
-            // lines around removed lines.
-            let around_removed = (changed_kind == HunkLineKind::Added)
-                .then(|| neighbours.rows_around_removed(hunk, &fragment))
-                .into_iter()
-                .flatten();
-            let mut rows_used = fragment
-                .rows
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, changed))| *changed)
-                .map(|(row, _)| row)
-                .chain(around_removed);
-            let first_row = rows_used.next().unwrap_or(0);
-            let (first_row, last_row) = rows_used
-                .fold((first_row, first_row), |(low, high), row| {
-                    (low.min(row), high.max(row))
-                });
-            let Some(tags) = extract_tags_in_rows(
-                language,
-                &source,
-                first_row + offset,
-                last_row + offset,
-                budget,
-            ) else {
-                result.skipped_parse = true;
-                continue;
-            };
-            for (row, (line_index, changed)) in fragment.rows.iter().enumerate() {
-                if !*changed {
-                    continue;
-                }
-                if let Some(definition) = innermost_definition(&tags.definitions, row + offset) {
-                    per_line[*line_index] = Some(qualify_with_header(
-                        definition,
-                        type_context,
-                        language.separator(),
-                    ));
-                }
-            }
-            if changed_kind == HunkLineKind::Added {
-                for reference in &tags.references {
-                    let on_added_row = reference
-                        .row
-                        .checked_sub(offset)
-                        .and_then(|row| fragment.rows.get(row))
-                        .is_some_and(|(_, changed)| *changed);
-                    if on_added_row && is_interesting_reference(&reference.name) {
-                        push_unique(
-                            &mut result.referenced,
-                            reference.name.clone(),
-                            MAX_SYMBOLS_PER_HUNK,
-                        );
-                    }
-                }
-                drop(source);
-                new_side = Some(NewSide {
-                    tags,
-                    offset,
-                    fragment,
-                });
-            }
+            result.referenced = parse.referenced;
+            result.skipped_parse = parse.skipped_parse;
+            parse.per_line
         }
-    }
-    // The line scan, run only when some changed line has no symbol from the parse.
-    let mut fallback: Option<Vec<Option<String>>> = None;
-    for (line_index, line) in hunk.lines.iter().enumerate() {
-        let blank = text
-            .get(line.start..line.end)
-            .is_none_or(|content| content.trim().is_empty());
-        if line.kind == HunkLineKind::Context || blank {
-            continue;
-        }
-        let symbol = per_line[line_index].take().or_else(|| {
-            let fallback = fallback.get_or_insert_with(|| {
-                scan.map(|scan| scope_symbols(hunk, text, scan, header.as_ref()))
-                    .unwrap_or_default()
-            });
-            let scanned = fallback.get(line_index).cloned().flatten()?;
-            // A Java method known only from the hunk header belongs to the
-            // file's class, as one shown in the fragment would.
-            Some(match &file_type {
-                Some((_, class)) if !scanned.contains('.') && &scanned != class => {
-                    format!("{class}.{scanned}")
-                }
-                _ => scanned,
-            })
-        });
-        if let Some(symbol) = symbol {
-            push_unique(&mut result.changed, symbol, MAX_SYMBOLS_PER_HUNK);
-        }
-    }
+        None => vec![None; hunk.lines.len()],
+    };
+    context.changed_symbols(per_line, &mut result.changed);
     result
+}
+
+/// What the path, the text and the hunk header say around a hunk's lines.
+struct HunkContext<'a> {
+    hunk: &'a Hunk,
+    text: &'a str,
+    scan: Option<LineScan>,
+    language: Option<Grammar>,
+    /// The definition the hunk header names.
+    header: Option<(DefinitionKind, String)>,
+    /// In Java, the file's class (the public class is named after its file).
+    file_type: Option<(DefinitionKind, String)>,
+}
+
+impl<'a> HunkContext<'a> {
+    fn of(path: &str, hunk: &'a Hunk, text: &'a str) -> HunkContext<'a> {
+        let scan = LineScan::from_path(path);
+        let language = grammar_of_path_and_text(path, text.get(hunk.start..hunk.end).unwrap_or(""));
+        let header = scan.and_then(|scan| line_definition(&hunk.context, scan, true));
+        let file_type = (language == Some(Grammar::Java))
+            .then(|| file_stem(path))
+            .flatten()
+            .map(|stem| (DefinitionKind::Type, stem));
+        HunkContext {
+            hunk,
+            text,
+            scan,
+            language,
+            header,
+            file_type,
+        }
+    }
+
+    /// The type an indented member belongs to: the header's, or the file's.
+    fn type_context(&self) -> Option<&(DefinitionKind, String)> {
+        self.header
+            .as_ref()
+            .filter(|(kind, _)| *kind == DefinitionKind::Type)
+            .or(self.file_type.as_ref())
+    }
+
+    /// `definition`'s name, qualified by the type around the hunk when the
+    /// fragment shows it without its container.
+    fn qualify(&self, definition: &Definition, language: Grammar) -> String {
+        qualify_with_header(definition, self.type_context(), language.separator())
+    }
+
+    /// The symbol of each non-blank changed line, in order, into `changed`:
+    /// the parse's (`per_line`), else the line scan's, run only when some
+    /// changed line has no symbol from the parse.
+    fn changed_symbols(&self, mut per_line: Vec<Option<String>>, changed: &mut Vec<String>) {
+        let mut fallback: Option<Vec<Option<String>>> = None;
+        for (line_index, line) in self.hunk.lines.iter().enumerate() {
+            let blank = self
+                .text
+                .get(line.start..line.end)
+                .is_none_or(|content| content.trim().is_empty());
+            if line.kind == HunkLineKind::Context || blank {
+                continue;
+            }
+            let symbol = per_line[line_index].take().or_else(|| {
+                let fallback = fallback.get_or_insert_with(|| {
+                    self.scan
+                        .map(|scan| scope_symbols(self.hunk, self.text, scan, self.header.as_ref()))
+                        .unwrap_or_default()
+                });
+                let scanned = fallback.get(line_index).cloned().flatten()?;
+                // A Java method known only from the hunk header belongs to the
+                // file's class, as one shown in the fragment would.
+                Some(match &self.file_type {
+                    Some((_, class)) if !scanned.contains('.') && &scanned != class => {
+                        format!("{class}.{scanned}")
+                    }
+                    _ => scanned,
+                })
+            });
+            if let Some(symbol) = symbol {
+                push_unique(changed, symbol, MAX_SYMBOLS_PER_HUNK);
+            }
+        }
+    }
+}
+
+/// The tree-sitter reading of a hunk's two sides, new side first.
+struct SidesParse<'c, 'a> {
+    context: &'c HunkContext<'a>,
+    language: Grammar,
+    neighbours: ContextNeighbours,
+    /// Per hunk line, the innermost definition enclosing it, qualified.
+    per_line: Vec<Option<String>>,
+    /// Names the added lines reference.
+    referenced: Vec<String>,
+    /// Whether a fragment was left to the line scan.
+    skipped_parse: bool,
+    /// The new side's parse, kept to place removed lines without parsing
+    /// the old side when that is safe (see `removed_from_new_side`).
+    new_side: Option<NewSide>,
+}
+
+impl<'c, 'a> SidesParse<'c, 'a> {
+    fn new(context: &'c HunkContext<'a>, language: Grammar) -> SidesParse<'c, 'a> {
+        SidesParse {
+            context,
+            language,
+            neighbours: ContextNeighbours::of(context.hunk),
+            per_line: vec![None; context.hunk.lines.len()],
+            referenced: Vec::new(),
+            skipped_parse: false,
+            new_side: None,
+        }
+    }
+
+    /// Reads the side whose changed lines are `changed_kind`.
+    fn parse_side(&mut self, changed_kind: HunkLineKind, budget: &mut ParseBudget) {
+        let (hunk, text, language) = (self.context.hunk, self.context.text, self.language);
+        let fragment = build_fragment(hunk, text, changed_kind);
+        if !fragment.rows.iter().any(|(_, changed)| *changed) {
+            return;
+        }
+        if fragment.source.len() > language.max_parse_bytes() {
+            self.skipped_parse = true;
+            return;
+        }
+        if changed_kind == HunkLineKind::Removed {
+            // Only definitions matter on the old side.
+            if !may_define(language, &fragment.source) || self.place_removed_from_new_side() {
+                return;
+            }
+        }
+        let Some(parsed) = self.parse_fragment(changed_kind, fragment, budget) else {
+            self.skipped_parse = true;
+            return;
+        };
+        for (row, (line_index, changed)) in parsed.fragment.rows.iter().enumerate() {
+            if *changed
+                && let Some(definition) =
+                    innermost_definition(&parsed.tags.definitions, row + parsed.offset)
+            {
+                self.per_line[*line_index] = Some(self.context.qualify(definition, language));
+            }
+        }
+        if changed_kind == HunkLineKind::Added {
+            for reference in &parsed.tags.references {
+                let on_added_row = reference
+                    .row
+                    .checked_sub(parsed.offset)
+                    .and_then(|row| parsed.fragment.rows.get(row))
+                    .is_some_and(|(_, changed)| *changed);
+                if on_added_row && is_interesting_reference(&reference.name) {
+                    push_unique(
+                        &mut self.referenced,
+                        reference.name.clone(),
+                        MAX_SYMBOLS_PER_HUNK,
+                    );
+                }
+            }
+            self.new_side = Some(parsed);
+        }
+    }
+
+    /// Places the removed lines in the new side's parse, when that is safe;
+    /// answers whether it did.
+    fn place_removed_from_new_side(&mut self) -> bool {
+        let context = self.context;
+        let Some(new_side) = &self.new_side else {
+            return false;
+        };
+        let Some(placed) = removed_from_new_side(
+            context.hunk,
+            context.text,
+            self.language,
+            context.scan,
+            &self.neighbours,
+            new_side,
+        ) else {
+            return false;
+        };
+        for (line_index, definition) in placed {
+            self.per_line[line_index] =
+                definition.map(|definition| context.qualify(definition, self.language));
+        }
+        true
+    }
+
+    /// Tags of `fragment`, repaired to parse, over the rows that are used:
+    /// the changed ones, and on the new side also the context lines around
+    /// removed lines. `None` when the budget refuses.
+    fn parse_fragment(
+        &self,
+        changed_kind: HunkLineKind,
+        fragment: Fragment,
+        budget: &mut ParseBudget,
+    ) -> Option<NewSide> {
+        // Rows of the parsed text are the fragment's plus `offset`.
+        let (source, offset) = match self.language {
+            Grammar::C | Grammar::Cpp => (close_open_braces(&fragment.source), 0),
+            Grammar::Python => open_python_blocks(&fragment.source),
+            _ => (Cow::Borrowed(fragment.source.as_str()), 0),
+        };
+        let around_removed = (changed_kind == HunkLineKind::Added)
+            .then(|| {
+                self.neighbours
+                    .rows_around_removed(self.context.hunk, &fragment)
+            })
+            .into_iter()
+            .flatten();
+        let mut rows_used = fragment
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, changed))| *changed)
+            .map(|(row, _)| row)
+            .chain(around_removed);
+        let first_row = rows_used.next().unwrap_or(0);
+        let (first_row, last_row) = rows_used.fold((first_row, first_row), |(low, high), row| {
+            (low.min(row), high.max(row))
+        });
+        let tags = extract_tags_in_rows(
+            self.language,
+            &source,
+            first_row + offset,
+            last_row + offset,
+            budget,
+        )?;
+        drop(source);
+        Some(NewSide {
+            tags,
+            offset,
+            fragment,
+        })
+    }
 }
 
 /// The innermost definition (smallest row span) covering `row`; module-level

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tree_sitter::{Node, QueryCursor, StreamingIterator, Tree};
+use tree_sitter::{Node, QueryCursor, QueryMatch, StreamingIterator, Tree};
 
 use crate::language::Grammar;
 
@@ -155,30 +155,78 @@ fn tags_with_cursor(
     tree: &Tree,
     rows: RowRange,
 ) -> Tags {
-    let mut tags = Tags::default();
-    // Definitions as matched, qualified afterwards in one walk of the tree.
-    let mut pending: Vec<PendingDefinition> = Vec::new();
-    let mut pending_by_node: HashMap<usize, Vec<usize>> = HashMap::new();
-    let mut seen_definitions: HashSet<(usize, usize, String)> = HashSet::new();
-    // An end point of (0, 0) is the whole text.
-    let mut point_range = tree_sitter::Point::new(0, 0)..tree_sitter::Point::new(0, 0);
-    if let Some((first_row, last_row)) = rows {
-        // Matches intersecting the range are returned whole, captures outside
-        // it included (a definition's name above its changed body). A Python
-        // definition counts from its decorators, which its node does not
-        // cover: a changed decorator row belongs to a definition below it.
-        let end_row = match language {
-            Grammar::Python => u32::MAX as usize,
-            _ => last_row + 1,
-        };
-        point_range = tree_sitter::Point::new(first_row, 0)..tree_sitter::Point::new(end_row, 0);
-    }
-    cursor.set_point_range(point_range);
+    cursor.set_point_range(point_range(language, rows));
+    let mut matched = MatchedTags::default();
     let mut matches = cursor.matches(&support.query, tree.root_node(), source.as_bytes());
     while let Some(found) = matches.next() {
-        if pending.len() >= MAX_TAGS_PER_TEXT && tags.references.len() >= MAX_TAGS_PER_TEXT {
+        if matched.is_full() {
             break;
         }
+        matched.add(language, support, source, found);
+    }
+    drop(matches);
+    qualify_definitions(
+        language,
+        source,
+        tree,
+        &mut matched.pending,
+        &matched.pending_by_node,
+    );
+    let mut definitions: Vec<Definition> = matched
+        .pending
+        .into_iter()
+        .map(|definition| qualified_definition(definition, language.separator()))
+        .collect();
+    definitions.sort_by_key(|definition| (definition.start_row, definition.start_column));
+    Tags {
+        definitions,
+        references: matched.references,
+    }
+}
+
+/// The points whose matches the query returns for `rows` (first and last,
+/// inclusive): everything when `None`.
+fn point_range(language: Grammar, rows: RowRange) -> std::ops::Range<tree_sitter::Point> {
+    let Some((first_row, last_row)) = rows else {
+        // An end point of (0, 0) is the whole text.
+        return tree_sitter::Point::new(0, 0)..tree_sitter::Point::new(0, 0);
+    };
+    // Matches intersecting the range are returned whole, captures outside
+    // it included (a definition's name above its changed body). A Python
+    // definition counts from its decorators, which its node does not
+    // cover: a changed decorator row belongs to a definition below it.
+    let end_row = match language {
+        Grammar::Python => u32::MAX as usize,
+        _ => last_row + 1,
+    };
+    tree_sitter::Point::new(first_row, 0)..tree_sitter::Point::new(end_row, 0)
+}
+
+/// What the query's matches found: definitions as matched (qualified
+/// afterwards in one walk of the tree) and references.
+#[derive(Default)]
+struct MatchedTags {
+    pending: Vec<PendingDefinition>,
+    /// Per definition node id, its entries in `pending`.
+    pending_by_node: HashMap<usize, Vec<usize>>,
+    /// (start byte, end byte, name) of the definitions in `pending`.
+    seen_definitions: HashSet<(usize, usize, String)>,
+    references: Vec<Reference>,
+}
+
+impl MatchedTags {
+    fn is_full(&self) -> bool {
+        self.pending.len() >= MAX_TAGS_PER_TEXT && self.references.len() >= MAX_TAGS_PER_TEXT
+    }
+
+    /// Keeps the definition and the reference one match captures.
+    fn add(
+        &mut self,
+        language: Grammar,
+        support: &LanguageSupport,
+        source: &str,
+        found: &QueryMatch<'_, '_>,
+    ) {
         let mut definition_name: Option<(Node<'_>, &str)> = None;
         let mut definition_node: Option<Node<'_>> = None;
         let mut reference_name: Option<(Node<'_>, &str)> = None;
@@ -195,69 +243,84 @@ fn tags_with_cursor(
             }
         }
         if let Some((name_node, kind)) = definition_name
-            && pending.len() < MAX_TAGS_PER_TEXT
-            && let Some((name, own_name)) = definition_names(language, source, name_node)
+            && self.pending.len() < MAX_TAGS_PER_TEXT
         {
-            let node = definition_node.unwrap_or(name_node);
-            if seen_definitions.insert((node.start_byte(), node.end_byte(), name.clone())) {
-                let own_name = match (language, node.kind()) {
-                    (Grammar::Go, "method_declaration") => match go_receiver_type(source, node) {
-                        Some(receiver) => format!("{receiver}.{name}"),
-                        None => own_name,
-                    },
-                    _ => own_name,
-                };
-                pending_by_node
-                    .entry(node.id())
-                    .or_default()
-                    .push(pending.len());
-                pending.push(PendingDefinition {
-                    name,
-                    own_name,
-                    kind: kind.to_string(),
-                    start_byte: node.start_byte(),
-                    start: node.start_position(),
-                    end_row: node.end_position().row,
-                    containers: Vec::new(),
-                });
-            }
+            self.add_definition(language, source, name_node, definition_node, kind);
         }
         if let Some((name_node, kind)) = reference_name
-            && tags.references.len() < MAX_TAGS_PER_TEXT
+            && self.references.len() < MAX_TAGS_PER_TEXT
             && let Some(name) = node_text(source, name_node)
         {
-            tags.references.push(Reference {
+            self.references.push(Reference {
                 name: name.to_string(),
                 kind: kind.to_string(),
                 row: name_node.start_position().row,
             });
         }
     }
-    drop(matches);
-    qualify_definitions(language, source, tree, &mut pending, &pending_by_node);
-    let separator = language.separator();
-    for definition in pending {
-        let qualified_name = if definition.containers.is_empty() {
-            definition.own_name
-        } else {
-            format!(
-                "{}{separator}{}",
-                definition.containers.join(separator),
-                definition.own_name
-            )
+
+    /// Keeps the definition named at `name_node` (its node `definition_node`
+    /// when captured), once per node and name.
+    fn add_definition(
+        &mut self,
+        language: Grammar,
+        source: &str,
+        name_node: Node<'_>,
+        definition_node: Option<Node<'_>>,
+        kind: &str,
+    ) {
+        let Some((name, own_name)) = definition_names(language, source, name_node) else {
+            return;
         };
-        tags.definitions.push(Definition {
-            name: definition.name,
-            qualified_name,
-            kind: definition.kind,
-            start_row: definition.start.row,
-            end_row: definition.end_row.max(definition.start.row),
-            start_column: definition.start.column,
+        let node = definition_node.unwrap_or(name_node);
+        if !self
+            .seen_definitions
+            .insert((node.start_byte(), node.end_byte(), name.clone()))
+        {
+            return;
+        }
+        let own_name = match (language, node.kind()) {
+            (Grammar::Go, "method_declaration") => match go_receiver_type(source, node) {
+                Some(receiver) => format!("{receiver}.{name}"),
+                None => own_name,
+            },
+            _ => own_name,
+        };
+        self.pending_by_node
+            .entry(node.id())
+            .or_default()
+            .push(self.pending.len());
+        self.pending.push(PendingDefinition {
+            name,
+            own_name,
+            kind: kind.to_string(),
+            start_byte: node.start_byte(),
+            start: node.start_position(),
+            end_row: node.end_position().row,
+            containers: Vec::new(),
         });
     }
-    tags.definitions
-        .sort_by_key(|definition| (definition.start_row, definition.start_column));
-    tags
+}
+
+/// A matched definition, its name qualified by its containers.
+fn qualified_definition(definition: PendingDefinition, separator: &str) -> Definition {
+    let qualified_name = if definition.containers.is_empty() {
+        definition.own_name
+    } else {
+        format!(
+            "{}{separator}{}",
+            definition.containers.join(separator),
+            definition.own_name
+        )
+    };
+    Definition {
+        name: definition.name,
+        qualified_name,
+        kind: definition.kind,
+        start_row: definition.start.row,
+        end_row: definition.end_row.max(definition.start.row),
+        start_column: definition.start.column,
+    }
 }
 
 pub(super) fn node_text<'s>(source: &'s str, node: Node<'_>) -> Option<&'s str> {

@@ -4,6 +4,7 @@
 
 use std::sync::LazyLock;
 
+use crate::ingest::Frame;
 use crate::ingest::text::{Line, Pattern};
 
 use super::{MAX_TRACE_LINES, ParsedError, cap_frames, frame, make_error};
@@ -44,131 +45,181 @@ pub(super) fn parse_python_traceback(
     lines: &[Line<'_>],
     start: usize,
 ) -> Option<(ParsedError, usize)> {
-    let header = lines[start].text;
-    // IPython: "LinAlgError        Traceback (most recent call last)".
-    let header_prefix = header
-        .split("Traceback (most recent call last)")
-        .next()
-        .map(str::trim)
-        .unwrap_or("");
-    // A log prefix repeated on every line ("(main_task pid=2794522) ", "INFO | "),
-    // or the indentation of a traceback quoted in a docstring.
-    let indentation = header
-        .get(..header.len() - header.trim_start().len())
-        .unwrap_or("");
-    let log_prefix = if header_prefix.is_empty() {
-        Some(indentation).filter(|indentation| !indentation.is_empty())
-    } else {
-        lines
-            .get(start + 1)
-            .filter(|next| next.text.starts_with(header_prefix))
-            .map(|_| header_prefix)
-    };
-    let ipython_type = Some(header_prefix)
-        .filter(|prefix| log_prefix.is_none() && !prefix.is_empty() && !prefix.contains(' '))
-        .map(str::to_string);
-    let has_log_prefix = log_prefix.is_some_and(|prefix| !prefix.trim().is_empty());
+    let header = TracebackHeader::of(lines, start);
     let mut frames = Vec::new();
     let mut index = start + 1;
     let limit = lines.len().min(start + MAX_TRACE_LINES);
     while index < limit {
-        let raw_line = lines[index].text;
-        let line = match log_prefix {
-            Some(prefix) => match raw_line.strip_prefix(prefix) {
-                Some(rest) if has_log_prefix => rest.strip_prefix(' ').unwrap_or(rest),
-                Some(rest) => rest,
-                // A docstring traceback ends where its indentation does.
-                None if !has_log_prefix && !raw_line.trim().is_empty() => break,
-                None => raw_line,
-            },
-            None => raw_line,
-        };
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("File ") {
-            if let Some(captures) = PYTHON_FRAME.captures(line) {
-                frames.push(frame(
-                    captures.get(1).map_or("", |m| m.as_str()),
-                    captures.get(2).and_then(|m| m.as_str().parse().ok()),
-                    captures.get(3).map(|m| m.as_str()),
-                ));
-            } else if let Some(captures) = IPYTHON_FRAME.captures(trimmed) {
-                frames.push(frame(
-                    captures.get(1).map_or("", |m| m.as_str()),
-                    captures.get(2).and_then(|m| m.as_str().parse().ok()),
-                    captures.get(3).map(|m| m.as_str()),
-                ));
-            }
-            index += 1;
-            continue;
-        }
-        if line.contains("Traceback (most recent call last)") {
-            // A new traceback began before this one named its exception.
+        let Some(line) = header.strip_prefix(lines[index].text) else {
             break;
-        }
-        if let Some(captures) = IPYTHON_OLD_FRAME.captures(line) {
-            // Older IPython: "<ipython-input-3-81609fd8d2ca> in <module>",
-            // "~/venv/sklearn/linear_model/logistic.py in fit(self, X, y)".
-            frames.push(frame(
-                captures.get(1).map_or("", |m| m.as_str()),
-                None,
-                captures.get(2).map(|m| m.as_str()),
-            ));
-            index += 1;
-            continue;
-        }
-        if let Some(arrow) = trimmed.trim_start_matches('-').strip_prefix('>') {
-            // "---> 52 test()": the line of the frame above.
-            let number = arrow
-                .trim_start()
-                .split(|c: char| !c.is_ascii_digit())
-                .next()
-                .and_then(|digits| digits.parse().ok());
-            if let Some(last_frame) = frames.last_mut()
-                && last_frame.line.is_none()
-            {
-                last_frame.line = number;
+        };
+        match read_traceback_line(line, &mut frames) {
+            TracebackLine::Read => index += 1,
+            TracebackLine::Exception(error_type, message) => {
+                cap_frames(&mut frames, true);
+                return Some((
+                    make_error(lines, start, index, error_type, message, frames),
+                    index + 1,
+                ));
             }
-            index += 1;
-            continue;
+            TracebackLine::Beyond => break,
         }
-        if line.is_empty()
-            || line.starts_with(char::is_whitespace)
-            || trimmed.starts_with("Cell In[")
-            || trimmed.chars().all(|c| c == '^' || c == '~')
-            || trimmed.starts_with("...")
-            || trimmed.starts_with("[Previous line repeated")
-            || trimmed.starts_with("[... ")
-        {
-            if let Some(cell) = trimmed.strip_prefix("Cell In[") {
-                let line_number = cell
-                    .split("line ")
-                    .nth(1)
-                    .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-                    .and_then(|digits| digits.parse().ok());
-                frames.push(frame("<ipython cell>", line_number, None));
-            }
-            index += 1;
-            continue;
-        }
-        if let Some(captures) = PYTHON_EXCEPTION.captures(line) {
-            let error_type = captures.get(1).map_or("", |m| m.as_str());
-            let message = captures.get(2).map_or("", |m| m.as_str());
-            cap_frames(&mut frames, true);
-            return Some((
-                make_error(lines, start, index, error_type, message, frames),
-                index + 1,
-            ));
-        }
-        // Some other unindented line: the exception line is missing.
-        break;
     }
     let last = index.saturating_sub(1).max(start);
     cap_frames(&mut frames, true);
-    let error_type = ipython_type.unwrap_or_else(|| "Traceback".to_string());
+    let error_type = header
+        .ipython_type
+        .unwrap_or_else(|| "Traceback".to_string());
     Some((
         make_error(lines, start, last, &error_type, "", frames),
         last + 1,
     ))
+}
+
+/// What a traceback's first line says about the lines after it.
+struct TracebackHeader<'a> {
+    /// A log prefix repeated on every line ("(main_task pid=2794522) ",
+    /// "INFO | "), or the indentation of a traceback quoted in a docstring.
+    log_prefix: Option<&'a str>,
+    /// The prefix is a log prefix, not indentation.
+    has_log_prefix: bool,
+    /// IPython's exception type, written before `Traceback`.
+    ipython_type: Option<String>,
+}
+
+impl<'a> TracebackHeader<'a> {
+    fn of(lines: &[Line<'a>], start: usize) -> TracebackHeader<'a> {
+        let header = lines[start].text;
+        // IPython: "LinAlgError        Traceback (most recent call last)".
+        let header_prefix = header
+            .split("Traceback (most recent call last)")
+            .next()
+            .map(str::trim)
+            .unwrap_or("");
+        let indentation = header
+            .get(..header.len() - header.trim_start().len())
+            .unwrap_or("");
+        let log_prefix = if header_prefix.is_empty() {
+            Some(indentation).filter(|indentation| !indentation.is_empty())
+        } else {
+            lines
+                .get(start + 1)
+                .filter(|next| next.text.starts_with(header_prefix))
+                .map(|_| header_prefix)
+        };
+        let ipython_type = Some(header_prefix)
+            .filter(|prefix| log_prefix.is_none() && !prefix.is_empty() && !prefix.contains(' '))
+            .map(str::to_string);
+        TracebackHeader {
+            log_prefix,
+            has_log_prefix: log_prefix.is_some_and(|prefix| !prefix.trim().is_empty()),
+            ipython_type,
+        }
+    }
+
+    /// The line without the prefix; `None` where a docstring traceback
+    /// ends (its indentation does).
+    fn strip_prefix<'l>(&self, raw_line: &'l str) -> Option<&'l str> {
+        let Some(prefix) = self.log_prefix else {
+            return Some(raw_line);
+        };
+        match raw_line.strip_prefix(prefix) {
+            Some(rest) if self.has_log_prefix => Some(rest.strip_prefix(' ').unwrap_or(rest)),
+            Some(rest) => Some(rest),
+            None if !self.has_log_prefix && !raw_line.trim().is_empty() => None,
+            None => Some(raw_line),
+        }
+    }
+}
+
+/// What one line of a traceback is.
+enum TracebackLine<'l> {
+    /// A frame, a frame's line or code, or noise: read on.
+    Read,
+    /// The exception line: its type and message.
+    Exception(&'l str, &'l str),
+    /// A line past the traceback (a new traceback, or some other
+    /// unindented line: the exception line is missing).
+    Beyond,
+}
+
+/// Reads one traceback line (its prefix stripped), adding frames it shows.
+fn read_traceback_line<'l>(line: &'l str, frames: &mut Vec<Frame>) -> TracebackLine<'l> {
+    let trimmed = line.trim_start();
+    if trimmed.starts_with("File ") {
+        if let Some(captures) = PYTHON_FRAME.captures(line) {
+            frames.push(frame(
+                captures.get(1).map_or("", |m| m.as_str()),
+                captures.get(2).and_then(|m| m.as_str().parse().ok()),
+                captures.get(3).map(|m| m.as_str()),
+            ));
+        } else if let Some(captures) = IPYTHON_FRAME.captures(trimmed) {
+            frames.push(frame(
+                captures.get(1).map_or("", |m| m.as_str()),
+                captures.get(2).and_then(|m| m.as_str().parse().ok()),
+                captures.get(3).map(|m| m.as_str()),
+            ));
+        }
+        return TracebackLine::Read;
+    }
+    if line.contains("Traceback (most recent call last)") {
+        // A new traceback began before this one named its exception.
+        return TracebackLine::Beyond;
+    }
+    if let Some(captures) = IPYTHON_OLD_FRAME.captures(line) {
+        // Older IPython: "<ipython-input-3-81609fd8d2ca> in <module>",
+        // "~/venv/sklearn/linear_model/logistic.py in fit(self, X, y)".
+        frames.push(frame(
+            captures.get(1).map_or("", |m| m.as_str()),
+            None,
+            captures.get(2).map(|m| m.as_str()),
+        ));
+        return TracebackLine::Read;
+    }
+    if let Some(arrow) = trimmed.trim_start_matches('-').strip_prefix('>') {
+        // "---> 52 test()": the line of the frame above.
+        let number = arrow
+            .trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|digits| digits.parse().ok());
+        if let Some(last_frame) = frames.last_mut()
+            && last_frame.line.is_none()
+        {
+            last_frame.line = number;
+        }
+        return TracebackLine::Read;
+    }
+    if is_traceback_body(line, trimmed) {
+        if let Some(cell) = trimmed.strip_prefix("Cell In[") {
+            let line_number = cell
+                .split("line ")
+                .nth(1)
+                .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|digits| digits.parse().ok());
+            frames.push(frame("<ipython cell>", line_number, None));
+        }
+        return TracebackLine::Read;
+    }
+    match PYTHON_EXCEPTION.captures(line) {
+        Some(captures) => TracebackLine::Exception(
+            captures.get(1).map_or("", |m| m.as_str()),
+            captures.get(2).map_or("", |m| m.as_str()),
+        ),
+        None => TracebackLine::Beyond,
+    }
+}
+
+/// A line inside a traceback that names no frame: blank, indented code,
+/// an IPython cell, a caret line, an elision.
+fn is_traceback_body(line: &str, trimmed: &str) -> bool {
+    line.is_empty()
+        || line.starts_with(char::is_whitespace)
+        || trimmed.starts_with("Cell In[")
+        || trimmed.chars().all(|c| c == '^' || c == '~')
+        || trimmed.starts_with("...")
+        || trimmed.starts_with("[Previous line repeated")
+        || trimmed.starts_with("[... ")
 }
 
 /// A pytest failure section: `____ test_name ____` up to the next section or `====` line.
