@@ -46,11 +46,11 @@ pub use cli::main;
 pub use domain::{Role, SearchRequest};
 /// Agent transcripts on disk read as sessions of messages.
 pub use import::transcript::read_transcripts;
-/// Extraction's time limits count work, not the wall clock, from then on
-/// in this process: records that compare whatever the machine's load.
-pub use ingest::symbols::ignore_wall_clock;
-/// Extraction: a session's messages in, its derived record out.
-pub use ingest::{EXTRACTOR_VERSION, IngestMessage, OutcomeStatus, SessionRecord, extract_session};
+/// Extraction: a session's messages in, its derived record out; its time
+/// limits read the clock the caller passes, if any.
+pub use ingest::{
+    Clock, EXTRACTOR_VERSION, IngestMessage, OutcomeStatus, SessionRecord, extract_session,
+};
 /// Searches over a read-only view of a data directory.
 pub use read::search::Searcher;
 /// The store, the index and the writer behind the HTTP service.

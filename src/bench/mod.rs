@@ -24,7 +24,7 @@ use anyhow::Context;
 use serde::Deserialize;
 
 use crate::domain::Role;
-use crate::ingest::{self, IngestMessage};
+use crate::ingest::{self, Clock, IngestMessage};
 
 /// The platform's chunking: at most this many messages per Add.
 const CHUNK_MAX_MESSAGES: usize = 20;
@@ -161,18 +161,16 @@ fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
 
 /// Writes, for every session of a bench directory in order, one JSON line
 /// with its derived record, its diagnostics and its ranking profile, so that
-/// two builds' outputs compare byte for byte: parse budgets ignore the wall
-/// clock from then on in this process (so run it apart from timed passes).
-/// Answers the number of sessions.
+/// two builds' outputs compare byte for byte: extraction runs without a
+/// clock, so a loaded machine cuts no parse short. Answers the number of
+/// sessions.
 pub fn write_records(bench_dir: &Path, out: &Path) -> anyhow::Result<usize> {
     use std::io::Write;
-    // Records must not depend on how loaded the machine is.
-    ingest::symbols::ignore_wall_clock();
     let sessions = read_sessions(bench_dir)?;
     let file = std::fs::File::create(out).with_context(|| format!("create {}", out.display()))?;
     let mut writer = std::io::BufWriter::new(file);
     for (number, session) in sessions.iter().enumerate() {
-        let (record, diagnostics) = ingest::extract_session(&inputs(session));
+        let (record, diagnostics) = ingest::extract_session(&inputs(session), Clock::Ignored);
         let profile =
             crate::rank::SessionProfile::from_record(&format!("s{number}"), &record, 0, 0);
         let line = serde_json::json!({
@@ -205,7 +203,8 @@ pub fn ingest(bench_dir: &Path) -> anyhow::Result<IngestReport> {
     let mut num_diagnostics = 0;
     let started = Instant::now();
     for session in &sessions {
-        let (record, diagnostics) = ingest::extract_session(&inputs(session));
+        let (record, diagnostics) =
+            ingest::extract_session(&inputs(session), Clock::Wall(Instant::now));
         num_diagnostics += diagnostics.len();
         std::hint::black_box(record);
     }
@@ -216,7 +215,10 @@ pub fn ingest(bench_dir: &Path) -> anyhow::Result<IngestReport> {
         let all = inputs(session);
         for end in chunk_ends(session) {
             let started = Instant::now();
-            std::hint::black_box(ingest::extract_session(&all[..end]));
+            std::hint::black_box(ingest::extract_session(
+                &all[..end],
+                Clock::Wall(Instant::now),
+            ));
             chunk_times.push(started.elapsed());
         }
     }
@@ -255,16 +257,14 @@ pub struct IncrementalReport {
 /// extraction of the whole: every session of a bench directory is cut
 /// `cuttings` times at pseudo-random chunk boundaries (1 to 20 messages a
 /// chunk, from `seed`); after each chunk, the resumed record and
-/// diagnostics must equal those of the whole prefix byte for byte. Parse
-/// budgets ignore the wall clock from then on in this process, as for
-/// [`write_records`]: a parse cut short by a loaded machine on one side only
-/// is not a difference of the two paths.
+/// diagnostics must equal those of the whole prefix byte for byte. Both run
+/// without a clock, as [`write_records`] does: a parse cut short by a loaded
+/// machine on one side only is not a difference of the two paths.
 pub fn check_incremental(
     bench_dir: &Path,
     cuttings: usize,
     seed: u64,
 ) -> anyhow::Result<IncrementalReport> {
-    ingest::symbols::ignore_wall_clock();
     let sessions = read_sessions(bench_dir)?;
     let mut state = seed | 1;
     let mut next = move |bound: usize| {
@@ -281,7 +281,7 @@ pub fn check_incremental(
     for (number, session) in sessions.iter().enumerate() {
         let all = inputs(session);
         for cutting in 0..cuttings {
-            let mut extractor = ingest::incremental::SessionExtractor::new();
+            let mut extractor = ingest::incremental::SessionExtractor::new(Clock::Ignored);
             let mut start = 0;
             while start < session.len() {
                 let end = (start + 1 + next(20)).min(session.len());
@@ -293,7 +293,8 @@ pub fn check_incremental(
                 start = end;
                 report.num_chunks += 1;
                 let resumed = serde_json::to_string(&extractor.record())?;
-                let whole = serde_json::to_string(&ingest::extract_session(&all[..end]))?;
+                let whole =
+                    serde_json::to_string(&ingest::extract_session(&all[..end], Clock::Ignored))?;
                 if resumed != whole {
                     report.num_mismatches += 1;
                     if report.mismatch_examples.len() < MAX_EXAMPLES {

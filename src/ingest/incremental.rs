@@ -7,7 +7,7 @@
 //! (a property test holds them equal byte for byte over the dev sessions
 //! cut at random chunk boundaries). Keeping states is left to the caller.
 
-use super::{Diagnostic, IngestMessage, MAX_FIX_EVIDENCE, SessionBuilder, SessionRecord};
+use super::{Clock, Diagnostic, IngestMessage, MAX_FIX_EVIDENCE, SessionBuilder, SessionRecord};
 use crate::domain::Role;
 
 /// The extraction state of one session, after its first
@@ -20,17 +20,11 @@ pub struct SessionExtractor {
     num_messages: usize,
 }
 
-impl Default for SessionExtractor {
-    fn default() -> Self {
-        SessionExtractor::new()
-    }
-}
-
 impl SessionExtractor {
-    /// The state of a session with no messages.
-    pub fn new() -> SessionExtractor {
+    /// The state of a session with no messages, whose time limits read `clock`.
+    pub fn new(clock: Clock) -> SessionExtractor {
         SessionExtractor {
-            builder: SessionBuilder::for_session(),
+            builder: SessionBuilder::for_session(clock),
             task_seen: false,
             num_messages: 0,
         }
@@ -148,11 +142,11 @@ mod tests {
             (Role::User, "1 passed", None),
         ];
         let inputs = IngestMessage::in_order_dated(messages.iter().copied());
-        let whole = super::super::extract_session(&inputs);
+        let whole = super::super::extract_session(&inputs, Clock::Ignored);
         assert_eq!(whole.0.last_message_at_ms, Some(1_704_067_320_000));
         let whole = json(&whole);
         for cut in 0..=messages.len() {
-            let mut extractor = SessionExtractor::new();
+            let mut extractor = SessionExtractor::new(Clock::Ignored);
             extractor.extend_dated(messages[..cut].iter().copied());
             let _ = extractor.record();
             extractor.extend_dated(messages[cut..].iter().copied());
@@ -163,7 +157,7 @@ mod tests {
 
     #[test]
     fn a_session_without_dated_messages_has_no_message_time() {
-        let mut extractor = SessionExtractor::new();
+        let mut extractor = SessionExtractor::new(Clock::Ignored);
         extractor.extend([(Role::User, "Fix parse_config in config.py")]);
         let (record, _) = extractor.record();
         assert_eq!(record.last_message_at_ms, None);

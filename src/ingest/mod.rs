@@ -16,6 +16,8 @@
 //! operations rendered as diffs), [`lint`] (type-checker and linter
 //! diagnostics), [`task`] (the issue inside a prompt wrapper).
 
+/// The clock extraction's time limits read, passed in by the caller.
+mod clock;
 /// Commands the agent ran and the exit codes observations report.
 pub mod command;
 /// Unified and git diffs: files, hunks, changed lines.
@@ -53,6 +55,7 @@ use std::time::Duration;
 use crate::domain::Role;
 use crate::language::{Grammar, Language};
 
+pub use self::clock::Clock;
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
@@ -167,9 +170,13 @@ pub fn warm_up() -> Vec<String> {
     errors
 }
 
-/// Extracts the session record from every message of a session, in order.
-pub fn extract_session(messages: &[IngestMessage<'_>]) -> (SessionRecord, Vec<Diagnostic>) {
-    let mut builder = SessionBuilder::for_session();
+/// Extracts the session record from every message of a session, in order;
+/// its time limits read `clock`.
+pub fn extract_session(
+    messages: &[IngestMessage<'_>],
+    clock: Clock,
+) -> (SessionRecord, Vec<Diagnostic>) {
+    let mut builder = SessionBuilder::for_session(clock);
     let task_position = messages
         .iter()
         .position(|message| message.role == Role::User && !task::is_control(message.content));
@@ -283,13 +290,17 @@ struct SessionBuilder {
 }
 
 impl SessionBuilder {
-    /// The builder of a new session, with its parse budgets.
-    fn for_session() -> SessionBuilder {
+    /// The builder of a new session, with its parse budgets and edit
+    /// tracker timed by `clock`.
+    fn for_session(clock: Clock) -> SessionBuilder {
         SessionBuilder {
+            hunk_parse_budget: symbols::ParseBudget::for_hunks(clock),
             snippet_parse_budget: symbols::ParseBudget::new(
                 MAX_SNIPPET_PARSE_BYTES,
                 MAX_SNIPPET_PARSE_TIME,
+                clock,
             ),
+            edits: edits::Tracker::new(clock),
             ..SessionBuilder::default()
         }
     }

@@ -6,7 +6,7 @@ use super::*;
 fn session(messages: &[(Role, &str)]) -> (SessionRecord, Vec<Diagnostic>) {
     let messages =
         IngestMessage::in_order(messages.iter().map(|(role, content)| (*role, *content)));
-    let (record, diagnostics) = extract_session(&messages);
+    let (record, diagnostics) = extract_session(&messages, Clock::Ignored);
     assert_evidence_is_valid(&record, &messages);
     (record, diagnostics)
 }
@@ -944,12 +944,13 @@ fn assert_resumable(messages: &[(Role, String)]) {
         .iter()
         .map(|(role, content)| (*role, content.as_str()))
         .collect();
-    let whole = serde_json::to_string(&extract_session(&IngestMessage::in_order(
-        borrowed.iter().copied(),
-    )))
+    let whole = serde_json::to_string(&extract_session(
+        &IngestMessage::in_order(borrowed.iter().copied()),
+        Clock::Ignored,
+    ))
     .expect("json");
     for cut in 0..=borrowed.len() {
-        let mut extractor = incremental::SessionExtractor::new();
+        let mut extractor = incremental::SessionExtractor::new(Clock::Ignored);
         extractor.extend(borrowed[..cut].iter().copied());
         let _ = extractor.record();
         extractor.extend(borrowed[cut..].iter().copied());

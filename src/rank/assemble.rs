@@ -666,7 +666,7 @@ mod tests {
                 .iter()
                 .map(|(role, content)| (*role, content.as_str())),
         );
-        crate::ingest::extract_session(&inputs).0
+        crate::ingest::extract_session(&inputs, crate::ingest::Clock::Ignored).0
     }
 
     /// The first range line of each hunk, in the order `fix_hunks` gives.

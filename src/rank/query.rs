@@ -9,10 +9,10 @@
 use std::collections::HashSet;
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::ingest::symbols::{ParseBudget, code_definitions};
-use crate::ingest::{self, ErrorRecord, mentions, trace};
+use crate::ingest::{self, Clock, ErrorRecord, mentions, trace};
 use crate::language::Language;
 use crate::tokenize;
 
@@ -169,7 +169,11 @@ pub fn analyze(text: &str) -> QueryFacts {
     };
     // The same extractors as an Added message, with a tighter tree-sitter
     // allowance: a Search must answer in milliseconds.
-    let mut budget = ParseBudget::new(QUERY_PARSE_BYTES, QUERY_PARSE_TIME);
+    let mut budget = ParseBudget::new(
+        QUERY_PARSE_BYTES,
+        QUERY_PARSE_TIME,
+        Clock::Wall(Instant::now),
+    );
     let mut symbols: Vec<String> = mentions::identifiers(text);
     let mut language_votes: HashMap<Language, usize> = HashMap::new();
     for snippet in mentions::code_snippets(text) {

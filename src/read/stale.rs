@@ -16,7 +16,7 @@ use std::path::{Component, Path};
 
 pub use crate::domain::Staleness;
 use crate::ingest::symbols::{ParseBudget, code_definitions};
-use crate::ingest::{EvidenceKind, SessionRecord};
+use crate::ingest::{Clock, EvidenceKind, SessionRecord};
 use crate::language::Grammar;
 
 /// Files larger than this are not read: their marks say "not checked".
@@ -87,7 +87,7 @@ pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
         };
         read_any = true;
         if let Some(grammar) = Grammar::from_path(file) {
-            let mut budget = ParseBudget::default();
+            let mut budget = ParseBudget::for_hunks(Clock::Wall(std::time::Instant::now));
             for name in code_definitions(grammar, &content, MAX_DEFINITIONS, &mut budget) {
                 for key in name_keys(&name) {
                     defined.insert(key);

@@ -14,7 +14,7 @@ use super::writer::Writer;
 use crate::domain::AddRequest;
 use crate::index::SessionDoc;
 use crate::ingest::incremental::SessionExtractor;
-use crate::ingest::{self, IngestMessage, SessionRecord};
+use crate::ingest::{self, Clock, IngestMessage, SessionRecord};
 use crate::rank;
 use crate::store::{self, Admission, StoreConn, StoreTx, StoredSession};
 
@@ -212,7 +212,8 @@ pub(super) fn prepare_add(
         Some(extractor) => extractor,
         None => {
             let stored = store::session_messages(&snapshot, &request.user_id, &request.session_id)?;
-            let mut extractor = Box::new(SessionExtractor::new());
+            let mut extractor =
+                Box::new(SessionExtractor::new(Clock::Wall(std::time::Instant::now)));
             extractor.extend_dated(
                 stored
                     .iter()
@@ -485,7 +486,8 @@ fn extract_json(messages: &[store::StoredMessage]) -> Result<(String, String), S
             .iter()
             .map(|message| (message.role, message.content.as_str(), message.timestamp_ms)),
     );
-    let (record, diagnostics) = ingest::extract_session(&inputs);
+    let (record, diagnostics) =
+        ingest::extract_session(&inputs, Clock::Wall(std::time::Instant::now));
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
     Ok((
         serde_json::to_string(&record).map_err(encode)?,

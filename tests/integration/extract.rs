@@ -49,15 +49,14 @@ fn fixture_sessions() -> Vec<(String, Vec<(Role, String)>)> {
 }
 
 fn extract(messages: &[(Role, String)]) -> SessionRecord {
-    // Snapshots compare records byte for byte: a loaded machine must not
-    // cut a parse short.
-    precedent::ignore_wall_clock();
     let inputs = IngestMessage::in_order(
         messages
             .iter()
             .map(|(role, content)| (*role, content.as_str())),
     );
-    precedent::extract_session(&inputs).0
+    // Snapshots compare records byte for byte: a loaded machine must not
+    // cut a parse short.
+    precedent::extract_session(&inputs, precedent::Clock::Ignored).0
 }
 
 /// The one way these tests check a record: against its snapshot.

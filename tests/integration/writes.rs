@@ -6,7 +6,7 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use precedent::{IngestMessage, Role, extract_session};
+use precedent::{Clock, IngestMessage, Role, extract_session};
 
 use crate::support::{ServerProcess, TestApp, add_body, data_dir, reason};
 
@@ -67,7 +67,8 @@ fn derived_json(messages: &[(Role, String)]) -> String {
             .iter()
             .map(|(role, content)| (*role, content.as_str())),
     );
-    serde_json::to_string(&extract_session(&inputs).0).expect("json")
+    serde_json::to_string(&extract_session(&inputs, Clock::Wall(std::time::Instant::now)).0)
+        .expect("json")
 }
 
 #[tokio::test]

@@ -762,6 +762,14 @@ fn same_file(a: &str, b: &str) -> bool {
 }
 
 impl Tracker {
+    /// A tracker of a new session, whose line diffs are timed by `clock`.
+    pub fn new(clock: crate::ingest::Clock) -> Tracker {
+        Tracker {
+            workspace: workspace::Workspace::new(clock),
+            ..Tracker::default()
+        }
+    }
+
     /// Bytes of file text the tracker holds (for callers that keep trackers).
     pub fn held_bytes(&self) -> usize {
         self.workspace.held_bytes()

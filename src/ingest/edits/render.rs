@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use similar::{Algorithm, ChangeTag, TextDiff};
 
+use crate::ingest::Clock;
 use crate::ingest::symbols::{DefinitionKind, line_definition};
 use crate::language::LineScan;
 
@@ -20,11 +21,9 @@ const CONTEXT_LINES: usize = 3;
 const MAX_DEFINITION_LOOK_BACK: usize = 120;
 /// Lines looked back for the type that encloses that definition.
 const MAX_TYPE_LOOK_BACK: usize = 2_000;
-/// Time the diff algorithm may take before it settles for a coarser diff.
+/// Time the diff algorithm may take, when the caller passes a clock, before
+/// it settles for a coarser diff.
 const MAX_DIFF_TIME: Duration = Duration::from_millis(20);
-/// ... when extraction ignores the wall clock (records that must not depend
-/// on how loaded the machine is): only a runaway diff is cut short.
-const CLOCK_FREE_DIFF_TIME: Duration = Duration::from_secs(60);
 
 /// What the diff does to the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,9 +47,25 @@ pub struct Surroundings<'a> {
 }
 
 /// The unified diff of `old` -> `new` for `path`, where `old` starts at line
-/// `first_line` (1-based) of the file. Empty when nothing changed.
-pub fn unified_diff(path: &str, change: Change, old: &str, new: &str, first_line: usize) -> String {
-    unified_diff_in(path, change, old, new, first_line, &Surroundings::default())
+/// `first_line` (1-based) of the file; the diff algorithm's time limit reads
+/// `clock`. Empty when nothing changed.
+pub fn unified_diff(
+    path: &str,
+    change: Change,
+    old: &str,
+    new: &str,
+    first_line: usize,
+    clock: Clock,
+) -> String {
+    unified_diff_in(
+        path,
+        change,
+        old,
+        new,
+        first_line,
+        &Surroundings::default(),
+        clock,
+    )
 }
 
 /// [`unified_diff`], with what is known around the text: a hunk whose
@@ -63,15 +78,14 @@ pub fn unified_diff_in(
     new: &str,
     first_line: usize,
     surroundings: &Surroundings<'_>,
+    clock: Clock,
 ) -> String {
-    let diff = TextDiff::configure()
-        .algorithm(Algorithm::Myers)
-        .timeout(if crate::ingest::symbols::clock_free() {
-            CLOCK_FREE_DIFF_TIME
-        } else {
-            MAX_DIFF_TIME
-        })
-        .diff_lines(old, new);
+    let mut config = TextDiff::configure();
+    config.algorithm(Algorithm::Myers);
+    if let Some(deadline) = clock.deadline(MAX_DIFF_TIME) {
+        config.deadline(deadline);
+    }
+    let diff = config.diff_lines(old, new);
     let groups = diff.grouped_ops(CONTEXT_LINES);
     let mut out = String::new();
     if groups.is_empty() && change == Change::Modified {
@@ -398,7 +412,14 @@ mod tests {
     fn a_replacement_in_a_method_reaches_back_to_it_and_names_its_class() {
         let old = "class Table:\n    def update_many(self, rows):\n        a = 1\n        b = 2\n        c = 3\n        d = 4\n        return rows\n";
         let new = old.replace("return rows", "return list(rows)");
-        let diff = unified_diff("pkg/table.py", Change::Modified, old, &new, 10);
+        let diff = unified_diff(
+            "pkg/table.py",
+            Change::Modified,
+            old,
+            &new,
+            10,
+            Clock::Ignored,
+        );
         assert_eq!(
             diff,
             "diff --git a/pkg/table.py b/pkg/table.py\n--- a/pkg/table.py\n+++ b/pkg/table.py\n@@ -11,6 +11,6 @@ class Table:\n     def update_many(self, rows):\n         a = 1\n         b = 2\n         c = 3\n         d = 4\n-        return rows\n+        return list(rows)\n"
@@ -407,7 +428,7 @@ mod tests {
 
     #[test]
     fn a_new_file_is_all_added() {
-        let diff = unified_diff("x.py", Change::Added, "", "a = 1\n", 1);
+        let diff = unified_diff("x.py", Change::Added, "", "a = 1\n", 1, Clock::Ignored);
         assert!(
             diff.contains("--- /dev/null\n+++ b/x.py\n@@ -0,0 +1,1 @@\n+a = 1\n"),
             "{diff}"
@@ -416,6 +437,9 @@ mod tests {
 
     #[test]
     fn nothing_changed_renders_nothing() {
-        assert_eq!(unified_diff("x.py", Change::Modified, "a\n", "a\n", 1), "");
+        assert_eq!(
+            unified_diff("x.py", Change::Modified, "a\n", "a\n", 1, Clock::Ignored),
+            ""
+        );
     }
 }

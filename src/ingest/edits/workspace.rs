@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use super::outline::Outline;
 use super::render::{Change, Surroundings, unified_diff, unified_diff_in};
 use super::{EditOp, FileEdit};
+use crate::ingest::Clock;
 use crate::ingest::text::lines_with_offsets;
 
 /// Files whose text is kept.
@@ -71,6 +72,8 @@ pub struct Workspace {
     outlines: HashMap<String, Outline>,
     /// Bytes held by `outlines`.
     outline_bytes: usize,
+    /// What the time limit of line diffs reads.
+    clock: Clock,
 }
 
 fn with_final_newline(text: &str) -> String {
@@ -92,6 +95,14 @@ fn capped(text: &str) -> (&str, bool) {
 }
 
 impl Workspace {
+    /// An empty workspace whose line diffs are timed by `clock`.
+    pub fn new(clock: Clock) -> Workspace {
+        Workspace {
+            clock,
+            ..Workspace::default()
+        }
+    }
+
     /// Bytes of file text held, undo copies included.
     pub fn held_bytes(&self) -> usize {
         let undo: usize = self
@@ -293,6 +304,7 @@ impl Workspace {
             &replaced,
             known.first_line,
             &self.surroundings(path, known.first_line, known.text.lines().count()),
+            self.clock,
         );
         self.renumber_outline(path, known.first_line, &known.text, &replaced);
         self.push_undo(path);
@@ -379,11 +391,11 @@ impl Workspace {
         );
         match previous {
             Some(old) if old.first_line == 1 && !create => (
-                unified_diff(path, Change::Modified, &old.text, &new, 1),
+                unified_diff(path, Change::Modified, &old.text, &new, 1, self.clock),
                 Change::Modified,
             ),
             _ => (
-                unified_diff(path, Change::Added, "", &new, 1),
+                unified_diff(path, Change::Added, "", &new, 1, self.clock),
                 Change::Added,
             ),
         }
@@ -433,6 +445,7 @@ impl Workspace {
             &with_final_newline(old_capped),
             &with_final_newline(new_capped),
             1,
+            self.clock,
         );
         (diff, Change::Modified)
     }
@@ -515,6 +528,7 @@ impl Workspace {
             inserted,
             at,
             &self.surroundings(path, at, 0),
+            self.clock,
         );
         self.with_outline(path, |outline| {
             outline.replaced(at, removed, inserted.lines().count());
@@ -533,6 +547,7 @@ impl Workspace {
                     &current.text,
                     &previous.text,
                     current.first_line,
+                    self.clock,
                 );
                 self.renumber_outline(path, current.first_line, &current.text, &previous.text);
                 self.keep(path, previous);
@@ -563,7 +578,7 @@ impl Workspace {
                 "diff --git a/{path} b/{path}\ndeleted file mode 100644\n--- a/{path}\n+++ /dev/null\n"
             )
         } else {
-            unified_diff(path, Change::Deleted, &old_text, "", 1)
+            unified_diff(path, Change::Deleted, &old_text, "", 1, self.clock)
         };
         (diff, Change::Deleted)
     }

@@ -1,15 +1,16 @@
 //! How much tree-sitter work a caller allows ([`ParseBudget`]), and the one
 //! bounded parse every tag extraction goes through: a per-thread parser, a
-//! progress callback that gives up on garbage, a clock per parse.
+//! progress callback that gives up on garbage, and, when the caller passes
+//! a clock, a time limit per parse.
 
 use std::cell::RefCell;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tree_sitter::{ParseOptions, ParseState, Parser, Tree};
 
 use super::grammar::LanguageSupport;
+use crate::ingest::Clock;
 
 /// Bytes of input per allowed parser progress callback (tree-sitter calls back
 /// every 100 parser operations; real code needs under one callback per 50
@@ -22,84 +23,81 @@ const PARSE_CALLBACKS_BASE: usize = 200;
 /// Time any single parse may take, before the per-size allowance.
 const PARSE_TIME_BASE: Duration = Duration::from_millis(20);
 
-/// Whether budgets ignore the wall clock (see [`ignore_wall_clock`]).
-static CLOCK_FREE: AtomicBool = AtomicBool::new(false);
+/// Bytes of diff hunks parsed per session.
+const HUNK_PARSE_BYTES: usize = 8 * 1024 * 1024;
 
-/// From now on, in this process, parse budgets count bytes and parser
-/// progress only, and line diffs of edits run to the end, never stopped by
-/// wall-clock time, so that extraction gives the same
-/// records however loaded the machine is. For offline tools that compare
-/// records (`precedent bench ingest --records-out`); a server keeps its clock,
-/// which bounds latency on pathological input.
-pub fn ignore_wall_clock() {
-    CLOCK_FREE.store(true, Ordering::Relaxed);
-}
-
-/// Whether extraction ignores the wall clock (see [`ignore_wall_clock`]):
-/// every time limit of extraction (parses, line diffs of edits) reads it.
-pub fn clock_free() -> bool {
-    CLOCK_FREE.load(Ordering::Relaxed)
-}
-
-/// The time one parse may take when budgets ignore the clock: it stops only
-/// a truly runaway parse.
-const CLOCK_FREE_PARSE_TIME: Duration = Duration::from_secs(60);
+/// Time spent parsing diff hunks per session (real sessions use a few ms to
+/// a few tens of ms).
+const HUNK_PARSE_TIME: Duration = Duration::from_millis(250);
 
 /// How much tree-sitter work a caller allows: bytes handed to the parser and
-/// wall-clock time spent in it. Parser operation counts alone do not bound
-/// time (error recovery on garbage costs ~10x more per operation than on code),
-/// so a clock guards against pathological input; on real code neither limit is
-/// reached, and when one is, callers fall back to the line scan.
+/// time spent in it, as its clock measures. Parser operation counts alone do
+/// not bound time (error recovery on garbage costs ~10x more per operation
+/// than on code), so a server's clock guards against pathological input; on
+/// real code neither limit is reached, and when one is, callers fall back to
+/// the line scan. Without a clock ([`Clock::Ignored`]) only bytes and parser
+/// progress count.
 #[derive(Debug, Clone)]
 pub struct ParseBudget {
     remaining_bytes: usize,
     remaining_time: Duration,
     per_parse_base: Duration,
+    clock: Clock,
 }
 
 impl Default for ParseBudget {
-    /// The per-session budget for diff hunks: 8 MB, 250 ms (real sessions
-    /// use a few ms to a few tens of ms).
+    /// The per-session budget for diff hunks, without a clock.
     fn default() -> Self {
-        ParseBudget::new(8 * 1024 * 1024, Duration::from_millis(250))
+        ParseBudget::for_hunks(Clock::Ignored)
     }
 }
 
 impl ParseBudget {
-    /// A budget of `bytes` parsed and `time` spent parsing.
-    pub fn new(bytes: usize, time: Duration) -> ParseBudget {
+    /// A budget of `bytes` parsed and `time` spent parsing, as `clock`
+    /// measures it.
+    pub fn new(bytes: usize, time: Duration, clock: Clock) -> ParseBudget {
         ParseBudget {
             remaining_bytes: bytes,
             remaining_time: time,
             per_parse_base: PARSE_TIME_BASE,
+            clock,
         }
     }
 
-    /// A budget whose clock only stops truly runaway parses (a minute each):
-    /// for tests, where determinism matters more than latency (offline tools
-    /// use [`ignore_wall_clock`]).
+    /// The per-session budget for diff hunks: 8 MB, 250 ms.
+    pub fn for_hunks(clock: Clock) -> ParseBudget {
+        ParseBudget::new(HUNK_PARSE_BYTES, HUNK_PARSE_TIME, clock)
+    }
+
+    /// A budget without a clock or a bound on bytes: for tests, where
+    /// determinism matters more than latency.
     #[cfg(test)]
     pub fn generous() -> ParseBudget {
-        ParseBudget {
-            remaining_bytes: usize::MAX,
-            remaining_time: Duration::from_secs(3_600),
-            per_parse_base: Duration::from_secs(60),
-        }
+        ParseBudget::new(usize::MAX, Duration::MAX, Clock::Ignored)
     }
 
     /// Whether `length` more bytes may be parsed.
     pub fn allows(&self, length: usize) -> bool {
-        length <= self.remaining_bytes && (clock_free() || !self.remaining_time.is_zero())
+        length <= self.remaining_bytes
+            && (self.clock.is_ignored() || !self.remaining_time.is_zero())
     }
 
     /// The time one parse of `length` bytes may take: a base plus 1 ms per
     /// 4 KB (real code parses at several MB/s), within what remains.
-    pub(super) fn time_limit(&self, length: usize) -> Duration {
-        if clock_free() {
-            return CLOCK_FREE_PARSE_TIME;
-        }
+    fn time_limit(&self, length: usize) -> Duration {
         let per_parse = self.per_parse_base + Duration::from_millis((length / 4_096) as u64);
         per_parse.min(self.remaining_time)
+    }
+
+    /// Parses `source` within the budget (see [`parse_bounded`]) and spends
+    /// its bytes and the time the parse took.
+    pub(super) fn parse(&mut self, support: &LanguageSupport, source: &str) -> Option<Tree> {
+        let started = self.clock.now();
+        let deadline =
+            started.and_then(|started| started.checked_add(self.time_limit(source.len())));
+        let tree = parse_bounded(support, source, self.clock, deadline);
+        self.spend(source.len(), self.clock.since(started));
+        tree
     }
 
     pub(super) fn spend(&mut self, length: usize, elapsed: Duration) {
@@ -130,14 +128,18 @@ thread_local! {
     static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
 }
 
-pub(super) fn parse_bounded(
+/// Parses `source` with the thread's parser, giving up after a number of
+/// progress callbacks proportional to its size, or when `clock` says
+/// `deadline` has passed.
+fn parse_bounded(
     support: &LanguageSupport,
     source: &str,
-    time_limit: Duration,
+    clock: Clock,
+    deadline: Option<Instant>,
 ) -> Option<Tree> {
     PARSER.with(|parser| {
         let mut parser = parser.try_borrow_mut().ok()?;
-        parse_bounded_with(&mut parser, support, source, time_limit)
+        parse_bounded_with(&mut parser, support, source, clock, deadline)
     })
 }
 
@@ -145,16 +147,16 @@ fn parse_bounded_with(
     parser: &mut Parser,
     support: &LanguageSupport,
     source: &str,
-    time_limit: Duration,
+    clock: Clock,
+    deadline: Option<Instant>,
 ) -> Option<Tree> {
     parser.reset();
     parser.set_language(&support.language).ok()?;
     let budget = PARSE_CALLBACKS_BASE + source.len() / PARSE_BYTES_PER_CALLBACK;
-    let deadline = Instant::now() + time_limit;
     let mut callbacks = 0usize;
     let mut progress = |_: &ParseState| {
         callbacks += 1;
-        if callbacks > budget || Instant::now() > deadline {
+        if callbacks > budget || clock.is_past(deadline) {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
@@ -190,7 +192,11 @@ mod tests {
             }
         }
         // Printable garbage passes the code-likeness check: the clock stops it.
-        let mut budget = ParseBudget::new(usize::MAX, Duration::from_millis(50));
+        let mut budget = ParseBudget::new(
+            usize::MAX,
+            Duration::from_millis(50),
+            Clock::Wall(Instant::now),
+        );
         let started = Instant::now();
         let _ = extract_tags_within(Grammar::Python, &printable, &mut budget);
         let _ = extract_tags_within(Grammar::Python, &printable, &mut budget);

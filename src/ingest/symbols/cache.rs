@@ -84,6 +84,7 @@ impl TagCache {
 mod tests {
     use std::time::Duration;
 
+    use crate::ingest::Clock;
     use crate::ingest::symbols::budget::ParseBudget;
     use crate::ingest::symbols::tags::{extract_tags, extract_tags_in_rows, extract_tags_within};
 
@@ -100,7 +101,7 @@ mod tests {
             extract_tags_within(
                 Grammar::Python,
                 source,
-                &mut ParseBudget::new(0, Duration::from_secs(1))
+                &mut ParseBudget::new(0, Duration::from_secs(1), Clock::Ignored)
             ),
             None
         );

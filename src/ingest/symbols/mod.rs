@@ -48,7 +48,7 @@ mod qualify;
 mod references;
 mod tags;
 
-pub use self::budget::{ParseBudget, clock_free, ignore_wall_clock};
+pub use self::budget::ParseBudget;
 pub use self::grammar::check_query;
 pub use self::hunk::hunk_symbols;
 pub use self::language::looks_like_cpp;
@@ -134,6 +134,8 @@ pub fn code_definitions(
 mod tests {
     use std::time::Duration;
 
+    use crate::ingest::Clock;
+
     use super::*;
 
     #[test]
@@ -154,7 +156,7 @@ mod tests {
                 Grammar::Python,
                 code,
                 10,
-                &mut ParseBudget::new(0, Duration::ZERO)
+                &mut ParseBudget::new(0, Duration::ZERO, Clock::Ignored)
             ),
             expected
         );
@@ -163,7 +165,7 @@ mod tests {
                 Grammar::Python,
                 code,
                 2,
-                &mut ParseBudget::new(0, Duration::ZERO)
+                &mut ParseBudget::new(0, Duration::ZERO, Clock::Ignored)
             )
             .len(),
             2

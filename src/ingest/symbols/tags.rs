@@ -5,13 +5,13 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tree_sitter::{Node, QueryCursor, QueryMatch, StreamingIterator, Tree};
 
 use crate::language::Grammar;
 
-use super::budget::{ParseBudget, looks_like_code, parse_bounded};
+use super::budget::{ParseBudget, looks_like_code};
 use super::cache::{RowRange, TAG_CACHE};
 use super::grammar::{CaptureRole, LanguageSupport, support};
 use super::qualify::{PendingDefinition, definition_names, go_receiver_type, qualify_definitions};
@@ -106,10 +106,7 @@ fn extract_tags_for(
         return Some(tags);
     }
     let support = support(language).ok()?;
-    let started = Instant::now();
-    let parsed = parse_bounded(support, source, budget.time_limit(source.len()));
-    budget.spend(source.len(), started.elapsed());
-    let tree = parsed?;
+    let tree = budget.parse(support, source)?;
     let tags = Rc::new(tags_of_tree(language, support, source, &tree, rows));
     TAG_CACHE.with(|cache| {
         if let Ok(mut cache) = cache.try_borrow_mut() {
