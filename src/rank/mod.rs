@@ -1,19 +1,21 @@
 //! rank: "of the experience a user has stored, what helps with this task,
 //! and in what order?"
 //!
-//! Pure: no HTTP, no SQL, no tantivy. The service hands in the candidate
-//! sessions the index found (each with its [`SessionProfile`] and the BM25
-//! scores of its task statement and of its whole text) and gets back every
-//! candidate with its features, one fused score and the gate's verdict
-//! ([`rank`]), then builds the answer from the kept ones ([`assemble`]).
+//! Pure: no HTTP, no SQL, no tantivy. The read side hands in the candidate
+//! sessions the index found (each with its [`SessionProfile`], the BM25
+//! score of its whole text and the weight of the query terms it holds) and
+//! gets back every candidate with its features, its ranking score and the
+//! gate's verdict ([`rank`]); [`assemble`] then says what to load for the
+//! kept ones and builds the answer from it.
 //!
 //! Layout, in the order a candidate meets them: `profile` (what ranking
 //! keeps of a session: [`SessionProfile`], its match keys and digests),
 //! `paths` (what a path names), `features` (what a candidate shares with
-//! the query), `weight` (what each feature is worth: the fused score),
-//! `gate` (what an answer keeps), [`assemble`] (the items an agent reads);
-//! [`query`] reads the task text. Each weight and threshold is written with
-//! its reason.
+//! the query), `weight` (what its code facts in common are worth: the code
+//! evidence the gate reads), `relevance` (the ranking score and the
+//! probability of relevance), `gate` (what an answer keeps), [`assemble`]
+//! (the items an agent reads); [`query`] reads the task text. Each weight
+//! and threshold is written with its reason.
 
 pub mod assemble;
 pub mod query;
@@ -47,7 +49,8 @@ pub use self::relevance::{ANSWER_PROBABILITY, KEEP_PROBABILITY};
 pub struct Candidate {
     /// Its profile.
     pub profile: std::sync::Arc<SessionProfile>,
-    /// BM25 of the query over its whole text (task and evidence).
+    /// BM25 of the query over its whole text (its task statement and
+    /// every message).
     pub text_bm25: f32,
     /// The summed IDF of the query terms its text holds (see
     /// `index::SessionHit::matched_weight`).
@@ -94,6 +97,31 @@ pub struct Scored {
     /// Its position among the candidates `rank` was given.
     #[serde(skip)]
     candidate: usize,
+}
+
+impl Scored {
+    /// A candidate of `profile`, its features and scores not set yet.
+    fn of(profile: &SessionProfile) -> Scored {
+        let shown = |values: &[String]| values.iter().take(EXPLAINED_ENTRIES).cloned().collect();
+        Scored {
+            session_id: profile.session_id.clone(),
+            task_line: profile.task_line.clone(),
+            outcome: profile.outcome,
+            language: profile.language,
+            updated_at_ms: profile.updated_at_ms,
+            last_message_at_ms: profile.last_message_at_ms,
+            files_changed: shown(&profile.files_changed),
+            symbols_changed: shown(&profile.symbols_changed),
+            features: Features::default(),
+            evidence: 0.0,
+            score: 0.0,
+            probability: 0.0,
+            baseline_rank: 0,
+            bm25_margin: None,
+            dropped: None,
+            candidate: 0,
+        }
+    }
 }
 
 /// The lowercased identifier parts of a text, split as the tokenizer
@@ -177,17 +205,7 @@ pub fn rank(
             text_rank,
         })
         .collect();
-    let scores: Vec<f32> = features
-        .iter()
-        .zip(&facts)
-        .map(|(features, facts)| {
-            let mut score = relevance::rank_score(features, *facts);
-            if features.same_task {
-                score += weight::SAME_TASK;
-            }
-            score
-        })
-        .collect();
+    let scores = rank_scores(&features, &facts);
     let summary = relevance::QuerySummary {
         best_rank_score: scores.iter().copied().fold(f32::MIN, f32::max),
         query_weight,
@@ -199,38 +217,16 @@ pub fn rank(
         .zip(features)
         .enumerate()
         .map(|(position, (candidate, features))| {
-            let evidence = weight::evidence(&features);
             let score = scores[position];
-            let probability = relevance::probability(facts[position], score, &summary);
             Scored {
-                session_id: candidate.profile.session_id.clone(),
-                task_line: candidate.profile.task_line.clone(),
-                outcome: candidate.profile.outcome,
-                language: candidate.profile.language,
-                updated_at_ms: candidate.profile.updated_at_ms,
-                last_message_at_ms: candidate.profile.last_message_at_ms,
-                files_changed: candidate
-                    .profile
-                    .files_changed
-                    .iter()
-                    .take(EXPLAINED_ENTRIES)
-                    .cloned()
-                    .collect(),
-                symbols_changed: candidate
-                    .profile
-                    .symbols_changed
-                    .iter()
-                    .take(EXPLAINED_ENTRIES)
-                    .cloned()
-                    .collect(),
+                evidence: weight::evidence(&features),
                 features,
-                evidence,
                 score,
-                probability,
+                probability: relevance::probability(facts[position], score, &summary),
                 baseline_rank: text_rank[position] + 1,
                 bm25_margin: margins[position],
-                dropped: None,
                 candidate: position,
+                ..Scored::of(&candidate.profile)
             }
         })
         .collect();
@@ -247,6 +243,22 @@ pub fn rank(
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
     scored
+}
+
+/// Each candidate's ranking score: relevance's, the issue met again lifted
+/// above every other.
+fn rank_scores(features: &[Features], facts: &[relevance::CandidateFacts]) -> Vec<f32> {
+    features
+        .iter()
+        .zip(facts)
+        .map(|(features, facts)| {
+            let mut score = relevance::rank_score(features, *facts);
+            if features.same_task {
+                score += weight::SAME_TASK;
+            }
+            score
+        })
+        .collect()
 }
 
 /// Candidate positions by session BM25, best first (ties by position): the

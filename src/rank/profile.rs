@@ -155,34 +155,65 @@ impl SessionProfile {
         last_seq: i64,
         updated_at_ms: i64,
     ) -> SessionProfile {
-        let task_line = record
-            .task
-            .lines()
-            .map(str::trim)
-            .find(|line| !line.is_empty())
-            .unwrap_or("")
-            .chars()
-            .take(MAX_TASK_LINE_CHARS)
-            .collect();
-        let last_fix_message = record
-            .evidence
-            .iter()
-            .filter(|evidence| evidence.kind == EvidenceKind::Fix)
-            .map(|evidence| evidence.message_index)
-            .max();
-        let fix_digest = last_fix_message.map(|message| {
-            let texts: Vec<&str> = record
-                .evidence
-                .iter()
-                .filter(|evidence| {
-                    evidence.kind == EvidenceKind::Fix && evidence.message_index == message
-                })
-                .map(|evidence| evidence.text.as_str())
-                .collect();
-            digest(&texts)
-        });
         let files = capped(&record.files_changed);
         let symbols_changed = capped(&record.symbols_changed);
+        let keys = ProfileKeys::of(record, &files, &symbols_changed);
+        SessionProfile {
+            session_id: session_id.to_string(),
+            task_line: task_line(&record.task),
+            language: record.language,
+            has_files: !files.is_empty(),
+            files_changed: files.into_iter().take(EXPLAINED_ENTRIES).collect(),
+            symbols_changed: symbols_changed
+                .into_iter()
+                .take(EXPLAINED_ENTRIES)
+                .collect(),
+            keys,
+            outcome: record.outcome.status,
+            last_seq,
+            updated_at_ms,
+            last_message_at_ms: record.last_message_at_ms,
+            task_digest: task_digest(&record.task),
+            fix_digest: fix_digest(record),
+        }
+    }
+}
+
+/// The first non-empty line of a task statement, at most
+/// [`MAX_TASK_LINE_CHARS`] characters.
+fn task_line(task: &str) -> String {
+    task.lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(MAX_TASK_LINE_CHARS)
+        .collect()
+}
+
+/// The digest of the hunks of the last diff a record shows, if any.
+fn fix_digest(record: &SessionRecord) -> Option<String> {
+    let last_fix_message = record
+        .evidence
+        .iter()
+        .filter(|evidence| evidence.kind == EvidenceKind::Fix)
+        .map(|evidence| evidence.message_index)
+        .max()?;
+    let texts: Vec<&str> = record
+        .evidence
+        .iter()
+        .filter(|evidence| {
+            evidence.kind == EvidenceKind::Fix && evidence.message_index == last_fix_message
+        })
+        .map(|evidence| evidence.text.as_str())
+        .collect();
+    Some(digest(&texts))
+}
+
+impl ProfileKeys {
+    /// The match keys of a record whose first changed files and symbols
+    /// are `files` and `symbols_changed`.
+    fn of(record: &SessionRecord, files: &[String], symbols_changed: &[String]) -> ProfileKeys {
         let changed = unique(symbols_changed.iter().filter_map(|symbol| name_key(symbol)));
         let changed_set: HashSet<&String> = changed.iter().collect();
         let referenced = unique(
@@ -193,6 +224,10 @@ impl SessionProfile {
                 .filter_map(|symbol| name_key(symbol))
                 .filter(|name| !changed_set.contains(name)),
         );
+        let source_files = || files.iter().filter(|file| !is_test_path(file));
+        let mut location_words: Vec<String> =
+            location_words(files, symbols_changed).into_iter().collect();
+        location_words.sort();
         let mut keys =
             ProfileKeys {
                 qualified_changed: unique(
@@ -202,26 +237,13 @@ impl SessionProfile {
                 ),
                 referenced,
                 stems: unique(
-                    files
-                        .iter()
-                        .filter(|file| !is_test_path(file))
+                    source_files()
                         .filter_map(|file| file_stem(file))
                         .filter(|stem| stem.len() >= 4),
                 ),
-                location_words: {
-                    let mut words: Vec<String> = location_words(&files, &symbols_changed)
-                        .into_iter()
-                        .collect();
-                    words.sort();
-                    words
-                },
+                location_words,
                 files: unique(files.iter().map(|file| normalize_path(file))),
-                source_files: unique(
-                    files
-                        .iter()
-                        .filter(|file| !is_test_path(file))
-                        .map(|file| normalize_path(file)),
-                ),
+                source_files: unique(source_files().map(|file| normalize_path(file))),
                 error_types: unique(record.errors.iter().take(MAX_PROFILE_ENTRIES).filter_map(
                     |error| error.error_type.rsplit('.').next().map(str::to_lowercase),
                 )),
@@ -240,24 +262,7 @@ impl SessionProfile {
                 changed,
             };
         keys.sort_lookups();
-        SessionProfile {
-            session_id: session_id.to_string(),
-            task_line,
-            language: record.language,
-            has_files: !files.is_empty(),
-            files_changed: files.into_iter().take(EXPLAINED_ENTRIES).collect(),
-            symbols_changed: symbols_changed
-                .into_iter()
-                .take(EXPLAINED_ENTRIES)
-                .collect(),
-            keys,
-            outcome: record.outcome.status,
-            last_seq,
-            updated_at_ms,
-            last_message_at_ms: record.last_message_at_ms,
-            task_digest: task_digest(&record.task),
-            fix_digest,
-        }
+        keys
     }
 }
 

@@ -187,24 +187,7 @@ pub fn analyze(text: &str) -> QueryFacts {
         .into_iter()
         .map(|parsed| parsed.record)
         .collect();
-    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        if !word.is_empty() {
-            facts.words.insert(word.to_lowercase());
-        }
-        let is_error_type = word.len() > 5
-            && (word.ends_with("Error")
-                || word.ends_with("Exception")
-                || word.ends_with("Warning"))
-            && word.starts_with(|c: char| c.is_ascii_uppercase());
-        if is_error_type {
-            push(&mut facts.error_types, word.to_string());
-        } else if is_code_like_word(word) {
-            symbols.push(word.to_string());
-        }
-        if word.starts_with("test_") {
-            push(&mut facts.tests, word.to_string());
-        }
-    }
+    add_words(&mut facts, &mut symbols, text);
     for error in &errors {
         if let Some(name) = name_key(&error.error_type) {
             let original = segments(&error.error_type)
@@ -236,7 +219,42 @@ pub fn analyze(text: &str) -> QueryFacts {
             push(&mut facts.tests, name.to_string());
         }
     }
-    for symbol in &symbols {
+    add_symbols(&mut facts, &symbols);
+    facts.paths.retain(|path| {
+        // Frames of the interpreter itself (`<stdin>`, `<string>`) and of
+        // the standard library name no file of the project.
+        !path.starts_with('<') && !path.contains("/lib/python")
+    });
+    facts
+}
+
+/// The words of a query's prose: each lowercased into `facts.words`; error
+/// types and test names into theirs; code-like words into `symbols`.
+fn add_words(facts: &mut QueryFacts, symbols: &mut Vec<String>, text: &str) {
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if !word.is_empty() {
+            facts.words.insert(word.to_lowercase());
+        }
+        let is_error_type = word.len() > 5
+            && (word.ends_with("Error")
+                || word.ends_with("Exception")
+                || word.ends_with("Warning"))
+            && word.starts_with(|c: char| c.is_ascii_uppercase());
+        if is_error_type {
+            push(&mut facts.error_types, word.to_string());
+        } else if is_code_like_word(word) {
+            symbols.push(word.to_string());
+        }
+        if word.starts_with("test_") {
+            push(&mut facts.tests, word.to_string());
+        }
+    }
+}
+
+/// What the symbols a query mentions name: module paths, name keys (three
+/// characters or more, not all digits) and qualified keys.
+fn add_symbols(facts: &mut QueryFacts, symbols: &[String]) {
+    for symbol in symbols {
         if let Some(module) = module_path(symbol) {
             push(&mut facts.paths, module);
         }
@@ -250,12 +268,6 @@ pub fn analyze(text: &str) -> QueryFacts {
             push(&mut facts.qualified, qualified);
         }
     }
-    facts.paths.retain(|path| {
-        // Frames of the interpreter itself (`<stdin>`, `<string>`) and of
-        // the standard library name no file of the project.
-        !path.starts_with('<') && !path.contains("/lib/python")
-    });
-    facts
 }
 
 #[cfg(test)]
