@@ -155,7 +155,10 @@ fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, 
             .find_map(|key| object.get(*key))
             .or_else(|| function.and_then(|function| function.get("arguments")))
             .unwrap_or(&Value::Null);
-        return Ok(Some(crate::ingest::toolcall::render_call(&name, arguments)));
+        return Ok(Some(crate::tool::render::render_call(
+            &name,
+            &crate::tool::render::call_arguments(arguments),
+        )));
     }
     if RESULT_PART_TYPES.contains(&kind) {
         let is_error = match object.get("is_error") {
@@ -166,11 +169,9 @@ fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, 
         let output = object
             .get("content")
             .or_else(|| object.get("output"))
-            .map(result_text)
+            .map(crate::tool::render::result_text)
             .unwrap_or_default();
-        return Ok(Some(crate::ingest::toolcall::render_result(
-            &output, is_error,
-        )));
+        return Ok(Some(crate::tool::render::render_result(&output, is_error)));
     }
     match object.get("text") {
         Some(Value::String(text)) => Ok(Some(text.clone())),
@@ -183,23 +184,6 @@ fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, 
                 RESULT_PART_TYPES.join(", ")
             ),
         ),
-    }
-}
-
-/// Text of a tool result's `content` or `output`: a string, or its parts'
-/// text (strings, `text` fields) joined by newlines.
-fn result_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(text) => Some(text.as_str()),
-                other => other.get("text").and_then(Value::as_str),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
     }
 }
 

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::text::{contains_str, json_spans};
 use crate::tool::ToolKind;
+use crate::tool::render::{ERROR_RESULT_PREFIX, result_text};
 
 /// Tool calls kept per message.
 pub const MAX_TOOL_CALLS_PER_MESSAGE: usize = 64;
@@ -32,10 +33,6 @@ const MAX_JSON_DEPTH: usize = 8;
 const MAX_XML_PARAMETERS: usize = 32;
 /// Problems reported per message.
 const MAX_PROBLEMS: usize = 8;
-/// What starts a tool result the tool reported as failed, once rendered as
-/// text ([`render_result`]); a message that starts with it is a failed result.
-pub const ERROR_RESULT_PREFIX: &str = "ERROR: ";
-
 /// Bytes before a JSON object looked through for the tool's name.
 const MAX_NAME_LOOKBACK: usize = 160;
 
@@ -97,39 +94,6 @@ impl ToolCalls {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(text);
         }
-    }
-}
-
-/// A tool call as text this module reads back: the JSON object
-/// `{"name": ..., "arguments": ...}` (meant to stand on a line of its own).
-/// Arguments given as a string are parsed when they hold a JSON object, and
-/// kept under `input` otherwise (a free-form tool's input, such as a patch).
-pub fn render_call(name: &str, arguments: &Value) -> String {
-    let arguments = match arguments {
-        Value::Object(_) => arguments.clone(),
-        Value::Null => Value::Object(Map::new()),
-        Value::String(text) => match serde_json::from_str::<Value>(text) {
-            Ok(object @ Value::Object(_)) => object,
-            _ if text.trim().is_empty() => Value::Object(Map::new()),
-            _ => serde_json::json!({ "input": text }),
-        },
-        other => serde_json::json!({ "input": other }),
-    };
-    serde_json::json!({ "name": name, "arguments": arguments }).to_string()
-}
-
-/// A tool result as text: its output, after [`ERROR_RESULT_PREFIX`] when the
-/// tool reported an error, and `(no output)` when it gave none.
-pub fn render_result(output: &str, is_error: bool) -> String {
-    let output = if output.trim().is_empty() {
-        "(no output)"
-    } else {
-        output
-    };
-    if is_error {
-        format!("{ERROR_RESULT_PREFIX}{output}")
-    } else {
-        output.to_string()
     }
 }
 
@@ -440,22 +404,6 @@ fn xml_parameters(body: &str) -> Map<String, Value> {
     arguments
 }
 
-/// Text of a `tool_result` content: a string, or text parts joined.
-fn result_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(text) => Some(text.as_str()),
-                other => other.get("text").and_then(Value::as_str),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// Arguments of a call: an object, or a string holding one.
 fn arguments_of(
     name: &str,
@@ -493,7 +441,7 @@ fn walk(value: &Value, start: usize, end: usize, depth: usize, found: &mut ToolC
             if kind == Some("tool_result") {
                 if found.results.len() < MAX_TOOL_RESULTS_PER_MESSAGE {
                     found.results.push(ToolResult {
-                        text: result_text(object.get("content")),
+                        text: object.get("content").map(result_text).unwrap_or_default(),
                         is_error: object
                             .get("is_error")
                             .and_then(Value::as_bool)
@@ -641,7 +589,11 @@ mod tests {
 
     #[test]
     fn rendered_calls_and_results_read_back() {
-        let call = render_call(
+        use crate::tool::render::{call_arguments, render_call, render_result};
+        // As the API writes a call: its arguments made an object.
+        let api_call =
+            |name: &str, arguments: &Value| render_call(name, &call_arguments(arguments));
+        let call = api_call(
             "Edit",
             &serde_json::json!({"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}),
         );
@@ -656,10 +608,10 @@ mod tests {
                 ],
             )],
         );
-        let call = render_call("bash", &Value::String(r#"{"command": "ls"}"#.to_string()));
+        let call = api_call("bash", &Value::String(r#"{"command": "ls"}"#.to_string()));
         check(&call, &[("bash", &[("command", "ls")])]);
         let patch = "*** Begin Patch\n*** End Patch";
-        let call = render_call("apply_patch", &Value::String(patch.to_string()));
+        let call = api_call("apply_patch", &Value::String(patch.to_string()));
         check(&call, &[("apply_patch", &[("input", patch)])]);
 
         assert_eq!(render_result("  ", false), "(no output)");

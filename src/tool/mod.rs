@@ -5,6 +5,10 @@
 //! command, file and patch. Extraction (`ingest`), the transcript importer
 //! (`import`) and the API's content parts (`api`) read this table; nothing
 //! else lists tool names.
+//!
+//! How a call and its result are written as text is [`render`]'s.
+
+pub mod render;
 
 /// What a tool does, as far as reading a session goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

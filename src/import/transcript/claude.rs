@@ -11,8 +11,9 @@
 
 use serde_json::Value;
 
-use super::render::{Messages, content_text, timestamp_of, tool_call, tool_result};
+use super::render::{Messages, content_text, timestamp_of};
 use crate::domain::Role;
+use crate::tool::render::{render_call_or_command, render_result};
 
 /// The messages of the events (complete JSON lines) of one transcript.
 #[cfg(test)]
@@ -121,7 +122,10 @@ fn assistant_parts(content: &Value) -> Vec<String> {
             Some("text") => part.get("text").and_then(Value::as_str).map(str::to_string),
             Some("tool_use" | "server_tool_use") => {
                 let name = part.get("name").and_then(Value::as_str).unwrap_or("tool");
-                Some(tool_call(name, part.get("input").unwrap_or(&Value::Null)))
+                Some(render_call_or_command(
+                    name,
+                    part.get("input").unwrap_or(&Value::Null),
+                ))
             }
             _ => None,
         })
@@ -142,7 +146,7 @@ fn user_text(content: &Value) -> String {
             Some("tool_result") => {
                 let output = content_text(part.get("content").unwrap_or(&Value::Null));
                 let is_error = part.get("is_error").and_then(Value::as_bool) == Some(true);
-                Some(tool_result(&output, is_error))
+                Some(render_result(&output, is_error))
             }
             _ => None,
         })

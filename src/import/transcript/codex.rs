@@ -10,10 +10,9 @@
 
 use serde_json::Value;
 
-use super::render::{
-    Messages, content_text, parse_arguments, timestamp_of, tool_call, tool_result,
-};
+use super::render::{Messages, content_text, parse_arguments, timestamp_of};
 use crate::domain::Role;
+use crate::tool::render::{render_call_or_command, render_result};
 
 /// User messages Codex writes itself, not the person.
 const INJECTED_PREFIXES: &[&str] = &[
@@ -122,7 +121,11 @@ fn add_item(
                 "" => "tool",
                 name => name,
             };
-            messages.push(Role::Assistant, &tool_call(name, &arguments), timestamp);
+            messages.push(
+                Role::Assistant,
+                &render_call_or_command(name, &arguments),
+                timestamp,
+            );
         }
         Some("custom_tool_call") => {
             let name = match text_field("name") {
@@ -131,7 +134,11 @@ fn add_item(
             };
             let input = item.get("input").cloned().unwrap_or(Value::Null);
             let arguments = serde_json::json!({ "input": input });
-            messages.push(Role::Assistant, &tool_call(name, &arguments), timestamp);
+            messages.push(
+                Role::Assistant,
+                &render_call_or_command(name, &arguments),
+                timestamp,
+            );
         }
         Some("local_shell_call") => {
             let command = item
@@ -139,7 +146,11 @@ fn add_item(
                 .cloned()
                 .unwrap_or(Value::Null);
             let arguments = serde_json::json!({ "command": command });
-            messages.push(Role::Assistant, &tool_call("shell", &arguments), timestamp);
+            messages.push(
+                Role::Assistant,
+                &render_call_or_command("shell", &arguments),
+                timestamp,
+            );
         }
         Some("function_call_output" | "custom_tool_call_output" | "local_shell_call_output") => {
             let (output, is_error) = output_text(item.get("output").unwrap_or(&Value::Null));
@@ -190,7 +201,7 @@ fn output_text(output: &Value) -> (String, bool) {
 fn tool_result_text(value: &Value) -> String {
     let text = content_text(value);
     if text.is_empty() {
-        tool_result("", false)
+        render_result("", false)
     } else {
         text
     }

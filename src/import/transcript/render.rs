@@ -1,13 +1,14 @@
 //! What every transcript format renders into: messages in the shapes the
-//! ingest extractors read. A shell command is a ```` ```bash ```` fence in
-//! the assistant's message and its output the next user message (as
-//! mini-swe-agent trajectories are stored); any other tool call is a JSON
-//! object `{"name": ..., "arguments": {...}}` on its own lines, its result
-//! the next user message (`ERROR:` first when the tool failed).
+//! ingest extractors read. A tool call goes in the assistant's message and
+//! its result in the next user message, both written by
+//! [`crate::tool::render`] (a shell command as a ```` ```bash ```` fence,
+//! any other call as a JSON object, a failed result marked); this module
+//! gathers them and reads contents, arguments and timestamps.
 
 use serde_json::Value;
 
 use crate::domain::{Message, Role};
+use crate::tool::render::render_result;
 
 /// One transcript read from a file: one session.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,78 +41,12 @@ impl Messages {
 
     /// Appends a tool's result as a user message.
     pub fn push_result(&mut self, output: &str, is_error: bool, timestamp_ms: Option<i64>) {
-        self.push(Role::User, &tool_result(output, is_error), timestamp_ms);
+        self.push(Role::User, &render_result(output, is_error), timestamp_ms);
     }
 
     /// The messages.
     pub fn into_vec(self) -> Vec<Message> {
         self.messages
-    }
-}
-
-/// A tool result as a message's text.
-pub fn tool_result(output: &str, is_error: bool) -> String {
-    let output = if output.trim().is_empty() {
-        "(no output)"
-    } else {
-        output
-    };
-    if is_error {
-        format!("ERROR: {output}")
-    } else {
-        output.to_string()
-    }
-}
-
-/// A tool call as text: a bash fence for a shell command, else the JSON
-/// object `{"name": ..., "arguments": ...}` on its own line.
-pub fn tool_call(name: &str, arguments: &Value) -> String {
-    if let Some(command) = shell_command(name, arguments) {
-        return bash_fence(&command);
-    }
-    let name_json = serde_json::to_string(name).unwrap_or_else(|_| "\"tool\"".to_string());
-    let arguments_json = serde_json::to_string(arguments).unwrap_or_else(|_| "{}".to_string());
-    format!("{{\"name\": {name_json}, \"arguments\": {arguments_json}}}")
-}
-
-/// A command as a bash fence (a longer fence when the command holds one).
-pub fn bash_fence(command: &str) -> String {
-    let mut fence = "```".to_string();
-    while command.contains(fence.as_str()) {
-        fence.push('`');
-    }
-    format!("{fence}bash\n{}\n{fence}", command.trim_end())
-}
-
-/// The command of a shell tool's call, if it is one.
-fn shell_command(name: &str, arguments: &Value) -> Option<String> {
-    if !crate::tool::is_shell(name) {
-        return None;
-    }
-    let field = match arguments {
-        Value::String(text) => return Some(text.clone()),
-        Value::Object(object) => crate::tool::COMMAND_ARGUMENTS
-            .iter()
-            .find_map(|key| object.get(*key))?,
-        _ => return None,
-    };
-    match field {
-        Value::String(text) => Some(text.clone()),
-        Value::Array(parts) => {
-            let words: Vec<&str> = parts.iter().filter_map(Value::as_str).collect();
-            if words.len() != parts.len() || words.is_empty() {
-                return None;
-            }
-            // ["bash", "-lc", "script"]: the script itself.
-            if words.len() == 3
-                && matches!(words[0], "bash" | "sh" | "zsh" | "/bin/bash" | "/bin/sh")
-                && matches!(words[1], "-c" | "-lc" | "-c -l")
-            {
-                return Some(words[2].to_string());
-            }
-            Some(words.join(" "))
-        }
-        _ => None,
     }
 }
 
@@ -226,43 +161,6 @@ pub fn short_hash(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn shell_calls_become_bash_fences_and_others_json_objects() {
-        assert_eq!(
-            tool_call(
-                "Bash",
-                &json!({"command": "pytest -q", "description": "run"})
-            ),
-            "```bash\npytest -q\n```"
-        );
-        assert_eq!(
-            tool_call("shell", &json!({"command": ["bash", "-lc", "ls src"]})),
-            "```bash\nls src\n```"
-        );
-        assert_eq!(
-            tool_call("exec_command", &json!({"cmd": "cargo test"})),
-            "```bash\ncargo test\n```"
-        );
-        assert_eq!(
-            tool_call(
-                "Edit",
-                &json!({"file_path": "a.py", "old_string": "x", "new_string": "y"})
-            ),
-            r#"{"name": "Edit", "arguments": {"file_path":"a.py","new_string":"y","old_string":"x"}}"#
-        );
-        assert_eq!(
-            bash_fence("cat <<EOF\n```\nEOF"),
-            "````bash\ncat <<EOF\n```\nEOF\n````"
-        );
-    }
-
-    #[test]
-    fn results_keep_their_place_and_errors_say_so() {
-        assert_eq!(tool_result("", false), "(no output)");
-        assert_eq!(tool_result("exit 1", true), "ERROR: exit 1");
-    }
 
     #[test]
     fn timestamps_parse_with_and_without_zones() {

@@ -12,8 +12,9 @@
 
 use serde_json::Value;
 
-use super::render::{Messages, bash_fence, content_text, parse_arguments, timestamp_of, tool_call};
+use super::render::{Messages, content_text, parse_arguments, timestamp_of};
 use crate::domain::Role;
+use crate::tool::render::{render_call_or_command, render_command};
 
 /// The two trajectory formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +115,7 @@ fn swe_agent_assistant(message: &Value, content: &str) -> String {
                 .and_then(Value::as_str)
                 .unwrap_or("tool");
             let arguments = parse_arguments(function.get("arguments").unwrap_or(&Value::Null));
-            parts.push(tool_call(name, &arguments));
+            parts.push(render_call_or_command(name, &arguments));
         }
         return join(&parts);
     }
@@ -133,7 +134,7 @@ fn thought_and_command(thought: &str, command: &str) -> String {
     if command.trim().is_empty() {
         thought.to_string()
     } else {
-        join(&[thought.to_string(), bash_fence(command.trim())])
+        join(&[thought.to_string(), render_command(command.trim())])
     }
 }
 
@@ -199,7 +200,7 @@ fn openhands(events: &[Value]) -> Messages {
                         thought.to_string(),
                         final_thought.to_string(),
                         message.to_string(),
-                        tool_call("finish", &Value::Object(serde_json::Map::new())),
+                        render_call_or_command("finish", &Value::Object(serde_json::Map::new())),
                     ])
                 }
                 _ => join(&[
@@ -250,7 +251,7 @@ fn openhands_tool_call(event: &Value, action: &str, args: &Value) -> String {
             .and_then(Value::as_str)
             .unwrap_or(action);
         let arguments = parse_arguments(function.get("arguments").unwrap_or(&Value::Null));
-        return tool_call(name, &arguments);
+        return render_call_or_command(name, &arguments);
     }
     let mut arguments = args.as_object().cloned().unwrap_or_default();
     for key in [
@@ -261,7 +262,7 @@ fn openhands_tool_call(event: &Value, action: &str, args: &Value) -> String {
     ] {
         arguments.remove(key);
     }
-    tool_call(action, &Value::Object(arguments))
+    render_call_or_command(action, &Value::Object(arguments))
 }
 
 #[cfg(test)]
