@@ -423,6 +423,14 @@ impl LineScan {
     }
 }
 
+/// Whether `extension` (lower-case, without the dot) marks a kind of source
+/// file, as written: `PY` is not one.
+pub fn is_source_extension(extension: &str) -> bool {
+    DIALECTS
+        .iter()
+        .any(|dialect| dialect.extensions.contains(&extension))
+}
+
 /// Lower-cased extension of the last path component, if any.
 fn extension_of(path: &str) -> Option<String> {
     let name = path.rsplit(['/', '\\']).next().unwrap_or(path);

@@ -23,11 +23,19 @@ const MAX_MENTIONS_PER_TEXT: usize = 200;
 
 /// What [`path_matches`] finds, as a pattern: the reference its scan is
 /// tested against (a leading star makes the regex search twice per position).
+/// Its extensions are those of word bytes only: the scan reads an
+/// extension as the word after the dot, so `c++` is never one.
 #[cfg(test)]
 static PATH: LazyLock<Pattern> = LazyLock::new(|| {
-    Pattern::new(
-        r"[A-Za-z0-9_.~/\\-]*[A-Za-z0-9_]\.(?:py|pyi|pyx|pxd|rs|js|jsx|mjs|cjs|ts|tsx|go|java|kt|scala|c|h|cc|cpp|hpp|cxx|hh|hxx|rb|php|cs|swift|m|mm)(?-u:\b)(?::\d+)?",
-    )
+    let extensions: Vec<&str> = crate::language::DIALECTS
+        .iter()
+        .flat_map(|dialect| dialect.extensions.iter().copied())
+        .filter(|extension| extension.bytes().all(is_word_byte))
+        .collect();
+    Pattern::new(&format!(
+        r"[A-Za-z0-9_.~/\\-]*[A-Za-z0-9_]\.(?:{})(?-u:\b)(?::\d+)?",
+        extensions.join("|")
+    ))
 });
 /// The `:line` suffix of a path (`\d` is any Unicode digit, as in [`PATH`]).
 static LINE_SUFFIX: LazyLock<Pattern> = LazyLock::new(|| Pattern::new(r"^:\d+"));
@@ -115,40 +123,10 @@ fn is_word_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'_'
 }
 
-/// Whether `extension` is one of the source extensions paths are found by.
+/// Whether `extension` is one of the source extensions paths are found by
+/// (a lower-case one of [`crate::language::DIALECTS`]).
 fn is_source_extension(extension: &[u8]) -> bool {
-    matches!(
-        extension,
-        b"py"
-            | b"pyi"
-            | b"pyx"
-            | b"pxd"
-            | b"rs"
-            | b"js"
-            | b"jsx"
-            | b"mjs"
-            | b"cjs"
-            | b"ts"
-            | b"tsx"
-            | b"go"
-            | b"java"
-            | b"kt"
-            | b"scala"
-            | b"c"
-            | b"h"
-            | b"cc"
-            | b"cpp"
-            | b"hpp"
-            | b"cxx"
-            | b"hh"
-            | b"hxx"
-            | b"rb"
-            | b"php"
-            | b"cs"
-            | b"swift"
-            | b"m"
-            | b"mm"
-    )
+    std::str::from_utf8(extension).is_ok_and(crate::language::is_source_extension)
 }
 
 /// If the `.` at `dot` ends a path (a word byte at or after `floor` before
@@ -677,6 +655,14 @@ mod tests {
         assert_eq!(
             file_paths(text),
             vec!["xarray/core/variable.py", "lib/x.rs", "setup.py"]
+        );
+    }
+
+    #[test]
+    fn paths_of_every_source_extension_the_language_table_knows() {
+        assert_eq!(
+            file_paths("src/a.mts, build.gradle.kts and include/v.ipp, not a.PY"),
+            vec!["src/a.mts", "build.gradle.kts", "include/v.ipp"]
         );
     }
 
