@@ -97,168 +97,197 @@ pub struct FileEdit {
 
 /// The edits one tool call makes (none for a call that only reads).
 pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdit> {
-    let at = |path: &str, op: EditOp| FileEdit {
+    let path = call.string(&tool::PATH_ARGUMENTS).unwrap_or("");
+    match call.kind() {
+        Some(ToolKind::Editor) => editor_edits(call, path, problems),
+        Some(ToolKind::Patch) => patch_call_edits(call, problems),
+        _ if path.is_empty() => Vec::new(),
+        Some(ToolKind::Replace) => replace_edits(call, path, problems),
+        Some(ToolKind::MultiReplace) => multi_replace_edits(call, path, problems),
+        Some(ToolKind::Write) => vec![edit_at(
+            call,
+            path,
+            EditOp::Write {
+                content: string_argument(call, &["content", "file_text", "text"]),
+                create: false,
+            },
+        )],
+        Some(ToolKind::NotebookEdit) => vec![notebook_edit(call, path)],
+        _ => Vec::new(),
+    }
+}
+
+/// An edit of `path` that spans the whole call.
+fn edit_at(call: &ToolCall, path: &str, op: EditOp) -> FileEdit {
+    FileEdit {
         path: path.to_string(),
         op,
         start: call.start,
         end: call.end,
-    };
-    let string = |keys: &[&str]| call.string(keys).map(str::to_string);
-    let path = call.string(&tool::PATH_ARGUMENTS).unwrap_or("");
-    let kind = call.kind();
-    if kind == Some(ToolKind::Editor) {
-        let command = call.string(&["command"]).unwrap_or("");
-        if path.is_empty() {
-            if command != "view" {
-                problems.push(format!("{} {command} without a path: skipped", call.name));
-            }
-            return Vec::new();
+    }
+}
+
+/// The string argument under the first of `keys` that holds one, or "".
+fn string_argument(call: &ToolCall, keys: &[&str]) -> String {
+    call.string(keys).map(str::to_string).unwrap_or_default()
+}
+
+/// A file editor's edit, by its `command`.
+fn editor_edits(call: &ToolCall, path: &str, problems: &mut Vec<String>) -> Vec<FileEdit> {
+    let command = call.string(&["command"]).unwrap_or("");
+    if path.is_empty() {
+        if command != "view" {
+            problems.push(format!("{} {command} without a path: skipped", call.name));
         }
-        return match command {
-            "create" | "write" => vec![at(
-                path,
-                EditOp::Write {
-                    content: string(&["file_text", "content"]).unwrap_or_default(),
-                    create: true,
-                },
-            )],
-            "str_replace" if call.string(&["old_str"]).is_none() => {
-                problems.push(format!(
-                    "{} str_replace of {path} without old_str: skipped",
-                    call.name
-                ));
-                Vec::new()
-            }
-            "str_replace" => vec![at(
-                path,
-                EditOp::Replace {
-                    old: string(&["old_str"]).unwrap_or_default(),
-                    new: string(&["new_str"]).unwrap_or_default(),
-                    all: false,
-                },
-            )],
-            "insert" => {
-                let after_line = match call.arguments.get("insert_line") {
-                    Some(Value::Number(number)) => number.as_u64(),
-                    Some(Value::String(text)) => text.trim().parse().ok(),
-                    _ => None,
-                };
-                match after_line {
-                    Some(line) => vec![at(
-                        path,
-                        EditOp::Insert {
-                            after_line: usize::try_from(line).unwrap_or(usize::MAX / 2),
-                            text: string(&["new_str", "text"]).unwrap_or_default(),
-                        },
-                    )],
-                    None => {
-                        problems.push(format!("insert into {path} without insert_line: skipped"));
-                        Vec::new()
-                    }
-                }
-            }
-            "undo_edit" => vec![at(path, EditOp::Undo)],
-            _ => Vec::new(),
-        };
+        return Vec::new();
     }
-    if kind == Some(ToolKind::Replace) && !path.is_empty() {
-        if let Some(missing) = ["old_string", "new_string"]
-            .into_iter()
-            .find(|key| call.string(&[key]).is_none())
-        {
-            problems.push(format!("Edit of {path} without {missing}: skipped"));
-            return Vec::new();
-        }
-        return vec![at(
-            path,
-            EditOp::Replace {
-                old: string(&["old_string"]).unwrap_or_default(),
-                new: string(&["new_string"]).unwrap_or_default(),
-                all: call
-                    .arguments
-                    .get("replace_all")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            },
-        )];
-    }
-    if kind == Some(ToolKind::MultiReplace) && !path.is_empty() {
-        let Some(Value::Array(items)) = call.arguments.get("edits") else {
-            problems.push(format!(
-                "MultiEdit of {path} without an edits list: skipped"
-            ));
-            return Vec::new();
-        };
-        return items
-            .iter()
-            .take(MAX_EDITS_PER_MESSAGE)
-            .filter_map(|item| {
-                let old = item.get("old_string").and_then(Value::as_str)?;
-                let new = item.get("new_string").and_then(Value::as_str).unwrap_or("");
-                Some(at(
-                    path,
-                    EditOp::Replace {
-                        old: old.to_string(),
-                        new: new.to_string(),
-                        all: item
-                            .get("replace_all")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false),
-                    },
-                ))
-            })
-            .collect();
-    }
-    if kind == Some(ToolKind::Write) && !path.is_empty() {
-        return vec![at(
+    match command {
+        "create" | "write" => vec![edit_at(
+            call,
             path,
             EditOp::Write {
-                content: string(&["content", "file_text", "text"]).unwrap_or_default(),
-                create: false,
+                content: string_argument(call, &["file_text", "content"]),
+                create: true,
             },
-        )];
-    }
-    if kind == Some(ToolKind::NotebookEdit) && !path.is_empty() {
-        let source = string(&["new_source"]).unwrap_or_default();
-        let mode = call.string(&["edit_mode"]).unwrap_or("replace");
-        let op = if mode == "delete" {
+        )],
+        "str_replace" if call.string(&["old_str"]).is_none() => {
+            problems.push(format!(
+                "{} str_replace of {path} without old_str: skipped",
+                call.name
+            ));
+            Vec::new()
+        }
+        "str_replace" => vec![edit_at(
+            call,
+            path,
             EditOp::Replace {
-                old: source,
-                new: String::new(),
+                old: string_argument(call, &["old_str"]),
+                new: string_argument(call, &["new_str"]),
                 all: false,
+            },
+        )],
+        "insert" => {
+            let after_line = match call.arguments.get("insert_line") {
+                Some(Value::Number(number)) => number.as_u64(),
+                Some(Value::String(text)) => text.trim().parse().ok(),
+                _ => None,
+            };
+            match after_line {
+                Some(line) => vec![edit_at(
+                    call,
+                    path,
+                    EditOp::Insert {
+                        after_line: usize::try_from(line).unwrap_or(usize::MAX / 2),
+                        text: string_argument(call, &["new_str", "text"]),
+                    },
+                )],
+                None => {
+                    problems.push(format!("insert into {path} without insert_line: skipped"));
+                    Vec::new()
+                }
             }
-        } else {
-            // The cell's old source is not in the call: its new source is the change.
-            EditOp::Insert {
-                after_line: 0,
-                text: source,
-            }
-        };
-        return vec![at(path, op)];
+        }
+        "undo_edit" => vec![edit_at(call, path, EditOp::Undo)],
+        _ => Vec::new(),
     }
-    if kind == Some(ToolKind::Patch) {
-        let text = call
-            .string(&tool::PATCH_ARGUMENTS)
-            .map(str::to_string)
-            .or_else(|| {
-                call.arguments
-                    .get("cmd")
-                    .and_then(Value::as_array)
-                    .and_then(|parts| parts.last())
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .unwrap_or_default();
-        return apply_patch::patch_edits(&text, 0, problems)
-            .into_iter()
-            .map(|edit| FileEdit {
-                start: call.start,
-                end: call.end,
-                ..edit
-            })
-            .collect();
+}
+
+/// Claude Code's `Edit`: one replacement.
+fn replace_edits(call: &ToolCall, path: &str, problems: &mut Vec<String>) -> Vec<FileEdit> {
+    if let Some(missing) = ["old_string", "new_string"]
+        .into_iter()
+        .find(|key| call.string(&[key]).is_none())
+    {
+        problems.push(format!("Edit of {path} without {missing}: skipped"));
+        return Vec::new();
     }
-    Vec::new()
+    vec![edit_at(
+        call,
+        path,
+        EditOp::Replace {
+            old: string_argument(call, &["old_string"]),
+            new: string_argument(call, &["new_string"]),
+            all: call
+                .arguments
+                .get("replace_all")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        },
+    )]
+}
+
+/// `MultiEdit`: a replacement per item of its `edits`.
+fn multi_replace_edits(call: &ToolCall, path: &str, problems: &mut Vec<String>) -> Vec<FileEdit> {
+    let Some(Value::Array(items)) = call.arguments.get("edits") else {
+        problems.push(format!(
+            "MultiEdit of {path} without an edits list: skipped"
+        ));
+        return Vec::new();
+    };
+    items
+        .iter()
+        .take(MAX_EDITS_PER_MESSAGE)
+        .filter_map(|item| {
+            let old = item.get("old_string").and_then(Value::as_str)?;
+            let new = item.get("new_string").and_then(Value::as_str).unwrap_or("");
+            Some(edit_at(
+                call,
+                path,
+                EditOp::Replace {
+                    old: old.to_string(),
+                    new: new.to_string(),
+                    all: item
+                        .get("replace_all")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// `NotebookEdit`: the cell's new source, or its removal.
+fn notebook_edit(call: &ToolCall, path: &str) -> FileEdit {
+    let source = string_argument(call, &["new_source"]);
+    let mode = call.string(&["edit_mode"]).unwrap_or("replace");
+    let op = if mode == "delete" {
+        EditOp::Replace {
+            old: source,
+            new: String::new(),
+            all: false,
+        }
+    } else {
+        // The cell's old source is not in the call: its new source is the change.
+        EditOp::Insert {
+            after_line: 0,
+            text: source,
+        }
+    };
+    edit_at(call, path, op)
+}
+
+/// `apply_patch`: the edits of its patch, each spanning the call.
+fn patch_call_edits(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdit> {
+    let text = call
+        .string(&tool::PATCH_ARGUMENTS)
+        .map(str::to_string)
+        .or_else(|| {
+            call.arguments
+                .get("cmd")
+                .and_then(Value::as_array)
+                .and_then(|parts| parts.last())
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    apply_patch::patch_edits(&text, 0, problems)
+        .into_iter()
+        .map(|edit| FileEdit {
+            start: call.start,
+            end: call.end,
+            ..edit
+        })
+        .collect()
 }
 
 /// The path a tool call reads with line numbers (`view`, `Read`, `cat -n`).
@@ -812,9 +841,47 @@ impl Tracker {
         problems: &mut Vec<String>,
     ) -> Vec<(FileEdit, RenderedEdit)> {
         self.settle_verdict(false);
-        let mut edits = Vec::new();
         self.pending_view = None;
         self.pending_search = None;
+        let mut edits = self.call_edits(calls, problems);
+        edits.extend(self.windowed_edits(message, calls));
+        if calls.is_empty() {
+            edits.extend(aider::search_replace_edits(message, problems));
+            edits.extend(aider::whole_file_edits(message));
+        }
+        let in_calls = |at: usize| calls.iter().any(|call| call.start <= at && at < call.end);
+        edits.extend(
+            apply_patch::patch_edits(message, 0, problems)
+                .into_iter()
+                .filter(|edit| !in_calls(edit.start)),
+        );
+        for command in commands {
+            self.read_command(message, command, &mut edits);
+        }
+        edits.sort_by_key(|edit| edit.start);
+        edits.truncate(MAX_EDITS_PER_MESSAGE);
+        let mut rendered = Vec::new();
+        for mut edit in edits {
+            edit.path = match self.place(&edit.path) {
+                Placed::Climbs(path) => {
+                    problems.push(format!(
+                        "edit of {path} climbs above the repository root: skipped"
+                    ));
+                    continue;
+                }
+                Placed::Inside(path) | Placed::Outside(path) => path,
+            };
+            if let Some(result) = self.apply_edit(&edit, problems) {
+                rendered.push((edit, result));
+            }
+        }
+        rendered
+    }
+
+    /// The edits of an agent message's tool calls, in call order; notes the
+    /// views, searches and `submit` / `finish` calls among them.
+    fn call_edits(&mut self, calls: &[ToolCall], problems: &mut Vec<String>) -> Vec<FileEdit> {
+        let mut edits = Vec::new();
         for call in calls {
             if let Some(searched) = searched_file(call) {
                 self.pending_search = Some(searched.map(|path| self.normalize(&path)));
@@ -840,6 +907,13 @@ impl Tracker {
             }
             edits.extend(edits_of_call(call, problems));
         }
+        edits
+    }
+
+    /// The windowed editor's edits of the file it has open: those in the
+    /// message's text, else those in its calls' commands.
+    fn windowed_edits(&mut self, message: &str, calls: &[ToolCall]) -> Vec<FileEdit> {
+        let mut edits = Vec::new();
         if let Some(selected) = windowed::cursors(message) {
             self.cursors = Some(selected);
         }
@@ -868,100 +942,82 @@ impl Tracker {
             }
             edits.extend(in_text);
         }
-        if calls.is_empty() {
-            edits.extend(aider::search_replace_edits(message, problems));
-            edits.extend(aider::whole_file_edits(message));
+        edits
+    }
+
+    /// Notes what a command of an agent message does: ends the run, views
+    /// or searches a file, creates one in the windowed editor (an edit),
+    /// removes created files, moves to a directory, runs a script.
+    fn read_command(&mut self, message: &str, command: &str, edits: &mut Vec<FileEdit>) {
+        // SWE-agent's `submit` as a command rather than a call.
+        if tool::names(ToolKind::Finish).any(|name| name == command.trim()) {
+            self.completed = true;
         }
-        let in_calls = |at: usize| calls.iter().any(|call| call.start <= at && at < call.end);
-        edits.extend(
-            apply_patch::patch_edits(message, 0, problems)
-                .into_iter()
-                .filter(|edit| !in_calls(edit.start)),
-        );
-        for command in commands {
-            // SWE-agent's `submit` as a command rather than a call.
-            if tool::names(ToolKind::Finish).any(|name| name == command.trim()) {
-                self.completed = true;
-            }
-            if let Some(path) = numbered_cat_path(command) {
-                self.pending_view = Some(self.normalize(&path));
-            }
-            if let Some(searched) = numbered_search(command) {
-                self.pending_search = Some(searched.map(|path| self.normalize(&path)));
-            }
-            if let Some(file) = windowed::created_file(None, Some(command))
-                && !edits.iter().any(|edit| {
-                    edit.path == file && matches!(edit.op, EditOp::Write { create: true, .. })
-                })
-            {
-                let at = message.find(command.as_str()).unwrap_or(0);
-                edits.push(created_empty(file, at, at + command.len()));
-                self.open_file = Some(self.normalize(file));
-            }
-            self.note_removals(command);
-            if self.root_candidates.len() < repo::MAX_CANDIDATES {
-                self.root_candidates
-                    .extend(repo::directory_targets(command));
-            }
-            for script in scripts_run(command) {
-                if self.run_as_scripts.len() < MAX_TRACKED_NAMES {
-                    let script = self.normalize(&script);
-                    self.run_as_scripts.insert(script);
-                }
+        if let Some(path) = numbered_cat_path(command) {
+            self.pending_view = Some(self.normalize(&path));
+        }
+        if let Some(searched) = numbered_search(command) {
+            self.pending_search = Some(searched.map(|path| self.normalize(&path)));
+        }
+        if let Some(file) = windowed::created_file(None, Some(command))
+            && !edits.iter().any(|edit| {
+                edit.path == file && matches!(edit.op, EditOp::Write { create: true, .. })
+            })
+        {
+            let at = message.find(command).unwrap_or(0);
+            edits.push(created_empty(file, at, at + command.len()));
+            self.open_file = Some(self.normalize(file));
+        }
+        self.note_removals(command);
+        if self.root_candidates.len() < repo::MAX_CANDIDATES {
+            self.root_candidates
+                .extend(repo::directory_targets(command));
+        }
+        for script in scripts_run(command) {
+            if self.run_as_scripts.len() < MAX_TRACKED_NAMES {
+                let script = self.normalize(&script);
+                self.run_as_scripts.insert(script);
             }
         }
-        edits.sort_by_key(|edit| edit.start);
-        edits.truncate(MAX_EDITS_PER_MESSAGE);
-        let mut rendered = Vec::new();
-        for mut edit in edits {
-            edit.path = match self.place(&edit.path) {
-                Placed::Climbs(path) => {
-                    problems.push(format!(
-                        "edit of {path} climbs above the repository root: skipped"
-                    ));
-                    continue;
-                }
-                Placed::Inside(path) | Placed::Outside(path) => path,
-            };
-            let path = edit.path.clone();
-            let new_text = match &edit.op {
-                EditOp::Write { content, .. } => Some(content.as_str()),
-                EditOp::Replace { new, .. } => Some(new.as_str()),
-                EditOp::Insert { text, .. } | EditOp::ReplaceLines { text, .. } => {
-                    Some(text.as_str())
-                }
-                EditOp::Undo | EditOp::Delete => None,
-            };
-            if let Some(text) = new_text
-                && (self.imports.contains_key(&path) || self.imports.len() < MAX_TRACKED_NAMES)
-            {
-                let names = imported_names(text);
-                if !names.is_empty() {
-                    self.imports.entry(path.clone()).or_default().extend(names);
-                }
-            }
-            self.awaiting_verdict.push(path.clone());
-            let was_known = self.workspace.knows(&path);
-            if let Some(result) = self.workspace.apply(&edit, problems) {
-                self.num_edits += 1;
-                self.last_edit_of.insert(path.clone(), self.num_edits);
-                match result.change {
-                    Change::Added if !was_known && !self.edited_existing.contains(&path) => {
-                        self.created.insert(path.clone());
-                        self.removed.remove(&path);
-                    }
-                    Change::Deleted if self.created.contains(&path) => {
-                        self.removed.insert(path.clone());
-                    }
-                    Change::Modified | Change::Deleted if !self.created.contains(&path) => {
-                        self.edited_existing.insert(path.clone());
-                    }
-                    _ => {}
-                }
-                rendered.push((edit, result));
+    }
+
+    /// Applies an edit (its path placed) to the workspace, noting what it
+    /// imports and whether it created, changed or removed its file.
+    fn apply_edit(&mut self, edit: &FileEdit, problems: &mut Vec<String>) -> Option<RenderedEdit> {
+        let path = edit.path.clone();
+        let new_text = match &edit.op {
+            EditOp::Write { content, .. } => Some(content.as_str()),
+            EditOp::Replace { new, .. } => Some(new.as_str()),
+            EditOp::Insert { text, .. } | EditOp::ReplaceLines { text, .. } => Some(text.as_str()),
+            EditOp::Undo | EditOp::Delete => None,
+        };
+        if let Some(text) = new_text
+            && (self.imports.contains_key(&path) || self.imports.len() < MAX_TRACKED_NAMES)
+        {
+            let names = imported_names(text);
+            if !names.is_empty() {
+                self.imports.entry(path.clone()).or_default().extend(names);
             }
         }
-        rendered
+        self.awaiting_verdict.push(path.clone());
+        let was_known = self.workspace.knows(&path);
+        let result = self.workspace.apply(edit, problems)?;
+        self.num_edits += 1;
+        self.last_edit_of.insert(path.clone(), self.num_edits);
+        match result.change {
+            Change::Added if !was_known && !self.edited_existing.contains(&path) => {
+                self.created.insert(path.clone());
+                self.removed.remove(&path);
+            }
+            Change::Deleted if self.created.contains(&path) => {
+                self.removed.insert(path.clone());
+            }
+            Change::Modified | Change::Deleted if !self.created.contains(&path) => {
+                self.edited_existing.insert(path.clone());
+            }
+            _ => {}
+        }
+        Some(result)
     }
 
     /// `rm` of files the session created makes them scratch files.
