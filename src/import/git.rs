@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use git2::{DiffFormat, DiffOptions, Oid, Repository, Sort};
+use git2::{Commit, DiffFormat, DiffOptions, Oid, Repository, Sort};
 
 use super::Progress;
 use super::sink::{AddPool, Sink};
@@ -218,17 +218,21 @@ struct CommitAdd {
     merge: bool,
 }
 
-fn commit_add(
+/// A commit's changes against its first parent as a unified diff.
+struct CommitPatch {
+    /// The diff (empty when oversized).
+    patch: String,
+    /// Binary files it changes.
+    binary_files: usize,
+    /// The diff is longer than the limit.
+    oversized: bool,
+}
+
+fn commit_patch(
     repo: &Repository,
-    oid: Oid,
-    repository: &str,
-    options: &ImportOptions,
-) -> anyhow::Result<Option<CommitAdd>> {
-    let commit = repo.find_commit(oid)?;
-    let merge = commit.parent_count() > 1;
-    if merge && !options.merges {
-        return Ok(None);
-    }
+    commit: &Commit<'_>,
+    max_diff_bytes: usize,
+) -> anyhow::Result<CommitPatch> {
     let tree = commit.tree()?;
     let parent_tree = match commit.parent(0) {
         Ok(parent) => Some(parent.tree()?),
@@ -253,7 +257,7 @@ fn commit_add(
             _ => {}
         }
         patch.push_str(&String::from_utf8_lossy(line.content()));
-        if patch.len() > options.max_diff_bytes {
+        if patch.len() > max_diff_bytes {
             oversized = true;
         }
         true
@@ -261,6 +265,29 @@ fn commit_add(
     if oversized {
         patch.clear();
     }
+    Ok(CommitPatch {
+        patch,
+        binary_files,
+        oversized,
+    })
+}
+
+fn commit_add(
+    repo: &Repository,
+    oid: Oid,
+    repository: &str,
+    options: &ImportOptions,
+) -> anyhow::Result<Option<CommitAdd>> {
+    let commit = repo.find_commit(oid)?;
+    let merge = commit.parent_count() > 1;
+    if merge && !options.merges {
+        return Ok(None);
+    }
+    let CommitPatch {
+        patch,
+        binary_files,
+        oversized,
+    } = commit_patch(repo, &commit, options.max_diff_bytes)?;
     let message = String::from_utf8_lossy(commit.message_bytes())
         .trim()
         .to_string();

@@ -527,43 +527,8 @@ fn read_json_lines(
     let mut stopped = false;
     loop {
         let at = (lines.offset(), lines.line_number());
-        let number = at.1 + 1;
-        let Some(line) = lines.next_line()? else {
+        let Some(value) = next_value(&mut lines, &mut notes, settled)? else {
             break;
-        };
-        let value = match line {
-            Line::Complete => parse_line(lines.bytes(), &mut notes, number),
-            Line::TooLong(length) => {
-                notes.skip(
-                    number,
-                    format!(
-                        "longer than {} MiB ({length} bytes)",
-                        MAX_LINE_BYTES / (1024 * 1024)
-                    ),
-                );
-                None
-            }
-            Line::Unfinished(length) => {
-                // A last line that parses is complete; one that does not is
-                // still being written, unless the file is quiet.
-                let mut scratch = Notes {
-                    reported_through: notes.reported_through,
-                    ..Notes::default()
-                };
-                match parse_line(lines.bytes(), &mut scratch, number) {
-                    Some(value) => {
-                        lines.accept_unfinished(length);
-                        notes.invalid_utf8 += scratch.invalid_utf8;
-                        Some(value)
-                    }
-                    None => {
-                        if settled {
-                            notes.skip(number, "the last line is unfinished".to_string());
-                        }
-                        break;
-                    }
-                }
-            }
         };
         let Some(value) = value else {
             continue;
@@ -617,6 +582,55 @@ fn read_json_lines(
         notes,
         stopped,
     })
+}
+
+/// The next line of a log as JSON: `None` at the end of what can be read
+/// now (a last line still being written included), `Some(None)` for a line
+/// skipped.
+fn next_value(
+    lines: &mut Lines<'_>,
+    notes: &mut Notes,
+    settled: bool,
+) -> Result<Option<Option<Value>>, String> {
+    let number = lines.line_number() + 1;
+    let Some(line) = lines.next_line()? else {
+        return Ok(None);
+    };
+    let value = match line {
+        Line::Complete => parse_line(lines.bytes(), notes, number),
+        Line::TooLong(length) => {
+            notes.skip(
+                number,
+                format!(
+                    "longer than {} MiB ({length} bytes)",
+                    MAX_LINE_BYTES / (1024 * 1024)
+                ),
+            );
+            None
+        }
+        Line::Unfinished(length) => {
+            // A last line that parses is complete; one that does not is
+            // still being written, unless the file is quiet.
+            let mut scratch = Notes {
+                reported_through: notes.reported_through,
+                ..Notes::default()
+            };
+            match parse_line(lines.bytes(), &mut scratch, number) {
+                Some(value) => {
+                    lines.accept_unfinished(length);
+                    notes.invalid_utf8 += scratch.invalid_utf8;
+                    Some(value)
+                }
+                None => {
+                    if settled {
+                        notes.skip(number, "the last line is unfinished".to_string());
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    Ok(Some(value))
 }
 
 /// Tells a log's format and session from its first events, begins its
@@ -1185,7 +1199,32 @@ struct Pass<'a> {
     error: Option<anyhow::Error>,
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
+    /// A pass over files whose states `watched` holds, storing through `pool`.
+    fn new(
+        options: &'a TranscriptOptions,
+        sink: &'a dyn Sink,
+        pool: &'a AddPool,
+        watched: &'a Watched,
+        report: TranscriptReport,
+    ) -> Pass<'a> {
+        Pass {
+            scope: &options.scope,
+            keys_by_directory: HashMap::new(),
+            sink,
+            pool,
+            target: sink.target(),
+            turn_finished: options.turn_finished,
+            states: &watched.states,
+            hashed: &watched.hashed,
+            new_states: Vec::new(),
+            sessions_seen: HashMap::new(),
+            held: HashSet::new(),
+            report,
+            error: None,
+        }
+    }
+
     /// Imports one file; why it is skipped, if it is.
     fn import_file(&mut self, path: &Path) -> Result<(), String> {
         let opened = reader::open_regular(path)?;
@@ -1253,55 +1292,9 @@ impl Pass<'_> {
         settled: bool,
         naming: &Naming,
     ) -> Result<(), String> {
-        let verified = previous
-            .as_ref()
-            .and_then(|state| verify(state, opened, self.hashed.get(&key)));
-        let restart_reason = "rewritten or replaced since it was imported".to_string();
-        let (plan, start, hashed_from) = match (&previous, verified) {
-            (Some(state), Some(hasher))
-                if state.sessions.len() == 1 && Format::from_name(&state.format).is_some() =>
-            {
-                let session = state.sessions[0].clone();
-                let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
-                    Ok(stored) => stored,
-                    Err(error) => {
-                        self.error = Some(error);
-                        return Ok(());
-                    }
-                };
-                let format = Format::from_name(&state.format).unwrap_or(Format::ClaudeCode);
-                if stored == session.num_messages {
-                    let start = Start {
-                        offset: state.offset,
-                        num_lines: state.num_lines,
-                        known: Some((format, session.base_id.clone())),
-                        num_lines_reported: state.num_lines_read,
-                    };
-                    (LogPlan::Resume(session), start, (state.offset, hasher))
-                } else {
-                    // The store and the state disagree: the store says
-                    // where the file's messages stop.
-                    let plan = LogPlan::Fresh {
-                        previous: Some(session),
-                        restart_reason: None,
-                    };
-                    (plan, Start::beginning(), (0, Sha256::new()))
-                }
-            }
-            (Some(state), _) => {
-                let plan = LogPlan::Fresh {
-                    previous: state.sessions.first().cloned(),
-                    restart_reason: Some(restart_reason),
-                };
-                (plan, Start::beginning(), (0, Sha256::new()))
-            }
-            (None, _) => {
-                let plan = LogPlan::Fresh {
-                    previous: None,
-                    restart_reason: None,
-                };
-                (plan, Start::beginning(), (0, Sha256::new()))
-            }
+        let Some((plan, start, hashed_from)) = self.log_plan(user_id, opened, &key, previous)
+        else {
+            return Ok(());
         };
         let restarted = match &plan {
             LogPlan::Fresh {
@@ -1369,6 +1362,84 @@ impl Pass<'_> {
             return Ok(());
         }
         session.num_messages = batched.num_messages;
+        self.remember_log(key, opened, read, session, hashed_from);
+        Ok(())
+    }
+
+    /// Where to read a log from: where the file's state says it was left
+    /// when the file is unchanged up to there and the store holds what the
+    /// state says, else from its start; with the prefix hashed so far.
+    /// `None` when the store could not say (the error is kept).
+    fn log_plan(
+        &mut self,
+        user_id: &str,
+        opened: &OpenedFile,
+        key: &str,
+        previous: Option<FileState>,
+    ) -> Option<(LogPlan, Start, (u64, Sha256))> {
+        let verified = previous
+            .as_ref()
+            .and_then(|state| verify(state, opened, self.hashed.get(key)));
+        let restart_reason = "rewritten or replaced since it was imported".to_string();
+        let planned = match (&previous, verified) {
+            (Some(state), Some(hasher))
+                if state.sessions.len() == 1 && Format::from_name(&state.format).is_some() =>
+            {
+                let session = state.sessions[0].clone();
+                let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
+                    Ok(stored) => stored,
+                    Err(error) => {
+                        self.error = Some(error);
+                        return None;
+                    }
+                };
+                let format = Format::from_name(&state.format).unwrap_or(Format::ClaudeCode);
+                if stored == session.num_messages {
+                    let start = Start {
+                        offset: state.offset,
+                        num_lines: state.num_lines,
+                        known: Some((format, session.base_id.clone())),
+                        num_lines_reported: state.num_lines_read,
+                    };
+                    (LogPlan::Resume(session), start, (state.offset, hasher))
+                } else {
+                    // The store and the state disagree: the store says
+                    // where the file's messages stop.
+                    let plan = LogPlan::Fresh {
+                        previous: Some(session),
+                        restart_reason: None,
+                    };
+                    (plan, Start::beginning(), (0, Sha256::new()))
+                }
+            }
+            (Some(state), _) => {
+                let plan = LogPlan::Fresh {
+                    previous: state.sessions.first().cloned(),
+                    restart_reason: Some(restart_reason),
+                };
+                (plan, Start::beginning(), (0, Sha256::new()))
+            }
+            (None, _) => {
+                let plan = LogPlan::Fresh {
+                    previous: None,
+                    restart_reason: None,
+                };
+                (plan, Start::beginning(), (0, Sha256::new()))
+            }
+        };
+        Some(planned)
+    }
+
+    /// Remembers how far a log was imported: its offset, line counts, the
+    /// hash of what was read and of the window before its end.
+    fn remember_log(
+        &mut self,
+        key: String,
+        opened: &OpenedFile,
+        read: LinesRead,
+        session: SessionState,
+        hashed_from: (u64, Sha256),
+    ) {
         let (hashed_offset, mut hasher) = hashed_from;
         let window = reader::hash_range(&opened.file, &mut hasher, hashed_offset, read.offset)
             .and_then(|()| {
@@ -1379,7 +1450,7 @@ impl Pass<'_> {
                 )
             });
         let Ok(window_sha256) = window else {
-            return Ok(());
+            return;
         };
         let state = FileState {
             identity: opened.identity,
@@ -1399,7 +1470,6 @@ impl Pass<'_> {
             state,
             hashed: Some((read.offset, hasher)),
         });
-        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1445,51 +1515,17 @@ impl Pass<'_> {
                     .iter()
                     .find(|session| session.base_id == transcript.session_id)
             });
-            let generation = match prior {
-                Some(prior)
-                    if prior.num_messages <= messages.len()
-                        && resume::messages_sha256(&messages[..prior.num_messages])
-                            == prior.messages_sha256 =>
-                {
-                    prior.generation
-                }
-                Some(prior) => {
-                    let session_id =
-                        resume::session_id(&transcript.session_id, prior.generation + 1);
-                    self.report.sessions_restarted.push(RestartedSession {
-                        path: path.display().to_string(),
-                        session_id,
-                        reason: "rewritten or replaced since it was imported".to_string(),
-                    });
-                    prior.generation + 1
-                }
-                None => 1,
-            };
+            let generation = self.generation(path, &transcript.session_id, prior, &messages);
             let session = SessionState {
                 base_id: transcript.session_id.clone(),
                 generation,
                 num_messages: messages.len(),
                 messages_sha256: resume::messages_sha256(&messages),
             };
-            let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
-                Ok(stored) => stored,
-                Err(error) => {
-                    self.error = Some(error);
-                    return Ok(());
-                }
+            let Some(session_handed_over) = self.store_session(user_id, &session, messages) else {
+                return Ok(());
             };
-            let mut batcher = Batcher::to_pool(user_id, session.session_id(), stored, self.pool);
-            for message in messages {
-                if !batcher.message(message) {
-                    break;
-                }
-            }
-            let batched = batcher.finish();
-            handed_over &= batched.handed_over;
-            self.report.messages_already_imported += batched.num_already;
-            if batched.num_adds > 0 {
-                self.report.sessions_updated += 1;
-            }
+            handed_over &= session_handed_over;
             sessions.push(session);
         }
         if handed_over {
@@ -1509,6 +1545,67 @@ impl Pass<'_> {
             });
         }
         Ok(())
+    }
+
+    /// The generation a document's session is stored under: its prior one
+    /// when the messages imported then still start the transcript, the next
+    /// (a restarted session, reported) when they do not, 1 for a new one.
+    fn generation(
+        &mut self,
+        path: &Path,
+        base_id: &str,
+        prior: Option<&SessionState>,
+        messages: &[Message],
+    ) -> u32 {
+        match prior {
+            Some(prior)
+                if prior.num_messages <= messages.len()
+                    && resume::messages_sha256(&messages[..prior.num_messages])
+                        == prior.messages_sha256 =>
+            {
+                prior.generation
+            }
+            Some(prior) => {
+                let session_id = resume::session_id(base_id, prior.generation + 1);
+                self.report.sessions_restarted.push(RestartedSession {
+                    path: path.display().to_string(),
+                    session_id,
+                    reason: "rewritten or replaced since it was imported".to_string(),
+                });
+                prior.generation + 1
+            }
+            None => 1,
+        }
+    }
+
+    /// Hands a session's messages not stored yet to the pool: whether all
+    /// were handed over; `None` when the store could not say how many it
+    /// holds (the error is kept).
+    fn store_session(
+        &mut self,
+        user_id: &str,
+        session: &SessionState,
+        messages: Vec<Message>,
+    ) -> Option<bool> {
+        let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
+            Ok(stored) => stored,
+            Err(error) => {
+                self.error = Some(error);
+                return None;
+            }
+        };
+        let mut batcher = Batcher::to_pool(user_id, session.session_id(), stored, self.pool);
+        for message in messages {
+            if !batcher.message(message) {
+                break;
+            }
+        }
+        let batched = batcher.finish();
+        self.report.messages_already_imported += batched.num_already;
+        if batched.num_adds > 0 {
+            self.report.sessions_updated += 1;
+        }
+        Some(batched.handed_over)
     }
 
     /// Adds what reading a file noticed to the report.
@@ -1645,10 +1742,7 @@ fn import_pass(
     let changed: Vec<(Source, FileStamp)> = sources
         .into_iter()
         .filter_map(|source| {
-            let metadata = std::fs::metadata(&source.path).ok();
-            let stamp = metadata.map_or((0, None), |metadata| {
-                (metadata.len(), metadata.modified().ok())
-            });
+            let stamp = stamp_of(&source.path);
             needs_reading(watched, &source.path, &stamp).then_some((source, stamp))
         })
         .collect();
@@ -1661,21 +1755,7 @@ fn import_pass(
     }
     progress.start(changed.len(), "transcript files");
     let pool = AddPool::new(Arc::clone(sink), options.parallelism);
-    let mut pass = Pass {
-        scope: &options.scope,
-        keys_by_directory: HashMap::new(),
-        sink: sink.as_ref(),
-        pool: &pool,
-        target: sink.target(),
-        turn_finished: options.turn_finished,
-        states: &watched.states,
-        hashed: &watched.hashed,
-        new_states: Vec::new(),
-        sessions_seen: HashMap::new(),
-        held: HashSet::new(),
-        report,
-        error: None,
-    };
+    let mut pass = Pass::new(options, sink.as_ref(), &pool, watched, report);
     let mut read_paths = Vec::new();
     let mut last_update = Instant::now();
     for (done, (source, stamp)) in changed.iter().enumerate() {
@@ -1734,17 +1814,33 @@ fn import_pass(
     }
     watched.held.extend(held);
     if !new_states.is_empty() {
-        for new_state in new_states {
-            if let Some(hashed) = new_state.hashed {
-                watched.hashed.insert(new_state.key.clone(), hashed);
-            }
-            watched.states.set(new_state.key, new_state.state);
-        }
-        if let Err(error) = watched.states.save() {
-            report.state_not_saved = Some(format!("cannot write the import state: {error}"));
-        }
+        report.state_not_saved = watched.remember(new_states).err();
     }
     Ok(report)
+}
+
+/// A file's size and modification time, as far as they can be read.
+fn stamp_of(path: &Path) -> FileStamp {
+    let metadata = std::fs::metadata(path).ok();
+    metadata.map_or((0, None), |metadata| {
+        (metadata.len(), metadata.modified().ok())
+    })
+}
+
+impl Watched {
+    /// Keeps how far files were imported, and writes it down; why it could
+    /// not be written, if it could not.
+    fn remember(&mut self, new_states: Vec<NewState>) -> Result<(), String> {
+        for new_state in new_states {
+            if let Some(hashed) = new_state.hashed {
+                self.hashed.insert(new_state.key.clone(), hashed);
+            }
+            self.states.set(new_state.key, new_state.state);
+        }
+        self.states
+            .save()
+            .map_err(|error| format!("cannot write the import state: {error}"))
+    }
 }
 
 #[cfg(test)]
