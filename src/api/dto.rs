@@ -162,7 +162,10 @@ fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, 
             .find_map(|key| object.get(*key))
             .or_else(|| function.and_then(|function| function.get("arguments")))
             .unwrap_or(&Value::Null);
-        return Ok(Some(crate::tool::render::render_call(&name, arguments)));
+        return Ok(Some(crate::tool::render::render_call(
+            &name,
+            &crate::tool::render::call_arguments(arguments),
+        )));
     }
     if RESULT_PART_TYPES.contains(&kind) {
         let is_error = match object.get("is_error") {

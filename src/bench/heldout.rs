@@ -127,8 +127,6 @@ struct HeldoutSession {
 /// Measures every held-out session under `options.fixtures_dir`.
 /// `progress` hears of each session's outcome.
 pub fn run(options: &HeldoutOptions, progress: &dyn Fn(&str)) -> anyhow::Result<HeldoutReport> {
-    // The figures must not depend on how loaded the machine is.
-    ingest::symbols::ignore_wall_clock();
     let root = &options.fixtures_dir;
     let mut by_group: BTreeMap<(String, &str), HeldoutGroup> = BTreeMap::new();
     for path in patched_transcripts(root)? {
@@ -279,7 +277,8 @@ fn extract(messages: &[(Role, String)]) -> SessionRecord {
             .iter()
             .map(|(role, content)| (*role, content.as_str())),
     );
-    ingest::extract_session(&inputs).0
+    // The figures must not depend on how loaded the machine is.
+    ingest::extract_session(&inputs, ingest::Clock::Ignored).0
 }
 
 /// Whether `found` (as a session wrote it, often absolute) names `truth`

@@ -589,8 +589,11 @@ mod tests {
 
     #[test]
     fn rendered_calls_and_results_read_back() {
-        use crate::tool::render::{render_call, render_result};
-        let call = render_call(
+        use crate::tool::render::{call_arguments, render_call, render_result};
+        // As the API writes a call: its arguments made an object.
+        let api_call =
+            |name: &str, arguments: &Value| render_call(name, &call_arguments(arguments));
+        let call = api_call(
             "Edit",
             &serde_json::json!({"file_path": "/r/a.py", "old_string": "a", "new_string": "b"}),
         );
@@ -605,10 +608,10 @@ mod tests {
                 ],
             )],
         );
-        let call = render_call("bash", &Value::String(r#"{"command": "ls"}"#.to_string()));
+        let call = api_call("bash", &Value::String(r#"{"command": "ls"}"#.to_string()));
         check(&call, &[("bash", &[("command", "ls")])]);
         let patch = "*** Begin Patch\n*** End Patch";
-        let call = render_call("apply_patch", &Value::String(patch.to_string()));
+        let call = api_call("apply_patch", &Value::String(patch.to_string()));
         check(&call, &[("apply_patch", &[("input", patch)])]);
 
         assert_eq!(render_result("  ", false), "(no output)");

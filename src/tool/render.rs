@@ -19,11 +19,17 @@ pub const ERROR_RESULT_PREFIX: &str = "ERROR: ";
 const NO_OUTPUT: &str = "(no output)";
 
 /// A tool call as the JSON object `{"name": ..., "arguments": ...}` (meant
-/// to stand on a line of its own). Arguments given as a string are parsed
-/// when they hold a JSON object, and kept under `input` otherwise (a
-/// free-form tool's input, such as a patch); missing ones are `{}`.
+/// to stand on a line of its own), its arguments as given.
 pub fn render_call(name: &str, arguments: &Value) -> String {
-    let arguments = match arguments {
+    let name = Value::String(name.to_string());
+    format!("{{\"name\": {name}, \"arguments\": {arguments}}}")
+}
+
+/// A call's arguments as an object: a string is parsed when it holds a JSON
+/// object, and kept under `input` otherwise (a free-form tool's input,
+/// such as a patch); missing ones are `{}`.
+pub fn call_arguments(arguments: &Value) -> Value {
+    match arguments {
         Value::Object(_) => arguments.clone(),
         Value::Null => Value::Object(Map::new()),
         Value::String(text) => match serde_json::from_str::<Value>(text) {
@@ -32,9 +38,7 @@ pub fn render_call(name: &str, arguments: &Value) -> String {
             _ => serde_json::json!({ "input": text }),
         },
         other => serde_json::json!({ "input": other }),
-    };
-    let name = Value::String(name.to_string());
-    format!("{{\"name\": {name}, \"arguments\": {arguments}}}")
+    }
 }
 
 /// A tool call as a transcript holds it: a shell tool's command as a bash
@@ -158,17 +162,19 @@ mod tests {
 
     #[test]
     fn arguments_are_an_object_whatever_form_they_came_in() {
+        assert_eq!(call_arguments(&Value::Null), json!({}));
+        assert_eq!(call_arguments(&json!("  ")), json!({}));
         assert_eq!(
-            render_call("finish", &Value::Null),
+            call_arguments(&json!("{\"command\": \"ls\"}")),
+            json!({"command": "ls"})
+        );
+        assert_eq!(
+            call_arguments(&json!("*** Begin Patch")),
+            json!({"input": "*** Begin Patch"})
+        );
+        assert_eq!(
+            render_call("finish", &call_arguments(&Value::Null)),
             r#"{"name": "finish", "arguments": {}}"#
-        );
-        assert_eq!(
-            render_call("bash", &json!("{\"command\": \"ls\"}")),
-            r#"{"name": "bash", "arguments": {"command":"ls"}}"#
-        );
-        assert_eq!(
-            render_call("apply_patch", &json!("*** Begin Patch")),
-            r#"{"name": "apply_patch", "arguments": {"input":"*** Begin Patch"}}"#
         );
     }
 
