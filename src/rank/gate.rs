@@ -96,6 +96,36 @@ pub(super) enum QueryLanguage {
     Unknown,
 }
 
+/// English function words: a query whose terms the memory holds are all
+/// among them ("What is the capital of France?" over a memory of code
+/// work) shares nothing with it.
+const FUNCTION_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "each", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most", "my",
+    "no", "nor", "not", "now", "of", "on", "once", "only", "or", "other", "our", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your",
+];
+
+/// Drops every candidate below the floor when each query term the memory
+/// holds (`held_terms`) is a function word: no session shares a word of
+/// the task's own. A query holding no term at all has no candidates.
+pub fn drop_if_only_common_words(scored: &mut [Scored], held_terms: &[String]) {
+    let only_common = !held_terms.is_empty()
+        && held_terms
+            .iter()
+            .all(|term| FUNCTION_WORDS.contains(&term.as_str()));
+    if only_common {
+        for entry in scored.iter_mut().filter(|entry| entry.dropped.is_none()) {
+            entry.dropped = Some(DropReason::BelowFloor);
+        }
+    }
+}
+
 /// Whether a session's language is of another code base than the query's.
 pub(super) fn is_other_language(query: Option<Language>, session: Option<Language>) -> bool {
     match (query, session) {
@@ -229,7 +259,24 @@ mod tests {
         )
     }
 
+    fn scored_of(seen: &[Seen]) -> Vec<Scored> {
+        let (mut scored, candidates) = scored_and_candidates(seen);
+        apply(&mut scored, &candidates, QueryLanguage::Unknown);
+        scored
+    }
+
     fn verdicts_as(seen: &[Seen], query: QueryLanguage) -> Vec<(&'static str, Option<DropReason>)> {
+        let (mut scored, candidates) = scored_and_candidates(seen);
+        apply(&mut scored, &candidates, query);
+        seen.iter()
+            .map(|seen| {
+                let entry = scored.iter().find(|entry| entry.session_id == seen.id);
+                (seen.id, entry.and_then(|entry| entry.dropped.clone()))
+            })
+            .collect()
+    }
+
+    fn scored_and_candidates(seen: &[Seen]) -> (Vec<Scored>, Vec<Candidate>) {
         let candidates: Vec<Candidate> = seen
             .iter()
             .map(|seen| Candidate {
@@ -281,13 +328,7 @@ mod tests {
             })
             .collect();
         scored.sort_by(|a, b| b.score.total_cmp(&a.score));
-        apply(&mut scored, &candidates, query);
-        seen.iter()
-            .map(|seen| {
-                let entry = scored.iter().find(|entry| entry.session_id == seen.id);
-                (seen.id, entry.and_then(|entry| entry.dropped.clone()))
-            })
-            .collect()
+        (scored, candidates)
     }
 
     fn verdict_of(verdicts: &[(&'static str, Option<DropReason>)], id: &str) -> Option<DropReason> {
@@ -421,6 +462,24 @@ mod tests {
             verdict_of(&named, "fourth"),
             Some(DropReason::OtherCodeBase)
         );
+    }
+
+    #[test]
+    fn a_question_whose_held_words_are_all_function_words_gets_nothing() {
+        // A hook's prompt over a memory of one Claude Code session: the
+        // memory holds "what", "is", "the" and "of", not "capital" or
+        // "France". A prompt naming the session's bead keeps it.
+        let memory = [Seen {
+            coverage: 0.085,
+            ..seen("session", 0.57, 1.0, 1.07, 0.2)
+        }];
+        let held = |terms: &[&str]| terms.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        let mut scored = scored_of(&memory);
+        drop_if_only_common_words(&mut scored, &held(&["what", "is", "the", "of"]));
+        assert_eq!(scored[0].dropped, Some(DropReason::BelowFloor));
+        let mut scored = scored_of(&memory);
+        drop_if_only_common_words(&mut scored, &held(&["spotter", "the"]));
+        assert_eq!(scored[0].dropped, None);
     }
 
     #[test]

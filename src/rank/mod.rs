@@ -39,7 +39,7 @@ use self::profile::EXPLAINED_ENTRIES;
 use self::query::QueryFacts;
 
 pub use self::features::Features;
-pub use self::gate::{DropReason, STANDOUT_MARGIN};
+pub use self::gate::{DropReason, STANDOUT_MARGIN, drop_if_only_common_words};
 pub use self::paths::is_test_path;
 pub use self::profile::{SessionProfile, task_digest};
 pub use self::relevance::KEEP_PROBABILITY;
