@@ -207,8 +207,24 @@ fn reference_search(
 }
 
 fn assert_same_as_reference(index: &SearchIndex, user_id: &str, words: &[&str], limit: usize) {
-    let (scope_size, query_weight, expected) = reference_search(index, user_id, words, limit);
-    let found = search(index, user_id, words, limit);
+    // A background merge may publish a new view between the two searches;
+    // they compare only when both read the same segments.
+    let segments = || -> Vec<tantivy::index::SegmentId> {
+        let searcher = index.view().searcher.clone();
+        searcher
+            .segment_readers()
+            .iter()
+            .map(|reader| reader.segment_id())
+            .collect()
+    };
+    let (scope_size, query_weight, expected, found) = loop {
+        let before = segments();
+        let (scope_size, query_weight, expected) = reference_search(index, user_id, words, limit);
+        let found = search(index, user_id, words, limit);
+        if segments() == before {
+            break (scope_size, query_weight, expected, found);
+        }
+    };
     assert_eq!(found.scope_size, scope_size, "{user_id} {words:?}");
     if scope_size > 0 {
         assert_eq!(
