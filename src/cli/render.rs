@@ -11,44 +11,39 @@ use crate::time::rfc3339_from_ms;
 /// The items of a Search answer: a header line each, then the content
 /// indented.
 pub(super) fn write_items(out: &mut String, items: &[MemoryItem]) {
-    use std::fmt::Write;
     for (rank, item) in items.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "#{} {} score {:.3}  session {}  (request {}, message {})",
-            rank + 1,
-            item.kind,
-            item.score,
-            item.session_id,
-            item.request_id,
-            item.message_start
-        );
-        for line in item.content.lines() {
-            let _ = writeln!(out, "    {line}");
-        }
-        out.push('\n');
+        write_item(out, rank, None, item);
     }
 }
 
 /// Items of several memories, each headed with its memory's key.
 pub(super) fn write_items_of_memories(out: &mut String, items: &[(String, MemoryItem)]) {
-    use std::fmt::Write;
     for (rank, (user_id, item)) in items.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "#{} {} score {:.3}  memory {user_id}  session {}  (request {}, message {})",
-            rank + 1,
-            item.kind,
-            item.score,
-            item.session_id,
-            item.request_id,
-            item.message_start
-        );
-        for line in item.content.lines() {
-            let _ = writeln!(out, "    {line}");
-        }
-        out.push('\n');
+        write_item(out, rank, Some(user_id), item);
     }
+}
+
+/// One item: its header line (with its memory's key when given), then its
+/// content indented.
+fn write_item(out: &mut String, rank: usize, memory: Option<&str>, item: &MemoryItem) {
+    use std::fmt::Write;
+    let memory = memory
+        .map(|user_id| format!("  memory {user_id}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "#{} {} score {:.3}{memory}  session {}  (request {}, message {})",
+        rank + 1,
+        item.kind,
+        item.score,
+        item.session_id,
+        item.request_id,
+        item.message_start
+    );
+    for line in item.content.lines() {
+        let _ = writeln!(out, "    {line}");
+    }
+    out.push('\n');
 }
 
 pub(super) fn write_explained(out: &mut String, explained: &Explained) {
