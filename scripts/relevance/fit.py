@@ -770,24 +770,6 @@ def print_summary(title, summary):
               f"{fmt(s['empty']):>6} {s['items']:>6.1f} {s['chars']:>7.0f}   {worst_text}")
 
 
-def rust_table(w_rank, w_gate, params):
-    names = FEATURES + tuple(EXTRA_FEATURES) + tuple(f"{FEATURES[i]}_in_query" for i in appended_columns())
-    rank_names = [names[i] for i in rank_indices()]
-    lines = ["// Written by `scripts/relevance/fit.py --rust`."]
-    lines.append(f"pub const RANK: [f32; {len(w_rank)}] = [")
-    for name, value in zip(rank_names, w_rank):
-        lines.append(f"    {value:.5f}, // {name}")
-    lines.append("];")
-    lines.append(f"pub const GATE: [f32; {len(w_gate)}] = [")
-    gate_names = GATE_FEATURES + tuple(GATE_EXTRA) + tuple(f"best_{name}" for name in GATE_EXTRA)
-    for name, value in zip(gate_names, w_gate):
-        lines.append(f"    {value:.5f}, // {name}")
-    lines.append("];")
-    for name, value in params.items():
-        lines.append(f"// {name}: {value}")
-    return "\n".join(lines)
-
-
 # --------------------------------------------------------------------------- the shipped model
 
 MODEL_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.json")
@@ -981,7 +963,7 @@ def main():
             print_summary("LORO, short queries", summarize(held_short))
 
     if args.rust:
-        print(rust_table(w_rank_all, w_gate_all, params_all))
+        print(render_region(model_of(w_rank_all, w_gate_all, params_all, "this run")))
     if args.write:
         fitted_on = ", ".join(path for path in [args.full, args.short] + args.githist if path)
         with open(MODEL_PATH, "w", encoding="utf-8") as handle:

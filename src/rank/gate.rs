@@ -114,7 +114,7 @@ const FUNCTION_WORDS: &[&str] = &[
 /// Drops every candidate below the floor when each query term the memory
 /// holds (`held_terms`) is a function word: no session shares a word of
 /// the task's own. A query holding no term at all has no candidates.
-pub fn drop_if_only_common_words(scored: &mut [Scored], held_terms: &[String]) {
+fn drop_if_only_common_words(scored: &mut [Scored], held_terms: &[String]) {
     let only_common = !held_terms.is_empty()
         && held_terms
             .iter()
@@ -135,7 +135,14 @@ pub(super) fn is_other_language(query: Option<Language>, session: Option<Languag
 }
 
 /// Marks what the gate drops, in place; `scored` is best first.
-pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: QueryLanguage) {
+/// `held_terms` are the query's terms the memory holds (the index's
+/// rarest first).
+pub(super) fn apply(
+    scored: &mut [Scored],
+    candidates: &[Candidate],
+    language: QueryLanguage,
+    held_terms: &[String],
+) {
     let (language, voted) = match language {
         QueryLanguage::Named(language) => (Some(language), false),
         QueryLanguage::Voted(language) => (Some(language), true),
@@ -210,6 +217,7 @@ pub(super) fn apply(scored: &mut [Scored], candidates: &[Candidate], language: Q
         best_kept.get_or_insert(entry.score);
         num_kept += 1;
     }
+    drop_if_only_common_words(scored, held_terms);
 }
 
 #[cfg(test)]
@@ -261,13 +269,13 @@ mod tests {
 
     fn scored_of(seen: &[Seen]) -> Vec<Scored> {
         let (mut scored, candidates) = scored_and_candidates(seen);
-        apply(&mut scored, &candidates, QueryLanguage::Unknown);
+        apply(&mut scored, &candidates, QueryLanguage::Unknown, &[]);
         scored
     }
 
     fn verdicts_as(seen: &[Seen], query: QueryLanguage) -> Vec<(&'static str, Option<DropReason>)> {
         let (mut scored, candidates) = scored_and_candidates(seen);
-        apply(&mut scored, &candidates, query);
+        apply(&mut scored, &candidates, query, &[]);
         seen.iter()
             .map(|seen| {
                 let entry = scored.iter().find(|entry| entry.session_id == seen.id);

@@ -39,7 +39,7 @@ use self::profile::EXPLAINED_ENTRIES;
 use self::query::QueryFacts;
 
 pub use self::features::Features;
-pub use self::gate::{DropReason, STANDOUT_MARGIN, drop_if_only_common_words};
+pub use self::gate::{DropReason, STANDOUT_MARGIN};
 pub use self::paths::is_test_path;
 pub use self::profile::{SessionProfile, task_digest};
 pub use self::relevance::KEEP_PROBABILITY;
@@ -170,6 +170,7 @@ pub fn rank(
     candidates: &[Candidate],
     num_sessions: usize,
     query_weight: f32,
+    held_terms: &[String],
 ) -> Vec<Scored> {
     let keys: Vec<CandidateKeys> = candidates
         .iter()
@@ -243,7 +244,7 @@ pub fn rank(
         Some(language) => gate::QueryLanguage::Named(language),
         None => language.map_or(gate::QueryLanguage::Unknown, gate::QueryLanguage::Voted),
     };
-    gate::apply(&mut scored, candidates, language);
+    gate::apply(&mut scored, candidates, language, held_terms);
     // Kept first (in score order), then dropped (in score order).
     scored.sort_by_key(|scored| scored.dropped.is_some());
     scored
@@ -387,6 +388,7 @@ mod tests {
             ],
             2,
             10.0,
+            &[],
         );
         assert_eq!(ranked[0].session_id, "fix", "{ranked:#?}");
         assert!(ranked[0].features.symbols_changed > 0.0);
@@ -438,6 +440,7 @@ mod tests {
             ],
             7,
             10.0,
+            &[],
         );
         let verdict = |id: &str| {
             ranked
@@ -481,6 +484,7 @@ mod tests {
             ],
             2,
             40.0,
+            &[],
         );
         let same_entry = ranked
             .iter()
@@ -517,6 +521,7 @@ mod tests {
             ],
             2,
             10.0,
+            &[],
         );
         assert_eq!(ranked[0].session_id, "fixed", "{ranked:#?}");
     }
@@ -544,12 +549,12 @@ mod tests {
             &["HTTPServer.serve"],
             "go",
         );
-        let ranked = rank(&query, &[candidate("fix", &record, 5.0)], 1, 10.0);
+        let ranked = rank(&query, &[candidate("fix", &record, 5.0)], 1, 10.0, &[]);
         assert!(ranked[0].features.location_words > 0.0, "{ranked:#?}");
     }
 
     #[test]
     fn nothing_in_nothing_out() {
-        assert!(rank(&query::analyze("anything"), &[], 0, 0.0).is_empty());
+        assert!(rank(&query::analyze("anything"), &[], 0, 0.0, &[]).is_empty());
     }
 }

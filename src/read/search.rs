@@ -371,8 +371,13 @@ impl Searcher {
             .collect();
         let num_sessions = usize::try_from(found.scope_size).unwrap_or(usize::MAX);
         let found_at = started.elapsed();
-        let mut candidates = rank::rank(&query, &candidates, num_sessions, found.query_weight);
-        rank::drop_if_only_common_words(&mut candidates, &found.rarest_terms);
+        let candidates = rank::rank(
+            &query,
+            &candidates,
+            num_sessions,
+            found.query_weight,
+            &found.rarest_terms,
+        );
         tracing::debug!(
             analyze_ms = analyzed_at.as_secs_f64() * 1e3,
             candidates_ms = (found_at - analyzed_at).as_secs_f64() * 1e3,
