@@ -293,9 +293,9 @@ impl Backend {
                 let request = dto::parse_add(&body).map_err(ToolFailure::invalid)?;
                 let response = json!({
                     "success": true,
-                    "request_id": request.request_id,
-                    "user_id": request.user_id,
-                    "session_id": request.session_id,
+                    "request_id": request.request_id(),
+                    "user_id": request.user_id(),
+                    "session_id": request.session_id(),
                 });
                 service.add(request).await?;
                 Ok(response)

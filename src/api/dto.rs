@@ -705,8 +705,8 @@ mod tests {
             "unknown": {"ignored": true}
         });
         let request = parse_add(&body).expect("valid");
-        assert_eq!(request.messages[0].content, "a\nb");
-        assert_eq!(request.messages[0].timestamp_ms, Some(1_704_067_200_000));
+        assert_eq!(request.messages()[0].content, "a\nb");
+        assert_eq!(request.messages()[0].timestamp_ms, Some(1_704_067_200_000));
     }
 
     #[test]
@@ -734,7 +734,7 @@ mod tests {
             ]
         });
         let request = parse_add(&body).expect("valid");
-        let assistant = &request.messages[0].content;
+        let assistant = &request.messages()[0].content;
         let lines: Vec<&str> = assistant.lines().collect();
         assert_eq!(lines[0], "look at a.py");
         assert_eq!(lines[1], "Fixing it.");
@@ -750,7 +750,7 @@ mod tests {
         );
         assert_eq!(lines[5], "done");
         assert_eq!(
-            request.messages[1].content,
+            request.messages()[1].content,
             "ERROR: String to replace not found\n1 passed\n(no output)"
         );
     }
@@ -811,7 +811,7 @@ mod tests {
         let body = json!({"query": "", "user_id": "u", "top_k": 1});
         assert_eq!(fields(parse_search(&body)), vec!["query"]);
         let body = json!({"query": "q", "user_id": "u", "top_k": 1000, "options": ["A. x"]});
-        assert_eq!(parse_search(&body).expect("valid").top_k, 1000);
+        assert_eq!(parse_search(&body).expect("valid").top_k(), 1000);
     }
 
     #[test]

@@ -285,17 +285,17 @@ async fn add(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<AddResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_add).await?;
-    authorize(scope_of(&scope), &request.user_id)?;
+    authorize(scope_of(&scope), request.user_id())?;
     if state.refuse_secret_ids {
         refuse_secret_ids(&request)?;
     }
     let response = AddResponse {
         success: true,
-        request_id: request.request_id.clone(),
-        user_id: request.user_id.clone(),
-        session_id: request.session_id.clone(),
+        request_id: request.request_id().to_string(),
+        user_id: request.user_id().to_string(),
+        session_id: request.session_id().to_string(),
     };
-    let num_messages = request.messages.len();
+    let num_messages = request.messages().len();
     let outcome = state.service.add(request).await?;
     tracing::debug!(num_messages, ?outcome, "add answered");
     Ok(Json(response))
@@ -304,9 +304,9 @@ async fn add(
 /// 422 when an id of the Add holds what looks like a credential.
 fn refuse_secret_ids(request: &crate::domain::AddRequest) -> Result<(), ApiError> {
     let errors: Vec<error::FieldError> = [
-        ("request_id", &request.request_id),
-        ("user_id", &request.user_id),
-        ("session_id", &request.session_id),
+        ("request_id", request.request_id().as_str()),
+        ("user_id", request.user_id().as_str()),
+        ("session_id", request.session_id().as_str()),
     ]
     .into_iter()
     .filter_map(|(field, id)| {
@@ -345,7 +345,7 @@ async fn search(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<SearchResponse>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
-    authorize(scope_of(&scope), &request.user_id)?;
+    authorize(scope_of(&scope), request.user_id())?;
     check_repo(&state, &request)?;
     let items = state.service.search(request).await?;
     Ok(Json(SearchResponse {
@@ -372,7 +372,7 @@ async fn explain(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Explained>, ApiError> {
     let request = read_request(body, state.max_body_bytes, dto::parse_search).await?;
-    authorize(scope_of(&scope), &request.user_id)?;
+    authorize(scope_of(&scope), request.user_id())?;
     check_repo(&state, &request)?;
     Ok(Json(state.service.explain(request).await?))
 }
@@ -380,7 +380,7 @@ async fn explain(
 /// A Search's `repo` is read only by a server that local clients alone
 /// reach, and must be a directory there.
 fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Result<(), ApiError> {
-    let Some(repo) = &request.repo else {
+    let Some(repo) = &request.repo() else {
         return Ok(());
     };
     let message = if !state.repo_checks {

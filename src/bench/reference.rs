@@ -108,17 +108,17 @@ async fn add(State(reference): State<Arc<Reference>>, Json(body): Json<Value>) -
         let tx = conn.transaction()?;
         let inserted = tx.execute(
             "INSERT OR IGNORE INTO requests (user_id, request_id) VALUES (?1, ?2)",
-            params![request.user_id, request.request_id],
+            params![request.user_id().as_str(), request.request_id().as_str()],
         )?;
         if inserted == 1 {
             let content: Vec<String> = request
-                .messages
+                .messages()
                 .iter()
                 .map(|message| format!("{}: {}", message.role.as_str(), message.content))
                 .collect();
             tx.execute(
                 "INSERT INTO chunks (content, user_id, session_id, request_id) VALUES (?1, ?2, ?3, ?4)",
-                params![content.join("\n"), request.user_id, request.session_id, request.request_id],
+                params![content.join("\n"), request.user_id().as_str(), request.session_id().as_str(), request.request_id().as_str()],
             )?;
         }
         tx.commit()
@@ -163,7 +163,7 @@ async fn search(State(reference): State<Arc<Reference>>, Json(body): Json<Value>
         return refuse(StatusCode::UNPROCESSABLE_ENTITY, "invalid Search");
     };
     let found = tokio::task::spawn_blocking(move || -> rusqlite::Result<Vec<Value>> {
-        let Some(expression) = match_expression(&request.query) else {
+        let Some(expression) = match_expression(request.query()) else {
             return Ok(Vec::new());
         };
         let conn = match reference
@@ -181,7 +181,11 @@ async fn search(State(reference): State<Arc<Reference>>, Json(body): Json<Value>
                  WHERE chunks MATCH ?1 AND user_id = ?2 ORDER BY bm25(chunks) LIMIT ?3",
             )?;
             let rows = statement.query_map(
-                params![expression, request.user_id, request.top_k as i64],
+                params![
+                    expression,
+                    request.user_id().as_str(),
+                    request.top_k() as i64
+                ],
                 |row| {
                     Ok(json!({
                         "content": row.get::<_, String>(0)?,

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{AddRequest, Message, Role, SearchRequest};
+use super::{AddRequest, Message, RequestId, Role, SearchRequest, SessionId, UserId};
 use crate::time::{MAX_TIMESTAMP_MS, MIN_TIMESTAMP_MS};
 
 /// The longest id (`request_id`, `user_id`, `session_id`) accepted, in bytes.
@@ -181,9 +181,9 @@ impl AddRequest {
         session_id: String,
         messages: Vec<Message>,
     ) -> Result<AddRequest, Invalid> {
-        check_id("request_id", &request_id)?;
-        check_id("user_id", &user_id)?;
-        check_id("session_id", &session_id)?;
+        let request_id = RequestId::new(request_id)?;
+        let user_id = UserId::new(user_id)?;
+        let session_id = SessionId::new(session_id)?;
         check_num_messages(messages.len())?;
         for (index, message) in messages.iter().enumerate() {
             message
@@ -212,7 +212,7 @@ impl SearchRequest {
         if query.is_empty() {
             return Err(Invalid::new("query", "must not be empty"));
         }
-        check_id("user_id", &user_id)?;
+        let user_id = UserId::new(user_id)?;
         check_top_k(i64::try_from(top_k).ok())?;
         if let Some(max_chars) = max_chars {
             check_max_chars(u64::try_from(max_chars).ok())?;

@@ -10,12 +10,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 mod check;
+mod id;
 
 pub use check::{
     Invalid, MAX_CHARS_LIMIT, MAX_CONTENT_BYTES, MAX_ID_BYTES, MAX_MESSAGES_PER_ADD, MAX_TOP_K,
     check_content, check_id, check_max_chars, check_num_messages, check_repo, check_timestamp,
     check_top_k,
 };
+pub use id::{RequestId, SessionId, UserId};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,21 +58,48 @@ pub struct Message {
     pub timestamp_ms: Option<i64>,
 }
 
-/// A validated Add: one logical write of an ordered chunk of messages,
-/// built by [`AddRequest::new`].
+/// A validated Add: one logical write of an ordered chunk of messages.
+/// Its fields are private: [`AddRequest::new`] is the only way to build
+/// one, so every Add stored has passed the contract's checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddRequest {
-    /// The idempotency key, unique per user.
-    pub request_id: String,
-    /// The isolation boundary.
-    pub user_id: String,
-    /// The trajectory the messages belong to.
-    pub session_id: String,
-    /// The messages, non-empty, in source order.
-    pub messages: Vec<Message>,
+    request_id: RequestId,
+    user_id: UserId,
+    session_id: SessionId,
+    messages: Vec<Message>,
 }
 
 impl AddRequest {
+    /// The idempotency key, unique per user.
+    pub fn request_id(&self) -> &RequestId {
+        &self.request_id
+    }
+
+    /// The isolation boundary.
+    pub fn user_id(&self) -> &UserId {
+        &self.user_id
+    }
+
+    /// The trajectory the messages belong to.
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    /// The messages, non-empty, in source order.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Masks the secrets in every message's content ([`crate::redact`]).
+    /// A secret is replaced by a marker, so no content becomes empty.
+    pub fn redact_secrets(&mut self) {
+        for message in &mut self.messages {
+            if let std::borrow::Cow::Owned(masked) = crate::redact::redact(&message.content) {
+                message.content = masked;
+            }
+        }
+    }
+
     /// SHA-256 of the canonical form of the request: the fields that are
     /// stored, in a fixed order, length-prefixed. Fields the contract says
     /// to ignore do not take part, so a retry that differs only in them is
@@ -97,21 +126,44 @@ impl AddRequest {
     }
 }
 
-/// A validated Search, built by [`SearchRequest::new`].
+/// A validated Search. Its fields are private: [`SearchRequest::new`] is
+/// the only way to build one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchRequest {
-    /// The new task's text.
-    pub query: String,
+    query: String,
+    user_id: UserId,
+    top_k: usize,
+    max_chars: Option<usize>,
+    repo: Option<std::path::PathBuf>,
+}
+
+impl SearchRequest {
+    /// The new task's text, never empty.
+    pub fn query(&self) -> &str {
+        &self.query
+    }
+
     /// Search only inside this scope.
-    pub user_id: String,
+    pub fn user_id(&self) -> &UserId {
+        &self.user_id
+    }
+
     /// The most items to return, in `1..=MAX_TOP_K`.
-    pub top_k: usize,
+    pub fn top_k(&self) -> usize {
+        self.top_k
+    }
+
     /// The most characters of content to return (an extension of the
     /// contract); the service's default when absent.
-    pub max_chars: Option<usize>,
+    pub fn max_chars(&self) -> Option<usize> {
+        self.max_chars
+    }
+
     /// The caller's checkout (its root): each experience returned is
     /// checked against its working tree and marked when stale.
-    pub repo: Option<std::path::PathBuf>,
+    pub fn repo(&self) -> Option<&std::path::Path> {
+        self.repo.as_deref()
+    }
 }
 
 /// What an accepted Add did.

@@ -153,7 +153,7 @@ impl Sink for ServerSink {
 
     fn add(&self, request: AddRequest) -> anyhow::Result<()> {
         let messages: Vec<serde_json::Value> = request
-            .messages
+            .messages()
             .iter()
             .map(|message| {
                 serde_json::json!({
@@ -164,9 +164,9 @@ impl Sink for ServerSink {
             })
             .collect();
         let body = serde_json::json!({
-            "request_id": request.request_id,
-            "user_id": request.user_id,
-            "session_id": request.session_id,
+            "request_id": request.request_id(),
+            "user_id": request.user_id(),
+            "session_id": request.session_id(),
             "messages": messages,
         });
         let url = format!("{}/add", self.base_url);
@@ -176,7 +176,7 @@ impl Sink for ServerSink {
             let mut post = self
                 .agent
                 .post(&url)
-                .header(crate::client::USER_HEADER, request.user_id.as_str());
+                .header(crate::client::USER_HEADER, request.user_id().as_str());
             if let Some(value) = self.authorization() {
                 post = post.header("Authorization", value);
             }
@@ -263,7 +263,7 @@ impl AddPool {
                             .and_then(|receiver| receiver.recv().ok());
                         let Some(mut job) = next else { break };
                         while let Some(request) = job.next() {
-                            let num_messages = request.messages.len();
+                            let num_messages = request.messages().len();
                             if let Err(error) = sink.add(request) {
                                 if let Ok(mut slot) = failure.lock() {
                                     slot.get_or_insert(error);

@@ -182,15 +182,15 @@ impl Searcher {
         let started = std::time::Instant::now();
         let ranked = self.rank(request)?;
         let ranked_at = started.elapsed();
-        let budget = request.max_chars.unwrap_or(self.budget_chars);
-        let shown = rank::assemble::shown_sessions(&ranked.candidates, budget, request.top_k);
+        let budget = request.max_chars().unwrap_or(self.budget_chars);
+        let shown = rank::assemble::shown_sessions(&ranked.candidates, budget, request.top_k());
         if shown.is_empty() {
             return Ok(Vec::new());
         }
         // A user being deleted has no memory, whatever an index that has
         // not caught up with the deletion yet still holds (a node of a
         // shared store).
-        if self.with_reader(|conn| Ok(store::user_deletion_pending(conn, &request.user_id)?))? {
+        if self.with_reader(|conn| Ok(store::user_deletion_pending(conn, request.user_id())?))? {
             return Ok(Vec::new());
         }
         // The best-matching messages of the sessions that show them, as
@@ -202,21 +202,27 @@ impl Searcher {
             .map(|session| session.scored.session_id.as_str())
             .collect();
         let parts = self.index.search_parts_in(
-            &request.user_id,
+            request.user_id(),
             &with_messages,
             &ranked.rarest_terms,
             with_messages.len() * PARTS_PER_CONFIDENT_SESSION,
         )?;
         let searched_at = started.elapsed();
         let loaded = self.with_reader(|conn| {
-            Loaded::read(conn, &request.user_id, &shown, &parts, &ranked.rarest_terms)
+            Loaded::read(
+                conn,
+                request.user_id(),
+                &shown,
+                &parts,
+                &ranked.rarest_terms,
+            )
         })?;
         let sessions = loaded.kept_sessions();
         let loaded_at = started.elapsed();
-        let mut items = rank::assemble::assemble(&ranked.query, &sessions, budget, request.top_k);
-        if let Some(root) = &request.repo {
+        let mut items = rank::assemble::assemble(&ranked.query, &sessions, budget, request.top_k());
+        if let Some(root) = &request.repo() {
             // Records this answer read already are checked as they are.
-            self.mark_stale(root, &request.user_id, &loaded.records(), &mut items)?;
+            self.mark_stale(root, request.user_id(), &loaded.records(), &mut items)?;
         }
         tracing::debug!(
             rank_ms = ranked_at.as_secs_f64() * 1e3,
@@ -300,7 +306,7 @@ impl Searcher {
     pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
         let ranked = self.rank(request)?;
         let mut stale = std::collections::BTreeMap::new();
-        if let Some(root) = &request.repo {
+        if let Some(root) = &request.repo() {
             let kept: Vec<String> = ranked
                 .candidates
                 .iter()
@@ -308,7 +314,7 @@ impl Searcher {
                 .take(MAX_STALE_CHECKS)
                 .map(|scored| scored.session_id.clone())
                 .collect();
-            stale = self.staleness_of(root, &request.user_id, &kept)?;
+            stale = self.staleness_of(root, request.user_id(), &kept)?;
         }
         Ok(Explained::of(ranked, stale))
     }
@@ -317,7 +323,7 @@ impl Searcher {
     /// score and the gate's verdict, kept ones first.
     pub fn rank(&self, request: &SearchRequest) -> Result<Ranked, ReadError> {
         let started = std::time::Instant::now();
-        let query = rank::query::analyze(&request.query);
+        let query = rank::query::analyze(request.query());
         let analyzed_at = started.elapsed();
         // Profiles the cache holds are pinned here when the index is told
         // it need not read them: the cache may be cleared (or another
@@ -339,7 +345,7 @@ impl Searcher {
             }
         };
         let found = self.index.search_sessions(
-            &request.user_id,
+            request.user_id(),
             &query.terms,
             MAX_CANDIDATES_PER_FIELD,
             &known,

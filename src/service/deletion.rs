@@ -219,7 +219,7 @@ impl Writer {
 /// The user a held job is for (`None`: a job of no single user).
 fn job_user(job: &WriteJob) -> Option<&str> {
     match job {
-        WriteJob::Add(add) => Some(&add.request.user_id),
+        WriteJob::Add(add) => Some(add.request.user_id()),
         WriteJob::CatchUpUser { user_id, .. } => Some(user_id),
         WriteJob::DeleteUser { .. } | WriteJob::Purge { .. } | WriteJob::Rederive { .. } => None,
     }

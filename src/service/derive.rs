@@ -207,11 +207,13 @@ pub(super) fn prepare_add(
     if let Err(too_large) = check_size(&snapshot, request, max_session_bytes)? {
         return Ok(Err(too_large));
     }
-    let base_last_seq = store::session_last_seq(&snapshot, &request.user_id, &request.session_id)?;
-    let mut extractor = match cache.take(&request.user_id, &request.session_id, base_last_seq) {
+    let base_last_seq =
+        store::session_last_seq(&snapshot, request.user_id(), request.session_id())?;
+    let mut extractor = match cache.take(request.user_id(), request.session_id(), base_last_seq) {
         Some(extractor) => extractor,
         None => {
-            let stored = store::session_messages(&snapshot, &request.user_id, &request.session_id)?;
+            let stored =
+                store::session_messages(&snapshot, request.user_id(), request.session_id())?;
             let mut extractor =
                 Box::new(SessionExtractor::new(Clock::Wall(std::time::Instant::now)));
             extractor.extend_dated(
@@ -225,13 +227,13 @@ pub(super) fn prepare_add(
     drop(snapshot);
     extractor.extend_dated(
         request
-            .messages
+            .messages()
             .iter()
             .map(|message| (message.role, message.content.as_str(), message.timestamp_ms)),
     );
     let (record, diagnostics) = extractor.record();
     let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
-    let (text, profile) = doc_parts(&request.session_id, &record);
+    let (text, profile) = doc_parts(request.session_id(), &record);
     Ok(Ok(Prepared::Derived {
         derived: DerivedAdd {
             derived: Derived {
@@ -254,7 +256,7 @@ pub(super) fn check_size(
     max_session_bytes: i64,
 ) -> Result<Result<(), TooLarge>, ServiceError> {
     let adding_bytes = store::content_bytes(request);
-    let stored_bytes = store::session_content_bytes(conn, &request.user_id, &request.session_id)?;
+    let stored_bytes = store::session_content_bytes(conn, request.user_id(), request.session_id())?;
     if stored_bytes.saturating_add(adding_bytes) > max_session_bytes {
         return Ok(Err(TooLarge {
             stored_bytes,
@@ -295,7 +297,7 @@ pub(super) fn admit_with_record(
         return Ok(Verdict::TooLarge(too_large));
     }
     if let Some(derived) = derived
-        && store::session_last_seq(tx, &request.user_id, &request.session_id)?
+        && store::session_last_seq(tx, request.user_id(), request.session_id())?
             != derived.base_last_seq
     {
         return Ok(Verdict::Stale);
@@ -306,8 +308,8 @@ pub(super) fn admit_with_record(
             Some(derived) => store::upsert_session(
                 tx,
                 &StoredSession {
-                    user_id: request.user_id.clone(),
-                    session_id: request.session_id.clone(),
+                    user_id: request.user_id().to_string(),
+                    session_id: request.session_id().to_string(),
                     record_json: derived.record_json.clone(),
                     diagnostics_json: derived.diagnostics_json.clone(),
                     num_messages: derived.num_messages,
@@ -316,7 +318,7 @@ pub(super) fn admit_with_record(
                     extractor_version: EXTRACTOR_VERSION,
                 },
             )?,
-            None => derive_session(tx, &request.user_id, &request.session_id, stored_at_ms)?,
+            None => derive_session(tx, request.user_id(), request.session_id(), stored_at_ms)?,
         }
     }
     Ok(Verdict::Admission(admission))
@@ -667,12 +669,13 @@ mod tests {
             )],
         ];
         for (number, messages) in turns.into_iter().enumerate() {
-            let request = AddRequest {
-                request_id: format!("r{number}"),
-                user_id: "ada".to_string(),
-                session_id: "s1".to_string(),
+            let request = AddRequest::new(
+                format!("r{number}"),
+                "ada".to_string(),
+                "s1".to_string(),
                 messages,
-            };
+            )
+            .expect("a valid Add");
             let prepared = prepare_add(&conn, &cache, &request, &request.body_sha256(), i64::MAX)
                 .expect("prepared")
                 .expect("fits");

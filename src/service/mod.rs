@@ -373,11 +373,7 @@ impl Service {
         if self.redact_secrets {
             // Before anything is stored or hashed: a retry is masked the
             // same way and stays the same request.
-            for message in &mut request.messages {
-                if let std::borrow::Cow::Owned(masked) = crate::redact::redact(&message.content) {
-                    message.content = masked;
-                }
-            }
+            request.redact_secrets();
         }
         for attempt in 0..=MAX_DERIVE_ATTEMPTS {
             let mut extractor = None;
@@ -400,8 +396,8 @@ impl Service {
             } else {
                 None
             };
-            let user_id = request.user_id.clone();
-            let session_id = request.session_id.clone();
+            let user_id = request.user_id().clone();
+            let session_id = request.session_id().clone();
             drop(preparing);
             let answer = self
                 .ask_writer(|reply| {
@@ -577,7 +573,7 @@ impl Service {
         request: SearchRequest,
     ) -> Result<Vec<MemoryItem>, ServiceError> {
         self.read_current(
-            request.user_id.clone(),
+            request.user_id().to_string(),
             move |searcher| searcher.search(&request),
             Vec::new,
         )
@@ -590,9 +586,9 @@ impl Service {
         self: &Arc<Self>,
         request: SearchRequest,
     ) -> Result<Explained, ServiceError> {
-        let query = request.query.clone();
+        let query = request.query().to_string();
         self.read_current(
-            request.user_id.clone(),
+            request.user_id().to_string(),
             move |searcher| searcher.explain(&request),
             move || Explained::nothing_stored(&query),
         )

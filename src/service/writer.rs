@@ -311,12 +311,12 @@ impl Writer {
         if turn
             .adds
             .iter()
-            .any(|job| self.deletions.holds(&job.request.user_id))
+            .any(|job| self.deletions.holds(job.request.user_id()))
         {
             let (held, kept): (Vec<AddJob>, Vec<AddJob>) = turn
                 .adds
                 .drain(..)
-                .partition(|job| self.deletions.holds(&job.request.user_id));
+                .partition(|job| self.deletions.holds(job.request.user_id()));
             turn.adds = kept;
             for job in held {
                 self.deletions.hold(WriteJob::Add(job));
@@ -531,7 +531,12 @@ impl Writer {
         // checks below hold until the commit.
         let sessions: BTreeSet<(String, String)> = adds
             .iter()
-            .map(|job| (job.request.user_id.clone(), job.request.session_id.clone()))
+            .map(|job| {
+                (
+                    job.request.user_id().to_string(),
+                    job.request.session_id().to_string(),
+                )
+            })
             .collect();
         store::lock_sessions(&tx, &sessions.into_iter().collect::<Vec<_>>())?;
         let mut verdicts = Vec::with_capacity(adds.len());
@@ -570,8 +575,8 @@ impl Writer {
                     max_session_bytes: self.max_session_bytes,
                 }),
                 Verdict::Admission(Admission::Conflict) => Err(ServiceError::Conflict {
-                    request_id: job.request.request_id.clone(),
-                    user_id: job.request.user_id.clone(),
+                    request_id: job.request.request_id().to_string(),
+                    user_id: job.request.user_id().to_string(),
                 }),
                 Verdict::Admission(Admission::Duplicate { seq }) => {
                     let answer = AddAnswer::Done(AddOutcome::AlreadyStored, None);
@@ -587,17 +592,21 @@ impl Writer {
                     let request = &job.request;
                     let doc = job.derived.and_then(|add| {
                         add.into_session_doc(
-                            &request.user_id,
-                            &request.session_id,
+                            request.user_id(),
+                            request.session_id(),
                             seq,
                             stored_at_ms,
                         )
                     });
                     // The last Add of a session stored in the group gives
                     // its document.
-                    admitted
-                        .sessions
-                        .insert((request.user_id.clone(), request.session_id.clone()), doc);
+                    admitted.sessions.insert(
+                        (
+                            request.user_id().to_string(),
+                            request.session_id().to_string(),
+                        ),
+                        doc,
+                    );
                     let answer = AddAnswer::Done(AddOutcome::Stored, derived_before.then_some(seq));
                     if store::content_bytes(request) > INDEX_SLICE_BYTES as i64 {
                         self.sliced.push_back(SlicedAdd {
@@ -613,7 +622,7 @@ impl Writer {
                     admitted.small_seqs.push(seq);
                     admitted
                         .own_indexed
-                        .entry(request.user_id.clone())
+                        .entry(request.user_id().to_string())
                         .or_default()
                         .insert(seq);
                     Ok(answer)

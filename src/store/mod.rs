@@ -413,7 +413,7 @@ fn admission_in(
 ) -> Result<Option<Admission>, StoreError> {
     let prior = conn.first_row(
         &sql::PRIOR_ADMISSION,
-        &[&request.user_id, &request.request_id],
+        &[&request.user_id().as_str(), &request.request_id().as_str()],
         |row| Ok((row.integer(0)?, row.bytes(1)?)),
     )?;
     Ok(prior.map(|(seq, stored_hash)| {
@@ -428,7 +428,7 @@ fn admission_in(
 /// Bytes of message content in an Add.
 pub fn content_bytes(request: &AddRequest) -> i64 {
     request
-        .messages
+        .messages()
         .iter()
         .map(|message| message.content.len() as i64)
         .sum()
@@ -794,11 +794,11 @@ fn enter_request(
     let inserted = tx.first_row(
         &sql::INSERT_REQUEST,
         &[
-            &request.user_id,
-            &request.request_id,
-            &request.session_id,
+            &request.user_id().as_str(),
+            &request.request_id().as_str(),
+            &request.session_id().as_str(),
             &body_sha256.as_slice(),
-            &to_i64(request.messages.len()),
+            &to_i64(request.messages().len()),
             &stored_at_ms,
             &content_bytes(request),
         ],

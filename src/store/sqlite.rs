@@ -88,8 +88,8 @@ pub(super) fn admit(
     body_sha256: &[u8; 32],
     stored_at_ms: i64,
 ) -> Result<Admission, StoreError> {
-    if super::deletion_pending(tx, &request.user_id)? {
-        return Err(StoreError::UserBeingDeleted(request.user_id.clone()));
+    if super::deletion_pending(tx, request.user_id())? {
+        return Err(StoreError::UserBeingDeleted(request.user_id().to_string()));
     }
     if let Some(prior) = super::admission_in(tx, request, body_sha256)? {
         return Ok(prior);
@@ -105,11 +105,11 @@ pub(super) fn admit(
         "INSERT INTO messages (seq, user_id, session_id, message_index, role, content, timestamp_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
-    for (index, message) in request.messages.iter().enumerate() {
+    for (index, message) in request.messages().iter().enumerate() {
         insert.execute(params![
             seq,
-            request.user_id,
-            request.session_id,
+            request.user_id().as_str(),
+            request.session_id().as_str(),
             to_i64(index),
             message.role.as_str(),
             codec::pack(&message.content),

@@ -157,24 +157,26 @@ conformance!(
 );
 
 fn add(user: &str, request: &str, session: &str, contents: &[&str]) -> AddRequest {
-    AddRequest {
-        user_id: user.to_string(),
-        session_id: session.to_string(),
-        request_id: request.to_string(),
-        messages: contents
-            .iter()
-            .enumerate()
-            .map(|(index, content)| Message {
-                role: if index % 2 == 0 {
-                    Role::User
-                } else {
-                    Role::Assistant
-                },
-                content: content.to_string(),
-                timestamp_ms: (index == 0).then_some(1_700_000_000_000),
-            })
-            .collect(),
-    }
+    let messages = contents
+        .iter()
+        .enumerate()
+        .map(|(index, content)| Message {
+            role: if index % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            content: content.to_string(),
+            timestamp_ms: (index == 0).then_some(1_700_000_000_000),
+        })
+        .collect();
+    AddRequest::new(
+        request.to_string(),
+        user.to_string(),
+        session.to_string(),
+        messages,
+    )
+    .expect("a valid Add")
 }
 
 /// Stores an Add in its own transaction; answers its sequence number.

@@ -1944,7 +1944,7 @@ mod tests {
     #[test]
     fn the_tail_past_the_stored_messages_is_added_in_batches() {
         let adds = tail_adds("u", &transcript(2_500), 300);
-        let ids: Vec<&str> = adds.iter().map(|add| add.request_id.as_str()).collect();
+        let ids: Vec<&str> = adds.iter().map(|add| add.request_id().as_str()).collect();
         assert_eq!(
             ids,
             vec![
@@ -1953,7 +1953,7 @@ mod tests {
                 "claude-code:s1:2300-2499"
             ]
         );
-        assert_eq!(adds[0].messages[0].content, "message 300");
+        assert_eq!(adds[0].messages()[0].content, "message 300");
         assert!(tail_adds("u", &transcript(5), 5).is_empty());
         assert!(tail_adds("u", &transcript(5), 9).is_empty());
     }

@@ -72,26 +72,26 @@ pub(in crate::store) fn admit(
         return Ok(prior);
     }
     lock_sequence(tx)?;
-    if crate::store::deletion_pending(tx, &request.user_id)? {
-        return Err(StoreError::UserBeingDeleted(request.user_id.clone()));
+    if crate::store::deletion_pending(tx, request.user_id())? {
+        return Err(StoreError::UserBeingDeleted(request.user_id().to_string()));
     }
     let seq = match crate::store::enter_request(tx, request, body_sha256, stored_at_ms)? {
         Ok(seq) => seq,
         Err(prior) => return Ok(prior),
     };
-    let indexes: Vec<i64> = (0..request.messages.len()).map(to_i64).collect();
+    let indexes: Vec<i64> = (0..request.messages().len()).map(to_i64).collect();
     let roles: Vec<&str> = request
-        .messages
+        .messages()
         .iter()
         .map(|message| message.role.as_str())
         .collect();
     let contents: Vec<&str> = request
-        .messages
+        .messages()
         .iter()
         .map(|message| message.content.as_str())
         .collect();
     let timestamps: Vec<Option<i64>> = request
-        .messages
+        .messages()
         .iter()
         .map(|message| message.timestamp_ms)
         .collect();
@@ -104,8 +104,8 @@ pub(in crate::store) fn admit(
          ORDER BY m.message_index",
         &[
             &seq,
-            &request.user_id,
-            &request.session_id,
+            &request.user_id().as_str(),
+            &request.session_id().as_str(),
             &indexes,
             &roles,
             &contents,
