@@ -671,17 +671,20 @@ mod tests {
 
     /// The first range line of each hunk, in the order `fix_hunks` gives.
     fn hunk_order(record: &SessionRecord, query: &str) -> Vec<String> {
-        fix_hunks(record, &super::super::query::analyze(query))
-            .iter()
-            .map(|hunk| {
-                let range = hunk
-                    .text
-                    .lines()
-                    .find(|line| line.starts_with("@@"))
-                    .unwrap_or("");
-                format!("{} {range}", hunk.file.as_deref().unwrap_or("?"))
-            })
-            .collect()
+        fix_hunks(
+            record,
+            &super::super::query::analyze(query, crate::ingest::Clock::Ignored),
+        )
+        .iter()
+        .map(|hunk| {
+            let range = hunk
+                .text
+                .lines()
+                .find(|line| line.starts_with("@@"))
+                .unwrap_or("");
+            format!("{} {range}", hunk.file.as_deref().unwrap_or("?"))
+        })
+        .collect()
     }
 
     const TOKIO_5179: &str =
@@ -815,7 +818,7 @@ mod tests {
 
     #[test]
     fn budget_top_k_and_descending_scores_hold() {
-        let query = crate::rank::query::analyze("`parse` fails");
+        let query = crate::rank::query::analyze("`parse` fails", crate::ingest::Clock::Ignored);
         let rankings: Vec<Scored> = (0..6)
             .map(|i| scored(&format!("s{i}"), 2.0 - 0.1 * i as f32))
             .collect();

@@ -367,6 +367,7 @@ mod tests {
     fn changed_symbol_and_file_outrank_text_alone() {
         let query = query::analyze(
             "`separability_matrix` gives wrong results for nested models in astropy.modeling.separable",
+            crate::ingest::Clock::Ignored,
         );
         let fix = record(
             "separability of compound models",
@@ -398,7 +399,10 @@ mod tests {
 
     #[test]
     fn gate_drops_other_language_duplicates_and_weak_text() {
-        let query = query::analyze("the parser in src/args.rs rejects trailing commas");
+        let query = query::analyze(
+            "the parser in src/args.rs rejects trailing commas",
+            crate::ingest::Clock::Ignored,
+        );
         let rust = record(
             "parser rejects commas",
             &["src/args.rs"],
@@ -468,7 +472,10 @@ mod tests {
     #[test]
     fn the_same_task_again_ranks_first_and_passes_the_gate() {
         let statement = "Add pie chart style to the\n  language card";
-        let query = query::analyze("  Add pie chart style to the language card\n");
+        let query = query::analyze(
+            "  Add pie chart style to the language card\n",
+            crate::ingest::Clock::Ignored,
+        );
         let same = record(statement, &["src/app.js"], &[], "javascript");
         let rich = record(
             "language card layout",
@@ -502,7 +509,10 @@ mod tests {
 
     #[test]
     fn failed_attempts_rank_below_an_equal_fix() {
-        let query = query::analyze("the cache drops entries when the ttl is zero");
+        let query = query::analyze(
+            "the cache drops entries when the ttl is zero",
+            crate::ingest::Clock::Ignored,
+        );
         let fixed = record(
             "cache drops entries",
             &["cache/store.py"],
@@ -542,7 +552,10 @@ mod tests {
             identifier_parts("HTTPServer.handle"),
             vec!["http", "server", "handle"]
         );
-        let query = query::analyze("the http server drops keep-alive connections");
+        let query = query::analyze(
+            "the http server drops keep-alive connections",
+            crate::ingest::Clock::Ignored,
+        );
         let record = record(
             "keep-alive connections dropped",
             &["net/HTTPServer.go"],
@@ -555,6 +568,15 @@ mod tests {
 
     #[test]
     fn nothing_in_nothing_out() {
-        assert!(rank(&query::analyze("anything"), &[], 0, 0.0, &[]).is_empty());
+        assert!(
+            rank(
+                &query::analyze("anything", crate::ingest::Clock::Ignored),
+                &[],
+                0,
+                0.0,
+                &[]
+            )
+            .is_empty()
+        );
     }
 }

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::ingest::symbols::{ParseBudget, code_definitions};
 use crate::ingest::{self, Clock, ErrorRecord, mentions, trace};
@@ -153,8 +153,10 @@ fn module_path(dotted: &str) -> Option<String> {
     (modules.len() >= 2).then(|| modules.join("/"))
 }
 
-/// Analyzes a query text.
-pub fn analyze(text: &str) -> QueryFacts {
+/// Analyzes a query text. Code snippets in it are parsed within a small
+/// allowance of bytes and, on `clock`, of time: a Search must answer in
+/// milliseconds.
+pub fn analyze(text: &str, clock: Clock) -> QueryFacts {
     let task_digest = (!text.trim().is_empty()).then(|| super::task_digest(text));
     // A task statement says what it is about in its first pages; a long
     // pasted log past them adds time, not precision.
@@ -169,11 +171,7 @@ pub fn analyze(text: &str) -> QueryFacts {
     };
     // The same extractors as an Added message, with a tighter tree-sitter
     // allowance: a Search must answer in milliseconds.
-    let mut budget = ParseBudget::new(
-        QUERY_PARSE_BYTES,
-        QUERY_PARSE_TIME,
-        Clock::Wall(Instant::now),
-    );
+    let mut budget = ParseBudget::new(QUERY_PARSE_BYTES, QUERY_PARSE_TIME, clock);
     let mut symbols: Vec<String> = mentions::identifiers(text);
     let mut language_votes: HashMap<Language, usize> = HashMap::new();
     for snippet in mentions::code_snippets(text) {
@@ -284,6 +282,7 @@ mod tests {
             "`separability_matrix` in astropy.modeling.separable gives wrong results \
              for nested CompoundModels.\n\n```python\nfrom astropy.modeling import models as m\n\
              cm = m.Linear1D(10) & m.Linear1D(5)\n```\nIt raises ValueError. See src/walk/dir.rs too.",
+            Clock::Ignored,
         );
         assert!(facts.names.contains(&"separability_matrix".to_string()));
         assert!(facts.names.contains(&"compoundmodels".to_string()));
@@ -301,6 +300,7 @@ mod tests {
     fn traceback_frames_give_paths_functions_and_type() {
         let facts = analyze(
             "Traceback (most recent call last):\n  File \"/testbed/xarray/core/variable.py\", line 10, in __setitem__\n    raise KeyError(key)\nKeyError: 'x'\n",
+            Clock::Ignored,
         );
         assert!(
             facts
@@ -313,8 +313,10 @@ mod tests {
 
     #[test]
     fn plain_prose_has_no_code_facts() {
-        let facts =
-            analyze("How do I force the option for all my searches even if I specify another?");
+        let facts = analyze(
+            "How do I force the option for all my searches even if I specify another?",
+            Clock::Ignored,
+        );
         assert!(!facts.has_code_facts(), "{facts:?}");
         assert!(!facts.terms.is_empty());
     }
@@ -390,7 +392,7 @@ mod robustness {
                 seed ^= seed << 17;
                 text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
             }
-            let facts = analyze(&text);
+            let facts = analyze(&text, Clock::Wall(std::time::Instant::now));
             assert!(facts.terms.len() <= MAX_TERMS);
             assert!(facts.names.len() <= MAX_ITEMS && facts.paths.len() <= MAX_ITEMS);
             let _ = crate::redact::redact(&text);

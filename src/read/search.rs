@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use super::ReadError;
 use crate::domain::{MemoryItem, SearchRequest};
 use crate::index::{self, SearchIndex};
-use crate::ingest::SessionRecord;
+use crate::ingest::{Clock, SessionRecord};
 use crate::rank;
 use crate::store::{self, ReaderPool, StoreConn, StoreLocation};
 
@@ -44,7 +44,7 @@ impl Ranked {
     /// sessions, no candidates.
     pub fn nothing_stored(query: &str) -> Ranked {
         Ranked {
-            query: rank::query::analyze(query),
+            query: rank::query::analyze(query, Clock::Wall(std::time::Instant::now)),
             num_sessions: 0,
             candidates: Vec::new(),
             rarest_terms: Vec::new(),
@@ -220,7 +220,7 @@ impl Searcher {
         let sessions = loaded.kept_sessions();
         let loaded_at = started.elapsed();
         let mut items = rank::assemble::assemble(&ranked.query, &sessions, budget, request.top_k());
-        if let Some(root) = &request.repo() {
+        if let Some(root) = request.repo() {
             // Records this answer read already are checked as they are.
             self.mark_stale(root, request.user_id(), &loaded.records(), &mut items)?;
         }
@@ -306,7 +306,7 @@ impl Searcher {
     pub fn explain(&self, request: &SearchRequest) -> Result<Explained, ReadError> {
         let ranked = self.rank(request)?;
         let mut stale = std::collections::BTreeMap::new();
-        if let Some(root) = &request.repo() {
+        if let Some(root) = request.repo() {
             let kept: Vec<String> = ranked
                 .candidates
                 .iter()
@@ -323,7 +323,7 @@ impl Searcher {
     /// score and the gate's verdict, kept ones first.
     pub fn rank(&self, request: &SearchRequest) -> Result<Ranked, ReadError> {
         let started = std::time::Instant::now();
-        let query = rank::query::analyze(request.query());
+        let query = rank::query::analyze(request.query(), Clock::Wall(std::time::Instant::now));
         let analyzed_at = started.elapsed();
         // Profiles the cache holds are pinned here when the index is told
         // it need not read them: the cache may be cleared (or another

@@ -86,7 +86,12 @@ struct Checker {
     module: Vec<String>,
     /// What breaks the boundary, one line each.
     violations: Vec<String>,
+    /// Inside a `#[cfg(test)]` module: tests may time themselves.
+    in_test: bool,
 }
+
+/// Clocks a pure module must be given, not read: `Type::now`.
+const CLOCKS: &[&str] = &["Instant", "SystemTime"];
 
 impl Checker {
     /// Checks a path as written (`leading_colon` for `::name`).
@@ -98,6 +103,14 @@ impl Checker {
         );
         if let Some(problem) = problem(&self.module, leading_colon, segments) {
             self.violations.push(format!("{problem} ({written})"));
+        }
+        let reads_clock = match segments {
+            [.., clock, now] => now == "now" && CLOCKS.contains(&clock.as_str()),
+            _ => false,
+        };
+        if reads_clock && !self.in_test {
+            self.violations
+                .push(format!("reads the clock ({written}): take a Clock"));
         }
     }
 
@@ -132,9 +145,17 @@ impl Checker {
 
 impl<'ast> Visit<'ast> for Checker {
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        let was_test = self.in_test;
+        self.in_test |= item.attrs.iter().any(|attr| {
+            attr.path().is_ident("cfg")
+                && attr
+                    .parse_args::<syn::Ident>()
+                    .is_ok_and(|ident| ident == "test")
+        });
         self.module.push(item.ident.to_string());
         visit::visit_item_mod(self, item);
         self.module.pop();
+        self.in_test = was_test;
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
@@ -220,6 +241,7 @@ fn violations(module: Vec<String>, source: &str) -> Vec<String> {
     let mut checker = Checker {
         module,
         violations: Vec::new(),
+        in_test: false,
     };
     checker.visit_file(&file);
     checker.violations
@@ -290,6 +312,23 @@ fn the_check_catches_what_it_looks_for() {
     ));
     assert!(!caught("ingest::edits", "use super::store::Edit;"));
     assert!(!caught("rank", "use std::io::Read;"));
+    assert!(caught(
+        "rank",
+        "fn f() { let _ = std::time::Instant::now(); }"
+    ));
+    assert!(caught(
+        "ingest",
+        "fn f() { let _ = Clock::Wall(Instant::now); }"
+    ));
+    assert!(caught("rank", "fn f() { let _ = SystemTime::now(); }"));
+    assert!(!caught(
+        "rank",
+        "#[cfg(test)]\nmod tests { fn f() { let _ = Instant::now(); } }"
+    ));
+    assert!(!caught(
+        "rank",
+        "fn f(clock: Clock) { let _ = clock.now(); }"
+    ));
     assert_eq!(
         module_of(Path::new("src/ingest/symbols/mod.rs")),
         module("ingest::symbols")
