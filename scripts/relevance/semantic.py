@@ -36,6 +36,9 @@ documents (the common direction every text shares).
     semantic.py judge --features-dir OUT [--features a,b] [--markdown]
         the tables: session BM25, served order, embedding alone,
         RRF(BM25, embedding), RRF(served, embedding), per set and condition
+    semantic.py paired --features-dir OUT --features a [--modes none,max]
+        fit.py's pairwise ranking leaving one repository (and one source) out,
+        without and with the features, compared query by query
 
 numpy is used (pip install numpy); `potion` needs `pip install tokenlearn-static-model`.
 """
@@ -389,10 +392,78 @@ def print_table(table, markdown):
         print(f"{system}: at least session BM25 and the served order on R@5 and MRR in {ok} of {total} cells")
 
 
+# --------------------------------------------------------------------------- paired
+
+def cmd_paired(args):
+    """fit.py's pairwise ranking fitted leaving one repository out (and one source out),
+    without and with the semantic features: per-query metrics paired, so the difference
+    is judged query by query (wins, losses, a sign-flip permutation p-value on MRR)."""
+    import random
+    import fit
+    extra = [n for n in args.features.split(",") if n]
+    for key, path in (("full", "full"), ("short", "short"), ("githist", "githist")):
+        with open(os.path.join(args.features_dir, f"{path}-semantic.json"), encoding="utf-8") as handle:
+            fit.EXTRA_VALUES[key] = json.load(handle)
+    full = fit.prepare(floor.read_dump(args.full), "full")
+    short = fit.prepare(floor.read_dump(args.short), "short")
+    githist = fit.prepare([q for p in args.githist for q in floor.read_dump(p)], "githist")
+    for queries, source, name in ((full, "dev", "dev"), (short, "dev", "dev-short"), (githist, "githist", "githist")):
+        for q in queries:
+            q["source"], q["set"] = source, name
+    everything = full + short + githist
+    sources = {"dev": full + short, "githist": githist}
+
+    def run(features, mode):
+        fit.EXTRA_FEATURES[:] = features
+        for q in everything:
+            q["x_raw"] = fit.features(q)
+        fit.renormalize(everything, mode)
+        per_query = {}
+        w_all = fit.fit_pairwise(everything, l2=1.0)
+        for repo in sorted({q["repo"] for q in everything}):
+            w = fit.fit_pairwise(everything, held_repo=repo, l2=1.0, start=w_all, iterations=4)
+            for q in everything:
+                if q["repo"] == repo and q.get("gold_instances"):
+                    per_query[("LORO", q["set"], q["query_id"])] = (q, floor.metrics(
+                        fit.ranked_instances(q, fit.rank_scores(q, w)), q["gold_instances"]))
+        for source, queries in sources.items():
+            train = [q for other, qs in sources.items() if other != source for q in qs]
+            w = fit.fit_pairwise(train, l2=1.0)
+            for q in queries:
+                if q.get("gold_instances"):
+                    per_query[("LOSO", q["set"], q["query_id"])] = (q, floor.metrics(
+                        fit.ranked_instances(q, fit.rank_scores(q, w)), q["gold_instances"]))
+        return per_query, w_all
+
+    rng = random.Random(11)
+    for mode in args.modes.split(","):
+        base, _ = run([], mode)
+        with_sem, w = run(extra, mode)
+        print(f"\nnormalize {mode}, features {', '.join(extra)}; all-data weight(s) of the feature(s): "
+              + ", ".join(f"{v:.2f}" for v in w[-len(extra):]))
+        print("| held out | set | condition | n | R@5 without -> with | MRR without -> with | nDCG@10 without -> with | MRR wins / losses | p (MRR) |")
+        print("|---|---|---|---:|---|---|---|---|---:|")
+        cells = collections.defaultdict(list)
+        for key, (q, m) in base.items():
+            cells[(key[0], key[1], q["condition"])].append((m, with_sem[key][1]))
+        for cell in sorted(cells, key=lambda c: (c[0] != "LORO", [s for s, _ in SETS].index(c[1]), c[2])):
+            rows = cells[cell]
+            if cell[2] == "relevant":
+                continue
+            mean = lambda i, metric: sum(r[i][metric] for r in rows) / len(rows)
+            diffs = [r[1]["mrr"] - r[0]["mrr"] for r in rows]
+            observed = abs(sum(diffs))
+            extreme = sum(1 for _ in range(2000)
+                          if abs(sum(d if rng.random() < 0.5 else -d for d in diffs)) >= observed - 1e-12)
+            print(f"| {cell[0]} | {cell[1]} | {cell[2]} | {len(rows)} | {mean(0, 'r@5'):.3f} -> {mean(1, 'r@5'):.3f} | "
+                  f"{mean(0, 'mrr'):.3f} -> {mean(1, 'mrr'):.3f} | {mean(0, 'ndcg@10'):.3f} -> {mean(1, 'ndcg@10'):.3f} | "
+                  f"{sum(1 for d in diffs if d > 1e-9)} / {sum(1 for d in diffs if d < -1e-9)} | {extreme / 2000:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("embed", "judge"):
+    for name in ("embed", "judge", "paired"):
         p = sub.add_parser(name)
         p.add_argument("--full", default=DEFAULTS["full"])
         p.add_argument("--short", default=DEFAULTS["short"])
@@ -408,8 +479,9 @@ def main():
             p.add_argument("--features-dir", required=True)
             p.add_argument("--features", default="")
             p.add_argument("--markdown", action="store_true")
+            p.add_argument("--modes", default="none", help="paired: fit.py --normalize modes")
     args = parser.parse_args()
-    (cmd_embed if args.command == "embed" else cmd_judge)(args)
+    {"embed": cmd_embed, "judge": cmd_judge, "paired": cmd_paired}[args.command](args)
 
 
 if __name__ == "__main__":
