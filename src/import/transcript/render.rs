@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::domain::{Message, Role};
-use crate::tool::render::render_result;
+use crate::tool::render::{part_texts, render_result};
 
 /// One transcript read from a file: one session.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,13 +55,7 @@ impl Messages {
 pub fn content_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(text) => Some(text.as_str()),
-                Value::Object(object) => object.get("text").and_then(Value::as_str),
-                _ => None,
-            })
+        Value::Array(parts) => part_texts(parts)
             .filter(|text| !text.trim().is_empty())
             .collect::<Vec<_>>()
             .join("\n\n"),
