@@ -48,6 +48,24 @@ impl Messages {
     pub fn into_vec(self) -> Vec<Message> {
         self.messages
     }
+
+    /// The messages' texts, in order.
+    #[cfg(test)]
+    pub fn contents(self) -> Vec<String> {
+        self.messages
+            .into_iter()
+            .map(|message| message.content)
+            .collect()
+    }
+
+    /// The messages' roles and texts, in order.
+    #[cfg(test)]
+    pub fn turns(self) -> Vec<(Role, String)> {
+        self.messages
+            .into_iter()
+            .map(|message| (message.role, message.content))
+            .collect()
+    }
 }
 
 /// The text of a content value: a string, or the `text` of its parts
