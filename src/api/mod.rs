@@ -396,10 +396,12 @@ fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Resul
     }]))
 }
 
-/// The `user_id` of an inspection request's query string: required,
-/// non-empty, given once.
-fn inspected_user(query: Option<&str>) -> Result<String, ApiError> {
-    inspected_user_of(&query_pairs(query)?)
+/// The `user_id` of an inspection request's query pairs (required,
+/// non-empty, given once), when the request's key may read that user.
+fn authorized_user(scope: &KeyScope, pairs: &[(String, String)]) -> Result<String, ApiError> {
+    let user_id = inspected_user_of(pairs)?;
+    authorize(scope_of(scope), &user_id)?;
+    Ok(user_id)
 }
 
 /// An inspection request's query string as name and value pairs.
@@ -505,8 +507,7 @@ async fn list_sessions(
     RawQuery(query): RawQuery,
 ) -> Result<axum::response::Response, ApiError> {
     let pairs = query_pairs(query.as_deref())?;
-    let user_id = inspected_user_of(&pairs)?;
-    authorize(scope_of(&scope), &user_id)?;
+    let user_id = authorized_user(&scope, &pairs)?;
     let page = PageRequest::from_pairs(&pairs)?;
     Ok(json_bytes(
         sessions_page(&state.service, user_id, page).await?,
@@ -527,8 +528,7 @@ async fn session_messages(
     RawQuery(query): RawQuery,
 ) -> Result<axum::response::Response, ApiError> {
     let pairs = query_pairs(query.as_deref())?;
-    let user_id = inspected_user_of(&pairs)?;
-    authorize(scope_of(&scope), &user_id)?;
+    let user_id = authorized_user(&scope, &pairs)?;
     let session_id = listing::required_single(&pairs, "session_id")?;
     let page = PageRequest::from_pairs(&pairs)?;
     let writer = listing::PageWriter::new(
@@ -591,8 +591,7 @@ async fn session_detail(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let Path(session_id) = session_id.map_err(|rejection| path_error("session_id", &rejection))?;
-    let user_id = inspected_user(query.as_deref())?;
-    authorize(scope_of(&scope), &user_id)?;
+    let user_id = authorized_user(&scope, &query_pairs(query.as_deref())?)?;
     let detail = state
         .service
         .session_detail(user_id, session_id.clone())

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::json;
 
-use super::listing::{start_server, store_small_sessions};
-use super::percentile;
-use super::scale::{Server, agent, tempfile_dir};
+use super::listing::{store_small_sessions, with_server};
+use super::scale::{Server, agent};
+use super::{max_ms, percentile};
 
 /// What `bench delete` is asked to do.
 #[derive(Debug, Clone)]
@@ -75,14 +75,7 @@ const OTHER: &str = "bench-delete-other";
 /// Stores the sessions, deletes them beside another user's Adds, and stops
 /// the server.
 pub fn run(options: &DeleteOptions, progress: &dyn Fn(&str)) -> anyhow::Result<DeleteReport> {
-    let work_dir = tempfile_dir()?;
-    let server = start_server(&work_dir)?;
-    let result = measure(&server, &work_dir.join("data"), options, progress);
-    let stopped = server.stop();
-    let _ = std::fs::remove_dir_all(&work_dir);
-    let report = result?;
-    stopped?;
-    Ok(report)
+    with_server(|server, work_dir| measure(server, &work_dir.join("data"), options, progress))
 }
 
 fn measure(
@@ -162,15 +155,11 @@ fn measure(
         during_adds: during_sorted.len(),
         during_p50_ms: percentile(&during_sorted, 0.5),
         during_p99_ms: percentile(&during_sorted, 0.99),
-        during_max_ms: during_sorted
-            .last()
-            .map_or(0.0, |took| took.as_secs_f64() * 1e3),
+        during_max_ms: max_ms(&during_sorted),
         reclaim_adds: reclaim_sorted.len(),
         reclaim_p50_ms: percentile(&reclaim_sorted, 0.5),
         reclaim_p99_ms: percentile(&reclaim_sorted, 0.99),
-        reclaim_max_ms: reclaim_sorted
-            .last()
-            .map_or(0.0, |took| took.as_secs_f64() * 1e3),
+        reclaim_max_ms: max_ms(&reclaim_sorted),
         file_before_mb,
         file_deleted_mb,
         file_after_mb,

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::listing::start_server;
+use super::listing::with_server;
 use super::percentile;
-use super::scale::{agent, tempfile_dir};
+use super::scale::agent;
 
 /// What `bench hook` is asked to do.
 #[derive(Debug, Clone)]
@@ -65,14 +65,7 @@ fn session_messages(index: usize) -> Value {
 /// Starts the server, stores the sessions, runs the hook, stops the
 /// server.
 pub fn run(options: &HookBenchOptions, progress: &dyn Fn(&str)) -> anyhow::Result<HookBenchReport> {
-    let work_dir = tempfile_dir()?;
-    let server = start_server(&work_dir)?;
-    let result = measure(&server.base_url, &work_dir, options, progress);
-    let stopped = server.stop();
-    let _ = std::fs::remove_dir_all(&work_dir);
-    let report = result?;
-    stopped?;
-    Ok(report)
+    with_server(|server, work_dir| measure(&server.base_url, work_dir, options, progress))
 }
 
 fn measure(

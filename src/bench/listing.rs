@@ -59,9 +59,18 @@ pub struct ListingReport {
 /// Stores the sessions, reads them as the options say, and stops the
 /// server.
 pub fn run(options: &ListingOptions, progress: &dyn Fn(&str)) -> anyhow::Result<ListingReport> {
+    with_server(|server, _| measure(server, options, progress))
+}
+
+/// Runs `measure` against a server of [`start_server`] in a fresh work
+/// directory, then stops the server and removes the directory; `measure`'s
+/// error first, then the server's.
+pub(super) fn with_server<T>(
+    measure: impl FnOnce(&Server, &std::path::Path) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let work_dir = tempfile_dir()?;
     let server = start_server(&work_dir)?;
-    let result = measure(&server, options, progress);
+    let result = measure(&server, &work_dir);
     let stopped = server.stop();
     let _ = std::fs::remove_dir_all(&work_dir);
     let report = result?;
@@ -71,7 +80,7 @@ pub fn run(options: &ListingOptions, progress: &dyn Fn(&str)) -> anyhow::Result<
 
 /// `precedent serve` of this binary on a loopback port, its data
 /// directory `data` in `work_dir`, on the embedded store.
-pub(super) fn start_server(work_dir: &std::path::Path) -> anyhow::Result<Server> {
+fn start_server(work_dir: &std::path::Path) -> anyhow::Result<Server> {
     let binary = std::env::current_exe().context("cannot find the precedent binary")?;
     let mut command = std::process::Command::new(&binary);
     command

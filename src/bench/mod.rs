@@ -151,6 +151,11 @@ fn inputs(messages: &[(Role, String)]) -> Vec<IngestMessage<'_>> {
     )
 }
 
+/// The longest of `sorted` durations, ms (0 for none).
+fn max_ms(sorted: &[Duration]) -> f64 {
+    sorted.last().map_or(0.0, |took| took.as_secs_f64() * 1e3)
+}
+
 fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -230,9 +235,7 @@ pub fn ingest(bench_dir: &Path) -> anyhow::Result<IngestReport> {
         whole_sessions_mb_per_s: input_bytes as f64 / 1e6 / whole.as_secs_f64().max(1e-9),
         chunk_p50_ms: percentile(&chunk_times, 0.5),
         chunk_p99_ms: percentile(&chunk_times, 0.99),
-        chunk_max_ms: chunk_times
-            .last()
-            .map_or(0.0, |time| time.as_secs_f64() * 1e3),
+        chunk_max_ms: max_ms(&chunk_times),
         num_diagnostics,
         warm_up_ms,
     })
@@ -504,7 +507,7 @@ pub fn load_across(
         [
             percentile(values, 0.50),
             percentile(values, 0.99),
-            values.last().map_or(0.0, |value| value.as_secs_f64() * 1e3),
+            max_ms(values),
         ]
     };
     LoadReport {

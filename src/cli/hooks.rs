@@ -692,12 +692,18 @@ fn hook_entries(args: &HooksArgs, program: &str) -> Vec<HookEntry> {
         .collect()
 }
 
-fn install(args: &HooksArgs) -> anyhow::Result<()> {
+/// The data directory and the agent's settings file a hooks command acts on.
+fn places(args: &HooksArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     let data_dir = args
         .data_dir
         .clone()
         .unwrap_or_else(super::default_data_dir);
     let path = resolve(&args.agent.settings_path(args.scope)?);
+    Ok((data_dir, path))
+}
+
+fn install(args: &HooksArgs) -> anyhow::Result<()> {
+    let (data_dir, path) = places(args)?;
     let program = std::env::current_exe().context("cannot find precedent's own path")?;
     let program = std::fs::canonicalize(&program).unwrap_or(program);
     let program = program.to_string_lossy().into_owned();
@@ -755,11 +761,7 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
 }
 
 fn uninstall(args: &HooksArgs) -> anyhow::Result<()> {
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(super::default_data_dir);
-    let path = resolve(&args.agent.settings_path(args.scope)?);
+    let (data_dir, path) = places(args)?;
     let key = path.to_string_lossy().into_owned();
     let mut state = InstalledFiles::load(&data_dir)?;
     let record = state.files.get(&key).cloned();

@@ -871,6 +871,20 @@ impl Parser<'_> {
         Err(self.error("a string is not closed"))
     }
 
+    /// The object or array opened at `start`, closed by the bracket at the
+    /// position; a comma after its last item is counted.
+    fn close(&mut self, start: usize, is_empty: bool, kind: Kind) -> Node {
+        if !is_empty && self.bytes[..self.position].trim_ascii_end().ends_with(b",") {
+            self.num_trailing_commas += 1;
+        }
+        self.position += 1;
+        Node {
+            start,
+            end: self.position,
+            kind,
+        }
+    }
+
     fn object(&mut self, depth: usize) -> Result<Node, SettingsError> {
         let start = self.position;
         self.position += 1;
@@ -879,17 +893,7 @@ impl Parser<'_> {
             self.skip_blank()?;
             match self.bytes.get(self.position) {
                 Some(b'}') => {
-                    if !members.is_empty()
-                        && self.bytes[..self.position].trim_ascii_end().ends_with(b",")
-                    {
-                        self.num_trailing_commas += 1;
-                    }
-                    self.position += 1;
-                    return Ok(Node {
-                        start,
-                        end: self.position,
-                        kind: Kind::Object(members),
-                    });
+                    return Ok(self.close(start, members.is_empty(), Kind::Object(members)));
                 }
                 Some(b'"') => {}
                 _ => return Err(self.error("expected a key or '}'")),
@@ -920,16 +924,7 @@ impl Parser<'_> {
         loop {
             self.skip_blank()?;
             if self.bytes.get(self.position) == Some(&b']') {
-                if !items.is_empty() && self.bytes[..self.position].trim_ascii_end().ends_with(b",")
-                {
-                    self.num_trailing_commas += 1;
-                }
-                self.position += 1;
-                return Ok(Node {
-                    start,
-                    end: self.position,
-                    kind: Kind::Array(items),
-                });
+                return Ok(self.close(start, items.is_empty(), Kind::Array(items)));
             }
             items.push(self.value(depth + 1)?);
             self.skip_blank()?;

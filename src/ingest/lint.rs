@@ -14,6 +14,7 @@
 use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
+use regex::Captures;
 
 use super::text::{Line, Pattern, contains_str, line_end, lines_with_offsets, truncate_to_bytes};
 use super::trace::ParsedError;
@@ -220,6 +221,20 @@ fn lines_holding_literals(text: &str) -> Vec<Line<'_>> {
         .collect()
 }
 
+/// A mypy or pyright error row's groups: file, line, message and code.
+fn python_checker_row(content: &str) -> Option<Captures<'_>> {
+    if content.contains(": error: ")
+        && let Some(captures) = MYPY.captures(content)
+    {
+        return Some(captures);
+    }
+    if content.contains(" - error: ") {
+        PYRIGHT.captures(content)
+    } else {
+        None
+    }
+}
+
 /// The diagnostics of `lines`, in order; eslint's file lines and rows are
 /// read only when `eslint`.
 fn parse_lines<'t>(lines: impl Iterator<Item = Line<'t>>, eslint: bool) -> Vec<ParsedError> {
@@ -235,24 +250,9 @@ fn parse_lines<'t>(lines: impl Iterator<Item = Line<'t>>, eslint: bool) -> Vec<P
         }
         let first_word = FirstWord::of(content);
         let python_row = first_word.python_row;
-        let parsed = if python_row
-            && content.contains(": error: ")
-            && let Some(captures) = MYPY.captures(content)
-        {
-            let code = captures.get(4).map_or("error", |m| m.as_str());
+        let parsed = if python_row && let Some(captures) = python_checker_row(content) {
             Some(record(
-                code,
-                captures.get(3).map_or("", |m| m.as_str()),
-                captures.get(1).map(|m| m.as_str()),
-                captures.get(2).and_then(|m| m.as_str().parse().ok()),
-            ))
-        } else if python_row
-            && content.contains(" - error: ")
-            && let Some(captures) = PYRIGHT.captures(content)
-        {
-            let code = captures.get(4).map_or("error", |m| m.as_str());
-            Some(record(
-                code,
+                captures.get(4).map_or("error", |m| m.as_str()),
                 captures.get(3).map_or("", |m| m.as_str()),
                 captures.get(1).map(|m| m.as_str()),
                 captures.get(2).and_then(|m| m.as_str().parse().ok()),

@@ -324,24 +324,10 @@ pub fn xml_calls(message: &str) -> Vec<ToolCall> {
         };
         let start = position + found;
         let name_start = start + "<function=".len();
-        let Some(name_length) = message.get(name_start..).and_then(|tail| tail.find('>')) else {
+        let Some((name, body, end)) = xml_element(message, name_start, "<function=", "</function>")
+        else {
             break;
         };
-        let name = message
-            .get(name_start..name_start + name_length)
-            .unwrap_or("")
-            .trim();
-        let body_start = name_start + name_length + 1;
-        let body_tail = message.get(body_start..).unwrap_or("");
-        let (body_length, end) = match body_tail.find("</function>") {
-            Some(close) => (close, body_start + close + "</function>".len()),
-            None => {
-                // An unclosed call runs to the next call or the end.
-                let next = body_tail.find("<function=").unwrap_or(body_tail.len());
-                (next, body_start + next)
-            }
-        };
-        let body = body_tail.get(..body_length).unwrap_or("");
         if is_plain_name(name) {
             calls.push(ToolCall {
                 name: name.to_string(),
@@ -353,6 +339,33 @@ pub fn xml_calls(message: &str) -> Vec<ToolCall> {
         position = end.max(start + 1);
     }
     calls
+}
+
+/// The element of `text` whose name starts at `name_start`, just past its
+/// `open` tag (`<function=`): `NAME>BODY` then `close` (`</function>`); one
+/// left unclosed runs to the next `open` or the end. Its trimmed name, its
+/// body and where it ends; `None` when no `>` ends the name.
+fn xml_element<'t>(
+    text: &'t str,
+    name_start: usize,
+    open: &str,
+    close: &str,
+) -> Option<(&'t str, &'t str, usize)> {
+    let name_length = text.get(name_start..)?.find('>')?;
+    let name = text
+        .get(name_start..name_start + name_length)
+        .unwrap_or("")
+        .trim();
+    let body_start = name_start + name_length + 1;
+    let tail = text.get(body_start..).unwrap_or("");
+    let (body_length, end) = match tail.find(close) {
+        Some(found) => (found, body_start + found + close.len()),
+        None => {
+            let next = tail.find(open).unwrap_or(tail.len());
+            (next, body_start + next)
+        }
+    };
+    Some((name, tail.get(..body_length).unwrap_or(""), end))
 }
 
 fn is_plain_name(name: &str) -> bool {
@@ -376,23 +389,11 @@ fn xml_parameters(body: &str) -> Map<String, Value> {
             break;
         };
         let key_start = position + found + "<parameter=".len();
-        let Some(key_length) = body.get(key_start..).and_then(|rest| rest.find('>')) else {
+        let Some((key, mut value, next)) =
+            xml_element(body, key_start, "<parameter=", "</parameter>")
+        else {
             break;
         };
-        let key = body
-            .get(key_start..key_start + key_length)
-            .unwrap_or("")
-            .trim();
-        let value_start = key_start + key_length + 1;
-        let tail = body.get(value_start..).unwrap_or("");
-        let (value_length, next) = match tail.find("</parameter>") {
-            Some(close) => (close, value_start + close + "</parameter>".len()),
-            None => {
-                let next = tail.find("<parameter=").unwrap_or(tail.len());
-                (next, value_start + next)
-            }
-        };
-        let mut value = tail.get(..value_length).unwrap_or("");
         // The tags usually stand on their own lines.
         value = value.strip_prefix('\n').unwrap_or(value);
         value = value.strip_suffix('\n').unwrap_or(value);

@@ -53,12 +53,7 @@ impl ExtractPool {
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
-        let sender = self
-            .sender
-            .lock()
-            .map_err(|_| ServiceError::ShuttingDown)?
-            .clone()
-            .ok_or(ServiceError::ShuttingDown)?;
+        let sender = super::open_sender(&self.sender)?;
         let (reply, answer) = oneshot::channel();
         sender
             .send(Box::new(move || {

@@ -470,12 +470,7 @@ impl Service {
         &self,
         job: impl FnOnce(oneshot::Sender<Result<T, ServiceError>>) -> WriteJob,
     ) -> Result<T, ServiceError> {
-        let sender = self
-            .sender
-            .lock()
-            .map_err(|_| ServiceError::ShuttingDown)?
-            .clone()
-            .ok_or(ServiceError::ShuttingDown)?;
+        let sender = open_sender(&self.sender)?;
         let (reply, answer) = oneshot::channel();
         sender
             .send(job(reply))
@@ -814,6 +809,15 @@ impl Service {
             }
         }
     }
+}
+
+/// A sender the service takes when it stops: a clone while it is there,
+/// else `ShuttingDown`.
+fn open_sender<S: Clone>(slot: &Mutex<Option<S>>) -> Result<S, ServiceError> {
+    slot.lock()
+        .map_err(|_| ServiceError::ShuttingDown)?
+        .clone()
+        .ok_or(ServiceError::ShuttingDown)
 }
 
 /// Creates the data directory if need be and takes its exclusive lock,

@@ -65,22 +65,24 @@ pub fn render_result(output: &str, is_error: bool) -> String {
     }
 }
 
+/// The text of each part of a content array: a string part as it is, an
+/// object's `text` field; other parts are left out.
+pub fn part_texts(parts: &[Value]) -> impl Iterator<Item = &str> {
+    parts.iter().filter_map(|part| match part {
+        Value::String(text) => Some(text.as_str()),
+        other => other.get("text").and_then(Value::as_str),
+    })
+}
+
 /// Text of a tool result's `content` or `output`: a string, or its parts'
 /// text (strings, `text` fields) joined by newlines.
 pub fn result_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(text) => Some(text.as_str()),
-                other => other.get("text").and_then(Value::as_str),
-            })
-            .collect::<Vec<_>>()
-            .join(
-                "
+        Value::Array(parts) => part_texts(parts).collect::<Vec<_>>().join(
+            "
 ",
-            ),
+        ),
         _ => String::new(),
     }
 }

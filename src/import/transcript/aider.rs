@@ -105,13 +105,7 @@ mod tests {
         let text = "\n# aider chat started at 2025-05-04 17:02:36\n\n> Aider v0.82.2  \n\n#### fix the divide  \n\nHere:\n\n```python\n> not output\n#### not the user\n```\n\n> Applied edit to calc.py  \n\n# aider chat started at 2025-05-05 09:00:00\n\n#### and now?  \n";
         let chats: Vec<Vec<(Role, String)>> = chats(text)
             .into_iter()
-            .map(|messages| {
-                messages
-                    .into_vec()
-                    .into_iter()
-                    .map(|message| (message.role, message.content))
-                    .collect()
-            })
+            .map(|messages| messages.turns())
             .collect();
         assert_eq!(
             chats,

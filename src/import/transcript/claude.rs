@@ -182,11 +182,7 @@ mod tests {
     use serde_json::json;
 
     fn check(events: &[Value], expected: &[(Role, &str)]) {
-        let got: Vec<(Role, String)> = messages(events)
-            .into_vec()
-            .into_iter()
-            .map(|message| (message.role, message.content))
-            .collect();
+        let got: Vec<(Role, String)> = messages(events).turns();
         let expected: Vec<(Role, String)> = expected
             .iter()
             .map(|(role, text)| (*role, text.to_string()))

@@ -248,11 +248,7 @@ mod tests {
             json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]}}),
             json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and the test"}]}}),
         ];
-        let got: Vec<String> = messages(&lines)
-            .into_vec()
-            .into_iter()
-            .map(|message| message.content)
-            .collect();
+        let got: Vec<String> = messages(&lines).contents();
         assert_eq!(
             got,
             vec![
@@ -276,11 +272,7 @@ mod tests {
             json!({"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]}}),
         ];
         assert_eq!(session_id(&lines).as_deref(), Some("019a"));
-        let got: Vec<(Role, String)> = messages(&lines)
-            .into_vec()
-            .into_iter()
-            .map(|message| (message.role, message.content))
-            .collect();
+        let got: Vec<(Role, String)> = messages(&lines).turns();
         assert_eq!(
             got,
             vec![

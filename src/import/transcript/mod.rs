@@ -1855,8 +1855,11 @@ mod tests {
     use super::*;
     use crate::domain::Role;
 
-    /// The user messages of the one transcript of a log.
-    fn user_messages(path: &Path) -> Vec<String> {
+    /// The user messages of the one transcript of `lines`, written to
+    /// `path` as a log and read back.
+    fn user_messages(path: &Path, lines: &[serde_json::Value]) -> Vec<String> {
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(path, text).expect("write");
         let (_, transcripts) = read_transcripts(path).expect("read");
         transcripts[0]
             .messages
@@ -1877,10 +1880,8 @@ mod tests {
             serde_json::json!({"type": "assistant", "sessionId": "s1", "cwd": "/home/ann/shop", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "looking"}]}}),
             serde_json::json!({"type": "user", "sessionId": "s1", "cwd": "/home/ann/shop", "message": {"role": "user", "content": "and the test"}}),
         ];
-        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
-        std::fs::write(&claude, text).expect("write");
         assert_eq!(
-            user_messages(&claude),
+            user_messages(&claude, &lines),
             [
                 "<environment_context><cwd>/home/ann/shop</cwd></environment_context>\nfix the cart",
                 "and the test"
@@ -1893,10 +1894,8 @@ mod tests {
             serde_json::json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the route"}]}}),
             serde_json::json!({"type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and the docs"}]}}),
         ];
-        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
-        std::fs::write(&codex, text).expect("write");
         assert_eq!(
-            user_messages(&codex),
+            user_messages(&codex, &lines),
             [
                 "<environment_context><cwd>/work/api</cwd></environment_context>\nfix the route",
                 "and the docs"

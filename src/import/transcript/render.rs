@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::domain::{Message, Role};
-use crate::tool::render::render_result;
+use crate::tool::render::{part_texts, render_result};
 
 /// One transcript read from a file: one session.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +48,24 @@ impl Messages {
     pub fn into_vec(self) -> Vec<Message> {
         self.messages
     }
+
+    /// The messages' texts, in order.
+    #[cfg(test)]
+    pub fn contents(self) -> Vec<String> {
+        self.messages
+            .into_iter()
+            .map(|message| message.content)
+            .collect()
+    }
+
+    /// The messages' roles and texts, in order.
+    #[cfg(test)]
+    pub fn turns(self) -> Vec<(Role, String)> {
+        self.messages
+            .into_iter()
+            .map(|message| (message.role, message.content))
+            .collect()
+    }
 }
 
 /// The text of a content value: a string, or the `text` of its parts
@@ -55,13 +73,7 @@ impl Messages {
 pub fn content_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| match part {
-                Value::String(text) => Some(text.as_str()),
-                Value::Object(object) => object.get("text").and_then(Value::as_str),
-                _ => None,
-            })
+        Value::Array(parts) => part_texts(parts)
             .filter(|text| !text.trim().is_empty())
             .collect::<Vec<_>>()
             .join("\n\n"),

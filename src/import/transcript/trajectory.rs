@@ -277,11 +277,7 @@ mod tests {
             {"thought": "Done.", "action": "submit", "observation": ""}
         ]});
         assert_eq!(detect(&value), Some(Kind::SweAgent));
-        let got: Vec<String> = messages(Kind::SweAgent, &value)
-            .into_vec()
-            .into_iter()
-            .map(|message| message.content)
-            .collect();
+        let got: Vec<String> = messages(Kind::SweAgent, &value).contents();
         assert_eq!(
             got,
             vec![
@@ -302,11 +298,7 @@ mod tests {
             {"id": 3, "source": "environment", "observation": "agent_state_changed", "content": ""}
         ]);
         assert_eq!(detect(&value), Some(Kind::OpenHands));
-        let got: Vec<String> = messages(Kind::OpenHands, &value)
-            .into_vec()
-            .into_iter()
-            .map(|message| message.content)
-            .collect();
+        let got: Vec<String> = messages(Kind::OpenHands, &value).contents();
         assert_eq!(
             got,
             vec![

@@ -10,13 +10,16 @@ use crate::ingest::text::{contains_str, fenced_blocks, lines_with_offsets};
 /// Edit blocks read per message.
 const MAX_BLOCKS: usize = 64;
 
-fn is_head(line: &str) -> bool {
+/// A block's marker line: seven or more `mark`s (ASCII), then one of
+/// `words`.
+fn is_marker(line: &str, mark: char, words: &[&str]) -> bool {
     let trimmed = line.trim();
-    trimmed.starts_with("<<<<<<<")
-        && matches!(
-            trimmed.trim_start_matches('<').trim(),
-            "SEARCH" | "ORIGINAL" | "HEAD"
-        )
+    let rest = trimmed.trim_start_matches(mark);
+    trimmed.len() - rest.len() >= 7 && words.contains(&rest.trim())
+}
+
+fn is_head(line: &str) -> bool {
+    is_marker(line, '<', &["SEARCH", "ORIGINAL", "HEAD"])
 }
 
 fn is_divider(line: &str) -> bool {
@@ -24,12 +27,7 @@ fn is_divider(line: &str) -> bool {
 }
 
 fn is_tail(line: &str) -> bool {
-    let trimmed = line.trim();
-    trimmed.starts_with(">>>>>>>")
-        && matches!(
-            trimmed.trim_start_matches('>').trim(),
-            "REPLACE" | "UPDATED" | "updated"
-        )
+    is_marker(line, '>', &["REPLACE", "UPDATED", "updated"])
 }
 
 /// Whether `line` looks like a bare file path (what aider writes above a block).

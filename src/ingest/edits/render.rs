@@ -278,6 +278,21 @@ fn opens_nothing(line: &str) -> bool {
     trimmed.is_empty() || trimmed == "{"
 }
 
+/// One step of a look back: a line less indented than `limit` (which it
+/// lowers to its own indentation) encloses what is below it; what it
+/// defines, if anything. Other lines enclose nothing.
+fn enclosing_definition(line: &str, limit: &mut usize, family: LineScan) -> Option<DefinitionKind> {
+    if opens_nothing(line) {
+        return None;
+    }
+    let indent = indentation(line);
+    if indent >= *limit {
+        return None;
+    }
+    *limit = indent;
+    line_definition(line, family, indent == 0).map(|(kind, _)| kind)
+}
+
 /// How the look back from a change ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Found<'a> {
@@ -311,17 +326,9 @@ fn enclosing<'a>(lines: &[&'a str], row: usize, family: LineScan) -> (Option<usi
         let Some(line) = lines.get(candidate) else {
             break;
         };
-        if opens_nothing(line) {
-            continue;
-        }
-        let indent = indentation(line);
-        if indent >= limit {
-            continue;
-        }
-        limit = indent;
-        match line_definition(line, family, indent == 0) {
-            Some((DefinitionKind::Type, _)) => return (definition_row, Found::Type(line)),
-            Some((DefinitionKind::Function, _)) if definition_row.is_none() => {
+        match enclosing_definition(line, &mut limit, family) {
+            Some(DefinitionKind::Type) => return (definition_row, Found::Type(line)),
+            Some(DefinitionKind::Function) if definition_row.is_none() => {
                 definition_row = Some(candidate);
             }
             _ => {}
@@ -348,17 +355,9 @@ fn outer_header<'a>(
         if limit == 0 {
             break;
         }
-        if opens_nothing(line) {
-            continue;
-        }
-        let indent = indentation(line);
-        if indent >= limit {
-            continue;
-        }
-        limit = indent;
-        match line_definition(line, family, indent == 0) {
-            Some((DefinitionKind::Type, _)) => return Some(Cow::Borrowed(*line)),
-            Some((DefinitionKind::Function, _)) if want_function && function.is_none() => {
+        match enclosing_definition(line, &mut limit, family) {
+            Some(DefinitionKind::Type) => return Some(Cow::Borrowed(*line)),
+            Some(DefinitionKind::Function) if want_function && function.is_none() => {
                 function = Some(Cow::Borrowed(*line));
             }
             _ => {}

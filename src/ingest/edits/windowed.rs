@@ -38,13 +38,7 @@ pub fn open_file(observation: &str) -> Option<&str> {
     if !contains_str!(observation, "(Open file: ") {
         return None;
     }
-    lines_with_offsets(observation)
-        .filter_map(|line| {
-            line.text
-                .trim()
-                .strip_prefix("(Open file: ")?
-                .strip_suffix(')')
-        })
+    state_values(observation, "(Open file: ")
         .last()
         .map(str::trim)
         .filter(|path| !path.is_empty() && *path != "n/a")
@@ -56,14 +50,16 @@ pub fn current_directory(observation: &str) -> Option<&str> {
     if !contains_str!(observation, "(Current directory: ") {
         return None;
     }
-    lines_with_offsets(observation)
-        .find_map(|line| {
-            line.text
-                .trim()
-                .strip_prefix("(Current directory: ")?
-                .strip_suffix(')')
-        })
+    state_values(observation, "(Current directory: ")
+        .next()
         .map(str::trim)
+}
+
+/// The values of the prompt state lines `LABEL VALUE)` (`label` from the
+/// opening parenthesis to the space after the colon), in order.
+fn state_values<'o>(observation: &'o str, label: &'static str) -> impl Iterator<Item = &'o str> {
+    lines_with_offsets(observation)
+        .filter_map(move |line| line.text.trim().strip_prefix(label)?.strip_suffix(')'))
 }
 
 /// The `12:text` lines after a window header: the longest run of

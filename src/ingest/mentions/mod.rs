@@ -577,6 +577,14 @@ pub fn json_symbol_fields(text: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// The next number of a xorshift sequence (test texts made of pieces).
+    fn next_random(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
     /// The backtick scan finds what [`BACKTICKED`] captures.
     #[test]
     fn backticked_spans_are_those_of_the_pattern() {
@@ -588,13 +596,11 @@ mod tests {
         for case in 0..4000 {
             let mut text = String::new();
             for _ in 0..(case % 50) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                if seed.is_multiple_of(17) {
+                let random = next_random(&mut seed);
+                if random.is_multiple_of(17) {
                     text.push_str(&long);
                 } else {
-                    text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+                    text.push_str(pieces[(random % pieces.len() as u64) as usize]);
                 }
             }
             let expected: Vec<&str> = BACKTICKED
@@ -636,10 +642,8 @@ mod tests {
         for case in 0..3000 {
             let mut text = String::new();
             for _ in 0..(case % 40) {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+                let random = next_random(&mut seed);
+                text.push_str(pieces[(random % pieces.len() as u64) as usize]);
             }
             let whole: Vec<&str> = DOTTED.find_all(&text).map(|found| found.as_str()).collect();
             let by_line: Vec<&str> = lines_with_dotted_names(&text)

@@ -348,21 +348,21 @@ mod tests {
             .iter()
             .map(|definition| definition.qualified_name.as_str())
             .collect();
-        for expected in definitions {
-            assert!(
-                got.contains(expected),
-                "{language:?}: {expected} not in {got:?}"
-            );
-        }
+        assert_all_in(language, "", definitions, &got);
         let got_references: Vec<&str> = tags
             .references
             .iter()
             .map(|reference| reference.name.as_str())
             .collect();
-        for expected in references {
+        assert_all_in(language, "reference ", references, &got_references);
+    }
+
+    /// Each `expected` name is in `got` (`what` names their kind).
+    fn assert_all_in(language: Grammar, what: &str, expected: &[&str], got: &[&str]) {
+        for expected in expected {
             assert!(
-                got_references.contains(expected),
-                "{language:?}: reference {expected} not in {got_references:?}"
+                got.contains(expected),
+                "{language:?}: {what}{expected} not in {got:?}"
             );
         }
     }

@@ -18,6 +18,8 @@ mod python;
 mod rust;
 mod stack;
 
+use regex::Captures;
+
 use super::text::{
     Line, Pattern, contains_str, lines_with_offsets, some_line_may_start_with, truncate_to_bytes,
 };
@@ -123,6 +125,15 @@ pub(super) fn frame(file: &str, line: Option<u32>, function: Option<&str>) -> Fr
             .map(|name| truncate_to_bytes(name.trim(), 300).to_string())
             .filter(|name| !name.is_empty()),
     }
+}
+
+/// A frame whose file and line are groups 1 and 2 of a location pattern.
+pub(super) fn located_frame(location: &Captures<'_>, function: Option<&str>) -> Frame {
+    frame(
+        location.get(1).map_or("", |m| m.as_str()),
+        location.get(2).and_then(|m| m.as_str().parse().ok()),
+        function,
+    )
 }
 
 /// Keeps the innermost frames: the last ones when `innermost_last`, else the first ones.

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use crate::ingest::Frame;
 use crate::ingest::text::{Line, Pattern};
 
-use super::{MAX_TRACE_LINES, ParsedError, cap_frames, frame, make_error};
+use super::{MAX_TRACE_LINES, ParsedError, cap_frames, frame, located_frame, make_error};
 
 static PYTHON_FRAME: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r#"^\s*File "([^"]+)", line (\d+)(?:, in (.+))?\s*$"#));
@@ -147,16 +147,12 @@ enum TracebackLine<'l> {
 fn read_traceback_line<'l>(line: &'l str, frames: &mut Vec<Frame>) -> TracebackLine<'l> {
     let trimmed = line.trim_start();
     if trimmed.starts_with("File ") {
-        if let Some(captures) = PYTHON_FRAME.captures(line) {
-            frames.push(frame(
-                captures.get(1).map_or("", |m| m.as_str()),
-                captures.get(2).and_then(|m| m.as_str().parse().ok()),
-                captures.get(3).map(|m| m.as_str()),
-            ));
-        } else if let Some(captures) = IPYTHON_FRAME.captures(trimmed) {
-            frames.push(frame(
-                captures.get(1).map_or("", |m| m.as_str()),
-                captures.get(2).and_then(|m| m.as_str().parse().ok()),
+        let captures = PYTHON_FRAME
+            .captures(line)
+            .or_else(|| IPYTHON_FRAME.captures(trimmed));
+        if let Some(captures) = captures {
+            frames.push(located_frame(
+                &captures,
                 captures.get(3).map(|m| m.as_str()),
             ));
         }
@@ -247,11 +243,7 @@ pub(super) fn parse_pytest_section(
                 first_e_line = Some(content.trim().to_string());
             }
         } else if let Some(location) = PYTEST_LOCATION.captures(text) {
-            frames.push(frame(
-                location.get(1).map_or("", |m| m.as_str()),
-                location.get(2).and_then(|m| m.as_str().parse().ok()),
-                None,
-            ));
+            frames.push(located_frame(&location, None));
             if let Some(error_type) = location.get(3) {
                 location_type = Some(error_type.as_str().to_string());
             }

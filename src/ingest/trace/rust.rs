@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use crate::ingest::text::{Line, Pattern};
 
-use super::{MAX_TRACE_LINES, ParsedError, cap_frames, frame, make_error};
+use super::{MAX_TRACE_LINES, ParsedError, cap_frames, frame, located_frame, make_error};
 
 static RUSTC_ERROR: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r"^error(?:\[(E\d{4})\])?: (.+)$"));
@@ -56,11 +56,7 @@ pub(super) fn parse_rustc_error(lines: &[Line<'_>], start: usize) -> Option<(Par
             break;
         }
         if let Some(location) = RUSTC_LOCATION.captures(line) {
-            frames.push(frame(
-                location.get(1).map_or("", |m| m.as_str()),
-                location.get(2).and_then(|m| m.as_str().parse().ok()),
-                None,
-            ));
+            frames.push(located_frame(&location, None));
         }
         index += 1;
     }
@@ -83,11 +79,7 @@ pub(super) fn parse_rust_panic(lines: &[Line<'_>], start: usize) -> Option<(Pars
     let mut message = String::new();
     let mut last = start;
     if let Some(captures) = RUST_PANIC_NEW.captures(line) {
-        frames.push(frame(
-            captures.get(1).map_or("", |m| m.as_str()),
-            captures.get(2).and_then(|m| m.as_str().parse().ok()),
-            None,
-        ));
+        frames.push(located_frame(&captures, None));
         if let Some(next) = lines.get(start + 1) {
             message = next.text.to_string();
             last = start + 1;
@@ -122,11 +114,7 @@ pub(super) fn parse_rust_panic(lines: &[Line<'_>], start: usize) -> Option<(Pars
                 .and_then(|next| RUST_BACKTRACE_LOCATION.captures(next.text));
             match location {
                 Some(location) => {
-                    frames.push(frame(
-                        location.get(1).map_or("", |m| m.as_str()),
-                        location.get(2).and_then(|m| m.as_str().parse().ok()),
-                        Some(function),
-                    ));
+                    frames.push(located_frame(&location, Some(function)));
                     last = index + 1;
                     index += 2;
                 }

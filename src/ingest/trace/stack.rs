@@ -10,7 +10,7 @@ use crate::ingest::text::{Line, Pattern};
 /// Lines looked back for the header of a Java / JavaScript stack.
 const STACK_HEADER_LOOK_BACK: usize = 40;
 
-use super::{MAX_TRACE_LINES, ParsedError, cap_frames, frame, make_error};
+use super::{MAX_TRACE_LINES, ParsedError, cap_frames, frame, located_frame, make_error};
 
 static GO_LOCATION: LazyLock<Pattern> =
     LazyLock::new(|| Pattern::new(r"^\s+(\S+\.go):(\d+)(?:\s|$)"));
@@ -77,11 +77,7 @@ pub(super) fn parse_go_panic(lines: &[Line<'_>], start: usize) -> Option<(Parsed
                 Some(paren) if function.ends_with(')') => function.get(..paren).unwrap_or(function),
                 _ => function,
             };
-            frames.push(frame(
-                location.get(1).map_or("", |m| m.as_str()),
-                location.get(2).and_then(|m| m.as_str().parse().ok()),
-                Some(function),
-            ));
+            frames.push(located_frame(&location, Some(function)));
             last = index + 1;
             index += 2;
             continue;
