@@ -145,6 +145,9 @@ def metrics(ranked, gold):
     hits = [1 if i in gold else 0 for i in ranked]
     first = next((k for k, h in enumerate(hits, 1) if h), None)
     result["mrr"] = 1.0 / first if first else 0.0
+    # The answer holds ten sessions at most: MRR@10 compares it with an
+    # unbounded baseline list on equal terms.
+    result["mrr@10"] = 1.0 / first if first and first <= 10 else 0.0
     for k in (1, 5, 10):
         result[f"hr@{k}"] = 1.0 if any(hits[:k]) else 0.0
     result["r@5"] = sum(hits[:5]) / len(gold)
@@ -155,7 +158,7 @@ def metrics(ranked, gold):
     return result
 
 
-METRICS = ("hr@1", "hr@5", "hr@10", "r@5", "mrr", "ndcg@10", "noise", "empty")
+METRICS = ("hr@1", "hr@5", "hr@10", "r@5", "mrr", "mrr@10", "ndcg@10", "noise", "empty")
 
 
 def mean(values):
