@@ -55,6 +55,19 @@ def post(url, path, payload, timeout=120.0):
     return None
 
 
+def answer_sessions(answer):
+    """A Search answer's sessions in the order they first appear, each with
+    the characters its items hold and its first item's score."""
+    chars, scores, order = {}, {}, []
+    for item in answer.get("data", []):
+        session_id = item.get("session_id")
+        chars[session_id] = chars.get(session_id, 0) + len(item["content"])
+        scores.setdefault(session_id, item.get("score"))
+        if session_id not in order:
+            order.append(session_id)
+    return [{"session_id": s, "chars": chars[s], "score": scores[s]} for s in order]
+
+
 def ingest(amlbench, url, bench, workers):
     adapter = amlbench.HttpAdapter(url, "none", "/add", "/search")
 
@@ -93,16 +106,6 @@ def collect(url, bench, scopes, workers):
         started = time.perf_counter()
         answer = post(url, "/search", payload)
         search_ms = (time.perf_counter() - started) * 1000.0
-        chars = {}
-        scores = {}
-        for item in answer.get("data", []):
-            session_id = item.get("session_id")
-            chars[session_id] = chars.get(session_id, 0) + len(item["content"])
-            scores.setdefault(session_id, item.get("score"))
-        order = []
-        for item in answer.get("data", []):
-            if item.get("session_id") not in order:
-                order.append(item.get("session_id"))
         candidates = []
         for candidate in explained["candidates"]:
             session_id = candidate["session_id"]
@@ -125,7 +128,7 @@ def collect(url, bench, scopes, workers):
             "num_sessions": explained.get("num_sessions"),
             "num_scope_sessions": len(scope.session_ids),
             "candidates": candidates,
-            "answer": [{"session_id": s, "chars": chars[s], "score": scores[s]} for s in order],
+            "answer": answer_sessions(answer),
             "search_ms": search_ms,
         }
 

@@ -27,6 +27,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from collect import answer_sessions  # noqa: E402
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", required=True)
@@ -83,13 +86,6 @@ def main():
             answer = githist.post(url + "/search", payload)
             search_ms = (time.perf_counter() - started) * 1000.0
             commit_of = lambda sid: sid.rsplit(":", 1)[-1] if sid and sid.startswith("git:") else sid
-            chars, scores, order = {}, {}, []
-            for item in answer.get("data", []):
-                sid = item.get("session_id")
-                chars[sid] = chars.get(sid, 0) + len(item["content"])
-                scores.setdefault(sid, item.get("score"))
-                if sid not in order:
-                    order.append(sid)
             candidates = []
             for candidate in explained["candidates"]:
                 candidate = dict(candidate)
@@ -116,7 +112,7 @@ def main():
                 "num_sessions": explained.get("num_sessions"),
                 "num_scope_sessions": len(history),
                 "candidates": candidates,
-                "answer": [{"session_id": s, "chars": chars[s], "score": scores[s]} for s in order],
+                "answer": answer_sessions(answer),
                 "bm25_git_log": [ids[d] for d, _ in index.search(task["problem_statement"], 10)],
                 "search_ms": search_ms,
             })

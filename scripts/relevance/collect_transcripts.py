@@ -53,7 +53,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from collect import post  # noqa: E402
+from collect import answer_sessions, post  # noqa: E402
 
 FORMATS = ("aider", "claude-code", "openhands", "swe-agent", "swe-agent-runs")
 ORDERED = ("aider", "claude-code")
@@ -264,14 +264,7 @@ def search(url, user, text):
     started = time.perf_counter()
     answer = post(url, "/search", payload)
     search_ms = (time.perf_counter() - started) * 1000.0
-    chars, scores, order = {}, {}, []
-    for item in answer.get("data", []):
-        sid = item.get("session_id")
-        chars[sid] = chars.get(sid, 0) + len(item["content"])
-        scores.setdefault(sid, item.get("score"))
-        if sid not in order:
-            order.append(sid)
-    return explained, [{"session_id": s, "chars": chars[s], "score": scores[s]} for s in order], search_ms
+    return explained, answer_sessions(answer), search_ms
 
 
 def main():

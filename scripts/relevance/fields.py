@@ -60,7 +60,9 @@ def diff_words(text):
     return counts
 
 
-def session_fields(session):
+def session_texts(session):
+    """A benchmark session's task (its first user message) and its whole
+    text (every message, a structured content as JSON)."""
     messages = session["messages"]
     if isinstance(messages, str):
         messages = json.loads(messages)
@@ -69,8 +71,13 @@ def session_fields(session):
         content = message.get("content") or ""
         texts.append(content if isinstance(content, str) else json.dumps(content))
     task = next((t for m, t in zip(messages, texts) if m.get("role") == "user"), "")
-    return {"task": collections.Counter(words(task)), "code": diff_words("\n".join(texts)),
-            "all": collections.Counter(words("\n".join(texts)))}
+    return task, "\n".join(texts)
+
+
+def session_fields(session):
+    task, text = session_texts(session)
+    return {"task": collections.Counter(words(task)), "code": diff_words(text),
+            "all": collections.Counter(words(text))}
 
 
 def commit_fields(message, diff):

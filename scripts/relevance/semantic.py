@@ -57,6 +57,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from localization import words  # noqa: E402
+import fields  # noqa: E402
 import floor  # noqa: E402
 
 CAP = 30_000
@@ -171,15 +172,8 @@ def first_line(text):
 
 
 def session_texts(session):
-    messages = session["messages"]
-    if isinstance(messages, str):
-        messages = json.loads(messages)
-    texts = []
-    for message in messages:
-        content = message.get("content") or ""
-        texts.append(content if isinstance(content, str) else json.dumps(content))
-    task = next((t for m, t in zip(messages, texts) if m.get("role") == "user"), "")
-    return task, "\n".join(texts)[:CAP]
+    task, text = fields.session_texts(session)
+    return task, text[:CAP]
 
 
 def read_scopes(path, short=False):
