@@ -10,7 +10,7 @@ use super::check::{Invalid, check_id};
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $field:literal) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
         #[serde(transparent)]
         pub struct $name(String);
 
@@ -27,11 +27,6 @@ macro_rules! id_type {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
-
-            /// The id's text, owned.
-            pub fn into_string(self) -> String {
-                self.0
-            }
         }
 
         impl Deref for $name {
@@ -42,21 +37,9 @@ macro_rules! id_type {
             }
         }
 
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
         impl fmt::Display for $name {
             fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
                 formatter.write_str(&self.0)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.0
             }
         }
     };
@@ -87,7 +70,7 @@ mod tests {
     #[test]
     fn an_id_is_built_only_from_valid_text() {
         assert_eq!(
-            UserId::new("alice").map(String::from),
+            UserId::new("alice").map(|id| id.to_string()),
             Ok("alice".to_string())
         );
         assert_eq!(UserId::new("").unwrap_err().field, "user_id");
