@@ -162,7 +162,7 @@ fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, 
             .find_map(|key| object.get(*key))
             .or_else(|| function.and_then(|function| function.get("arguments")))
             .unwrap_or(&Value::Null);
-        return Ok(Some(crate::tool::render::render_call(
+        return Ok(Some(crate::tool::render::render_call_compact(
             &name,
             &crate::tool::render::call_arguments(arguments),
         )));
@@ -738,6 +738,11 @@ mod tests {
         let lines: Vec<&str> = assistant.lines().collect();
         assert_eq!(lines[0], "look at a.py");
         assert_eq!(lines[1], "Fixing it.");
+        // The form the API has always stored (part of the idempotency hash).
+        assert_eq!(
+            lines[2],
+            r#"{"arguments":{"file_path":"/r/a.py","new_string":"x = 2","old_string":"x = 1"},"name":"Edit"}"#
+        );
         let call: Value = serde_json::from_str(lines[2]).expect("a call on its own line");
         assert_eq!(call["name"], "Edit");
         assert_eq!(call["arguments"]["new_string"], "x = 2");

@@ -25,6 +25,15 @@ pub fn render_call(name: &str, arguments: &Value) -> String {
     format!("{{\"name\": {name}, \"arguments\": {arguments}}}")
 }
 
+/// The same call as one compact JSON object (serde_json's own form),
+/// as the API has always stored an Add's tool-call part. Stored text takes
+/// part in an Add's idempotency hash, so the API keeps this form and the
+/// importer [`render_call`]'s: a retry, or a re-import, renders byte for
+/// byte what was stored before.
+pub fn render_call_compact(name: &str, arguments: &Value) -> String {
+    serde_json::json!({ "name": name, "arguments": arguments }).to_string()
+}
+
 /// A call's arguments as an object: a string is parsed when it holds a JSON
 /// object, and kept under `input` otherwise (a free-form tool's input,
 /// such as a patch); missing ones are `{}`.
