@@ -538,7 +538,10 @@ mod tests {
             sqlite_placeholders("WHERE a = $2 AND b = $10 AND c = 'x$'"),
             "WHERE a = ?2 AND b = ?10 AND c = 'x$'"
         );
-        assert_eq!(SESSION_LAST_SEQ.postgres(), SESSION_LAST_SEQ.postgres);
+        assert_eq!(
+            SESSION_LAST_SEQ.postgres(),
+            "SELECT last_seq FROM sessions WHERE user_id = $1 AND session_id = $2"
+        );
         assert_eq!(
             SESSION_LAST_SEQ.sqlite(),
             "SELECT last_seq FROM sessions WHERE user_id = ?1 AND session_id = ?2"
