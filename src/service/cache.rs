@@ -52,7 +52,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::ServiceError;
-use super::derive::{readable_session_doc, rederive, store_rederived};
+use super::derive::{readable_session_doc, rederive};
 use super::writer::Writer;
 use crate::index::{IndexWriterHandle, SearchIndex};
 use crate::store::{self, StoreConn, StoredSession, UserState};
@@ -356,10 +356,7 @@ impl Writer {
         for session in sessions {
             derived.extend(rederive(&self.conn, &session.user_id, &session.session_id)?);
         }
-        let tx = self.conn.transaction()?;
-        let stored = store_rederived(&tx, &derived)?;
-        tx.commit()?;
-        self.index_rederived()?;
+        let stored = self.rederived(&derived)?;
         tracing::info!(
             num_sessions = stored,
             "unreadable session records derived again"

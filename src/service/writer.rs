@@ -729,7 +729,7 @@ impl Writer {
 
     /// Stores records derived again for sessions that did not move on,
     /// then replaces their index documents.
-    fn rederived(&mut self, sessions: &[Rederived]) -> Result<usize, ServiceError> {
+    pub(super) fn rederived(&mut self, sessions: &[Rederived]) -> Result<usize, ServiceError> {
         let tx = self.conn.transaction()?;
         let stored = super::derive::store_rederived(&tx, sessions)?;
         tx.commit()?;
