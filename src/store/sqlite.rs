@@ -91,9 +91,7 @@ pub(super) fn admit(
     if super::deletion_pending(tx, request.user_id())? {
         return Err(StoreError::UserBeingDeleted(request.user_id().to_string()));
     }
-    if let Some(prior) = super::admission_in(tx, request, body_sha256)? {
-        return Ok(prior);
-    }
+    // A key already taken is answered by `enter_request`'s conflict.
     let seq = match super::enter_request(tx, request, body_sha256, stored_at_ms)? {
         Ok(seq) => seq,
         Err(prior) => return Ok(prior),
