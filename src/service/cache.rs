@@ -418,9 +418,7 @@ fn index_user(
             break;
         };
         after = last.seq;
-        let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
-        seqs.dedup();
-        num_adds += seqs.len();
+        num_adds += store::num_adds(&messages);
         oldest_stored_ms = oldest_stored_ms.or(messages.first().map(|m| m.stored_at_ms));
         index.add_messages(&messages, true)?;
     }

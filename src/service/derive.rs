@@ -423,9 +423,7 @@ impl Writer {
                 break;
             };
             let last_seq = last.seq;
-            let mut seqs: Vec<i64> = messages.iter().map(|message| message.seq).collect();
-            seqs.dedup();
-            num_adds += seqs.len();
+            num_adds += store::num_adds(&messages);
             let mut sessions: Vec<SessionDoc> = Vec::new();
             for session in store::sessions_changed_between(&self.conn, after, last_seq)? {
                 sessions.extend(session_doc(&self.conn, session)?);

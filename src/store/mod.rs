@@ -812,6 +812,11 @@ fn enter_request(
     }
 }
 
+/// How many Adds `messages` (in seq order, as the store reads them) hold.
+pub fn num_adds(messages: &[StoredMessage]) -> usize {
+    messages.chunk_by(|a, b| a.seq == b.seq).count()
+}
+
 /// [`user_deletion_pending`] on a backend's own connection (its `admit`
 /// asks too).
 fn deletion_pending(conn: &impl Db, user_id: &str) -> Result<bool, StoreError> {
