@@ -195,6 +195,7 @@ impl AddRequest {
             user_id,
             session_id,
             messages,
+            body_sha256: std::sync::OnceLock::new(),
         })
     }
 }
@@ -290,6 +291,19 @@ mod tests {
                 MAX_CONTENT_BYTES + 1
             )
         );
+    }
+
+    #[test]
+    fn the_body_hash_is_that_of_the_messages_as_stored() {
+        let secret = "key AKIAABCDEFGHIJKLMNOP here";
+        let mut request = add(["r", "u", "s"], vec![message(secret, None)]).expect("valid");
+        let before = request.body_sha256();
+        request.redact_secrets();
+        let masked = request.messages()[0].content.clone();
+        assert_ne!(masked, secret);
+        let fresh = add(["r", "u", "s"], vec![message(&masked, None)]).expect("valid");
+        assert_eq!(request.body_sha256(), fresh.body_sha256());
+        assert_ne!(request.body_sha256(), before);
     }
 
     #[test]

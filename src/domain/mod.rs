@@ -67,6 +67,10 @@ pub struct AddRequest {
     user_id: UserId,
     session_id: SessionId,
     messages: Vec<Message>,
+    /// [`AddRequest::body_sha256`], computed once: the service checks the
+    /// request log before the writer and again inside its transaction.
+    /// Boxed, so that the writer's queued jobs stay small.
+    body_sha256: std::sync::OnceLock<Box<[u8; 32]>>,
 }
 
 impl AddRequest {
@@ -96,6 +100,7 @@ impl AddRequest {
         for message in &mut self.messages {
             if let std::borrow::Cow::Owned(masked) = crate::redact::redact(&message.content) {
                 message.content = masked;
+                self.body_sha256 = std::sync::OnceLock::new();
             }
         }
     }
@@ -105,6 +110,10 @@ impl AddRequest {
     /// to ignore do not take part, so a retry that differs only in them is
     /// still the same request.
     pub fn body_sha256(&self) -> [u8; 32] {
+        **self.body_sha256.get_or_init(|| Box::new(self.hash_body()))
+    }
+
+    fn hash_body(&self) -> [u8; 32] {
         let mut hasher = Sha256::new();
         let mut field = |bytes: &[u8]| {
             hasher.update((bytes.len() as u64).to_le_bytes());

@@ -288,7 +288,8 @@ pub(super) fn admit_with_record(
     max_session_bytes: i64,
     stored_at_ms: i64,
 ) -> Result<Verdict, ServiceError> {
-    // Hashed here, on the writer thread, not on an async worker.
+    // Hashed once per request, by whichever asks first (`prepare`, on the
+    // blocking pool, unless the writer derives the record itself).
     let body_sha256 = request.body_sha256();
     if let Some(prior) = store::prior_admission(tx, request, &body_sha256)? {
         return Ok(Verdict::Admission(prior));
