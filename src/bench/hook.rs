@@ -8,14 +8,14 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::listing::with_server;
-use super::percentile;
 use super::scale::agent;
+use super::{max_ms, percentile};
 
 /// What `bench hook` is asked to do.
 #[derive(Debug, Clone)]
@@ -158,12 +158,7 @@ fn measure(
         },
         p50_ms: percentile(&times, 0.5),
         p95_ms: percentile(&times, 0.95),
-        max_ms: times
-            .last()
-            .copied()
-            .unwrap_or(Duration::ZERO)
-            .as_secs_f64()
-            * 1e3,
+        max_ms: max_ms(&times),
     })
 }
 
