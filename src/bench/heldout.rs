@@ -281,20 +281,6 @@ fn extract(messages: &[(Role, String)]) -> SessionRecord {
     ingest::extract_session(&inputs, ingest::Clock::Ignored).0
 }
 
-/// Whether `found` (as a session wrote it, often absolute) names `truth`
-/// (a repository path from a patch).
-fn same_path(found: &str, truth: &str) -> bool {
-    found == truth
-        || found
-            .strip_suffix(truth)
-            .is_some_and(|head| head.ends_with('/'))
-        // A patch Claude Code recorded names absolute paths; the record
-        // names them relative to the repository root.
-        || truth
-            .strip_suffix(found)
-            .is_some_and(|head| head.ends_with('/'))
-}
-
 /// A symbol's last segment (`Class.method` -> `method`).
 fn symbol_leaf(symbol: &str) -> &str {
     symbol.rsplit(['.', ':']).next().unwrap_or(symbol)
@@ -405,14 +391,18 @@ fn measure(
     let missed = unmatched(
         &truth.files_changed,
         &record.files_changed,
-        |truth, found| same_path(found, truth),
+        |truth, found| ingest::edits::same_file(found, truth),
     );
     group.files_truth += truth.files_changed.len();
     group.files_found += truth.files_changed.len() - missed.len();
     for file in missed {
         group.misses.push(format!("{name}: file {file}"));
     }
-    let outside = unmatched(&record.files_changed, &truth.files_changed, same_path);
+    let outside = unmatched(
+        &record.files_changed,
+        &truth.files_changed,
+        ingest::edits::same_file,
+    );
     group.files_named += record.files_changed.len();
     group.files_named_right += record.files_changed.len() - outside.len();
     for file in outside {

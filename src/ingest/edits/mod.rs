@@ -754,8 +754,9 @@ fn module_name(path: &str) -> &str {
 }
 
 /// Whether `a` and `b` name one file, one perhaps seen from a subdirectory
-/// (`a.py` after `cd repro`, beside `repro/a.py`).
-fn same_file(a: &str, b: &str) -> bool {
+/// (`a.py` after `cd repro`, beside `repro/a.py`), or one absolute and the
+/// other relative to the repository root.
+pub fn same_file(a: &str, b: &str) -> bool {
     a == b
         || a.strip_suffix(b).is_some_and(|head| head.ends_with('/'))
         || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
