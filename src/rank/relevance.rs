@@ -212,25 +212,40 @@ mod tests {
 
     #[test]
     fn each_input_is_read_under_its_name() {
-        // Every input moves the score it feeds: a table that named its
-        // weights in another order than the inputs are built would show a
-        // weight on an input that is always zero here.
-        let features = Features {
-            text_rel: 1.0,
-            ..Features::default()
-        };
-        let facts = CandidateFacts {
-            failed: false,
-            other_language: false,
-            text_rank: 0,
-        };
-        let inputs = rank_inputs(&features, facts);
-        let text_rel = RANK_INPUTS
-            .iter()
-            .position(|name| *name == "text_rel")
-            .expect("text_rel is an input");
-        for (index, value) in inputs.iter().enumerate() {
-            assert_eq!(*value != 0.0, index == text_rel, "{}", RANK_INPUTS[index]);
+        // A candidate holding only the feature an input is named after
+        // moves that input alone: inputs built in another order than their
+        // names (and so their fitted weights) fail here.
+        for (index, name) in RANK_INPUTS.iter().enumerate() {
+            let mut features = Features::default();
+            let mut facts = CandidateFacts {
+                failed: false,
+                other_language: false,
+                text_rank: 0,
+            };
+            match *name {
+                "text_rel" => features.text_rel = 1.0,
+                "text_coverage" => features.text_coverage = 1.0,
+                "term_coverage" => features.term_coverage = 1.0,
+                "symbols_changed" => features.symbols_changed = 1.0,
+                "symbols_referenced" => features.symbols_referenced = 1.0,
+                "paths" => features.paths = 1.0,
+                "stems" => features.stems = 1.0,
+                "location_words" => features.location_words = 1.0,
+                "file_support" => features.file_support = 1.0,
+                "failed" => facts.failed = true,
+                "other_language" => facts.other_language = true,
+                "text_rank" => facts.text_rank = 3,
+                other => panic!("no feature for the input {other}"),
+            }
+            let inputs = rank_inputs(&features, facts);
+            for (position, value) in inputs.iter().enumerate() {
+                assert_eq!(
+                    *value != 0.0,
+                    position == index,
+                    "{name} set, {} read",
+                    RANK_INPUTS[position]
+                );
+            }
         }
     }
 }
