@@ -16,7 +16,7 @@ use crate::index::SessionDoc;
 use crate::ingest::incremental::SessionExtractor;
 use crate::ingest::{self, Clock, IngestMessage, SessionRecord};
 use crate::rank;
-use crate::store::{self, Admission, StoreConn, StoreTx, StoredSession};
+use crate::store::{self, Admission, SessionRow, StoreConn, StoreTx, StoredSession};
 
 /// The version of the extraction that derives records (stored with each;
 /// records of an older one are derived again at start-up, see
@@ -308,11 +308,11 @@ pub(super) fn admit_with_record(
         match derived {
             Some(derived) => store::upsert_session(
                 tx,
-                &StoredSession {
-                    user_id: request.user_id().to_string(),
-                    session_id: request.session_id().to_string(),
-                    record_json: derived.record_json.clone(),
-                    diagnostics_json: derived.diagnostics_json.clone(),
+                SessionRow {
+                    user_id: request.user_id(),
+                    session_id: request.session_id(),
+                    record_json: &derived.record_json,
+                    diagnostics_json: &derived.diagnostics_json,
                     num_messages: derived.num_messages,
                     last_seq: seq,
                     updated_at_ms: stored_at_ms,
@@ -392,11 +392,11 @@ pub(super) fn store_rederived(
         }
         store::upsert_session(
             tx,
-            &StoredSession {
-                user_id: session.user_id.clone(),
-                session_id: session.session_id.clone(),
-                record_json: session.derived.record_json.clone(),
-                diagnostics_json: session.derived.diagnostics_json.clone(),
+            SessionRow {
+                user_id: &session.user_id,
+                session_id: &session.session_id,
+                record_json: &session.derived.record_json,
+                diagnostics_json: &session.derived.diagnostics_json,
                 num_messages: session.derived.num_messages,
                 last_seq: session.derived.base_last_seq,
                 updated_at_ms: session.updated_at_ms,
@@ -508,11 +508,11 @@ pub(super) fn derive_session(
     let (record_json, diagnostics_json) = extract_json(&messages)?;
     store::upsert_session(
         conn,
-        &StoredSession {
-            user_id: user_id.to_string(),
-            session_id: session_id.to_string(),
-            record_json,
-            diagnostics_json,
+        SessionRow {
+            user_id,
+            session_id,
+            record_json: &record_json,
+            diagnostics_json: &diagnostics_json,
             num_messages: messages.len() as i64,
             last_seq: messages
                 .iter()

@@ -575,6 +575,28 @@ pub fn session_messages_page(
     )
 }
 
+/// A derived session record as it is written ([`upsert_session`]),
+/// borrowed from whoever holds it: a record is not copied to be stored.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionRow<'a> {
+    /// Scope.
+    pub user_id: &'a str,
+    /// The session.
+    pub session_id: &'a str,
+    /// The record, serialized by the service.
+    pub record_json: &'a str,
+    /// What the extractors could not parse, serialized by the service.
+    pub diagnostics_json: &'a str,
+    /// Messages the record was derived from.
+    pub num_messages: i64,
+    /// Sequence number of the last Add the record includes.
+    pub last_seq: i64,
+    /// When the record was derived.
+    pub updated_at_ms: i64,
+    /// The version of the extractor that derived it.
+    pub extractor_version: i64,
+}
+
 /// A derived session record as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {
@@ -601,6 +623,22 @@ pub struct StoredSession {
 }
 
 impl StoredSession {
+    /// The session as [`upsert_session`] writes it (the store's tests
+    /// write whole stored sessions).
+    #[cfg(test)]
+    pub fn row(&self) -> SessionRow<'_> {
+        SessionRow {
+            user_id: &self.user_id,
+            session_id: &self.session_id,
+            record_json: &self.record_json,
+            diagnostics_json: &self.diagnostics_json,
+            num_messages: self.num_messages,
+            last_seq: self.last_seq,
+            updated_at_ms: self.updated_at_ms,
+            extractor_version: self.extractor_version,
+        }
+    }
+
     /// The session's derived record, decoded from its stored JSON: the
     /// whole record (`ingest::SessionRecord`) or a view of the fields a
     /// caller reads. The one decoder of stored records, with one policy: a
@@ -637,14 +675,14 @@ impl StoredSession {
 }
 
 /// Inserts or replaces the derived record of a session.
-pub fn upsert_session(conn: &StoreConn, session: &StoredSession) -> Result<(), StoreError> {
+pub fn upsert_session(conn: &StoreConn, session: SessionRow<'_>) -> Result<(), StoreError> {
     conn.run(
         &sql::UPSERT_SESSION,
         &[
             &session.user_id,
             &session.session_id,
-            &codec::pack(&session.record_json),
-            &codec::pack(&session.diagnostics_json),
+            &codec::pack(session.record_json),
+            &codec::pack(session.diagnostics_json),
             &session.num_messages,
             &session.last_seq,
             &session.updated_at_ms,

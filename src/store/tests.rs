@@ -385,7 +385,7 @@ fn session_records(conn: &mut StoreConn) {
     assert_eq!(session(conn, "u1", "s1").unwrap(), None);
     assert_eq!(session_last_seq(conn, "u1", "s1").unwrap(), 0);
     let first = record("u1", "s1", seq, 10);
-    upsert_session(conn, &first).unwrap();
+    upsert_session(conn, first.row()).unwrap();
     assert_eq!(session(conn, "u1", "s1").unwrap(), Some(first.clone()));
     assert_eq!(session_last_seq(conn, "u1", "s1").unwrap(), seq);
     assert!(sessions_missing(conn).unwrap().is_empty());
@@ -402,13 +402,13 @@ fn session_records(conn: &mut StoreConn) {
         ..first.clone()
     };
     let tx = conn.transaction().unwrap();
-    upsert_session(&tx, &replaced).unwrap();
+    upsert_session(&tx, replaced.row()).unwrap();
     tx.commit().unwrap();
     assert_eq!(session(conn, "u1", "s1").unwrap(), Some(replaced.clone()));
 
     let other_seq = store(conn, &add("u1", "c", "s2", &["x"]));
     let other = record("u1", "s2", other_seq, 30);
-    upsert_session(conn, &other).unwrap();
+    upsert_session(conn, other.row()).unwrap();
     assert_eq!(
         sessions_of_user(conn, "u1", None, 100).unwrap(),
         vec![other.clone(), replaced.clone()]
@@ -444,10 +444,11 @@ fn extractor_versions_and_pending_index(conn: &mut StoreConn) {
         let seq = store(conn, &add("u1", &format!("r{index}"), &session_id, &["m"]));
         upsert_session(
             conn,
-            &StoredSession {
+            StoredSession {
                 extractor_version: version,
                 ..record("u1", &session_id, seq, 10)
-            },
+            }
+            .row(),
         )
         .unwrap();
     }
@@ -513,9 +514,9 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
     let a = store(conn, &add("doomed", "a", "s1", &["one", "two"]));
     let b = store(conn, &add("doomed", "b", "s2", &["three"]));
     let kept = store(conn, &add("kept", "a", "s1", &["four"]));
-    upsert_session(conn, &record("doomed", "s1", a, 1)).unwrap();
-    upsert_session(conn, &record("doomed", "s2", b, 1)).unwrap();
-    upsert_session(conn, &record("kept", "s1", kept, 1)).unwrap();
+    upsert_session(conn, record("doomed", "s1", a, 1).row()).unwrap();
+    upsert_session(conn, record("doomed", "s2", b, 1).row()).unwrap();
+    upsert_session(conn, record("kept", "s1", kept, 1).row()).unwrap();
 
     // Begun: pending, hidden from the users' list, Adds of the user refused.
     let tx = conn.transaction().unwrap();
@@ -600,9 +601,9 @@ fn purge_records_pending(conn: &mut StoreConn) {
     let old_too = store(conn, &add("u1", "b", "old", &["three"]));
     let other_old = store(conn, &add("u2", "c", "old", &["four"]));
     let fresh = store(conn, &add("u1", "d", "fresh", &["five"]));
-    upsert_session(conn, &record("u1", "old", old_too, 100)).unwrap();
-    upsert_session(conn, &record("u2", "old", other_old, 199)).unwrap();
-    upsert_session(conn, &record("u1", "fresh", fresh, 200)).unwrap();
+    upsert_session(conn, record("u1", "old", old_too, 100).row()).unwrap();
+    upsert_session(conn, record("u2", "old", other_old, 199).row()).unwrap();
+    upsert_session(conn, record("u1", "fresh", fresh, 200).row()).unwrap();
     assert!(old < old_too);
 
     let tx = conn.transaction().unwrap();
@@ -654,9 +655,9 @@ fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
     let first = store(conn, &add("u", "a", "s1", &["one", "two"]));
     let other = store(conn, &add("v", "b", "s1", &["three"]));
     let second = store(conn, &add("u", "c", "s2", &["four"]));
-    upsert_session(conn, &record("u", "s1", first, 100)).unwrap();
-    upsert_session(conn, &record("v", "s1", other, 100)).unwrap();
-    upsert_session(conn, &record("u", "s2", second, 300)).unwrap();
+    upsert_session(conn, record("u", "s1", first, 100).row()).unwrap();
+    upsert_session(conn, record("v", "s1", other, 100).row()).unwrap();
+    upsert_session(conn, record("u", "s2", second, 300).row()).unwrap();
     assert_eq!(
         user_state(conn, "u").unwrap(),
         UserState {
@@ -733,26 +734,29 @@ fn users_listed(conn: &mut StoreConn) {
     let c = store(conn, &add("alice", "c", "s2", &["three"]));
     upsert_session(
         conn,
-        &StoredSession {
+        StoredSession {
             num_messages: 4,
             ..record("alice", "s1", a, 50)
-        },
+        }
+        .row(),
     )
     .unwrap();
     upsert_session(
         conn,
-        &StoredSession {
+        StoredSession {
             num_messages: 1,
             ..record("bob", "s1", b, 70)
-        },
+        }
+        .row(),
     )
     .unwrap();
     upsert_session(
         conn,
-        &StoredSession {
+        StoredSession {
             num_messages: 2,
             ..record("alice", "s2", c, 60)
-        },
+        }
+        .row(),
     )
     .unwrap();
     // Most recently active (highest last seq) first.
@@ -800,11 +804,11 @@ fn sessions_listed_in_pages(conn: &mut StoreConn) {
     for index in 0..7 {
         let session = format!("s{index}");
         let seq = store(conn, &add("u1", &format!("r{index}"), &session, &["x"]));
-        upsert_session(conn, &record("u1", &session, seq, index)).unwrap();
+        upsert_session(conn, record("u1", &session, seq, index).row()).unwrap();
         expected.push(session);
         let other = format!("o{index}");
         let seq = store(conn, &add("u2", &format!("r{index}"), &other, &["y"]));
-        upsert_session(conn, &record("u2", &other, seq, index)).unwrap();
+        upsert_session(conn, record("u2", &other, seq, index).row()).unwrap();
     }
     expected.reverse();
     let whole: Vec<String> = sessions_of_user(conn, "u1", None, 100)
@@ -855,7 +859,7 @@ fn summaries_end_where_the_sink_is_full(conn: &mut StoreConn) {
     for index in 0..9 {
         let session = format!("s{index}");
         let seq = store(conn, &add("u1", &format!("r{index}"), &session, &["x"]));
-        upsert_session(conn, &record("u1", &session, seq, index)).unwrap();
+        upsert_session(conn, record("u1", &session, seq, index).row()).unwrap();
         expected.push(session);
     }
     expected.reverse();
@@ -979,13 +983,14 @@ fn evidence_counted(conn: &mut StoreConn) {
     assert_eq!(count_evidence(conn).unwrap(), 0);
     let a = store(conn, &add("u1", "a", "s1", &["one"]));
     let b = store(conn, &add("u1", "b", "s2", &["two"]));
-    upsert_session(conn, &record("u1", "s1", a, 1)).unwrap();
+    upsert_session(conn, record("u1", "s1", a, 1).row()).unwrap();
     upsert_session(
         conn,
-        &StoredSession {
+        StoredSession {
             record_json: "{\"task\":\"no evidence\"}".to_string(),
             ..record("u1", "s2", b, 1)
-        },
+        }
+        .row(),
     )
     .unwrap();
     assert_eq!(count_evidence(conn).unwrap(), 2);
@@ -1064,7 +1069,7 @@ fn insert_plain_record(conn: &StoreConn, session: &StoredSession, as_text: bool)
 fn records_stored_compressed_and_old_rows_read(conn: &mut StoreConn) {
     let seq = store(conn, &add("u1", "a", "s1", &["one"]));
     let large = large_record("u1", "s1", seq);
-    upsert_session(conn, &large).unwrap();
+    upsert_session(conn, large.row()).unwrap();
     assert_eq!(session(conn, "u1", "s1").unwrap(), Some(large.clone()));
     assert_eq!(
         sessions_of_user(conn, "u1", None, 100).unwrap(),
@@ -1092,7 +1097,7 @@ fn records_stored_compressed_and_old_rows_read(conn: &mut StoreConn) {
         vec![large.clone(), old.clone()]
     );
     assert_eq!(count_evidence(conn).unwrap(), 100);
-    upsert_session(conn, &old).unwrap();
+    upsert_session(conn, old.row()).unwrap();
     assert!(stored_record_bytes(conn, "s-old") * 4 < old.record_json.len() as i64);
     assert_eq!(session(conn, "u1", "s-old").unwrap(), Some(old));
     assert_eq!(count_evidence(conn).unwrap(), 100);
@@ -1135,7 +1140,7 @@ fn records_of_schema_6_read_after_migration(conn: &mut StoreConn) {
         updated_at_ms: 20,
         ..old
     };
-    upsert_session(&reopened, &replaced).unwrap();
+    upsert_session(&reopened, replaced.row()).unwrap();
     assert!(stored_record_bytes(&reopened, "s1") * 4 < replaced.record_json.len() as i64);
     assert_eq!(session(&reopened, "u1", "s1").unwrap(), Some(replaced));
 }
@@ -1397,7 +1402,7 @@ fn postgres_session_locks_hold_a_sessions_checks_until_commit() {
     let Admission::Inserted { seq } = admit(&tx, &a, &a.body_sha256(), 1).unwrap() else {
         panic!("a new Add");
     };
-    upsert_session(&tx, &record("u1", "s1", seq, 1)).unwrap();
+    upsert_session(&tx, record("u1", "s1", seq, 1).row()).unwrap();
     let (finished, heard) = std::sync::mpsc::channel();
     let other = std::thread::spawn(move || {
         let tx = second.transaction().unwrap();
