@@ -92,6 +92,11 @@ pub struct ShownSession<'a> {
 }
 
 impl ShownSession<'_> {
+    /// Its room: how much of the answer it may take (see [`room`]).
+    pub fn room(&self) -> f32 {
+        self.room
+    }
+
     /// Whether its experience shows more than its ranking profile holds
     /// (fix hunks, the task beyond its first line, its error): its whole
     /// record is loaded, with every message's source; else only its first
@@ -182,6 +187,8 @@ pub struct KeptSession<'a> {
     pub sources: &'a [(String, usize)],
     /// Source or storage time of the session, Unix ms.
     pub created_at_ms: i64,
+    /// Its room, as [`shown_sessions`] gave it ([`ShownSession::room`]).
+    pub room: f32,
     /// The session's messages that best match the query, best first, if
     /// looked up.
     pub matched_messages: Vec<MatchedMessage<'a>>,
@@ -573,9 +580,8 @@ pub fn assemble(
     let mut items: Vec<MemoryItem> = Vec::new();
     let mut used = 0usize;
     let mut last_score = f32::INFINITY;
-    let best = sessions.first().map_or(0.0, |session| session.scored.score);
     'sessions: for session in sessions {
-        let pieces = session_pieces(session, query, room(best, session.scored.score));
+        let pieces = session_pieces(session, query, session.room);
         for (index, piece) in pieces.into_iter().enumerate() {
             let Piece {
                 kind,
@@ -832,6 +838,7 @@ mod tests {
                 record: Some(record),
                 sources: &sources,
                 created_at_ms: 0,
+                room: room(rankings[0].score, scored.score),
                 matched_messages: Vec::new(),
             })
             .collect();

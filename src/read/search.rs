@@ -428,6 +428,8 @@ struct Loaded<'a> {
 /// A shown session with what was read for it.
 struct LoadedSession<'a> {
     scored: &'a rank::Scored,
+    /// Its room in the answer ([`rank::assemble::ShownSession::room`]).
+    room: f32,
     /// Its record, when it needs one and the stored one is readable.
     record: Option<SessionRecord>,
     /// `(request_id, index within that Add)` of each message (of its first
@@ -455,11 +457,11 @@ impl<'a> Loaded<'a> {
                 let session_id = &session.scored.session_id;
                 if !session.needs_record() {
                     let first = store::session_first_source(conn, user_id, session_id)?;
-                    return Ok((session.scored, None, first.into_iter().collect()));
+                    return Ok((session, None, first.into_iter().collect()));
                 }
                 let sources = store::session_message_sources(conn, user_id, session_id)?;
                 let stored = store::session(conn, user_id, session_id)?;
-                Ok((session.scored, stored, sources))
+                Ok((session, stored, sources))
             })
             .collect::<Result<Vec<_>, ReadError>>()?;
         let mut messages: HashMap<String, Vec<store::StoredMessage>> = HashMap::new();
@@ -482,7 +484,8 @@ impl<'a> Loaded<'a> {
         }
         let sessions = stored
             .into_iter()
-            .map(|(scored, stored, sources)| {
+            .map(|(shown, stored, sources)| {
+                let scored = shown.scored;
                 let record = stored.and_then(|stored| {
                     stored
                         .record::<SessionRecord>()
@@ -494,6 +497,7 @@ impl<'a> Loaded<'a> {
                 let created_at_ms = session_time(record.as_ref(), scored);
                 LoadedSession {
                     scored,
+                    room: shown.room(),
                     record,
                     sources,
                     created_at_ms,
@@ -512,6 +516,7 @@ impl<'a> Loaded<'a> {
                 record: session.record.as_ref(),
                 sources: &session.sources,
                 created_at_ms: session.created_at_ms,
+                room: session.room,
                 matched_messages: self
                     .messages
                     .get(&session.scored.session_id)
