@@ -290,10 +290,15 @@ pub static DIALECTS: [Dialect; 18] = [
 impl Dialect {
     /// The row of a file path, by its extension (case-insensitive).
     pub fn of_path(path: &str) -> Option<&'static Dialect> {
-        let extension = extension_of(path)?;
+        Dialect::of_extension(&extension_of(path)?)
+    }
+
+    /// The row whose extensions hold `extension` (lower-case, without the
+    /// dot), as written.
+    pub fn of_extension(extension: &str) -> Option<&'static Dialect> {
         DIALECTS
             .iter()
-            .find(|dialect| dialect.extensions.contains(&extension.as_str()))
+            .find(|dialect| dialect.extensions.contains(&extension))
     }
 
     /// The row of a fenced code block's info string (`python`, `rs`, ...).
@@ -423,19 +428,21 @@ impl LineScan {
     }
 }
 
+/// The longest extension of [`DIALECTS`], in bytes: a longer one names no
+/// source file, whatever it is.
+pub const MAX_EXTENSION_BYTES: usize = 8;
+
 /// Whether `extension` (lower-case, without the dot) marks a kind of source
 /// file, as written: `PY` is not one.
 pub fn is_source_extension(extension: &str) -> bool {
-    DIALECTS
-        .iter()
-        .any(|dialect| dialect.extensions.contains(&extension))
+    Dialect::of_extension(extension).is_some()
 }
 
 /// Lower-cased extension of the last path component, if any.
 fn extension_of(path: &str) -> Option<String> {
     let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
     let (stem, extension) = name.rsplit_once('.')?;
-    if stem.is_empty() || extension.is_empty() || extension.len() > 8 {
+    if stem.is_empty() || extension.is_empty() || extension.len() > MAX_EXTENSION_BYTES {
         return None;
     }
     Some(extension.to_ascii_lowercase())
@@ -446,6 +453,19 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+
+    #[test]
+    fn every_extension_fits_the_longest() {
+        for dialect in &DIALECTS {
+            for extension in dialect.extensions {
+                assert!(
+                    (1..=MAX_EXTENSION_BYTES).contains(&extension.len()),
+                    "{extension}"
+                );
+                assert!(is_source_extension(extension));
+            }
+        }
+    }
 
     #[test]
     fn names_are_the_serde_names_and_round_trip() {

@@ -126,7 +126,9 @@ fn is_word_byte(byte: u8) -> bool {
 /// Whether `extension` is one of the source extensions paths are found by
 /// (a lower-case one of [`crate::language::DIALECTS`]).
 fn is_source_extension(extension: &[u8]) -> bool {
-    std::str::from_utf8(extension).is_ok_and(crate::language::is_source_extension)
+    // Most dots end here, before the table is read.
+    (1..=crate::language::MAX_EXTENSION_BYTES).contains(&extension.len())
+        && std::str::from_utf8(extension).is_ok_and(crate::language::is_source_extension)
 }
 
 /// If the `.` at `dot` ends a path (a word byte at or after `floor` before
