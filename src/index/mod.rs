@@ -44,7 +44,7 @@ mod writer;
 pub use self::parts::PartHit;
 pub use self::search::DocKey;
 use self::writer::CommitPayload;
-pub use self::writer::IndexWriterHandle;
+pub use self::writer::{IndexWriterHandle, MessageToIndex};
 
 use std::path::{Path, PathBuf};
 

@@ -29,6 +29,45 @@ use super::{
 };
 use crate::store::StoredMessage;
 
+/// What the index reads of a message: the Add it came with, its place in
+/// that Add, its session and its text. The store's messages have it, and so
+/// do an Add's own messages, which the writer indexes without reading them
+/// back.
+pub trait MessageToIndex {
+    /// Sequence number of its Add.
+    fn seq(&self) -> i64;
+    /// Its scope.
+    fn user_id(&self) -> &str;
+    /// Its session.
+    fn session_id(&self) -> &str;
+    /// Its index within the Add.
+    fn message_index(&self) -> usize;
+    /// Its text.
+    fn content(&self) -> &str;
+}
+
+impl MessageToIndex for StoredMessage {
+    fn seq(&self) -> i64 {
+        self.seq
+    }
+
+    fn user_id(&self) -> &str {
+        &self.user_id
+    }
+
+    fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    fn message_index(&self) -> usize {
+        self.message_index
+    }
+
+    fn content(&self) -> &str {
+        &self.content
+    }
+}
+
 /// The writable side, owned by the one writer thread.
 pub struct IndexWriterHandle {
     fields: Fields,
@@ -360,30 +399,30 @@ impl IndexWriterHandle {
     /// With `replace`, documents of the same Adds that an earlier,
     /// unrecorded commit may have left are deleted first, so a replay never
     /// duplicates.
-    pub fn add_messages(
+    pub fn add_messages<M: MessageToIndex>(
         &mut self,
-        messages: &[StoredMessage],
+        messages: &[M],
         replace: bool,
     ) -> Result<(), IndexError> {
         let mut last_replaced = None;
         let mut start = 0;
         while start < messages.len() {
             let first = &messages[start];
-            if replace && last_replaced != Some(first.seq) {
+            if replace && last_replaced != Some(first.seq()) {
                 self.pending.push(Pending::Delete(Term::from_field_u64(
                     self.fields.seq,
-                    seq_term(first.seq),
+                    seq_term(first.seq()),
                 )));
-                last_replaced = Some(first.seq);
+                last_replaced = Some(first.seq());
             }
             let mut end = start + 1;
-            let mut bytes = first.content.len();
+            let mut bytes = first.content().len();
             while end < messages.len()
-                && messages[end].seq == first.seq
-                && messages[end].message_index == messages[end - 1].message_index + 1
-                && bytes + messages[end].content.len() <= PART_BYTES
+                && messages[end].seq() == first.seq()
+                && messages[end].message_index() == messages[end - 1].message_index() + 1
+                && bytes + messages[end].content().len() <= PART_BYTES
             {
-                bytes += messages[end].content.len();
+                bytes += messages[end].content().len();
                 end += 1;
             }
             let part = &messages[start..end];
@@ -392,19 +431,19 @@ impl IndexWriterHandle {
                 if !text.is_empty() {
                     text.push('\n');
                 }
-                text.push_str(&message.content);
+                text.push_str(message.content());
             }
-            let key = session_key(&first.user_id, &first.session_id);
+            let key = session_key(first.user_id(), first.session_id());
             let last_index = part
                 .last()
-                .map_or(first.message_index, |last| last.message_index);
+                .map_or(first.message_index(), |last| last.message_index());
             self.pending.push(Pending::Document {
                 document: PublishedDoc::new(
-                    &first.user_id,
+                    first.user_id(),
                     key,
                     PublishedKind::Part {
-                        seq: first.seq,
-                        range: part_range(first.message_index, last_index + 1),
+                        seq: first.seq(),
+                        range: part_range(first.message_index(), last_index + 1),
                     },
                 ),
                 text,

@@ -164,13 +164,47 @@ struct SlicedAdd {
     retries: Vec<(AddReply, AddAnswer)>,
 }
 
+/// One message of an Add the writer stored, as the index takes it.
+struct AddedMessage<'a> {
+    seq: i64,
+    user_id: &'a str,
+    session_id: &'a str,
+    /// Its index within the Add.
+    index: usize,
+    content: &'a str,
+}
+
+impl crate::index::MessageToIndex for AddedMessage<'_> {
+    fn seq(&self) -> i64 {
+        self.seq
+    }
+
+    fn user_id(&self) -> &str {
+        self.user_id
+    }
+
+    fn session_id(&self) -> &str {
+        self.session_id
+    }
+
+    fn message_index(&self) -> usize {
+        self.index
+    }
+
+    fn content(&self) -> &str {
+        self.content
+    }
+}
+
 /// A group of Adds after the store's verdicts: each one's answer, and what
 /// the index is to take of them.
 #[derive(Default)]
 struct Admitted {
     answers: Vec<(AddReply, Result<AddAnswer, ServiceError>)>,
-    /// Adds stored now whose messages are indexed whole this turn.
-    small_seqs: Vec<i64>,
+    /// Adds stored now (with their sequence numbers) whose messages are
+    /// indexed whole this turn, from the request: the same text the store
+    /// just took, not read back.
+    small: Vec<(i64, AddRequest)>,
     /// Per user, the sequence numbers of those Adds.
     own_indexed: BTreeMap<String, BTreeSet<i64>>,
     /// The `(user_id, session_id)` sessions the stored Adds changed, each
@@ -483,7 +517,7 @@ impl Writer {
         let mut admitted = self.sort_out(adds, verdicts, stored_at_ms);
         let replace = self.index_may_hold_unrecorded;
         let sessions = std::mem::take(&mut admitted.sessions);
-        let indexed = self.index_adds(&admitted.small_seqs, sessions, false);
+        let indexed = self.index_adds(&admitted.small, sessions, false);
         tracing::debug!(
             num_adds = admitted.answers.len(),
             store_ms = stored.as_secs_f64() * 1e3,
@@ -619,12 +653,12 @@ impl Writer {
                         });
                         continue;
                     }
-                    admitted.small_seqs.push(seq);
                     admitted
                         .own_indexed
                         .entry(request.user_id().to_string())
                         .or_default()
                         .insert(seq);
+                    admitted.small.push((seq, job.request));
                     Ok(answer)
                 }
             };
@@ -663,7 +697,7 @@ impl Writer {
     /// (which finishes every sliced Add). Answers the sliced Adds finished.
     fn index_adds(
         &mut self,
-        small_seqs: &[i64],
+        small: &[(i64, AddRequest)],
         sessions: BTreeMap<(String, String), Option<SessionDoc>>,
         all: bool,
     ) -> Result<Vec<SlicedAdd>, ServiceError> {
@@ -671,7 +705,7 @@ impl Writer {
             self.catch_up()?;
             return Ok(self.sliced.drain(..).collect());
         }
-        let indexed = self.index_turn(small_seqs, sessions, all);
+        let indexed = self.index_turn(small, sessions, all);
         self.roll_back_on_error(indexed)
     }
 
@@ -685,13 +719,24 @@ impl Writer {
     /// finished.
     fn index_turn(
         &mut self,
-        small_seqs: &[i64],
+        small: &[(i64, AddRequest)],
         sessions: BTreeMap<(String, String), Option<SessionDoc>>,
         all: bool,
     ) -> Result<Vec<SlicedAdd>, ServiceError> {
-        for &seq in small_seqs {
-            self.index
-                .add_messages(&store::messages_of_add(&self.conn, seq)?, false)?;
+        for (seq, request) in small {
+            let messages: Vec<AddedMessage<'_>> = request
+                .messages()
+                .iter()
+                .enumerate()
+                .map(|(index, message)| AddedMessage {
+                    seq: *seq,
+                    user_id: request.user_id(),
+                    session_id: request.session_id(),
+                    index,
+                    content: &message.content,
+                })
+                .collect();
+            self.index.add_messages(&messages, false)?;
         }
         self.index
             .upsert_sessions(&session_docs(&self.conn, sessions)?)?;
