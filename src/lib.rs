@@ -16,6 +16,7 @@ mod bench;
 mod cli;
 mod client;
 mod domain;
+mod files;
 mod hooks;
 mod import;
 mod index;

@@ -387,7 +387,7 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
     );
     let user_id = user_scope(args, &payload)?;
     let data_dir = args.backend.storage.data_dir();
-    std::fs::create_dir_all(data_dir)
+    crate::files::private_dir(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let _lock = ImportLock::acquire(&data_dir.join(IMPORT_LOCK), budget)?;
     let runtime = runtime()?;
@@ -595,7 +595,8 @@ impl InstalledFile {
             // uninstall removes the entries of both installs by their text.
             Some(previous) => InstalledFile {
                 installed: Installed {
-                    original: previous.installed.original,
+                    existed: Some(previous.installed.existed()),
+                    original: None,
                     splices: previous
                         .installed
                         .splices
@@ -628,33 +629,69 @@ impl InstalledFiles {
     }
 
     fn save(&self, data_dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(data_dir)
+        crate::files::private_dir(data_dir)
             .with_context(|| format!("cannot create {}", data_dir.display()))?;
         let bytes = serde_json::to_vec_pretty(self)?;
-        write_replacing(&data_dir.join(INSTALLED_FILE), bytes.as_slice())
+        let path = data_dir.join(INSTALLED_FILE);
+        // Owner only, also when an earlier version left it wider.
+        if let Ok(metadata) = std::fs::symlink_metadata(&path)
+            && metadata.is_file()
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        }
+        crate::files::write_replacing(&path, bytes.as_slice(), 0o600)?;
+        Ok(())
     }
 }
 
-/// Writes a file through a temporary file renamed over it, keeping its
-/// permissions.
-fn write_replacing(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let file_name = path
-        .file_name()
-        .and_then(|name| name.to_str())
-        .unwrap_or("settings");
-    let temporary = path.with_file_name(format!(".{file_name}.precedent-tmp"));
-    std::fs::write(&temporary, bytes)
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    if let Ok(metadata) = std::fs::metadata(path) {
-        let _ = std::fs::set_permissions(&temporary, metadata.permissions());
-    }
-    std::fs::rename(&temporary, path).with_context(|| format!("cannot replace {}", path.display()))
-}
+/// The mode of a settings file install creates.
+const NEW_SETTINGS_MODE: u32 = 0o644;
 
 /// The settings file as it is: a symbolic link (settings kept with one's
-/// dotfiles) is followed, so the file it names is edited.
+/// dotfiles), or one in a linked directory, is resolved to the file it
+/// names, and the caller says so. The file itself is never written through
+/// a link ([`crate::files::write_replacing`] refuses one).
 fn resolve(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    if let Ok(resolved) = std::fs::canonicalize(path) {
+        return resolved;
+    }
+    // Not there yet: its directory resolved, with the file's name.
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let mut directory = parent.to_path_buf();
+            let mut missing = Vec::new();
+            // The nearest existing ancestor resolves; the rest is created.
+            while !directory.as_os_str().is_empty() && !directory.exists() {
+                if let Some(last) = directory.file_name() {
+                    missing.push(last.to_os_string());
+                }
+                if !directory.pop() {
+                    break;
+                }
+            }
+            let mut resolved = std::fs::canonicalize(&directory).unwrap_or(directory);
+            resolved.extend(missing.iter().rev());
+            resolved.join(name)
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+/// A project's settings resolve inside the project: a repository whose
+/// `.claude` or settings file links elsewhere (into the home directory,
+/// say) is refused, not edited.
+fn check_inside(path: &Path, resolved: &Path, root: &Path) -> anyhow::Result<()> {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    if resolved.starts_with(&root) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{} resolves to {}, outside the repository {}; precedent does not follow a repository's links out of it: remove the link, or install with --scope user",
+        path.display(),
+        resolved.display(),
+        root.display()
+    )
 }
 
 fn read_settings(path: &Path) -> anyhow::Result<Option<String>> {
@@ -692,13 +729,25 @@ fn hook_entries(args: &HooksArgs, program: &str) -> Vec<HookEntry> {
         .collect()
 }
 
-/// The data directory and the agent's settings file a hooks command acts on.
+/// The data directory and the agent's settings file a hooks command acts
+/// on, resolved (and said so when it is a link).
 fn places(args: &HooksArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     let data_dir = args
         .data_dir
         .clone()
         .unwrap_or_else(super::default_data_dir);
-    let path = resolve(&args.agent.settings_path(args.scope)?);
+    let given = args.agent.settings_path(args.scope)?;
+    let path = resolve(&given);
+    if args.scope == Scope::Project {
+        check_inside(&given, &path, &repository_root()?)?;
+    }
+    if path != given && std::fs::symlink_metadata(&given).is_ok() {
+        print_out(&format!(
+            "{} is a link; acting on the file it names, {}",
+            given.display(),
+            path.display()
+        ));
+    }
     Ok((data_dir, path))
 }
 
@@ -739,7 +788,7 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    write_replacing(&path, text.as_bytes())?;
+    crate::files::write_replacing(&path, text.as_bytes(), NEW_SETTINGS_MODE)?;
     let record = InstalledFile::after(state.files.remove(&key), installed, created_directory);
     state.files.insert(key, record);
     state.save(&data_dir)?;
@@ -790,7 +839,7 @@ fn uninstall(args: &HooksArgs) -> anyhow::Result<()> {
             )
         }
         UninstallOutcome::Write(text) => {
-            write_replacing(&path, text.as_bytes())?;
+            crate::files::write_replacing(&path, text.as_bytes(), NEW_SETTINGS_MODE)?;
             format!("removed precedent's hooks from {}", path.display())
         }
         UninstallOutcome::Delete => {

