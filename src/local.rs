@@ -6,10 +6,16 @@
 //! detached (its own session, stdio to `server.log` in the data
 //! directory). A server records where it listens in `server.json` in the
 //! data directory once it listens; a file lock on `server.lock` makes two
-//! first uses that race start one server. A recorded server is trusted
-//! only when `GET /health` answers within a second, so a server that was
-//! killed is replaced by the next call; nothing it acknowledged is lost
-//! (an Add is answered after its SQLite commit).
+//! first uses that race start one server.
+//!
+//! A recorded server is trusted only when it proves it holds the record's
+//! key: the client's `GET /health` carries a fresh random challenge
+//! ([`CHALLENGE_HEADER`]) and nothing else, and the answer must carry the
+//! challenge's HMAC under that key ([`PROOF_HEADER`]) within a second.
+//! Whatever listens on a dead server's port (another user's process, say)
+//! cannot answer it, so the record is replaced, never trusted; a server
+//! that was killed is replaced by the next call, and nothing it
+//! acknowledged is lost (an Add is answered after its SQLite commit).
 //!
 //! An auto-started server requires a key that only the data directory's
 //! owner can read (`server.json` is created `0600`), exits after an idle
@@ -38,6 +44,12 @@ pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(30 * 60);
 pub const IDLE_EXIT_ENV: &str = "PRECEDENT_IDLE_EXIT";
 /// How long [`attach`] waits for a server it started to answer.
 pub const START_DEADLINE: Duration = Duration::from_secs(30);
+/// The header of a client's challenge to a recorded server: random hex.
+pub const CHALLENGE_HEADER: &str = "x-precedent-challenge";
+/// The header of a server's answer: [`proof`] of the challenge.
+pub const PROOF_HEADER: &str = "x-precedent-proof";
+/// The longest challenge a server answers.
+pub const MAX_CHALLENGE_LEN: usize = 128;
 /// How long a recorded server has to answer its health check.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 /// A log past this size is started afresh when a server starts.
@@ -71,6 +83,10 @@ pub struct ServerRecord {
     /// The key it requires, when it was auto-started with one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// The secret it proves itself with ([`proof`]): random, of this
+    /// process alone. A record without one is never trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 /// A server to send requests to.
@@ -82,6 +98,16 @@ pub struct Attached {
     pub api_key: Option<String>,
     /// Whether this call started it.
     pub started: bool,
+    /// The record it was proven against, to prove it again.
+    record: ServerRecord,
+}
+
+impl Attached {
+    /// Whether the server is still the one that was attached to: alive,
+    /// and still proving the record's secret.
+    pub fn still_proven(&self) -> bool {
+        proven(&self.record)
+    }
 }
 
 /// Why no server could be attached to.
@@ -131,7 +157,7 @@ pub fn attach(data_dir: &Path) -> Result<Attached, LocalError> {
         let path = path.to_path_buf();
         move |source| LocalError::DataDir { path, source }
     };
-    std::fs::create_dir_all(data_dir).map_err(data_dir_error(data_dir))?;
+    crate::files::private_dir(data_dir).map_err(data_dir_error(data_dir))?;
     let data_dir = data_dir.canonicalize().map_err(data_dir_error(data_dir))?;
     if let Some(attached) = recorded_and_alive(&data_dir) {
         return Ok(attached);
@@ -152,13 +178,14 @@ pub fn attach(data_dir: &Path) -> Result<Attached, LocalError> {
     start(&data_dir)
 }
 
-/// The recorded server, if it answers its health check.
+/// The recorded server, if it proves it is the one that wrote the record.
 fn recorded_and_alive(data_dir: &Path) -> Option<Attached> {
     let record = read_record(data_dir)?;
-    healthy(&record.url).then_some(Attached {
-        url: record.url,
-        api_key: record.api_key,
+    proven(&record).then(|| Attached {
+        url: record.url.clone(),
+        api_key: record.api_key.clone(),
         started: false,
+        record,
     })
 }
 
@@ -195,13 +222,76 @@ pub fn remove_record(data_dir: &Path, pid: u32) {
     }
 }
 
-/// Whether `GET {url}/health` answers 200 within [`HEALTH_TIMEOUT`].
-fn healthy(url: &str) -> bool {
+/// The answer to `challenge` of a server holding `secret`: HMAC-SHA256 of
+/// the challenge under the secret, in hex.
+pub fn proof(secret: &str, challenge: &str) -> String {
+    use hmac::Mac;
+    let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
+    mac.update(b"precedent local server proof\0");
+    mac.update(challenge.as_bytes());
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Whether the server `record` names is alive and proves it holds the
+/// record's secret, within [`HEALTH_TIMEOUT`]. The request carries the
+/// challenge alone: no key, no user data.
+fn proven(record: &ServerRecord) -> bool {
+    let Some(secret) = &record.secret else {
+        return false;
+    };
+    if !process_alive(record.pid) {
+        return false;
+    }
+    let Ok(challenge) = random_key() else {
+        return false;
+    };
     let agent = crate::client::agent(HEALTH_TIMEOUT);
-    agent
-        .get(format!("{url}/health"))
+    let Ok(response) = agent
+        .get(format!("{}/health", record.url))
+        .header(CHALLENGE_HEADER, &challenge)
         .call()
-        .is_ok_and(|response| response.status().as_u16() == 200)
+    else {
+        return false;
+    };
+    if response.status().as_u16() != 200 {
+        return false;
+    }
+    let expected = proof(secret, &challenge);
+    response
+        .headers()
+        .get(PROOF_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|answered| constant_time_eq(answered.as_bytes(), expected.as_bytes()))
+}
+
+/// Whether process `pid` exists (of any user: a signal-0 probe that is
+/// refused still says it exists).
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks the pid.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Compares two byte strings in time that does not depend on where they
+/// differ.
+fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
+    left.len() == right.len()
+        && left
+            .iter()
+            .zip(right)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
 }
 
 /// Starts `precedent serve` on `data_dir` and waits until it answers.
@@ -256,7 +346,7 @@ fn start(data_dir: &Path) -> Result<Attached, LocalError> {
         }
         if let Some(record) = read_record(data_dir)
             && record.pid == pid
-            && healthy(&record.url)
+            && proven(&record)
         {
             tracing::info!(
                 url = %record.url,
@@ -267,9 +357,10 @@ fn start(data_dir: &Path) -> Result<Attached, LocalError> {
             // Reaped when it exits, however long this process lives.
             std::thread::spawn(move || child.wait());
             return Ok(Attached {
-                url: record.url,
-                api_key: record.api_key,
+                url: record.url.clone(),
+                api_key: record.api_key.clone(),
                 started: true,
+                record,
             });
         }
         if started_at.elapsed() >= START_DEADLINE {
@@ -322,7 +413,7 @@ fn log_tail(path: &Path) -> String {
 }
 
 /// A key of 128 random bits, in hex.
-fn random_key() -> std::io::Result<String> {
+pub fn random_key() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
@@ -406,6 +497,17 @@ impl LocalServer {
         }
     }
 
+    /// The server to send the next request to: the current one when it
+    /// still proves itself (a server that died may have left its port to
+    /// another process), else the data directory's server now.
+    pub fn proven(&self) -> Result<Attached, LocalError> {
+        let current = self.current();
+        if current.still_proven() {
+            return Ok(current);
+        }
+        self.reattach(&current)
+    }
+
     /// After a request to `failed` could not reach it: the server on the
     /// data directory now, started again if it is gone.
     pub fn reattach(&self, failed: &Attached) -> Result<Attached, LocalError> {
@@ -446,6 +548,7 @@ mod tests {
             pid: 7,
             auto_started: true,
             api_key: Some("k".to_string()),
+            secret: Some("s".to_string()),
         };
         write_record(dir.path(), &record).expect("written");
         assert_eq!(read_record(dir.path()), Some(record));
@@ -466,6 +569,7 @@ mod tests {
             pid: 7,
             auto_started: true,
             api_key: None,
+            secret: Some("s".to_string()),
         };
         write_record(dir.path(), &record).expect("written");
         assert_eq!(recorded_and_alive(dir.path()), None);

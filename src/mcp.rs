@@ -142,7 +142,10 @@ impl RemoteServer {
                 self.call_at(base_url, api_key.as_deref(), user_id, path, body)
             }
             Target::Local(server) => {
-                let attached = server.current();
+                // Proven before anything of value is sent.
+                let attached = server.proven().map_err(|error| {
+                    ToolFailure::Unavailable(format!("the local server is gone: {error}"))
+                })?;
                 let first = self.call_at(
                     &attached.url,
                     attached.api_key.as_deref(),

@@ -446,6 +446,9 @@ pub fn main() -> ExitCode {
         "info"
     };
     init_logging(cli.log_format, default_level);
+    // What precedent creates (the data directory's store, index, logs and
+    // records) is its user's alone, whatever the umask.
+    crate::files::restrict_umask();
     for warning in deprecations {
         tracing::warn!("{warning}");
     }

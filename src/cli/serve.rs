@@ -127,13 +127,41 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let serves_tls = tls.is_some();
         let serve_options = serve_options(&args, tls);
         let activity = Activity::new();
+        // The secret this process proves itself with to local clients
+        // (`local`'s challenge); it leaves the process only in the record.
+        let secret: Arc<str> = Arc::from(local::random_key().context("cannot draw a secret")?);
         let app = app.layer(axum::middleware::from_fn({
             let activity = Arc::clone(&activity);
+            let secret = Arc::clone(&secret);
             move |request: axum::extract::Request, next: axum::middleware::Next| {
                 let activity = Arc::clone(&activity);
+                let secret = Arc::clone(&secret);
                 async move {
-                    let _in_flight = activity.begin();
-                    next.run(request).await
+                    let challenge = request
+                        .headers()
+                        .get(local::CHALLENGE_HEADER)
+                        .and_then(|value| value.to_str().ok())
+                        .filter(|value| value.len() <= local::MAX_CHALLENGE_LEN)
+                        .map(str::to_string);
+                    // A health check is no work: another user's polling
+                    // does not keep an idle server up. Neither does a
+                    // request its key does not admit.
+                    let counts = request.uri().path() != "/health";
+                    let in_flight = counts.then(|| activity.begin());
+                    let mut response = next.run(request).await;
+                    if let Some(in_flight) = in_flight
+                        && response.status() == axum::http::StatusCode::UNAUTHORIZED
+                    {
+                        in_flight.forget();
+                    }
+                    if let Some(challenge) = challenge
+                        && let Ok(value) = axum::http::HeaderValue::from_str(&local::proof(
+                            &secret, &challenge,
+                        ))
+                    {
+                        response.headers_mut().insert(local::PROOF_HEADER, value);
+                    }
+                    response
                 }
             }
         }));
@@ -144,6 +172,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             pid: std::process::id(),
             auto_started: args.auto_started,
             api_key: args.api_key.clone().filter(|_| args.auto_started),
+            secret: Some(secret.to_string()),
         });
         if let Some(record) = &recorded
             && let Err(error) = local::write_record(args.storage.data_dir(), record)
@@ -273,8 +302,18 @@ struct Activity {
     last_ms: AtomicU64,
 }
 
-/// One request in flight; its end counts as activity.
-struct InFlight(Arc<Activity>);
+/// One request in flight; its end counts as activity unless forgotten.
+struct InFlight {
+    activity: Arc<Activity>,
+    counts: bool,
+}
+
+impl InFlight {
+    /// Ends the request without counting it as activity (one refused).
+    fn forget(mut self) {
+        self.counts = false;
+    }
+}
 
 impl Activity {
     fn new() -> Arc<Activity> {
@@ -290,10 +329,13 @@ impl Activity {
         self.last_ms.fetch_max(now, Ordering::Relaxed);
     }
 
+    /// A request in flight: no idle exit until it ends.
     fn begin(self: &Arc<Activity>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.touch();
-        InFlight(Arc::clone(self))
+        InFlight {
+            activity: Arc::clone(self),
+            counts: true,
+        }
     }
 
     /// How long no request has been in flight (zero while one is).
@@ -308,8 +350,10 @@ impl Activity {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.0.touch();
+        if self.counts {
+            self.activity.touch();
+        }
+        self.activity.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

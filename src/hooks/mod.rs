@@ -256,7 +256,7 @@ impl HookLog {
     /// be written is skipped, as a hook must not fail for it.
     pub fn write(&self, event: &str, message: &str) {
         if let Some(parent) = self.path.parent()
-            && std::fs::create_dir_all(parent).is_err()
+            && crate::files::private_dir(parent).is_err()
         {
             return;
         }
@@ -266,7 +266,7 @@ impl HookLog {
         let line = format!(
             "{} {event} {}\n",
             crate::time::now_ms(),
-            message.replace('\n', " ")
+            escape_controls(message)
         );
         if let Ok(mut file) = std::fs::OpenOptions::new()
             .create(true)
@@ -276,6 +276,23 @@ impl HookLog {
             let _ = file.write_all(line.as_bytes());
         }
     }
+}
+
+/// A log line's text: control characters (a NUL, an escape sequence, a
+/// line break) written as escapes, so that no input can forge or hide a
+/// line of the log.
+fn escape_controls(message: &str) -> String {
+    let mut text = String::with_capacity(message.len());
+    for character in message.chars() {
+        match character {
+            '\n' | '\r' | '\t' => text.push(' '),
+            character if character.is_control() => {
+                text.push_str(&format!("\\u{{{:x}}}", u32::from(character)));
+            }
+            character => text.push(character),
+        }
+    }
+    text
 }
 
 #[cfg(test)]

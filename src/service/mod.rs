@@ -833,7 +833,17 @@ fn lock_data_dir(data_dir: &Path) -> Result<File, ServiceError> {
             "it is a file, not a directory",
         )));
     }
-    std::fs::create_dir_all(data_dir).map_err(io_error)?;
+    crate::files::private_dir(data_dir).map_err(io_error)?;
+    let wide = crate::files::wider_than_private(data_dir);
+    if !wide.is_empty() {
+        tracing::warn!(
+            "the data directory {} lets other users read it ({} entries, {} among them); make it private with: {}",
+            data_dir.display(),
+            wide.len(),
+            wide[0].display(),
+            crate::files::fix_command(data_dir)
+        );
+    }
     let lock = File::options()
         .create(true)
         .truncate(false)

@@ -166,6 +166,7 @@ fn stop_server(data_dir: &Path) {
     if let Some(pid) = record["pid"]
         .as_i64()
         .and_then(|pid| i32::try_from(pid).ok())
+        .filter(|pid| u32::try_from(*pid).ok() != Some(std::process::id()))
     {
         // SAFETY: signals the server this test started.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -397,5 +398,143 @@ fn mcp_answers_are_marked_stale_against_the_agents_checkout() {
         text.contains("Stale in this checkout: no longer defined reserve_items"),
         "{text}"
     );
+    mcp.finish();
+}
+
+/// A listener that answers every request `200 {"status":"ok"}`, as
+/// another user's process squatting a dead server's port would, and keeps
+/// what it was sent.
+struct ForeignListener {
+    url: String,
+    received: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl ForeignListener {
+    fn bind(address: &str) -> ForeignListener {
+        // The recorded port, unless another process took it since: then
+        // any port, which the record is made to name.
+        let listener = std::net::TcpListener::bind(address)
+            .or_else(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("a port");
+        let address = listener.local_addr().expect("address");
+        let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&received);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let kept = std::sync::Arc::clone(&kept);
+                std::thread::spawn(move || {
+                    use std::io::Read;
+                    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+                    let mut buffer = [0u8; 65_536];
+                    let mut request = Vec::new();
+                    while let Ok(read) = stream.read(&mut buffer) {
+                        if read == 0 {
+                            break;
+                        }
+                        request.extend_from_slice(&buffer[..read]);
+                        if request.windows(4).any(|window| window == b"\r\n\r\n") {
+                            break;
+                        }
+                    }
+                    kept.lock().expect("lock").extend_from_slice(&request);
+                    let body = r#"{"status":"ok"}"#;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        ForeignListener {
+            url: format!("http://{address}"),
+            received,
+        }
+    }
+
+    fn received(&self) -> String {
+        String::from_utf8_lossy(&self.received.lock().expect("lock")).into_owned()
+    }
+}
+
+#[test]
+fn a_listener_squatting_a_dead_servers_port_is_sent_nothing_of_value() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let data_dir = data.path().to_path_buf();
+    let _server = ServerGuard(data_dir.clone());
+    let repo = repository("https://github.com/acme/billing.git", &[("a", "a", "init")]);
+    let mut mcp = McpProcess::start(repo.path(), &data_dir);
+    mcp.record("before", "Invoice totals were rounded twice");
+    let killed = server_record(&data_dir);
+    let pid = i32::try_from(killed["pid"].as_i64().expect("pid")).expect("pid");
+    // SAFETY: kills the server this test's mcp started, as an OOM kill would.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    while process_exists(pid) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another process takes the dead server's port, and the record is made
+    // to name a live process: only the challenge can tell them apart.
+    let url = killed["url"].as_str().expect("url");
+    let foreign = ForeignListener::bind(url.trim_start_matches("http://"));
+    let mut planted = killed.clone();
+    planted["pid"] = json!(std::process::id());
+    planted["url"] = json!(foreign.url);
+    std::fs::write(data_dir.join("server.json"), planted.to_string()).expect("planted");
+
+    mcp.record(
+        "after",
+        "Refunds posted to the wrong ledger: refund_ledger reads the currency",
+    );
+    assert!(
+        mcp.sessions_found("refund posted to the wrong ledger refund_ledger")
+            .contains(&"after".to_string()),
+        "the note reached the real memory"
+    );
+    let restarted = server_record(&data_dir);
+    assert_ne!(restarted["url"], planted["url"], "{restarted}");
+    let received = foreign.received();
+    assert!(received.contains("x-precedent-challenge"), "{received}");
+    let key = killed["api_key"].as_str().expect("key");
+    for secret in [key, "authorization", "refund", "ledger", "billing"] {
+        assert!(
+            !received.to_lowercase().contains(&secret.to_lowercase()),
+            "{secret:?} reached the foreign listener: {received}"
+        );
+    }
+    mcp.finish();
+}
+
+#[test]
+fn the_data_directory_and_its_files_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let data = tempfile::tempdir().expect("temp dir");
+    let data_dir = data.path().join("fresh");
+    let _server = ServerGuard(data_dir.clone());
+    let repo = repository("https://github.com/acme/billing.git", &[("a", "a", "init")]);
+    // SAFETY: the test process's own mask, inherited by precedent.
+    let previous = unsafe { libc::umask(0o022) };
+    let mut mcp = McpProcess::start(repo.path(), &data_dir);
+    // SAFETY: restores the mask.
+    unsafe { libc::umask(previous) };
+    mcp.record("private", "Invoice totals were rounded twice");
+    let mut wide = Vec::new();
+    let mut pending = vec![data_dir.clone()];
+    while let Some(path) = pending.pop() {
+        let metadata = std::fs::symlink_metadata(&path).expect("metadata");
+        if metadata.permissions().mode() & 0o077 != 0 {
+            wide.push(format!(
+                "{} {:o}",
+                path.display(),
+                metadata.permissions().mode()
+            ));
+        }
+        if metadata.is_dir() {
+            for entry in std::fs::read_dir(&path).expect("list").flatten() {
+                pending.push(entry.path());
+            }
+        }
+    }
+    assert!(wide.is_empty(), "readable by others: {wide:?}");
     mcp.finish();
 }
