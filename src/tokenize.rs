@@ -65,6 +65,26 @@ pub fn code_tokens(text: &str) -> Vec<CodeToken> {
     tokens
 }
 
+/// English function words: they carry no content of a task, so they never
+/// make a match (a query's terms leave them out) nor make a session look
+/// covered.
+const FUNCTION_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "each", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most", "my",
+    "no", "nor", "not", "now", "of", "on", "once", "only", "or", "other", "our", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your",
+];
+
+/// Whether a lowercased term is an English function word.
+pub fn is_function_word(term: &str) -> bool {
+    FUNCTION_WORDS.contains(&term)
+}
+
 /// The distinct terms of `text`, in order of first appearance.
 pub fn distinct_terms(text: &str) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();

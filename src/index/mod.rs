@@ -99,7 +99,9 @@ const CODE_TOKENIZER: &str = "code";
 /// 12: message text is indexed once, in parts (consecutive messages of one
 /// Add) that a session's text is the sum of; session documents hold the
 /// task, and there are no message documents.
-const SCHEMA_VERSION: u64 = 12;
+/// 13: the words precedent writes into stored text (a failed tool result's
+/// prefix, the mark of no output) are not indexed.
+const SCHEMA_VERSION: u64 = 13;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Decompressed document store blocks each segment's reader keeps (tantivy

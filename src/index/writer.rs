@@ -431,7 +431,7 @@ impl IndexWriterHandle {
                 if !text.is_empty() {
                     text.push('\n');
                 }
-                text.push_str(message.content());
+                push_indexed(&mut text, message.content());
             }
             let key = session_key(first.user_id(), first.session_id());
             let last_index = part
@@ -668,4 +668,20 @@ impl Drop for IndexWriterHandle {
 
 fn seq_term(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
+}
+/// Appends a message's text as the index reads it: without the words
+/// precedent itself writes into stored text (the prefix of a failed tool
+/// result, the mark of a result without output), which would otherwise
+/// match every query that says "error" or "output".
+fn push_indexed(text: &mut String, content: &str) {
+    use crate::tool::render::{ERROR_RESULT_PREFIX, NO_OUTPUT};
+    for (number, line) in content.split('\n').enumerate() {
+        if number > 0 {
+            text.push('\n');
+        }
+        let line = line.strip_prefix(ERROR_RESULT_PREFIX).unwrap_or(line);
+        if line != NO_OUTPUT {
+            text.push_str(line);
+        }
+    }
 }

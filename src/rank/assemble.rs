@@ -81,13 +81,48 @@ const MIN_ITEM_CHARS: usize = 600;
 /// BM25's k1 in [`best_message`]: how fast a term's repeats stop counting.
 const MESSAGE_TERM_SATURATION: f32 = 1.2;
 
+/// The probability of relevance from which a kept session's evidence is
+/// strong enough to show it in full, with its fix; below it a session is
+/// shown compact. The same task met again, and a session whose BM25
+/// stands out of the query's list, are shown in full too.
+pub const FULL_PROBABILITY: f32 = 0.5;
+/// Compact items an answer holds at most.
+pub const MAX_COMPACT: usize = 3;
+/// Characters of a compact item at most: its task line, files, changed
+/// definitions and outcome; its id fetches it whole.
+pub const COMPACT_CHARS: usize = 300;
+
+/// How much of a kept session an answer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Size {
+    /// Its experience with the fix, and its matching error and message
+    /// as its room allows: the evidence is strong.
+    Full,
+    /// One line of what it was, where and how it ended, within
+    /// [`COMPACT_CHARS`]: the evidence is weak.
+    Compact,
+}
+
+/// The size a kept session is shown at, from its evidence.
+pub fn size_of(scored: &Scored) -> Size {
+    let stands_out = scored
+        .bm25_margin
+        .is_some_and(|margin| margin >= super::STANDOUT_MARGIN);
+    if scored.features.same_task || stands_out || scored.probability >= FULL_PROBABILITY {
+        Size::Full
+    } else {
+        Size::Compact
+    }
+}
+
 /// A kept session an answer shows, with its room: what its items show,
 /// and so what to load for it.
 #[derive(Debug, Clone, Copy)]
 pub struct ShownSession<'a> {
     /// Its ranking.
     pub scored: &'a Scored,
-    /// See [`room`].
+    /// See [`room`]; 0 for a compact one.
     room: f32,
 }
 
@@ -122,16 +157,32 @@ pub fn shown_sessions(
 ) -> Vec<ShownSession<'_>> {
     // More sessions than this cannot fit the budget.
     let max_sessions = (budget_chars / MIN_ITEM_CHARS).clamp(1, top_k);
-    let kept: Vec<&Scored> = candidates
+    let mut num_compact = 0usize;
+    let kept: Vec<(&Scored, Size)> = candidates
         .iter()
         .filter(|scored| scored.dropped.is_none())
+        .map(|scored| (scored, size_of(scored)))
+        .filter(|(_, size)| {
+            let fits = *size == Size::Full || num_compact < MAX_COMPACT;
+            if fits && *size == Size::Compact {
+                num_compact += 1;
+            }
+            fits
+        })
         .take(max_sessions)
         .collect();
-    let best = kept.first().map_or(0.0, |scored| scored.score);
+    // Room is shared among the sessions shown in full.
+    let best = kept
+        .iter()
+        .find(|(_, size)| *size == Size::Full)
+        .map_or(0.0, |(scored, _)| scored.score);
     kept.into_iter()
-        .map(|scored| ShownSession {
+        .map(|(scored, size)| ShownSession {
             scored,
-            room: room(best, scored.score),
+            room: match size {
+                Size::Full => room(best, scored.score),
+                Size::Compact => 0.0,
+            },
         })
         .collect()
 }
@@ -405,16 +456,16 @@ fn headline(outcome: OutcomeStatus, task: &str, files: &[String], symbols: &[Str
     text
 }
 
-/// A compact experience item from the ranking alone.
+/// A compact experience item from the ranking alone, within
+/// [`COMPACT_CHARS`].
 fn compact_text(scored: &Scored) -> String {
-    headline(
+    let text = headline(
         scored.outcome,
         &scored.task_line,
         &scored.files_changed,
         &scored.symbols_changed,
-    )
-    .trim_end()
-    .to_string()
+    );
+    clip(text.trim_end(), COMPACT_CHARS)
 }
 
 /// The experience item's text; `room` (0..1) scales how much of the task

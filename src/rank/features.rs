@@ -52,6 +52,83 @@ pub struct Features {
     pub matched: Vec<String>,
 }
 
+/// How many of each kind of code fact a focused change holds: a fix of a
+/// few files and definitions. A candidate holding more has each such
+/// feature scaled by `focused / held`, a precision-like share, so that a
+/// commit that changes 150 names or 36 files does not match better for
+/// holding them: it matches any query a little.
+const FOCUSED_FILES: f32 = 3.0;
+/// See [`FOCUSED_FILES`]: changed definitions.
+const FOCUSED_SYMBOLS: f32 = 8.0;
+/// See [`FOCUSED_FILES`]: referenced names.
+const FOCUSED_REFERENCED: f32 = 30.0;
+/// See [`FOCUSED_FILES`]: words of the changed code's names.
+const FOCUSED_LOCATION_WORDS: f32 = 16.0;
+/// From this many changed source files, or [`BROAD_SYMBOLS`] changed
+/// definitions, a change is broad: a merge spanning much of the tree, a
+/// reformatting, a move. Only what the query names (its symbols and
+/// paths) counts for it then; the words and files it spans do not.
+const BROAD_FILES: usize = 20;
+/// See [`BROAD_FILES`].
+const BROAD_SYMBOLS: usize = 60;
+/// Directory names of vendored or generated third-party code: a change
+/// there alone is a dependency bump, broad whatever its size.
+const VENDORED_DIRECTORIES: &[&str] = &[
+    "vendor",
+    "vendored",
+    "_vendor",
+    "third_party",
+    "third-party",
+    "thirdparty",
+    "node_modules",
+    "externals",
+    "extern",
+];
+
+/// `focused / held`, at most 1.
+fn share(held: usize, focused: f32) -> f32 {
+    if held as f32 <= focused {
+        1.0
+    } else {
+        focused / held as f32
+    }
+}
+
+/// Whether `file` lies under a vendored directory.
+fn is_vendored(file: &str) -> bool {
+    file.split('/')
+        .rev()
+        .skip(1)
+        .any(|directory| VENDORED_DIRECTORIES.contains(&directory.to_ascii_lowercase().as_str()))
+}
+
+/// Whether a candidate's change is broad ([`BROAD_FILES`]) or vendored
+/// code alone.
+pub(super) fn is_broad(keys: &CandidateKeys<'_>) -> bool {
+    keys.source_files.len() >= BROAD_FILES
+        || keys.changed.len() >= BROAD_SYMBOLS
+        || (!keys.source_files.is_empty() && keys.source_files.iter().all(|file| is_vendored(file)))
+}
+
+/// Scales each code feature by the candidate's own size (see
+/// [`FOCUSED_FILES`]); a broad change keeps only what the query names.
+fn normalize_by_breadth(features: &mut Features, keys: &CandidateKeys<'_>) {
+    let files = share(keys.files.len(), FOCUSED_FILES);
+    let source_files = share(keys.source_files.len(), FOCUSED_FILES);
+    features.symbols_changed *= share(keys.changed.len(), FOCUSED_SYMBOLS);
+    features.symbols_referenced *= share(keys.referenced.len(), FOCUSED_REFERENCED);
+    features.paths *= files;
+    features.stems *= share(keys.stems.len(), FOCUSED_FILES);
+    features.location_words *= share(keys.location_words.len(), FOCUSED_LOCATION_WORDS);
+    features.file_support *= source_files;
+    if is_broad(keys) {
+        features.symbols_referenced = 0.0;
+        features.stems = 0.0;
+        features.location_words = 0.0;
+        features.file_support = 0.0;
+    }
+}
+
 /// BM25-style inverse document frequency, never negative.
 fn idf(num_sessions: usize, df: usize) -> f32 {
     let n = num_sessions.max(df) as f32;
@@ -268,6 +345,7 @@ impl<'a> QueryContext<'a> {
                 features.tests += 1.0;
             }
         }
+        normalize_by_breadth(&mut features, keys);
         features.no_files = !candidate.profile.has_files;
         features.same_task = query
             .task_digest

@@ -53,6 +53,11 @@ pub const OTHER_LANGUAGE_COVERAGE: f32 = 0.6;
 /// other candidate's stands out: the gate keeps it whatever the relevance
 /// model says, and the answer is not empty.
 pub const STANDOUT_MARGIN: f32 = 2.0;
+/// The candidate first by plain session BM25 with at least this many
+/// times every other's leads clearly: whatever structure says of the
+/// others, it stays in the answer (it is not dropped below the floor, far
+/// below the best, or past the limit). Structure may rank others above it.
+pub const CLEAR_LEAD: f32 = 1.5;
 /// Candidates among this many first by plain session BM25 (the
 /// baseline) are not dropped as below the floor, far below the best, or
 /// as the same diff as another task's:
@@ -96,21 +101,6 @@ pub(super) enum QueryLanguage {
     Unknown,
 }
 
-/// English function words: a query whose terms the memory holds are all
-/// among them ("What is the capital of France?" over a memory of code
-/// work) shares nothing with it.
-const FUNCTION_WORDS: &[&str] = &[
-    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
-    "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
-    "doing", "each", "for", "from", "had", "has", "have", "having", "he", "her", "here", "him",
-    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most", "my",
-    "no", "nor", "not", "now", "of", "on", "once", "only", "or", "other", "our", "out", "over",
-    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
-    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
-    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
-    "why", "will", "with", "would", "you", "your",
-];
-
 /// Drops every candidate below the floor when each query term the memory
 /// holds (`held_terms`) is a function word: no session shares a word of
 /// the task's own. A query holding no term at all has no candidates.
@@ -118,7 +108,7 @@ fn drop_if_only_common_words(scored: &mut [Scored], held_terms: &[String]) {
     let only_common = !held_terms.is_empty()
         && held_terms
             .iter()
-            .all(|term| FUNCTION_WORDS.contains(&term.as_str()));
+            .all(|term| crate::tokenize::is_function_word(term));
     if only_common {
         for entry in scored.iter_mut().filter(|entry| entry.dropped.is_none()) {
             entry.dropped = Some(DropReason::BelowFloor);
@@ -160,6 +150,8 @@ pub(super) fn apply(
             .bm25_margin
             .is_some_and(|margin| margin >= STANDOUT_MARGIN);
         let protected = entry.baseline_rank <= BASELINE_PROTECTED;
+        let leads = entry.baseline_rank == 1
+            && entry.bm25_margin.is_some_and(|margin| margin >= CLEAR_LEAD);
         if !(entry.features.same_task || stands_out) {
             if is_other_language(language, entry.language)
                 && !(voted && protected)
@@ -177,6 +169,7 @@ pub(super) fn apply(
                 entry.evidence < MIN_EVIDENCE && coverage < MIN_COVERAGE_IN_COMMON;
             if nothing_in_common
                 || (!protected
+                    && !leads
                     && (entry.probability < KEEP_PROBABILITY
                         || (entry.evidence < MIN_EVIDENCE
                             && entry.features.text_rel < MIN_TEXT_REL_WITHOUT_EVIDENCE
@@ -190,6 +183,7 @@ pub(super) fn apply(
             && entry.score < best - MAX_BELOW_BEST
             && !stands_out
             && !protected
+            && !leads
         {
             entry.dropped = Some(DropReason::FarBelowBest);
             continue;
@@ -206,7 +200,7 @@ pub(super) fn apply(
             entry.dropped = Some(DropReason::Duplicate { of: of.to_string() });
             continue;
         }
-        if num_kept >= MAX_KEPT {
+        if num_kept >= MAX_KEPT && !leads {
             entry.dropped = Some(DropReason::BeyondLimit);
             continue;
         }
@@ -216,6 +210,15 @@ pub(super) fn apply(
         }
         best_kept.get_or_insert(entry.score);
         num_kept += 1;
+    }
+    // A clear leader kept past the limit takes the place of the last kept.
+    if num_kept > MAX_KEPT
+        && let Some(last) = scored
+            .iter_mut()
+            .rev()
+            .find(|entry| entry.dropped.is_none() && entry.baseline_rank != 1)
+    {
+        last.dropped = Some(DropReason::BeyondLimit);
     }
     drop_if_only_common_words(scored, held_terms);
 }

@@ -567,6 +567,145 @@ mod tests {
     }
 
     #[test]
+    fn a_broad_merge_does_not_outrank_a_focused_fix_for_the_words_it_spans() {
+        // psf/requests' history searched with an advisory's words: a merge
+        // of 36 files and 150 names, and a version bump of vendored code,
+        // matched more query words than the two-file fix, and led.
+        let query = query::analyze(
+            "Session.send leaks the Proxy-Authorization header to the destination host              when a request is redirected; rebuild_proxies should strip it",
+            crate::ingest::Clock::Ignored,
+        );
+        let fix = record(
+            "Strip Proxy-Authorization on redirects",
+            &["requests/sessions.py", "tests/test_requests.py"],
+            &["SessionRedirectMixin.rebuild_proxies"],
+            "python",
+        );
+        let merge_files: Vec<String> = (0..36)
+            .map(|i| format!("requests/module_{i}/session_proxy_redirect.py"))
+            .collect();
+        let merge_symbols: Vec<String> = (0..150)
+            .map(|i| format!("rebuild_proxies_{i}.send_request_header"))
+            .collect();
+        let merge = record(
+            "Merge branch 'develop'",
+            &merge_files.iter().map(String::as_str).collect::<Vec<_>>(),
+            &merge_symbols.iter().map(String::as_str).collect::<Vec<_>>(),
+            "python",
+        );
+        let bump = record(
+            "Upgrade urllib3 to 1.22",
+            &[
+                "requests/packages/urllib3/vendor/proxy.py",
+                "requests/packages/urllib3/vendor/redirect.py",
+            ],
+            &["ProxyManager.urlopen", "redirect_location"],
+            "python",
+        );
+        let ranked = rank(
+            &query,
+            &[
+                candidate("merge", &merge, 9.0),
+                candidate("bump", &bump, 8.5),
+                candidate("fix", &fix, 8.0),
+            ],
+            3,
+            30.0,
+            &[],
+        );
+        assert_eq!(ranked[0].session_id, "fix", "{ranked:#?}");
+        let features = |id: &str| {
+            ranked
+                .iter()
+                .find(|entry| entry.session_id == id)
+                .map(|entry| entry.features.clone())
+                .expect("scored")
+        };
+        let (fix, merge) = (features("fix"), features("merge"));
+        assert!(merge.location_words <= fix.location_words, "{merge:?}");
+        assert!(merge.file_support <= fix.file_support, "{merge:?}");
+        assert_eq!(features("bump").stems, 0.0);
+    }
+
+    #[test]
+    fn a_clear_bm25_leader_stays_in_the_answer_whatever_structure_says() {
+        // A session the Stop hook recorded was first by plain BM25 for a
+        // paraphrase of its task, yet ranked #93 and dropped past the
+        // limit: a dozen commits naming the query's code outscored it.
+        let query = query::analyze(
+            "the `parse_header_links` helper drops links whose url holds a semicolon",
+            crate::ingest::Clock::Ignored,
+        );
+        let session = record(
+            "links with a semicolon in their url are cut short",
+            &[],
+            &[],
+            "python",
+        );
+        let mut candidates = vec![candidate("hook-session", &session, 20.0)];
+        let commits: Vec<SessionRecord> = (0..14)
+            .map(|i| {
+                record(
+                    &format!("Tidy utils {i}"),
+                    &["requests/utils.py"],
+                    &["parse_header_links"],
+                    "python",
+                )
+            })
+            .collect();
+        for (i, commit) in commits.iter().enumerate() {
+            candidates.push(candidate(
+                &format!("commit-{i}"),
+                commit,
+                12.0 - i as f32 * 0.1,
+            ));
+        }
+        let ranked = rank(&query, &candidates, candidates.len(), 30.0, &[]);
+        let leader = ranked
+            .iter()
+            .find(|entry| entry.session_id == "hook-session")
+            .expect("scored");
+        assert_eq!(leader.dropped, None, "{leader:#?}");
+        assert!(
+            ranked
+                .iter()
+                .filter(|entry| entry.dropped.is_none())
+                .count()
+                <= gate::MAX_KEPT
+        );
+    }
+
+    #[test]
+    fn function_words_never_make_a_match() {
+        // A real Claude Code prompt whose only words in common with a kept
+        // session were "the", "to", "it" and "error" (the last from the
+        // prefix precedent writes before a failed tool result).
+        let query = query::analyze(
+            "how do I get the widget to show it again after the error",
+            crate::ingest::Clock::Ignored,
+        );
+        for word in ["the", "to", "it", "after", "again"] {
+            assert!(
+                !query.terms.contains(&word.to_string()),
+                "{:?}",
+                query.terms
+            );
+        }
+        for chatter in ["thanks, that looks good", "commit and push", "what's next?"] {
+            let query = query::analyze(chatter, crate::ingest::Clock::Ignored);
+            assert!(!query.names_task, "{chatter}");
+            assert!(query.terms.is_empty(), "{chatter}: {:?}", query.terms);
+        }
+        let named = query::analyze(
+            "the widget flickers on resize",
+            crate::ingest::Clock::Ignored,
+        );
+        assert!(named.names_task);
+        let code = query::analyze("`render_widget` again", crate::ingest::Clock::Ignored);
+        assert!(code.names_task);
+    }
+
+    #[test]
     fn nothing_in_nothing_out() {
         assert!(
             rank(

@@ -28,6 +28,28 @@ const MAX_ITEMS: usize = 64;
 const MAX_ANALYZED_BYTES: usize = 16 * 1024;
 /// Distinct terms kept for BM25.
 const MAX_TERMS: usize = 512;
+/// Content words a query without code facts needs to name a task: one
+/// rare word (an error code, a marker) is a task; the talk around the
+/// work is not.
+const MIN_TASK_WORDS: usize = 1;
+/// Words of the talk around the work, not of a task: replies, go-aheads,
+/// version-control chores and words every task uses ("thanks, that looks
+/// good", "commit and push", "what's next", "run the tests again", "fix
+/// the bug").
+const TALK_WORDS: &[&str] = &[
+    "ahead", "alright", "awesome", "bug", "bugs", "bye", "change", "changes", "check", "code",
+    "commit", "continue", "cool", "did", "done", "error", "errors", "explain", "file", "files",
+    "fine", "finish", "fix", "get", "go", "going", "good", "great", "hello", "help", "hey", "hi",
+    "issue", "keep", "let", "lets", "lgtm", "look", "looks", "make", "nice", "next", "ok", "okay",
+    "perfect", "please", "problem", "proceed", "push", "rerun", "retry", "revert", "run", "s",
+    "see", "ship", "show", "sounds", "start", "stop", "sure", "test", "tests", "thank", "thanks",
+    "thx", "try", "undo", "wait", "well", "whats", "work", "works", "yes", "yep", "yeah",
+];
+
+/// Whether a lowercased word carries content of a task.
+fn is_content_word(word: &str) -> bool {
+    word.len() > 1 && !tokenize::is_function_word(word) && !TALK_WORDS.contains(&word)
+}
 
 /// The facts of a query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -54,6 +76,11 @@ pub struct QueryFacts {
     /// [`super::task_digest`]), to know a session of the same task.
     #[serde(skip)]
     pub task_digest: Option<String>,
+    /// Whether the text names a task: a code fact, or at least
+    /// [`MIN_TASK_WORDS`] words that are neither function words nor the
+    /// talk around the work ("thanks, that looks good", "commit and
+    /// push"). A query that names none is answered with nothing.
+    pub names_task: bool,
 }
 
 impl QueryFacts {
@@ -227,6 +254,19 @@ pub fn analyze(text: &str, clock: Clock) -> QueryFacts {
         // the standard library name no file of the project.
         !path.starts_with('<') && !path.contains("/lib/python")
     });
+    let content_words = facts
+        .terms
+        .iter()
+        .filter(|word| is_content_word(word))
+        .count();
+    facts.names_task = facts.has_code_facts() || content_words >= MIN_TASK_WORDS;
+    // Function words never make a match; a text that names no task
+    // searches for nothing.
+    if facts.names_task {
+        facts.terms.retain(|term| !tokenize::is_function_word(term));
+    } else {
+        facts.terms.clear();
+    }
     facts
 }
 

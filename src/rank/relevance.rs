@@ -125,9 +125,24 @@ fn dot(weights: &[f32], inputs: &[f32]) -> f32 {
     weights.iter().zip(inputs).map(|(w, x)| w * x).sum()
 }
 
-/// The ranking score of a candidate (higher ranks first).
+/// The inputs of [`RANK`] that are code structure (symbols, paths,
+/// stems, location words, file support), not text.
+const STRUCTURE_INPUTS: std::ops::Range<usize> = 3..9;
+
+/// The most that code structure adds to a ranking score, in units of
+/// relative text similarity (the best session by BM25 has 1.0 of it):
+/// structure re-ranks candidates of comparable text, and lifts one the
+/// query's code names, but no amount of it makes up for text the query
+/// does not share. A focused fix whose file, stem and changed definition
+/// the query names reaches it.
+pub const MAX_STRUCTURE: f32 = 2.0;
+
+/// The ranking score of a candidate (higher ranks first): its text part,
+/// and its structure part bounded by [`MAX_STRUCTURE`].
 pub fn rank_score(features: &Features, facts: CandidateFacts) -> f32 {
-    dot(&RANK, &rank_inputs(features, facts))
+    let inputs = rank_inputs(features, facts);
+    let structure = dot(&RANK[STRUCTURE_INPUTS], &inputs[STRUCTURE_INPUTS]);
+    dot(&RANK, &inputs) - structure + structure.min(MAX_STRUCTURE)
 }
 
 /// What the gate's model reads of the query as a whole.
@@ -208,6 +223,45 @@ mod tests {
         assert_eq!(threshold("keep_probability"), Some(KEEP_PROBABILITY));
         assert_eq!(threshold("max_below_best"), Some(MAX_BELOW_BEST));
         assert_eq!(threshold("room_decay"), Some(ROOM_DECAY));
+    }
+
+    #[test]
+    fn structure_adds_at_most_its_bound() {
+        let facts = CandidateFacts {
+            failed: false,
+            other_language: false,
+            text_rank: 0,
+        };
+        let text = Features {
+            text_rel: 1.0,
+            ..Features::default()
+        };
+        let named_everywhere = Features {
+            symbols_changed: 50.0,
+            paths: 50.0,
+            stems: 50.0,
+            location_words: 50.0,
+            file_support: 50.0,
+            ..Features::default()
+        };
+        let lifted = rank_score(&named_everywhere, facts) - rank_score(&Features::default(), facts);
+        assert!((lifted - MAX_STRUCTURE).abs() < 1e-4, "{lifted}");
+        assert!(rank_score(&text, facts) > 0.9);
+        for (index, name) in RANK_INPUTS.iter().enumerate() {
+            assert_eq!(
+                STRUCTURE_INPUTS.contains(&index),
+                [
+                    "symbols_changed",
+                    "symbols_referenced",
+                    "paths",
+                    "stems",
+                    "location_words",
+                    "file_support"
+                ]
+                .contains(name),
+                "{name}"
+            );
+        }
     }
 
     #[test]

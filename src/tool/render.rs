@@ -16,7 +16,7 @@ use super::COMMAND_ARGUMENTS;
 /// text ([`render_result`]); a message that starts with it is a failed result.
 pub const ERROR_RESULT_PREFIX: &str = "ERROR: ";
 /// A result without output, so that a call keeps its answer.
-const NO_OUTPUT: &str = "(no output)";
+pub const NO_OUTPUT: &str = "(no output)";
 
 /// A tool call as the JSON object `{"name": ..., "arguments": ...}` (meant
 /// to stand on a line of its own), its arguments as given.
