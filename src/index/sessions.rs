@@ -29,11 +29,12 @@ use super::search::{
 };
 use super::{IndexError, SearchIndex, View};
 
-/// Distinct query terms a session search uses: the first ones of a task
-/// statement (title and opening) carry its subject; a long pasted log adds
-/// time, not precision, and every term's postings over the scope's parts
-/// are read.
-const MAX_SESSION_QUERY_TERMS: usize = 64;
+/// Distinct query terms a session search uses, the first ones of a task
+/// statement: enough for the whole of a usual issue (an issue template's
+/// boilerplate can take the first hundred), while a long pasted log adds
+/// time, not precision (every term's postings over the scope's parts are
+/// read).
+const MAX_SESSION_QUERY_TERMS: usize = 256;
 
 /// One session document found for a query.
 #[derive(Debug, Clone, PartialEq)]

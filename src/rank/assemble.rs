@@ -85,12 +85,15 @@ const MESSAGE_TERM_SATURATION: f32 = 1.2;
 /// strong enough to show it in full, with its fix; below it a session is
 /// shown compact. The same task met again, and a session whose BM25
 /// stands out of the query's list, are shown in full too.
-pub const FULL_PROBABILITY: f32 = 0.5;
+pub const FULL_PROBABILITY: f32 = 0.6;
 /// Compact items an answer holds at most.
 pub const MAX_COMPACT: usize = 3;
 /// Characters of a compact item at most: its task line, files, changed
 /// definitions and outcome; its id fetches it whole.
 pub const COMPACT_CHARS: usize = 300;
+
+/// Characters of a compact item's head kept however long its session id.
+const MIN_COMPACT_HEAD_CHARS: usize = 120;
 
 /// How much of a kept session an answer shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -457,7 +460,9 @@ fn headline(outcome: OutcomeStatus, task: &str, files: &[String], symbols: &[Str
 }
 
 /// A compact experience item from the ranking alone, within
-/// [`COMPACT_CHARS`].
+/// [`COMPACT_CHARS`]: what it was, where, how it ended, and the session
+/// that tells the whole of it (MCP's `get_session`, the API's
+/// `/v1/sessions/{id}`).
 fn compact_text(scored: &Scored) -> String {
     let text = headline(
         scored.outcome,
@@ -465,7 +470,12 @@ fn compact_text(scored: &Scored) -> String {
         &scored.files_changed,
         &scored.symbols_changed,
     );
-    clip(text.trim_end(), COMPACT_CHARS)
+    let id_line = format!("Session: {}", scored.session_id);
+    let room = COMPACT_CHARS.saturating_sub(id_line.chars().count() + 1);
+    let mut compact = clip(text.trim_end(), room.max(MIN_COMPACT_HEAD_CHARS));
+    compact.push('\n');
+    compact.push_str(&id_line);
+    clip(&compact, COMPACT_CHARS)
 }
 
 /// The experience item's text; `room` (0..1) scales how much of the task
@@ -943,6 +953,60 @@ mod tests {
         assert!(shown[0].needs_record() && shown[0].shows_messages());
         assert_eq!(shown_sessions(&candidates, 100, 10).len(), 1);
         assert_eq!(shown_sessions(&candidates, 100_000, 2).len(), 2);
+    }
+
+    #[test]
+    fn weak_evidence_is_shown_compact_three_at_most_and_nothing_is_made_up() {
+        let mut candidates: Vec<Scored> = (0..8)
+            .map(|i| scored(&format!("s{i}"), 2.0 - 0.1 * i as f32))
+            .collect();
+        for (i, candidate) in candidates.iter_mut().enumerate() {
+            // The first and the sixth are strong; the others weak.
+            candidate.probability = if i == 0 || i == 5 { 0.9 } else { 0.2 };
+            candidate.task_line = format!("{} {}", candidate.task_line, "long words ".repeat(40));
+            candidate.baseline_rank = i + 1;
+        }
+        let shown = shown_sessions(&candidates, 12_000, 10);
+        let sizes: Vec<(&str, Size)> = shown
+            .iter()
+            .map(|session| (session.scored.session_id.as_str(), size_of(session.scored)))
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                ("s0", Size::Full),
+                ("s1", Size::Compact),
+                ("s2", Size::Compact),
+                ("s3", Size::Compact),
+                ("s5", Size::Full),
+            ]
+        );
+        assert!(!shown[1].needs_record() && !shown[1].shows_messages());
+        let kept: Vec<KeptSession> = shown
+            .iter()
+            .map(|session| KeptSession {
+                scored: session.scored,
+                record: None,
+                sources: &[],
+                created_at_ms: 0,
+                room: session.room(),
+                matched_messages: Vec::new(),
+            })
+            .collect();
+        let query = super::super::query::analyze("parse", crate::ingest::Clock::Ignored);
+        let items = assemble(&query, &kept, 12_000, 10);
+        let compact = &items[1].content;
+        assert!(compact.chars().count() <= COMPACT_CHARS, "{compact}");
+        assert!(
+            compact.starts_with("Past task (resolved): task of s1"),
+            "{compact}"
+        );
+        assert!(compact.ends_with("Session: s1"), "{compact}");
+        // Nothing kept: nothing shown.
+        for candidate in &mut candidates {
+            candidate.dropped = Some(super::super::DropReason::BelowFloor);
+        }
+        assert!(shown_sessions(&candidates, 12_000, 10).is_empty());
     }
 
     #[test]

@@ -316,6 +316,58 @@ fn add_symbols(facts: &mut QueryFacts, symbols: &[String]) {
 mod tests {
     use super::*;
 
+    /// Prompts an agent's user types that name no task: a hook answers
+    /// them with nothing.
+    const NO_TASK_PROMPTS: [&str; 30] = [
+        "thanks, that looks good",
+        "commit and push",
+        "what's next?",
+        "ok",
+        "yes",
+        "go ahead",
+        "continue",
+        "please continue",
+        "lgtm",
+        "great, thanks!",
+        "run the tests",
+        "run the tests again",
+        "now commit this",
+        "push it",
+        "undo that",
+        "revert that change",
+        "sounds good",
+        "perfect",
+        "looks good to me",
+        "can you explain this?",
+        "stop",
+        "wait",
+        "try again",
+        "keep going",
+        "fix it",
+        "fix the bug",
+        "hello",
+        "hi there",
+        "nice work",
+        "ship it",
+    ];
+
+    #[test]
+    fn prompts_that_name_no_task_search_for_nothing() {
+        for prompt in NO_TASK_PROMPTS {
+            let facts = analyze(prompt, Clock::Ignored);
+            assert!(!facts.names_task, "{prompt}");
+            assert!(facts.terms.is_empty(), "{prompt}: {:?}", facts.terms);
+        }
+        for prompt in [
+            "the date picker shows the wrong month",
+            "TypeError in parse_header",
+            "crash in src/walk.rs",
+            "mk9f3a2b7c",
+        ] {
+            assert!(analyze(prompt, Clock::Ignored).names_task, "{prompt}");
+        }
+    }
+
     #[test]
     fn finds_names_paths_and_errors() {
         let facts = analyze(

@@ -131,18 +131,24 @@ const STRUCTURE_INPUTS: std::ops::Range<usize> = 3..9;
 
 /// The most that code structure adds to a ranking score, in units of
 /// relative text similarity (the best session by BM25 has 1.0 of it):
-/// structure re-ranks candidates of comparable text, and lifts one the
-/// query's code names, but no amount of it makes up for text the query
-/// does not share. A focused fix whose file, stem and changed definition
-/// the query names reaches it.
-pub const MAX_STRUCTURE: f32 = 2.0;
+/// structure `s` (the fitted weights' sum over the structure inputs) adds
+/// `MAX_STRUCTURE * s / (s + MAX_STRUCTURE)`, which grows like `s` for a
+/// little structure and never reaches the bound. Structure re-ranks
+/// candidates of comparable text and lifts one the query's code names; no
+/// amount of it makes up for text the query does not share.
+pub const MAX_STRUCTURE: f32 = 3.0;
 
 /// The ranking score of a candidate (higher ranks first): its text part,
-/// and its structure part bounded by [`MAX_STRUCTURE`].
+/// and its structure part saturating at [`MAX_STRUCTURE`].
 pub fn rank_score(features: &Features, facts: CandidateFacts) -> f32 {
     let inputs = rank_inputs(features, facts);
     let structure = dot(&RANK[STRUCTURE_INPUTS], &inputs[STRUCTURE_INPUTS]);
-    dot(&RANK, &inputs) - structure + structure.min(MAX_STRUCTURE)
+    let bounded = if structure > 0.0 {
+        MAX_STRUCTURE * structure / (structure + MAX_STRUCTURE)
+    } else {
+        structure
+    };
+    dot(&RANK, &inputs) - structure + bounded
 }
 
 /// What the gate's model reads of the query as a whole.
@@ -245,7 +251,16 @@ mod tests {
             ..Features::default()
         };
         let lifted = rank_score(&named_everywhere, facts) - rank_score(&Features::default(), facts);
-        assert!((lifted - MAX_STRUCTURE).abs() < 1e-4, "{lifted}");
+        assert!(
+            lifted < MAX_STRUCTURE && lifted > 0.5 * MAX_STRUCTURE,
+            "{lifted}"
+        );
+        let little = Features {
+            stems: 0.1,
+            ..Features::default()
+        };
+        let small = rank_score(&little, facts) - rank_score(&Features::default(), facts);
+        assert!(small > 0.0 && small < 0.2, "{small}");
         assert!(rank_score(&text, facts) > 0.9);
         for (index, name) in RANK_INPUTS.iter().enumerate() {
             assert_eq!(
