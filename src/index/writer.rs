@@ -685,3 +685,26 @@ fn push_indexed(text: &mut String, content: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_words_precedent_writes_are_not_indexed() {
+        let mut text = String::new();
+        push_indexed(
+            &mut text,
+            "ERROR: String to replace not found\n(no output)\nthe ERROR: in prose stays",
+        );
+        assert_eq!(
+            text,
+            "String to replace not found\n\nthe ERROR: in prose stays"
+        );
+        let terms = crate::tokenize::distinct_terms(&text);
+        assert!(!terms.contains(&"output".to_string()), "{terms:?}");
+        let mut text = String::new();
+        push_indexed(&mut text, "ERROR: ");
+        assert!(crate::tokenize::distinct_terms(&text).is_empty());
+    }
+}

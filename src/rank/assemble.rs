@@ -86,8 +86,10 @@ const MESSAGE_TERM_SATURATION: f32 = 1.2;
 /// shown compact. The same task met again, and a session whose BM25
 /// stands out of the query's list, are shown in full too.
 pub const FULL_PROBABILITY: f32 = 0.6;
-/// Compact items an answer holds at most.
-pub const MAX_COMPACT: usize = 3;
+/// A weak session is shown (compact) only among an answer's first this
+/// many sessions: an answer lists what the baseline's first five would,
+/// and no weak session past them.
+pub const COMPACT_WITHIN: usize = 5;
 /// Characters of a compact item at most: its task line, files, changed
 /// definitions and outcome; its id fetches it whole.
 pub const COMPACT_CHARS: usize = 300;
@@ -160,16 +162,14 @@ pub fn shown_sessions(
 ) -> Vec<ShownSession<'_>> {
     // More sessions than this cannot fit the budget.
     let max_sessions = (budget_chars / MIN_ITEM_CHARS).clamp(1, top_k);
-    let mut num_compact = 0usize;
+    let mut num_shown = 0usize;
     let kept: Vec<(&Scored, Size)> = candidates
         .iter()
         .filter(|scored| scored.dropped.is_none())
         .map(|scored| (scored, size_of(scored)))
         .filter(|(_, size)| {
-            let fits = *size == Size::Full || num_compact < MAX_COMPACT;
-            if fits && *size == Size::Compact {
-                num_compact += 1;
-            }
+            let fits = *size == Size::Full || num_shown < COMPACT_WITHIN;
+            num_shown += usize::from(fits);
             fits
         })
         .take(max_sessions)
@@ -956,13 +956,13 @@ mod tests {
     }
 
     #[test]
-    fn weak_evidence_is_shown_compact_three_at_most_and_nothing_is_made_up() {
-        let mut candidates: Vec<Scored> = (0..8)
+    fn weak_evidence_is_shown_compact_among_the_first_five_and_nothing_is_made_up() {
+        let mut candidates: Vec<Scored> = (0..9)
             .map(|i| scored(&format!("s{i}"), 2.0 - 0.1 * i as f32))
             .collect();
         for (i, candidate) in candidates.iter_mut().enumerate() {
-            // The first and the sixth are strong; the others weak.
-            candidate.probability = if i == 0 || i == 5 { 0.9 } else { 0.2 };
+            // The first and the eighth are strong; the others weak.
+            candidate.probability = if i == 0 || i == 7 { 0.9 } else { 0.2 };
             candidate.task_line = format!("{} {}", candidate.task_line, "long words ".repeat(40));
             candidate.baseline_rank = i + 1;
         }
@@ -978,7 +978,8 @@ mod tests {
                 ("s1", Size::Compact),
                 ("s2", Size::Compact),
                 ("s3", Size::Compact),
-                ("s5", Size::Full),
+                ("s4", Size::Compact),
+                ("s7", Size::Full),
             ]
         );
         assert!(!shown[1].needs_record() && !shown[1].shows_messages());
