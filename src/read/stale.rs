@@ -66,6 +66,14 @@ fn list(items: &[String]) -> String {
 /// Checks `record` against the working tree under `root`.
 pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
     let mut staleness = Staleness::default();
+    // Files are read only inside the checkout's real path.
+    let Ok(root) = std::fs::canonicalize(root) else {
+        staleness
+            .unchecked_files
+            .extend(record.files_changed.iter().take(MAX_FILES).cloned());
+        return staleness;
+    };
+    let root = root.as_path();
     let mut defined: HashSet<String> = HashSet::new();
     let mut read_any = false;
     for file in record.files_changed.iter().take(MAX_FILES) {
@@ -74,8 +82,8 @@ pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
             continue;
         };
         let path = root.join(relative);
-        let content = match read_bounded(&path) {
-            Ok(Some(content)) => content,
+        let (content, blob) = match read_bounded(root, &path) {
+            Ok(Some(read)) => read,
             Ok(None) => {
                 staleness.missing_files.push(file.clone());
                 continue;
@@ -97,9 +105,7 @@ pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
         // The content as the session left it, where its diff named its
         // blob; else what its fix wrote.
         let changed = match record.file_blobs.get(file) {
-            Some(blob) => git2::Oid::hash_file(git2::ObjectType::Blob, &path)
-                .map(|oid| !oid.to_string().starts_with(blob.as_str()))
-                .unwrap_or(false),
+            Some(recorded) => !blob.to_string().starts_with(recorded.as_str()),
             None => !holds_fix(record, file, &content),
         };
         if changed {
@@ -128,21 +134,51 @@ fn inside(file: &str) -> Option<&Path> {
     stays.then_some(path)
 }
 
-/// The file's text; `Ok(None)` when there is no such file, `Err` when it
-/// exists but is not read (too large, not a regular file, unreadable, not
-/// UTF-8).
-fn read_bounded(path: &Path) -> Result<Option<String>, ()> {
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) if error.kind() == std::io::ErrorKind::NotADirectory => return Ok(None),
+/// The file's text and its git blob id; `Ok(None)` when there is no such
+/// file, `Err` when it exists but is not read: it resolves outside `root`
+/// (the checkout's real path; a link out of it), is not a regular file
+/// (a device, a FIFO), is too large, unreadable or not UTF-8. The file is
+/// opened without following a link and without blocking, and checked on
+/// the open handle, so nothing swapped in after the check is read; the
+/// read itself is bounded.
+fn read_bounded(root: &Path, path: &Path) -> Result<Option<(String, git2::Oid)>, ()> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let resolved = match std::fs::canonicalize(path) {
+        Ok(resolved) => resolved,
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
         Err(_) => return Err(()),
     };
+    if !resolved.starts_with(root) {
+        return Err(());
+    }
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&resolved)
+        .map_err(|_| ())?;
+    let metadata = file.metadata().map_err(|_| ())?;
     if !metadata.is_file() || metadata.len() > MAX_FILE_BYTES {
         return Err(());
     }
-    let bytes = std::fs::read(path).map_err(|_| ())?;
-    String::from_utf8(bytes).map(Some).map_err(|_| ())
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| ())?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(());
+    }
+    let blob = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes).map_err(|_| ())?;
+    String::from_utf8(bytes)
+        .map(|text| Some((text, blob)))
+        .map_err(|_| ())
 }
 
 /// The names a definition may be found under: the qualified name and its
@@ -298,6 +334,37 @@ mod tests {
         };
         let staleness = check(dir.path(), &record);
         assert_eq!(staleness.unchecked_files.len(), 2);
+        assert!(!staleness.is_stale());
+    }
+
+    #[test]
+    fn links_out_of_the_checkout_devices_and_fifos_are_not_read() {
+        let dir = checkout(&[("pkg/core.py", CORE)]);
+        let outside = tempfile::tempdir().expect("outside");
+        std::fs::write(outside.path().join("secret.py"), "password = 1\n").expect("secret");
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.py"),
+            dir.path().join("pkg/x.py"),
+        )
+        .expect("link");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("sub")).expect("link");
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("pkg/zero.py")).expect("link");
+        let fifo = dir.path().join("pkg/fifo.py");
+        let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: creates a FIFO at a path the test owns.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        let record = SessionRecord {
+            files_changed: vec![
+                "pkg/x.py".to_string(),
+                "sub/secret.py".to_string(),
+                "pkg/zero.py".to_string(),
+                "pkg/fifo.py".to_string(),
+            ],
+            ..SessionRecord::default()
+        };
+        // A FIFO with no writer would block a plain open: this returns.
+        let staleness = check(dir.path(), &record);
+        assert_eq!(staleness.unchecked_files, record.files_changed);
         assert!(!staleness.is_stale());
     }
 }
