@@ -528,6 +528,20 @@ impl MemoryServer {
                 }]));
             }
         };
+        // A query past the Search body limit is refused here, as the API
+        // would refuse it (413), instead of being cut off mid-send.
+        let limit = crate::api::limits::MAX_SEARCH_BODY_BYTES - QUERY_BODY_OVERHEAD;
+        if query.len() > limit {
+            return Err(ToolFailure::Refused {
+                status: 413,
+                reason: format!(
+                    "the query is {} bytes; a search takes at most {limit}: send the task's \
+                     title, error and the names it involves",
+                    query.len()
+                ),
+                errors: Value::Null,
+            });
+        }
         let mut body = json!({ "user_id": self.user_id, "query": query, "top_k": top_k });
         if let Some(max_chars) = arguments.get("max_chars") {
             body["max_chars"] = max_chars.clone();
@@ -597,6 +611,9 @@ fn note_request_id(session_id: &str, note: &str) -> String {
         .collect();
     format!("mcp-note-{hex}")
 }
+
+/// Bytes of a Search body beside its query (user id, checkout, options).
+const QUERY_BODY_OVERHEAD: usize = 16 * 1024;
 
 fn required_string(arguments: &JsonObject, field: &str) -> Result<String, ToolFailure> {
     match arguments.get(field) {

@@ -348,6 +348,19 @@ fn a_search_in_a_repository_with_no_memory_says_so_naming_its_key() {
         text.starts_with("No memory for github.com/acme/empty yet"),
         "{text}"
     );
+    // A query over the Search limit is the agent's error, said as such,
+    // not a broken connection.
+    let huge = "parse_header ".repeat(100_000);
+    let answer = mcp.request(
+        "tools/call",
+        json!({"name": "search_memory", "arguments": {"query": huge}}),
+    );
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .expect("text");
+    assert!(text.contains("413") || text.contains("at most"), "{text}");
+    assert!(!text.contains("cannot reach"), "{text}");
     mcp.finish();
 }
 
