@@ -57,30 +57,61 @@ pub fn repository_scope(directory: &Path) -> Option<String> {
 /// `https://user:token@github.com/owner/name.git`, `git@github.com:owner/name`
 /// and `ssh://git@github.com/owner/name` all become `github.com/owner/name`;
 /// host and path are lowercased (hosting services compare them without
-/// case). A local path (`/srv/git/project.git`) is no remote: `None`.
+/// case). Every credential form is left out: a user and password (even one
+/// holding `/`), `user:token@host:path`, and a query or fragment
+/// (`?access_token=`). One `.git` suffix, in any case, is taken off. A
+/// local path (`/srv/git/project.git`) is no remote: `None`.
 fn normalize_remote(url: &str) -> Option<String> {
     let url = url.trim();
-    let without_scheme = match url.split_once("://") {
-        Some((_, rest)) => rest.to_string(),
-        // scp-like syntax: `user@host:path`.
-        None => match url.split_once(':') {
-            Some((host, path)) if !host.contains('/') => format!("{host}/{path}"),
-            _ => return None,
-        },
-    };
-    let without_credentials = match without_scheme.split_once('/') {
-        Some((authority, path)) => {
-            let host = authority.rsplit('@').next().unwrap_or(authority);
-            format!("{host}/{path}")
+    let url = url.split(['?', '#']).next().unwrap_or(url);
+    let address = match url.split_once("://") {
+        Some((_, rest)) => without_userinfo(rest).to_string(),
+        // scp-like syntax: `[user[:password]@]host:path`.
+        None => {
+            let rest = without_userinfo(url);
+            match rest.split_once(':') {
+                Some((host, path)) if !host.is_empty() && !host.contains('/') => {
+                    format!("{host}/{}", path.trim_start_matches('/'))
+                }
+                _ => return None,
+            }
         }
-        None => return None,
     };
-    let scope = without_credentials
-        .trim_end_matches('/')
-        .trim_end_matches(".git")
-        .trim_end_matches('/')
-        .to_lowercase();
-    (!scope.is_empty()).then_some(scope)
+    let (host, path) = address.split_once('/')?;
+    let host = host.to_lowercase();
+    let path = path.trim_end_matches('/').to_lowercase();
+    let path = path.strip_suffix(".git").unwrap_or(&path);
+    if host.is_empty() || path.is_empty() {
+        return None;
+    }
+    Some(format!("{host}/{path}"))
+}
+
+/// An address without the `user[:password]@` before its host. The host is
+/// what follows the last `@` that comes before the path: a password may
+/// hold `/` or `@` unescaped, a path rarely holds `@` before a `/`.
+fn without_userinfo(address: &str) -> &str {
+    let mut rest = address;
+    while let Some(at) = rest.find('@') {
+        let after = &rest[at + 1..];
+        // The text after this `@` up to the next `/` or `:` must look like
+        // a host name for this to be the end of the credentials.
+        let host = after.split(['/', ':']).next().unwrap_or("");
+        let looks_like_host = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']'));
+        let later_at = after.find('@');
+        let next_slash = after.find('/');
+        // Another `@` before the path: that one ends the credentials.
+        let another_first = matches!((later_at, next_slash), (Some(a), Some(s)) if a < s)
+            || (later_at.is_some() && next_slash.is_none());
+        if looks_like_host && !another_first {
+            return after;
+        }
+        rest = after;
+    }
+    address
 }
 
 #[cfg(test)]
@@ -103,6 +134,29 @@ mod tests {
             );
         }
         assert_eq!(normalize_remote("/srv/git/project.git"), None);
+    }
+
+    #[test]
+    fn no_credential_form_stays_in_the_key_and_git_suffixes_go_once() {
+        for url in [
+            "https://github.com/owner/name.git?access_token=ghp_secret",
+            "https://user:pa/ss@github.com/owner/name.git",
+            "https://user:p@ss@github.com/owner/name",
+            "user:tok@github.com:owner/name.git",
+            "https://x-access-token:ghs_secret@github.com/owner/name.git#frag",
+            "https://github.com/Owner/Name.GIT",
+        ] {
+            let key = normalize_remote(url);
+            assert_eq!(key.as_deref(), Some("github.com/owner/name"), "{url}");
+        }
+        assert_eq!(
+            normalize_remote("https://github.com/owner/x.git.git").as_deref(),
+            Some("github.com/owner/x.git")
+        );
+        assert_ne!(
+            normalize_remote("https://github.com/owner/x/.git"),
+            normalize_remote("https://github.com/owner/x")
+        );
     }
 
     #[test]
