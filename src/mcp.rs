@@ -549,10 +549,30 @@ impl MemoryServer {
         if let Some(root) = &self.checkout {
             body["repo"] = Value::String(root.to_string_lossy().into_owned());
         }
-        if explain {
-            self.backend.explain(body).await
+        let answer = if explain {
+            self.backend.explain(body.clone()).await
         } else {
-            self.backend.search(body).await
+            self.backend.search(body.clone()).await
+        };
+        match answer {
+            // A server that reads no checkouts (one started by hand,
+            // without --checkout-root) answers without the stale marks.
+            Err(ToolFailure::Refused {
+                status: 422,
+                errors,
+                ..
+            }) if body.get("repo").is_some() && errors.to_string().contains("\"repo\"") => {
+                let mut body = body;
+                if let Some(object) = body.as_object_mut() {
+                    object.remove("repo");
+                }
+                if explain {
+                    self.backend.explain(body).await
+                } else {
+                    self.backend.search(body).await
+                }
+            }
+            answer => answer,
         }
     }
 

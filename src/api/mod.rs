@@ -73,10 +73,22 @@ pub struct ApiOptions {
     /// `--redact-secrets`: content is masked, but masking an id would merge
     /// distinct scopes).
     pub refuse_secret_ids: bool,
-    /// Accept a Search's `repo` (the caller's checkout, read on this
-    /// host to mark stale experience): for servers only local clients
-    /// reach (`serve` sets it when it listens on loopback).
-    pub repo_checks: bool,
+    /// Whose checkouts a Search's `repo` may name (read on this host to
+    /// mark stale experience).
+    pub checkouts: Checkouts,
+}
+
+/// Whose checkouts a server reads for a Search's `repo`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Checkouts {
+    /// None: `repo` is refused.
+    #[default]
+    None,
+    /// Its owner's: the local server started for `mcp`, `hook` and
+    /// `import`, whose clients hold its owner's key.
+    Owners,
+    /// Those under these directories (real paths): `--checkout-root`.
+    Within(Vec<std::path::PathBuf>),
 }
 
 /// The default number of requests handled at once.
@@ -102,7 +114,7 @@ impl Default for ApiOptions {
             allowed_hosts: guard::AllowedHosts::default(),
             trusted_origins: Vec::new(),
             refuse_secret_ids: false,
-            repo_checks: false,
+            checkouts: Checkouts::None,
         }
     }
 }
@@ -112,7 +124,7 @@ struct AppState {
     service: Arc<Service>,
     max_body_bytes: usize,
     refuse_secret_ids: bool,
-    repo_checks: bool,
+    checkouts: Arc<Checkouts>,
     http_metrics: Arc<crate::metrics::HttpMetrics>,
 }
 
@@ -123,7 +135,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         service,
         max_body_bytes: options.max_body_bytes,
         refuse_secret_ids: options.refuse_secret_ids,
-        repo_checks: options.repo_checks,
+        checkouts: Arc::new(options.checkouts),
         http_metrics: Arc::clone(&http_metrics),
     };
     let keys = Arc::new(options.keys);
@@ -377,18 +389,25 @@ async fn explain(
     Ok(Json(state.service.explain(request).await?))
 }
 
-/// A Search's `repo` is read only by a server that local clients alone
-/// reach, and must be a directory there.
+/// A Search's `repo` is read only by the local server its owner's clients
+/// reach, or within the roots the operator named, and must be a directory
+/// there.
 fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Result<(), ApiError> {
     let Some(repo) = &request.repo() else {
         return Ok(());
     };
-    let message = if !state.repo_checks {
-        "this server does not read checkouts (it listens beyond loopback); leave repo out"
-    } else if !repo.is_dir() {
-        "not a directory on the server's host"
-    } else {
-        return Ok(());
+    let message = match state.checkouts.as_ref() {
+        Checkouts::None => {
+            "this server reads no checkouts (start it with --checkout-root DIR to let clients name checkouts under DIR); leave repo out"
+        }
+        _ if !repo.is_dir() => "not a directory on the server's host",
+        Checkouts::Within(roots)
+            if !std::fs::canonicalize(repo)
+                .is_ok_and(|real| roots.iter().any(|root| real.starts_with(root))) =>
+        {
+            "not under a checkout root this server reads (--checkout-root)"
+        }
+        _ => return Ok(()),
     };
     Err(ApiError::invalid_fields(vec![error::FieldError {
         field: "repo".to_string(),

@@ -397,6 +397,14 @@ struct ServeArgs {
     /// another server.
     #[arg(long, hide = true)]
     auto_started: bool,
+
+    /// A directory under which clients' checkouts may be read (repeat for
+    /// several): a Search's `repo` names the caller's checkout, which the
+    /// server reads to mark stale experience. Without it, only the local
+    /// server that `mcp`, `hook` and `import` start reads checkouts (its
+    /// clients hold its owner's key); any other server refuses `repo`.
+    #[arg(long = "checkout-root", value_name = "DIR")]
+    checkout_roots: Vec<PathBuf>,
 }
 
 /// The memory a command works in: `--user-id` when given, else the key

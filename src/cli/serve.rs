@@ -240,6 +240,31 @@ fn service_options(args: &ServeArgs, store: crate::store::StoreLocation) -> Serv
     options
 }
 
+/// Whose checkouts a server reads: the auto-started local server its
+/// owner's (on loopback, its clients hold its key), any other server those
+/// under its `--checkout-root` directories, or none.
+fn checkout_roots(args: &ServeArgs, address: SocketAddr) -> api::Checkouts {
+    if !args.checkout_roots.is_empty() {
+        let roots = args
+            .checkout_roots
+            .iter()
+            .filter_map(|root| match std::fs::canonicalize(root) {
+                Ok(root) => Some(root),
+                Err(error) => {
+                    tracing::warn!(root = %root.display(), %error, "--checkout-root is not readable; ignored");
+                    None
+                }
+            })
+            .collect();
+        return api::Checkouts::Within(roots);
+    }
+    if args.auto_started && address.ip().is_loopback() {
+        api::Checkouts::Owners
+    } else {
+        api::Checkouts::None
+    }
+}
+
 /// The HTTP API's options for a server listening on `address`.
 fn api_options(args: &ServeArgs, keys: ApiKeys, address: SocketAddr) -> ApiOptions {
     ApiOptions {
@@ -251,7 +276,7 @@ fn api_options(args: &ServeArgs, keys: ApiKeys, address: SocketAddr) -> ApiOptio
         allowed_hosts: api::guard::AllowedHosts::new(Some(address), &args.allowed_hosts),
         trusted_origins: args.allowed_origins.clone(),
         refuse_secret_ids: args.redact_secrets,
-        repo_checks: address.ip().is_loopback(),
+        checkouts: checkout_roots(args, address),
     }
 }
 

@@ -177,8 +177,23 @@ fn a_deleted_file_a_renamed_function_and_an_edited_line_are_marked() {
         "{item}"
     );
 
-    // The same through a server on loopback, and in its explanation.
+    // A server started by hand reads no checkout unless told where they
+    // are.
     let server = ServerProcess::start(Path::new(data), &[]);
+    let body = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": repo });
+    let (status, refused) = server.request("POST", "/v1/search", Some(&body));
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused.to_string().contains("--checkout-root"), "{refused}");
+    assert_eq!(server.terminate(), Some(0));
+
+    // The same through a server whose operator names the checkouts' root,
+    // and in its explanation.
+    let root = Path::new(repo)
+        .parent()
+        .expect("the checkout has a parent")
+        .to_string_lossy()
+        .into_owned();
+    let server = ServerProcess::start(Path::new(data), &["--checkout-root", &root]);
     let body = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": repo });
     let (status, answer) = server.request("POST", "/v1/search", Some(&body));
     assert_eq!(status, 200, "{answer}");
@@ -193,10 +208,13 @@ fn a_deleted_file_a_renamed_function_and_an_edited_line_are_marked() {
         "{explained}"
     );
 
-    // A checkout that is no directory is refused with a reason.
-    let bad = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": "/no/such/checkout" });
-    let (status, refused) = server.request("POST", "/v1/search", Some(&bad));
-    assert_eq!(status, 422, "{refused}");
-    assert!(refused.to_string().contains("repo"), "{refused}");
+    // A checkout that is no directory, or one outside the roots (the
+    // server's own disk), is refused with a reason.
+    for elsewhere in ["/no/such/checkout", "/"] {
+        let bad = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": elsewhere });
+        let (status, refused) = server.request("POST", "/v1/search", Some(&bad));
+        assert_eq!(status, 422, "{refused}");
+        assert!(refused.to_string().contains("repo"), "{refused}");
+    }
     assert_eq!(server.terminate(), Some(0));
 }
