@@ -105,9 +105,11 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let store_description = store.describe();
         let options = service_options(&args, store);
         let auto_started = args.auto_started;
+        let data_dir = args.storage.data_dir().to_path_buf();
         let service = tokio::task::spawn_blocking(move || open_service(options, auto_started))
             .await
-            .context("start-up task failed")??;
+            .context("start-up task failed")?
+            .map_err(|error| held_by_local_server(error, &data_dir))?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -294,6 +296,22 @@ fn serve_options(
         shutdown_grace: std::time::Duration::from_secs(args.request_timeout_secs),
         tls,
     }
+}
+
+/// A data directory in use says by whom when it is the local server that
+/// `mcp`, `hook` or `import` started, and how to stop it.
+fn held_by_local_server(error: service::ServiceError, data_dir: &std::path::Path) -> anyhow::Error {
+    if let service::ServiceError::Locked(_) = &error
+        && let Some(record) = local::read_record(data_dir).filter(|record| record.auto_started)
+    {
+        return anyhow::anyhow!(
+            "{error}: the local server that mcp, hook and import share holds it (pid {}, {}); it exits after its idle time, or stop it now with `kill {}` and run serve again",
+            record.pid,
+            record.url,
+            record.pid
+        );
+    }
+    error.into()
 }
 
 /// How long an auto-started server waits for the data directory while

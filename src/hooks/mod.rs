@@ -252,7 +252,7 @@ impl HookLog {
         &self.path
     }
 
-    /// Appends a line (`<unix ms> <event> <message>`); a log that cannot
+    /// Appends a line (`<RFC 3339 UTC time> <event> <message>`); a log that cannot
     /// be written is skipped, as a hook must not fail for it.
     pub fn write(&self, event: &str, message: &str) {
         if let Some(parent) = self.path.parent()
@@ -265,7 +265,7 @@ impl HookLog {
         }
         let line = format!(
             "{} {event} {}\n",
-            crate::time::now_ms(),
+            crate::time::rfc3339_from_ms(crate::time::now_ms()),
             escape_controls(message)
         );
         if let Ok(mut file) = std::fs::OpenOptions::new()
