@@ -34,6 +34,8 @@ pub mod mentions;
 pub mod outcome;
 /// The repository root of a session, and paths relative to it.
 pub mod repo;
+/// Scratch files by what the repository is.
+pub mod scratch;
 
 mod record;
 /// Tree-sitter tags and the definitions enclosing changed lines.
@@ -287,6 +289,11 @@ struct SessionBuilder {
     file_blobs: std::collections::BTreeMap<String, String>,
     /// Files edits changed outside the repository root.
     outside_files: HashSet<String>,
+    /// Files a written diff shows as new, and of them those shown as binary.
+    diff_added: HashSet<String>,
+    diff_binary: HashSet<String>,
+    /// Files a written diff shows existed (changed, deleted, renamed).
+    diff_existing: HashSet<String>,
 }
 
 impl SessionBuilder {
@@ -516,7 +523,7 @@ impl SessionBuilder {
 
     /// Returns whether the view had at least one file diff.
     fn add_diffs(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
-        let paths = self.add_diff_text(message_index, &view.text, &|start, end| {
+        let paths = self.add_diff_text(message_index, &view.text, true, &|start, end| {
             view.raw_range(content, start, end)
         });
         self.edits.diff_seen(&paths);
@@ -556,7 +563,7 @@ impl SessionBuilder {
                 text::floor_char_boundary(content, edit.start),
                 text::ceil_char_boundary(content, edit.end.max(edit.start)),
             );
-            let paths = self.add_diff_text(message_index, &result.diff, &|_, _| range);
+            let paths = self.add_diff_text(message_index, &result.diff, false, &|_, _| range);
             any |= !paths.is_empty();
             for path in &paths {
                 if self.edits.is_outside(path) && self.outside_files.insert(path.clone()) {
@@ -620,6 +627,7 @@ impl SessionBuilder {
         &mut self,
         message_index: usize,
         text: &str,
+        written: bool,
         raw_range: &dyn Fn(usize, usize) -> (usize, usize),
     ) -> Vec<String> {
         let parsed = diff::parse_diffs(text);
@@ -637,6 +645,29 @@ impl SessionBuilder {
                 continue;
             }
             paths.push(path.to_string());
+            if written {
+                let file_text = text.get(file.start..file.end).unwrap_or("");
+                let binary = file.change == diff::FileChange::Binary;
+                let added = file.change == diff::FileChange::Added
+                    || (binary
+                        && (file_text.contains("\nnew file mode")
+                            || file_text.contains("Binary files /dev/null ")));
+                if added {
+                    if !self.diff_existing.contains(path) {
+                        self.diff_added.insert(path.to_string());
+                    }
+                    if binary {
+                        self.diff_binary.insert(path.to_string());
+                    }
+                } else if !self.diff_added.contains(path) {
+                    self.diff_existing.insert(path.to_string());
+                }
+                if let Some(old) = file.old_path.as_deref()
+                    && file.change == diff::FileChange::Renamed
+                {
+                    self.diff_existing.insert(old.to_string());
+                }
+            }
             // A later diff without the id leaves the content unknown.
             match &file.new_blob {
                 Some(blob) => {
@@ -851,6 +882,100 @@ impl SessionBuilder {
         self.drop_files(&scratch);
     }
 
+    /// New files that are scratch by what the repository is (see
+    /// [`scratch`]), even when a written diff holds them. Only for a
+    /// session that shows files the repository had before it.
+    fn drop_scratch_by_place(&mut self) {
+        let git_root =
+            scratch::root_from_git_diffs(&self.files_from_edits, &self.diff_added_or_existing());
+        let relative = |path: &str| -> Option<String> {
+            match &git_root {
+                Some(root) => path.strip_prefix(root.as_str()).map(str::to_string),
+                None => Some(path.to_string()),
+            }
+        };
+        let mut existing: HashSet<String> = self.diff_existing.clone();
+        existing.extend(
+            self.edits
+                .existing_files()
+                .filter_map(|path| relative(path)),
+        );
+        // What git shows as new was not there, though the session viewed it.
+        existing.retain(|path| !self.diff_added.contains(path));
+        // Only a session that changed files the repository had (a new
+        // project's files are all new).
+        let changed_existing = self.edits.edits_existing() || !self.diff_existing.is_empty();
+        if existing.is_empty() || !changed_existing {
+            return;
+        }
+        let folders = scratch::repository_folders(existing.iter().map(String::as_str));
+        let created = self.edits.created_files();
+        let written_by_edit = |path: &str| {
+            created.iter().any(|created| {
+                created == path
+                    || git_root
+                        .as_deref()
+                        .is_some_and(|root| created.strip_prefix(root) == Some(path))
+            })
+        };
+        let tests_in_folders = self.edits.saw_tests_in_folders()
+            || existing.iter().any(|path| scratch::is_test_in_folder(path));
+        let mut scratch = HashSet::new();
+        for path in &self.files_changed.values {
+            if let Some(root) = &git_root
+                && !path.starts_with(root.as_str())
+                && !self.files_from_written_diffs.contains(path)
+            {
+                // Edited outside the checkout git printed diffs of.
+                scratch.insert(path.clone());
+                continue;
+            }
+            let written = written_by_edit(path);
+            let is_new = (written || self.diff_added.contains(path)) && !existing.contains(path);
+            if !is_new {
+                continue;
+            }
+            let Some(inside) = relative(path)
+                .filter(|_| !self.diff_added.contains(path))
+                .or_else(|| {
+                    // A diff's path is already relative to the checkout.
+                    self.diff_added.contains(path).then(|| path.clone())
+                })
+            else {
+                // An edit outside the checkout git printed diffs of.
+                scratch.insert(path.clone());
+                continue;
+            };
+            let full = git_root
+                .as_deref()
+                .map_or_else(|| inside.clone(), |root| format!("{root}{inside}"));
+            let imported = self.edits.importers_of(&full).iter().any(|importer| {
+                relative(importer).is_some_and(|importer| existing.contains(&importer))
+            });
+            let file = scratch::NewFile {
+                path: &inside,
+                // No edit wrote it, where edits are how the agent writes
+                // files: its runs made it.
+                written_by_edit: written || !self.edits.has_edits(),
+                run: self.edits.was_run(&full) || self.edits.was_run(&inside),
+                binary: self.diff_binary.contains(path),
+                imported,
+                tests_in_folders,
+            };
+            if scratch::is_scratch(&file, &folders, &self.edits) {
+                scratch.insert(path.clone());
+            }
+        }
+        self.drop_files(&scratch);
+    }
+
+    fn diff_added_or_existing(&self) -> HashSet<String> {
+        self.diff_added
+            .union(&self.diff_existing)
+            .cloned()
+            .collect()
+    }
+
     /// With no root named, the one the session's directories and files
     /// show: changed paths under it become relative, and absolute ones
     /// outside it are not the repository's (a diagnostic says so).
@@ -1056,6 +1181,7 @@ impl SessionBuilder {
         self.drop_edits_outside_final_diff();
         self.merge_path_twins();
         self.relative_to_inferred_root();
+        self.drop_scratch_by_place();
         let tests_passed_at_end = self.tests_passed_at_end();
         // Without a final written diff (the last message's edits rendered as
         // diffs do not count as one), the run's edits are its fix once it

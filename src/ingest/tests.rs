@@ -733,18 +733,21 @@ fn scratch_scripts_outputs_and_outside_files_are_not_changes() {
     );
 }
 
+/// Issue 40: a reproduction script the agent wrote at the root and ran is
+/// scratch even when the diff it printed holds it (`git add -A` then `git
+/// diff --cached`, as real Claude Code runs of SWE-bench tasks do); a new
+/// module that diff holds beside the repository's sources is the change.
 #[test]
-fn a_scratch_script_a_final_diff_holds_is_a_change() {
+fn a_scratch_script_a_final_diff_holds_is_still_scratch() {
     let mut messages = claude_code_session("/home/ann/src/shop-app");
     messages.push((
         Role::Assistant,
-        "```diff\ndiff --git a/test_issue.py b/test_issue.py\nnew file mode 100644\n--- /dev/null\n+++ b/test_issue.py\n@@ -0,0 +1,1 @@\n+print(1)\n```".to_string(),
+        "```diff\ndiff --git a/shop/cart.py b/shop/cart.py\n--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1,1 +1,1 @@\n-    return total\n+    return round(total, 2)\ndiff --git a/shop/discount.py b/shop/discount.py\nnew file mode 100644\n--- /dev/null\n+++ b/shop/discount.py\n@@ -0,0 +1,1 @@\n+RATE = 1\ndiff --git a/test_issue.py b/test_issue.py\nnew file mode 100644\n--- /dev/null\n+++ b/test_issue.py\n@@ -0,0 +1,1 @@\n+print(1)\n```".to_string(),
     ));
     let (record, _) = owned_session(&messages);
-    assert!(
-        record.files_changed.contains(&"test_issue.py".to_string()),
-        "{:?}",
-        record.files_changed
+    assert_eq!(
+        record.files_changed,
+        vec!["shop/cart.py".to_string(), "shop/discount.py".to_string()]
     );
 }
 

@@ -539,8 +539,14 @@ pub struct Tracker {
     root_candidates: Vec<String>,
     /// Files the session viewed (normalized).
     viewed: HashSet<String>,
+    /// Files it viewed before its first edit.
+    viewed_before_edits: HashSet<String>,
     /// Files the session ran as scripts (`python x.py`, `./x.sh`), normalized.
     run_as_scripts: HashSet<String>,
+    /// Files the session handed to a test runner (`pytest x.py`), normalized.
+    run_as_tests: HashSet<String>,
+    /// Directories the session moved to (`cd DIR`, relative ones too), normalized.
+    moved_to: HashSet<String>,
     /// Per edited file, the module names its edits import.
     imports: HashMap<String, HashSet<String>>,
     /// Files aider said it applied an edit to (and committed).
@@ -711,6 +717,62 @@ fn scripts_run(command: &str) -> Vec<String> {
     scripts
 }
 
+/// The directories a shell command moves to (`cd DIR`, `pushd DIR`), as
+/// written.
+fn moved_to(command: &str) -> Vec<String> {
+    let mut directories = Vec::new();
+    for part in command.split(['\n', ';', '&', '|', '(', ')']) {
+        let mut words = part.split_whitespace();
+        if matches!(words.next(), Some("cd" | "pushd"))
+            && let Some(directory) = words.next()
+        {
+            let directory = directory.trim_matches(['"', '\'']).trim_end_matches('/');
+            if !directory.is_empty()
+                && !matches!(directory, "." | ".." | "-" | "~")
+                && directories.len() < 16
+            {
+                directories.push(directory.to_string());
+            }
+        }
+    }
+    directories
+}
+
+/// The files a shell command hands to a test runner: the operands of
+/// `pytest` / `py.test` and of `python -m pytest` / `-m unittest`, a test's
+/// `::name` cut off.
+fn test_files_run(command: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    for part in command.split(['\n', ';', '&', '|', '(', ')']) {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let runner_at = words.iter().position(|word| {
+            let name = word.rsplit('/').next().unwrap_or(word);
+            matches!(name, "pytest" | "py.test")
+        });
+        let module_at = words
+            .windows(2)
+            .position(|pair| pair[0] == "-m" && matches!(pair[1], "pytest" | "unittest"))
+            .map(|at| at + 1);
+        let Some(at) = runner_at.or(module_at) else {
+            continue;
+        };
+        for word in words.iter().skip(at + 1) {
+            if matches!(*word, ">" | "2>&1" | ">>" | "<") {
+                break;
+            }
+            if word.starts_with('-') {
+                continue;
+            }
+            let word = word.trim_matches(['"', '\'']);
+            let file = word.split("::").next().unwrap_or(word);
+            if file.ends_with(".py") && files.len() < 16 {
+                files.push(file.to_string());
+            }
+        }
+    }
+    files
+}
+
 /// The module names a text imports (`import a.b`, `from a import b, c`,
 /// `require('./a')`, `from './a'`), each dotted or slashed part.
 fn imported_names(text: &str) -> HashSet<String> {
@@ -760,6 +822,12 @@ pub fn same_file(a: &str, b: &str) -> bool {
     a == b
         || a.strip_suffix(b).is_some_and(|head| head.ends_with('/'))
         || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
+}
+
+impl crate::ingest::scratch::Workplace for Tracker {
+    fn worked_in(&self, folder: &str) -> bool {
+        Tracker::worked_in(self, folder)
+    }
 }
 
 impl Tracker {
@@ -836,6 +904,9 @@ impl Tracker {
     fn note_viewed(&mut self, path: &str) {
         if self.viewed.len() < MAX_TRACKED_NAMES {
             self.viewed.insert(path.to_string());
+        }
+        if self.num_edits == 0 && self.viewed_before_edits.len() < MAX_TRACKED_NAMES {
+            self.viewed_before_edits.insert(path.to_string());
         }
     }
 
@@ -986,6 +1057,18 @@ impl Tracker {
             if self.run_as_scripts.len() < MAX_TRACKED_NAMES {
                 let script = self.normalize(&script);
                 self.run_as_scripts.insert(script);
+            }
+        }
+        for directory in moved_to(command) {
+            if self.moved_to.len() < MAX_TRACKED_NAMES {
+                let directory = self.normalize(&directory);
+                self.moved_to.insert(directory);
+            }
+        }
+        for test_file in test_files_run(command) {
+            if self.run_as_tests.len() < MAX_TRACKED_NAMES {
+                let test_file = self.normalize(&test_file);
+                self.run_as_tests.insert(test_file);
             }
         }
     }
@@ -1295,6 +1378,66 @@ impl Tracker {
             scratch.extend(more);
         }
         scratch
+    }
+
+    /// Files the session's edits created (normalized).
+    pub fn created_files(&self) -> &HashSet<String> {
+        &self.created
+    }
+
+    /// Files the session shows existed before it: those its edits changed
+    /// in place and those it viewed before its first edit (a file viewed
+    /// later may be one its runs wrote).
+    pub fn existing_files(&self) -> impl Iterator<Item = &String> {
+        self.edited_existing.iter().chain(
+            self.viewed_before_edits
+                .iter()
+                .filter(|path| !self.created.contains(*path)),
+        )
+    }
+
+    /// Whether the session ran `path` (as a script or a test file).
+    pub fn was_run(&self, path: &str) -> bool {
+        self.run_as_scripts
+            .iter()
+            .chain(&self.run_as_tests)
+            .any(|script| same_file(script, path))
+    }
+
+    /// Whether the session ran a file under `folder` (relative to the
+    /// root) or moved into it, however it named the folder.
+    pub fn worked_in(&self, folder: &str) -> bool {
+        let inside = format!("{folder}/");
+        let nested = format!("/{folder}/");
+        let under = |path: &str| {
+            same_file(path, folder) || path.starts_with(&inside) || path.contains(&nested)
+        };
+        self.moved_to
+            .iter()
+            .chain(&self.run_as_scripts)
+            .chain(&self.run_as_tests)
+            .any(|path| under(path))
+    }
+
+    /// Whether the session shows a test module inside a folder: one it
+    /// viewed, edited in place or ran.
+    pub fn saw_tests_in_folders(&self) -> bool {
+        self.viewed
+            .iter()
+            .chain(&self.edited_existing)
+            .chain(&self.run_as_tests)
+            .filter(|path| !self.created.contains(*path))
+            .any(|path| crate::ingest::scratch::is_test_in_folder(path))
+    }
+
+    /// The files whose edits import `path`'s module.
+    pub fn importers_of(&self, path: &str) -> Vec<&String> {
+        let module = module_name(path);
+        self.imports
+            .iter()
+            .filter(|(importer, names)| !same_file(importer, path) && names.contains(module))
+            .map(|(importer, _)| importer)
+            .collect()
     }
 
     /// Whether the edits change a file that existed before the session.
