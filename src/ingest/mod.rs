@@ -353,6 +353,9 @@ impl SessionBuilder {
             // the importer put it (a `/clear` line may come first).
             self.edits.set_root(cwd);
         }
+        if !is_agent && let Some(directory) = repo::environment_directory(content) {
+            self.edits.set_directory(directory);
+        }
         if is_task {
             self.add_task(message);
         }

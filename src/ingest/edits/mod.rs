@@ -547,6 +547,16 @@ pub struct Tracker {
     run_as_tests: HashSet<String>,
     /// Directories the session moved to (`cd DIR`, relative ones too), normalized.
     moved_to: HashSet<String>,
+    /// The shell's directory as the session's `cd`s move it, from the
+    /// transcript's working directory.
+    shell_directory: Option<String>,
+    /// Directories the session shows are git checkouts (git commands ran
+    /// there, `git clone` made them, `git rev-parse --show-toplevel` named them).
+    checkouts: Vec<String>,
+    /// The last command asked git for its top level.
+    awaiting_toplevel: bool,
+    /// Top levels git named (`git rev-parse --show-toplevel`).
+    toplevels: Vec<String>,
     /// Per edited file, the module names its edits import.
     imports: HashMap<String, HashSet<String>>,
     /// Files aider said it applied an edit to (and committed).
@@ -852,6 +862,24 @@ impl Tracker {
         }
     }
 
+    /// The transcript's working directory, whatever it looks like: where
+    /// the shell starts.
+    pub fn set_directory(&mut self, directory: &str) {
+        if self.shell_directory.is_none() {
+            self.shell_directory = Some(directory.trim_end_matches('/').to_string());
+        }
+    }
+
+    fn note_checkout(&mut self, directory: String) {
+        if !directory.is_empty()
+            && directory != "/"
+            && self.checkouts.len() < repo::MAX_CANDIDATES
+            && !self.checkouts.contains(&directory)
+        {
+            self.checkouts.push(directory);
+        }
+    }
+
     /// The root, when a message named it (with a final `/`).
     pub fn root(&self) -> Option<&str> {
         self.root.as_deref()
@@ -882,6 +910,19 @@ impl Tracker {
     pub fn inferred_root(&self, files: &[String]) -> Option<String> {
         if self.root.is_some() {
             return None;
+        }
+        // A checkout the session shows, wherever it is (`/tmp`, a path
+        // with spaces, relative), that holds some of the files.
+        let checkouts: Vec<String> = self
+            .checkouts
+            .iter()
+            .map(|checkout| format!("{checkout}/"))
+            .collect();
+        let all: Vec<&str> = files.iter().map(String::as_str).collect();
+        if let Some(root) =
+            repo::choose_root(&self.toplevels, &all).or_else(|| repo::choose_root(&checkouts, &all))
+        {
+            return Some(root);
         }
         let absolute: Vec<&str> = files
             .iter()
@@ -1059,6 +1100,17 @@ impl Tracker {
                 self.run_as_scripts.insert(script);
             }
         }
+        let (checkouts, after) =
+            repo::checkouts_of_command(command, self.shell_directory.as_deref());
+        for checkout in checkouts {
+            self.note_checkout(checkout);
+        }
+        if after.is_some() {
+            self.shell_directory = after;
+        }
+        if contains_str!(command, "--show-toplevel") {
+            self.awaiting_toplevel = true;
+        }
         for directory in moved_to(command) {
             if self.moved_to.len() < MAX_TRACKED_NAMES {
                 let directory = self.normalize(&directory);
@@ -1156,6 +1208,18 @@ impl Tracker {
     }
 
     fn read_observation(&mut self, message: &str, windowed_state: bool) {
+        if std::mem::take(&mut self.awaiting_toplevel)
+            && let Some(line) = message
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .take(3)
+                .find(|line| line.starts_with('/'))
+            && self.toplevels.len() < repo::MAX_CANDIDATES
+        {
+            self.toplevels
+                .push(format!("{}/", line.trim_end_matches('/')));
+        }
         if contains_str!(message, "Applied edit to ") {
             self.completed = true;
             for line in message.lines() {
