@@ -61,7 +61,7 @@ pub use self::clock::Clock;
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
-    TestsRecord,
+    TestCounts, TestsRecord,
 };
 use self::testrun::TestStatus;
 use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
@@ -289,6 +289,16 @@ struct SessionBuilder {
     file_blobs: std::collections::BTreeMap<String, String>,
     /// Files edits changed outside the repository root.
     outside_files: HashSet<String>,
+    /// Replacements of the last agent message whose diff named no changed
+    /// definition (the file's text unknown around them): path, old, new.
+    blind_replacements: Vec<(String, String, String)>,
+    /// The counts of the last test run's summary line.
+    last_run_counts: Option<TestCounts>,
+    /// Commands whose answer gave no exit code and was not marked failed.
+    unmarked_answers: Vec<usize>,
+    /// The session's tools mark a failed result (Claude Code's `is_error`,
+    /// rendered with the error prefix): an unmarked answer is a success.
+    tools_mark_failures: bool,
     /// Files a written diff shows as new, and of them those shown as binary.
     diff_added: HashSet<String>,
     diff_binary: HashSet<String>,
@@ -360,6 +370,10 @@ impl SessionBuilder {
             self.add_task(message);
         }
         let tool_calls = toolcall::parse(content);
+        self.tools_mark_failures |= tool_calls
+            .calls
+            .iter()
+            .any(|call| MARKING_TOOLS.contains(&call.name.as_str()));
         for problem in &tool_calls.problems {
             self.diagnose(message_index, problem.clone());
         }
@@ -375,6 +389,7 @@ impl SessionBuilder {
                 self.edits.task(content);
             } else {
                 self.edits.observation(content);
+                self.definitions_from_edit_snippet(content);
             }
             self.settle_edits(self.edits.num_refused() > refused_before);
         }
@@ -491,6 +506,13 @@ impl SessionBuilder {
         if let Some(record) = self.commands.get_mut(command_index) {
             record.exit_code = exit_code;
         }
+        let marked = message
+            .content
+            .trim_start()
+            .starts_with(crate::tool::render::ERROR_RESULT_PREFIX);
+        if exit_code.is_none() && !marked && self.unmarked_answers.len() < MAX_COMMANDS {
+            self.unmarked_answers.push(command_index);
+        }
         self.last_message_failed_command = exit_code.is_some_and(|code| code != 0);
         if let Some(evidence) = evidence_index.and_then(|index| self.step_evidence.get_mut(index)) {
             let output = head_and_tail(message.content.trim(), MAX_STEP_OUTPUT_BYTES);
@@ -561,7 +583,9 @@ impl SessionBuilder {
         }
         let mut any = false;
         let mut edited = Vec::new();
+        self.blind_replacements.clear();
         for (edit, result) in rendered {
+            let symbols_before = self.symbols_changed.values.len();
             let range = (
                 text::floor_char_boundary(content, edit.start),
                 text::ceil_char_boundary(content, edit.end.max(edit.start)),
@@ -578,6 +602,13 @@ impl SessionBuilder {
                         ),
                     );
                 }
+            }
+            if self.symbols_changed.values.len() == symbols_before
+                && let edits::EditOp::Replace { old, new, .. } = &edit.op
+                && self.blind_replacements.len() < 16
+            {
+                self.blind_replacements
+                    .push((result.path.clone(), old.clone(), new.clone()));
             }
             edited.extend(paths.iter().cloned());
             self.files_from_edits.extend(paths);
@@ -597,6 +628,67 @@ impl SessionBuilder {
         if !refused {
             for path in paths {
                 self.note_edit(path, message_index);
+            }
+        }
+    }
+
+    /// Claude Code answers an Edit with the edited region, numbered (`cat
+    /// -n` of a snippet): the replacement's lines in it, with the lines
+    /// around them as context, make a hunk whose enclosing definitions
+    /// tree-sitter finds, when the edit's own diff knew no context.
+    fn definitions_from_edit_snippet(&mut self, content: &str) {
+        if self.blind_replacements.is_empty() || !content.contains("cat -n") {
+            return;
+        }
+        let lines = edits::numbered_lines(content);
+        if lines.is_empty() {
+            return;
+        }
+        for (path, old, new) in std::mem::take(&mut self.blind_replacements) {
+            let new_lines: Vec<&str> = new.lines().collect();
+            let Some(first) = new_lines.iter().find(|line| !line.trim().is_empty()) else {
+                continue;
+            };
+            let Some(at) = lines.iter().position(|(_, text)| text == first) else {
+                continue;
+            };
+            let lead = new_lines.iter().take_while(|line| *line != first).count();
+            let Some(start) = at.checked_sub(lead) else {
+                continue;
+            };
+            let end = (start + new_lines.len()).min(lines.len());
+            let mut hunk = String::new();
+            for (_, text) in lines.get(..start).unwrap_or(&[]) {
+                hunk.push_str(&format!(" {text}\n"));
+            }
+            for line in old.lines() {
+                hunk.push_str(&format!("-{line}\n"));
+            }
+            for line in &new_lines {
+                hunk.push_str(&format!("+{line}\n"));
+            }
+            for (_, text) in lines.get(end..).unwrap_or(&[]) {
+                hunk.push_str(&format!(" {text}\n"));
+            }
+            let first_number = lines.first().map_or(1, |(number, _)| *number);
+            let old_count = start + old.lines().count() + lines.len().saturating_sub(end);
+            let new_count = lines.len();
+            let text = format!(
+                "--- a/{path}\n+++ b/{path}\n@@ -{first_number},{old_count} +{first_number},{new_count} @@\n{hunk}"
+            );
+            let parsed = diff::parse_diffs(&text);
+            for file in &parsed.files {
+                for hunk in &file.hunks {
+                    let found =
+                        symbols::hunk_symbols(&path, hunk, &text, &mut self.hunk_parse_budget);
+                    for symbol in &found.changed {
+                        self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
+                        let files = self.symbol_files.entry(symbol.clone()).or_default();
+                        if files.len() < 8 && !files.contains(&path) {
+                            files.push(path.clone());
+                        }
+                    }
+                }
             }
         }
     }
@@ -820,6 +912,17 @@ impl SessionBuilder {
         if let Some(run) = observations.runs.last() {
             self.last_test_run = Some(run.passed);
             self.last_test_run_at = Some(message_index);
+            let line = view.text.get(run.offset..run.end).unwrap_or("");
+            let next = view
+                .text
+                .get(run.end..)
+                .unwrap_or("")
+                .trim_start_matches(['\r', '\n'])
+                .lines()
+                .next()
+                .unwrap_or("");
+            self.last_run_counts = testrun::run_counts(line, next)
+                .map(|(passed, failed)| TestCounts { passed, failed });
         }
     }
 
@@ -1142,6 +1245,15 @@ impl SessionBuilder {
     }
 
     fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
+        if self.tools_mark_failures {
+            // Claude Code marks a failed Bash result (`is_error`, `Exit code
+            // N`): an unmarked answer is the command's success.
+            for index in std::mem::take(&mut self.unmarked_answers) {
+                if let Some(command) = self.commands.get_mut(index) {
+                    command.exit_code.get_or_insert(0);
+                }
+            }
+        }
         // symbols_referenced: diff references, then the task's, the agent's, viewed code.
         let mut referenced = UniqueList::default();
         for bucket in [
@@ -1157,7 +1269,10 @@ impl SessionBuilder {
 
         let mut tests: Vec<(String, (usize, TestStatus))> = self.test_status.drain().collect();
         tests.sort_by_key(|(_, (order, _))| *order);
-        let mut record_tests = TestsRecord::default();
+        let mut record_tests = TestsRecord {
+            last_run: self.last_run_counts,
+            ..TestsRecord::default()
+        };
         for (test_id, (_, status)) in tests {
             let list = match status {
                 TestStatus::Passed => &mut record_tests.passing,
@@ -1239,6 +1354,20 @@ impl SessionBuilder {
         (record, self.diagnostics)
     }
 }
+
+/// Claude Code's own tools (besides Bash): a session that calls them ran
+/// in Claude Code, whose tool results say `is_error` when they failed.
+const MARKING_TOOLS: &[&str] = &[
+    "Read",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Glob",
+    "Grep",
+    "TodoWrite",
+    "NotebookEdit",
+    "LS",
+];
 
 /// The first project-looking path (relative, not in site-packages or
 /// node_modules), else the first path.
