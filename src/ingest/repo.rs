@@ -62,6 +62,19 @@ pub fn environment_directory(text: &str) -> Option<&str> {
     (!cwd.is_empty() && !cwd.contains('\n')).then_some(cwd)
 }
 
+/// A message's own text: without the `<environment_context>` block an
+/// importer put before it to give ingest the working directory. What an
+/// answer shows of a message should be this, never the marker.
+pub fn without_importer_markers(text: &str) -> &str {
+    match environment_end(text) {
+        0 => text,
+        end => text
+            .get(end..)
+            .unwrap_or(text)
+            .trim_start_matches(['\r', '\n']),
+    }
+}
+
 /// Git subcommands that run inside a checkout (not `clone`, `init`).
 const CHECKOUT_COMMANDS: &[&str] = &[
     "status",
@@ -394,6 +407,15 @@ pub fn choose_root(candidates: &[String], files: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_importer_marker_is_not_the_message() {
+        let text =
+            "<environment_context><cwd>/tmp/a b/inventory</cwd></environment_context>\nFix restock";
+        assert_eq!(without_importer_markers(text), "Fix restock");
+        assert_eq!(environment_directory(text), Some("/tmp/a b/inventory"));
+        assert_eq!(without_importer_markers("Fix restock"), "Fix restock");
+    }
 
     #[test]
     fn git_commands_show_checkouts_wherever_they_are() {
