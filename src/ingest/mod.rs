@@ -637,7 +637,9 @@ impl SessionBuilder {
     /// around them as context, make a hunk whose enclosing definitions
     /// tree-sitter finds, when the edit's own diff knew no context.
     fn definitions_from_edit_snippet(&mut self, content: &str) {
-        if self.blind_replacements.is_empty() || !content.contains("cat -n") {
+        if self.blind_replacements.is_empty()
+            || !content.contains("`cat -n` on a snippet of the edited file")
+        {
             return;
         }
         let lines = edits::numbered_lines(content);

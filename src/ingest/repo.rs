@@ -127,7 +127,14 @@ pub fn checkouts_of_command(
 ) -> (Vec<String>, Option<String>) {
     let mut checkouts = Vec::new();
     let mut current = directory.map(str::to_string);
+    if !command.contains("git") && !command.contains("cd") {
+        return (checkouts, current);
+    }
     for part in command.split(['\n', ';', '&', '|']) {
+        let head = part.trim_start();
+        if !(head.starts_with("cd") || head.starts_with("pushd") || head.contains("git")) {
+            continue;
+        }
         let words = shell_words(part);
         let mut words = words
             .iter()

@@ -731,6 +731,9 @@ fn scripts_run(command: &str) -> Vec<String> {
 /// written.
 fn moved_to(command: &str) -> Vec<String> {
     let mut directories = Vec::new();
+    if !command.contains("cd ") && !command.contains("pushd ") {
+        return directories;
+    }
     for part in command.split(['\n', ';', '&', '|', '(', ')']) {
         let mut words = part.split_whitespace();
         if matches!(words.next(), Some("cd" | "pushd"))
@@ -753,6 +756,10 @@ fn moved_to(command: &str) -> Vec<String> {
 /// `::name` cut off.
 fn test_files_run(command: &str) -> Vec<String> {
     let mut files = Vec::new();
+    if !command.contains("py.test") && !command.contains("pytest") && !command.contains("unittest")
+    {
+        return files;
+    }
     for part in command.split(['\n', ';', '&', '|', '(', ')']) {
         let words: Vec<&str> = part.split_whitespace().collect();
         let runner_at = words.iter().position(|word| {
