@@ -106,9 +106,25 @@ const CHECKOUT_COMMANDS: &[&str] = &[
 ];
 
 /// `target` seen from `directory` (`..` and `.` resolved where they can be).
-pub fn join(directory: &str, target: &str) -> String {
+///
+/// `origin` is a relative working directory the transcript
+/// gave: its paths are written from a parent (a transcript whose paths
+/// were made relative), so a target that starts with it is not under the
+/// shell's directory but that path itself.
+pub fn join_from(directory: &str, target: &str, origin: Option<&str>) -> String {
     let target = target.trim_end_matches('/');
-    let joined = if target.starts_with('/') || target.starts_with('~') || directory.is_empty() {
+    let resolved_target = resolve_dots(target).unwrap_or_else(|| target.to_string());
+    let from_same_place = origin
+        .map(|origin| resolve_dots(origin).unwrap_or_else(|| origin.to_string()))
+        .filter(|origin| !origin.starts_with('/') && !origin.is_empty())
+        .is_some_and(|origin| {
+            resolved_target == origin || resolved_target.starts_with(&format!("{origin}/"))
+        });
+    let joined = if target.starts_with('/')
+        || target.starts_with('~')
+        || directory.is_empty()
+        || from_same_place
+    {
         target.to_string()
     } else {
         format!("{}/{target}", directory.trim_end_matches('/'))
@@ -124,7 +140,9 @@ pub fn join(directory: &str, target: &str) -> String {
 pub fn checkouts_of_command(
     command: &str,
     directory: Option<&str>,
+    origin: Option<&str>,
 ) -> (Vec<String>, Option<String>) {
+    let join = |from: &str, target: &str| join_from(from, target, origin);
     let mut checkouts = Vec::new();
     let mut current = directory.map(str::to_string);
     if !command.contains("git") && !command.contains("cd") {
@@ -427,12 +445,15 @@ mod tests {
     #[test]
     fn git_commands_show_checkouts_wherever_they_are() {
         // A bare `git status` in the transcript's directory under /tmp.
-        let (found, after) = checkouts_of_command("git status", Some("/tmp/demo/inventory"));
+        let (found, after) = checkouts_of_command("git status", Some("/tmp/demo/inventory"), None);
         assert_eq!(found, vec!["/tmp/demo/inventory"]);
         assert_eq!(after.as_deref(), Some("/tmp/demo/inventory"));
         // A quoted path with a space, and `git -C` relative to it.
-        let (found, after) =
-            checkouts_of_command("cd \"/home/ann/My Projects\" && git -C shop diff", None);
+        let (found, after) = checkouts_of_command(
+            "cd \"/home/ann/My Projects\" && git -C shop diff",
+            None,
+            None,
+        );
         assert_eq!(found, vec!["/home/ann/My Projects/shop"]);
         assert_eq!(after.as_deref(), Some("/home/ann/My Projects"));
         // SWE-ContextBench's Claude Code runs: a clone beside the working
@@ -440,11 +461,22 @@ mod tests {
         let (found, _) = checkouts_of_command(
             "git clone https://github.com/scikit-learn/scikit-learn.git testbed",
             Some("./swebench_9_15"),
+            Some("./swebench_9_15"),
         );
         assert_eq!(found, vec!["swebench_9_15/testbed"]);
-        let (found, _) = checkouts_of_command("git clone git@github.com:a/shop.git", Some("/tmp"));
+        // Its paths are written from the parent of `./swebench_9_15`.
+        let (found, after) = checkouts_of_command(
+            "cd ./swebench_9_15/testbed && git status",
+            Some("./swebench_9_15"),
+            Some("./swebench_9_15"),
+        );
+        assert_eq!(found, vec!["swebench_9_15/testbed"]);
+        assert_eq!(after.as_deref(), Some("swebench_9_15/testbed"));
+        let (found, _) =
+            checkouts_of_command("git clone git@github.com:a/shop.git", Some("/tmp"), None);
         assert_eq!(found, vec!["/tmp/shop"]);
-        let (found, _) = checkouts_of_command("pip install -e . && python x.py", Some("/tmp/a"));
+        let (found, _) =
+            checkouts_of_command("pip install -e . && python x.py", Some("/tmp/a"), None);
         assert!(found.is_empty());
     }
 

@@ -555,6 +555,11 @@ pub struct Tracker {
     checkouts: Vec<String>,
     /// The last command asked git for its top level.
     awaiting_toplevel: bool,
+    /// The transcript's working directory as it gave it.
+    origin: Option<String>,
+    /// Before the last command: the shell's directory and how many
+    /// checkouts were known (a `cd` its answer says failed is undone).
+    before_command: Option<(Option<String>, usize)>,
     /// Top levels git named (`git rev-parse --show-toplevel`).
     toplevels: Vec<String>,
     /// Per edited file, the module names its edits import.
@@ -874,6 +879,7 @@ impl Tracker {
     pub fn set_directory(&mut self, directory: &str) {
         if self.shell_directory.is_none() {
             self.shell_directory = Some(directory.trim_end_matches('/').to_string());
+            self.origin = self.shell_directory.clone();
         }
     }
 
@@ -1107,8 +1113,12 @@ impl Tracker {
                 self.run_as_scripts.insert(script);
             }
         }
-        let (checkouts, after) =
-            repo::checkouts_of_command(command, self.shell_directory.as_deref());
+        self.before_command = Some((self.shell_directory.clone(), self.checkouts.len()));
+        let (checkouts, after) = repo::checkouts_of_command(
+            command,
+            self.shell_directory.as_deref(),
+            self.origin.as_deref(),
+        );
         for checkout in checkouts {
             self.note_checkout(checkout);
         }
@@ -1215,6 +1225,15 @@ impl Tracker {
     }
 
     fn read_observation(&mut self, message: &str, windowed_state: bool) {
+        if let Some((directory, num_checkouts)) = self.before_command.take()
+            && contains_str!(message, "cd:")
+            && (contains_str!(message, "no such file or directory")
+                || contains_str!(message, "No such file or directory"))
+        {
+            // The shell did not move, nor did git run where the `cd` went.
+            self.shell_directory = directory;
+            self.checkouts.truncate(num_checkouts);
+        }
         if std::mem::take(&mut self.awaiting_toplevel)
             && let Some(line) = message
                 .lines()
