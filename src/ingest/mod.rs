@@ -34,6 +34,8 @@ pub mod mentions;
 pub mod outcome;
 /// The repository root of a session, and paths relative to it.
 pub mod repo;
+/// Scratch files by what the repository is.
+pub mod scratch;
 
 mod record;
 /// Tree-sitter tags and the definitions enclosing changed lines.
@@ -59,7 +61,7 @@ pub use self::clock::Clock;
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
-    TestsRecord,
+    TestCounts, TestsRecord,
 };
 use self::testrun::TestStatus;
 use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
@@ -287,6 +289,21 @@ struct SessionBuilder {
     file_blobs: std::collections::BTreeMap<String, String>,
     /// Files edits changed outside the repository root.
     outside_files: HashSet<String>,
+    /// Replacements of the last agent message whose diff named no changed
+    /// definition (the file's text unknown around them): path, old, new.
+    blind_replacements: Vec<(String, String, String)>,
+    /// The counts of the last test run's summary line.
+    last_run_counts: Option<TestCounts>,
+    /// Commands whose answer gave no exit code and was not marked failed.
+    unmarked_answers: Vec<usize>,
+    /// The session's tools mark a failed result (Claude Code's `is_error`,
+    /// rendered with the error prefix): an unmarked answer is a success.
+    tools_mark_failures: bool,
+    /// Files a written diff shows as new, and of them those shown as binary.
+    diff_added: HashSet<String>,
+    diff_binary: HashSet<String>,
+    /// Files a written diff shows existed (changed, deleted, renamed).
+    diff_existing: HashSet<String>,
 }
 
 impl SessionBuilder {
@@ -346,10 +363,17 @@ impl SessionBuilder {
             // the importer put it (a `/clear` line may come first).
             self.edits.set_root(cwd);
         }
+        if !is_agent && let Some(directory) = repo::environment_directory(content) {
+            self.edits.set_directory(directory);
+        }
         if is_task {
             self.add_task(message);
         }
         let tool_calls = toolcall::parse(content);
+        self.tools_mark_failures |= tool_calls
+            .calls
+            .iter()
+            .any(|call| MARKING_TOOLS.contains(&call.name.as_str()));
         for problem in &tool_calls.problems {
             self.diagnose(message_index, problem.clone());
         }
@@ -365,6 +389,7 @@ impl SessionBuilder {
                 self.edits.task(content);
             } else {
                 self.edits.observation(content);
+                self.definitions_from_edit_snippet(content);
             }
             self.settle_edits(self.edits.num_refused() > refused_before);
         }
@@ -481,6 +506,13 @@ impl SessionBuilder {
         if let Some(record) = self.commands.get_mut(command_index) {
             record.exit_code = exit_code;
         }
+        let marked = message
+            .content
+            .trim_start()
+            .starts_with(crate::tool::render::ERROR_RESULT_PREFIX);
+        if exit_code.is_none() && !marked && self.unmarked_answers.len() < MAX_COMMANDS {
+            self.unmarked_answers.push(command_index);
+        }
         self.last_message_failed_command = exit_code.is_some_and(|code| code != 0);
         if let Some(evidence) = evidence_index.and_then(|index| self.step_evidence.get_mut(index)) {
             let output = head_and_tail(message.content.trim(), MAX_STEP_OUTPUT_BYTES);
@@ -516,7 +548,7 @@ impl SessionBuilder {
 
     /// Returns whether the view had at least one file diff.
     fn add_diffs(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
-        let paths = self.add_diff_text(message_index, &view.text, &|start, end| {
+        let paths = self.add_diff_text(message_index, &view.text, true, &|start, end| {
             view.raw_range(content, start, end)
         });
         self.edits.diff_seen(&paths);
@@ -551,12 +583,14 @@ impl SessionBuilder {
         }
         let mut any = false;
         let mut edited = Vec::new();
+        self.blind_replacements.clear();
         for (edit, result) in rendered {
+            let symbols_before = self.symbols_changed.values.len();
             let range = (
                 text::floor_char_boundary(content, edit.start),
                 text::ceil_char_boundary(content, edit.end.max(edit.start)),
             );
-            let paths = self.add_diff_text(message_index, &result.diff, &|_, _| range);
+            let paths = self.add_diff_text(message_index, &result.diff, false, &|_, _| range);
             any |= !paths.is_empty();
             for path in &paths {
                 if self.edits.is_outside(path) && self.outside_files.insert(path.clone()) {
@@ -568,6 +602,13 @@ impl SessionBuilder {
                         ),
                     );
                 }
+            }
+            if self.symbols_changed.values.len() == symbols_before
+                && let edits::EditOp::Replace { old, new, .. } = &edit.op
+                && self.blind_replacements.len() < 16
+            {
+                self.blind_replacements
+                    .push((result.path.clone(), old.clone(), new.clone()));
             }
             edited.extend(paths.iter().cloned());
             self.files_from_edits.extend(paths);
@@ -587,6 +628,69 @@ impl SessionBuilder {
         if !refused {
             for path in paths {
                 self.note_edit(path, message_index);
+            }
+        }
+    }
+
+    /// Claude Code answers an Edit with the edited region, numbered (`cat
+    /// -n` of a snippet): the replacement's lines in it, with the lines
+    /// around them as context, make a hunk whose enclosing definitions
+    /// tree-sitter finds, when the edit's own diff knew no context.
+    fn definitions_from_edit_snippet(&mut self, content: &str) {
+        if self.blind_replacements.is_empty()
+            || !content.contains("`cat -n` on a snippet of the edited file")
+        {
+            return;
+        }
+        let lines = edits::numbered_lines(content);
+        if lines.is_empty() {
+            return;
+        }
+        for (path, old, new) in std::mem::take(&mut self.blind_replacements) {
+            let new_lines: Vec<&str> = new.lines().collect();
+            let Some(first) = new_lines.iter().find(|line| !line.trim().is_empty()) else {
+                continue;
+            };
+            let Some(at) = lines.iter().position(|(_, text)| text == first) else {
+                continue;
+            };
+            let lead = new_lines.iter().take_while(|line| *line != first).count();
+            let Some(start) = at.checked_sub(lead) else {
+                continue;
+            };
+            let end = (start + new_lines.len()).min(lines.len());
+            let mut hunk = String::new();
+            for (_, text) in lines.get(..start).unwrap_or(&[]) {
+                hunk.push_str(&format!(" {text}\n"));
+            }
+            for line in old.lines() {
+                hunk.push_str(&format!("-{line}\n"));
+            }
+            for line in &new_lines {
+                hunk.push_str(&format!("+{line}\n"));
+            }
+            for (_, text) in lines.get(end..).unwrap_or(&[]) {
+                hunk.push_str(&format!(" {text}\n"));
+            }
+            let first_number = lines.first().map_or(1, |(number, _)| *number);
+            let old_count = start + old.lines().count() + lines.len().saturating_sub(end);
+            let new_count = lines.len();
+            let text = format!(
+                "--- a/{path}\n+++ b/{path}\n@@ -{first_number},{old_count} +{first_number},{new_count} @@\n{hunk}"
+            );
+            let parsed = diff::parse_diffs(&text);
+            for file in &parsed.files {
+                for hunk in &file.hunks {
+                    let found =
+                        symbols::hunk_symbols(&path, hunk, &text, &mut self.hunk_parse_budget);
+                    for symbol in &found.changed {
+                        self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
+                        let files = self.symbol_files.entry(symbol.clone()).or_default();
+                        if files.len() < 8 && !files.contains(&path) {
+                            files.push(path.clone());
+                        }
+                    }
+                }
             }
         }
     }
@@ -620,6 +724,7 @@ impl SessionBuilder {
         &mut self,
         message_index: usize,
         text: &str,
+        written: bool,
         raw_range: &dyn Fn(usize, usize) -> (usize, usize),
     ) -> Vec<String> {
         let parsed = diff::parse_diffs(text);
@@ -637,6 +742,29 @@ impl SessionBuilder {
                 continue;
             }
             paths.push(path.to_string());
+            if written {
+                let file_text = text.get(file.start..file.end).unwrap_or("");
+                let binary = file.change == diff::FileChange::Binary;
+                let added = file.change == diff::FileChange::Added
+                    || (binary
+                        && (file_text.contains("\nnew file mode")
+                            || file_text.contains("Binary files /dev/null ")));
+                if added {
+                    if !self.diff_existing.contains(path) {
+                        self.diff_added.insert(path.to_string());
+                    }
+                    if binary {
+                        self.diff_binary.insert(path.to_string());
+                    }
+                } else if !self.diff_added.contains(path) {
+                    self.diff_existing.insert(path.to_string());
+                }
+                if let Some(old) = file.old_path.as_deref()
+                    && file.change == diff::FileChange::Renamed
+                {
+                    self.diff_existing.insert(old.to_string());
+                }
+            }
             // A later diff without the id leaves the content unknown.
             match &file.new_blob {
                 Some(blob) => {
@@ -786,6 +914,17 @@ impl SessionBuilder {
         if let Some(run) = observations.runs.last() {
             self.last_test_run = Some(run.passed);
             self.last_test_run_at = Some(message_index);
+            let line = view.text.get(run.offset..run.end).unwrap_or("");
+            let next = view
+                .text
+                .get(run.end..)
+                .unwrap_or("")
+                .trim_start_matches(['\r', '\n'])
+                .lines()
+                .next()
+                .unwrap_or("");
+            self.last_run_counts = testrun::run_counts(line, next)
+                .map(|(passed, failed)| TestCounts { passed, failed });
         }
     }
 
@@ -849,6 +988,100 @@ impl SessionBuilder {
             .collect();
         scratch.extend(twins);
         self.drop_files(&scratch);
+    }
+
+    /// New files that are scratch by what the repository is (see
+    /// [`scratch`]), even when a written diff holds them. Only for a
+    /// session that shows files the repository had before it.
+    fn drop_scratch_by_place(&mut self) {
+        let git_root =
+            scratch::root_from_git_diffs(&self.files_from_edits, &self.diff_added_or_existing());
+        let relative = |path: &str| -> Option<String> {
+            match &git_root {
+                Some(root) => path.strip_prefix(root.as_str()).map(str::to_string),
+                None => Some(path.to_string()),
+            }
+        };
+        let mut existing: HashSet<String> = self.diff_existing.clone();
+        existing.extend(
+            self.edits
+                .existing_files()
+                .filter_map(|path| relative(path)),
+        );
+        // What git shows as new was not there, though the session viewed it.
+        existing.retain(|path| !self.diff_added.contains(path));
+        // Only a session that changed files the repository had (a new
+        // project's files are all new).
+        let changed_existing = self.edits.edits_existing() || !self.diff_existing.is_empty();
+        if existing.is_empty() || !changed_existing {
+            return;
+        }
+        let folders = scratch::repository_folders(existing.iter().map(String::as_str));
+        let created = self.edits.created_files();
+        let written_by_edit = |path: &str| {
+            created.iter().any(|created| {
+                created == path
+                    || git_root
+                        .as_deref()
+                        .is_some_and(|root| created.strip_prefix(root) == Some(path))
+            })
+        };
+        let tests_in_folders = self.edits.saw_tests_in_folders()
+            || existing.iter().any(|path| scratch::is_test_in_folder(path));
+        let mut scratch = HashSet::new();
+        for path in &self.files_changed.values {
+            if let Some(root) = &git_root
+                && !path.starts_with(root.as_str())
+                && !self.files_from_written_diffs.contains(path)
+            {
+                // Edited outside the checkout git printed diffs of.
+                scratch.insert(path.clone());
+                continue;
+            }
+            let written = written_by_edit(path);
+            let is_new = (written || self.diff_added.contains(path)) && !existing.contains(path);
+            if !is_new {
+                continue;
+            }
+            let Some(inside) = relative(path)
+                .filter(|_| !self.diff_added.contains(path))
+                .or_else(|| {
+                    // A diff's path is already relative to the checkout.
+                    self.diff_added.contains(path).then(|| path.clone())
+                })
+            else {
+                // An edit outside the checkout git printed diffs of.
+                scratch.insert(path.clone());
+                continue;
+            };
+            let full = git_root
+                .as_deref()
+                .map_or_else(|| inside.clone(), |root| format!("{root}{inside}"));
+            let imported = self.edits.importers_of(&full).iter().any(|importer| {
+                relative(importer).is_some_and(|importer| existing.contains(&importer))
+            });
+            let file = scratch::NewFile {
+                path: &inside,
+                // No edit wrote it, where edits are how the agent writes
+                // files: its runs made it.
+                written_by_edit: written || !self.edits.has_edits(),
+                run: self.edits.was_run(&full) || self.edits.was_run(&inside),
+                binary: self.diff_binary.contains(path),
+                imported,
+                tests_in_folders,
+            };
+            if scratch::is_scratch(&file, &folders, &self.edits) {
+                scratch.insert(path.clone());
+            }
+        }
+        self.drop_files(&scratch);
+    }
+
+    fn diff_added_or_existing(&self) -> HashSet<String> {
+        self.diff_added
+            .union(&self.diff_existing)
+            .cloned()
+            .collect()
     }
 
     /// With no root named, the one the session's directories and files
@@ -1014,6 +1247,15 @@ impl SessionBuilder {
     }
 
     fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
+        if self.tools_mark_failures {
+            // Claude Code marks a failed Bash result (`is_error`, `Exit code
+            // N`): an unmarked answer is the command's success.
+            for index in std::mem::take(&mut self.unmarked_answers) {
+                if let Some(command) = self.commands.get_mut(index) {
+                    command.exit_code.get_or_insert(0);
+                }
+            }
+        }
         // symbols_referenced: diff references, then the task's, the agent's, viewed code.
         let mut referenced = UniqueList::default();
         for bucket in [
@@ -1029,7 +1271,10 @@ impl SessionBuilder {
 
         let mut tests: Vec<(String, (usize, TestStatus))> = self.test_status.drain().collect();
         tests.sort_by_key(|(_, (order, _))| *order);
-        let mut record_tests = TestsRecord::default();
+        let mut record_tests = TestsRecord {
+            last_run: self.last_run_counts,
+            ..TestsRecord::default()
+        };
         for (test_id, (_, status)) in tests {
             let list = match status {
                 TestStatus::Passed => &mut record_tests.passing,
@@ -1056,6 +1301,7 @@ impl SessionBuilder {
         self.drop_edits_outside_final_diff();
         self.merge_path_twins();
         self.relative_to_inferred_root();
+        self.drop_scratch_by_place();
         let tests_passed_at_end = self.tests_passed_at_end();
         // Without a final written diff (the last message's edits rendered as
         // diffs do not count as one), the run's edits are its fix once it
@@ -1110,6 +1356,20 @@ impl SessionBuilder {
         (record, self.diagnostics)
     }
 }
+
+/// Claude Code's own tools (besides Bash): a session that calls them ran
+/// in Claude Code, whose tool results say `is_error` when they failed.
+const MARKING_TOOLS: &[&str] = &[
+    "Read",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Glob",
+    "Grep",
+    "TodoWrite",
+    "NotebookEdit",
+    "LS",
+];
 
 /// The first project-looking path (relative, not in site-packages or
 /// node_modules), else the first path.

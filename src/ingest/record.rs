@@ -41,6 +41,20 @@ pub struct TestsRecord {
     pub failing: Vec<String>,
     /// Tests whose last seen outcome is a pass.
     pub passing: Vec<String>,
+    /// The counts the last test run's summary line gives (`8 passed`,
+    /// `test result: ok. 3 passed; 1 failed`, `Ran 5 tests`), when it
+    /// gives them: runs that name no test still say how many passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<TestCounts>,
+}
+
+/// How many tests a run's summary line says passed and failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TestCounts {
+    /// Tests passed.
+    pub passed: u64,
+    /// Tests failed or in error.
+    pub failed: u64,
 }
 
 /// A command the agent ran.

@@ -50,6 +50,207 @@ pub fn environment_cwd(text: &str) -> Option<&str> {
     (cwd.starts_with('/') && !cwd.contains(char::is_whitespace)).then_some(cwd)
 }
 
+/// The working directory an `<environment_context>` block names, whatever
+/// it looks like (under `/tmp`, with spaces, relative).
+pub fn environment_directory(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix("<environment_context>")?;
+    let end = rest.find("</environment_context>").unwrap_or(rest.len());
+    let block = rest.get(..end)?;
+    let start = block.find("<cwd>")? + "<cwd>".len();
+    let inner = block.get(start..)?;
+    let cwd = inner.get(..inner.find("</cwd>")?)?.trim();
+    (!cwd.is_empty() && !cwd.contains('\n')).then_some(cwd)
+}
+
+/// A message's own text: without the `<environment_context>` block an
+/// importer put before it to give ingest the working directory. What an
+/// answer shows of a message should be this, never the marker.
+pub fn without_importer_markers(text: &str) -> &str {
+    match environment_end(text) {
+        0 => text,
+        end => text
+            .get(end..)
+            .unwrap_or(text)
+            .trim_start_matches(['\r', '\n']),
+    }
+}
+
+/// Git subcommands that run inside a checkout (not `clone`, `init`).
+const CHECKOUT_COMMANDS: &[&str] = &[
+    "status",
+    "diff",
+    "add",
+    "commit",
+    "log",
+    "show",
+    "checkout",
+    "reset",
+    "stash",
+    "apply",
+    "branch",
+    "fetch",
+    "ls-files",
+    "grep",
+    "restore",
+    "switch",
+    "blame",
+    "rev-parse",
+    "am",
+    "cherry-pick",
+    "merge",
+    "rebase",
+    "pull",
+    "remote",
+    "rm",
+    "mv",
+];
+
+/// `target` seen from `directory` (`..` and `.` resolved where they can be).
+///
+/// `origin` is a relative working directory the transcript
+/// gave: its paths are written from a parent (a transcript whose paths
+/// were made relative), so a target that starts with it is not under the
+/// shell's directory but that path itself.
+pub fn join_from(directory: &str, target: &str, origin: Option<&str>) -> String {
+    let target = target.trim_end_matches('/');
+    let resolved_target = resolve_dots(target).unwrap_or_else(|| target.to_string());
+    let from_same_place = origin
+        .map(|origin| resolve_dots(origin).unwrap_or_else(|| origin.to_string()))
+        .filter(|origin| !origin.starts_with('/') && !origin.is_empty())
+        .is_some_and(|origin| {
+            resolved_target == origin || resolved_target.starts_with(&format!("{origin}/"))
+        });
+    let joined = if target.starts_with('/')
+        || target.starts_with('~')
+        || directory.is_empty()
+        || from_same_place
+    {
+        target.to_string()
+    } else {
+        format!("{}/{target}", directory.trim_end_matches('/'))
+    };
+    let resolved = resolve_dots(&joined).unwrap_or(joined);
+    resolved.trim_end_matches('/').to_string()
+}
+
+/// What a shell command shows of checkouts, run from `directory` (the
+/// shell's, when known): the directories git commands ran in (`git -C
+/// DIR`, `cd DIR && git status`, a bare `git diff` in `directory`) and
+/// those `git clone` made; and where the shell is after it (`cd` moves it).
+pub fn checkouts_of_command(
+    command: &str,
+    directory: Option<&str>,
+    origin: Option<&str>,
+) -> (Vec<String>, Option<String>) {
+    let join = |from: &str, target: &str| join_from(from, target, origin);
+    let mut checkouts = Vec::new();
+    let mut current = directory.map(str::to_string);
+    if !command.contains("git") && !command.contains("cd") {
+        return (checkouts, current);
+    }
+    for part in command.split(['\n', ';', '&', '|']) {
+        let head = part.trim_start();
+        if !(head.starts_with("cd") || head.starts_with("pushd") || head.contains("git")) {
+            continue;
+        }
+        let words = shell_words(part);
+        let mut words = words
+            .iter()
+            .map(String::as_str)
+            .skip_while(|word| word.contains('='));
+        match words.next() {
+            Some("cd" | "pushd") => {
+                if let Some(target) = words.next() {
+                    current = Some(match &current {
+                        Some(from) => join(from, target),
+                        None => join("", target),
+                    });
+                }
+            }
+            Some("git") => {
+                let mut at = current.clone();
+                let mut subcommand = None;
+                while let Some(word) = words.next() {
+                    if word == "-C" {
+                        if let Some(target) = words.next() {
+                            at = Some(match &at {
+                                Some(from) => join(from, target),
+                                None => join("", target),
+                            });
+                        }
+                    } else if word == "-c" {
+                        words.next();
+                    } else if !word.starts_with('-') {
+                        subcommand = Some(word);
+                        break;
+                    }
+                }
+                match subcommand {
+                    Some("clone") => {
+                        let operands: Vec<&str> =
+                            words.filter(|word| !word.starts_with('-')).collect();
+                        let made = match operands.as_slice() {
+                            [url] => url
+                                .trim_end_matches('/')
+                                .rsplit(['/', ':'])
+                                .next()
+                                .map(|name| name.trim_end_matches(".git").to_string()),
+                            [_, target, ..] => Some(target.to_string()),
+                            [] => None,
+                        };
+                        if let Some(made) = made.filter(|made| !made.is_empty()) {
+                            checkouts.push(match &at {
+                                Some(from) => join(from, &made),
+                                None => join("", &made),
+                            });
+                        }
+                    }
+                    Some(name) if CHECKOUT_COMMANDS.contains(&name) => {
+                        if let Some(at) = at {
+                            checkouts.push(at);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        if checkouts.len() >= MAX_CANDIDATES {
+            break;
+        }
+    }
+    (checkouts, current)
+}
+
+/// A shell command's words, quotes removed (`cd "My Projects"` is two words).
+fn shell_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut quoted = false;
+    for character in text.chars() {
+        match (quote, character) {
+            (Some(open), c) if c == open => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(character);
+                quoted = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if !word.is_empty() || quoted {
+                    words.push(std::mem::take(&mut word));
+                }
+                quoted = false;
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    if !word.is_empty() || quoted {
+        words.push(word);
+    }
+    words
+}
+
 /// Where the `<environment_context>` block that opens `text` ends (0 when
 /// there is none).
 pub fn environment_end(text: &str) -> usize {
@@ -231,6 +432,53 @@ pub fn choose_root(candidates: &[String], files: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_importer_marker_is_not_the_message() {
+        let text =
+            "<environment_context><cwd>/tmp/a b/inventory</cwd></environment_context>\nFix restock";
+        assert_eq!(without_importer_markers(text), "Fix restock");
+        assert_eq!(environment_directory(text), Some("/tmp/a b/inventory"));
+        assert_eq!(without_importer_markers("Fix restock"), "Fix restock");
+    }
+
+    #[test]
+    fn git_commands_show_checkouts_wherever_they_are() {
+        // A bare `git status` in the transcript's directory under /tmp.
+        let (found, after) = checkouts_of_command("git status", Some("/tmp/demo/inventory"), None);
+        assert_eq!(found, vec!["/tmp/demo/inventory"]);
+        assert_eq!(after.as_deref(), Some("/tmp/demo/inventory"));
+        // A quoted path with a space, and `git -C` relative to it.
+        let (found, after) = checkouts_of_command(
+            "cd \"/home/ann/My Projects\" && git -C shop diff",
+            None,
+            None,
+        );
+        assert_eq!(found, vec!["/home/ann/My Projects/shop"]);
+        assert_eq!(after.as_deref(), Some("/home/ann/My Projects"));
+        // SWE-ContextBench's Claude Code runs: a clone beside the working
+        // directory (sklearn-25570), then git run inside it.
+        let (found, _) = checkouts_of_command(
+            "git clone https://github.com/scikit-learn/scikit-learn.git testbed",
+            Some("./swebench_9_15"),
+            Some("./swebench_9_15"),
+        );
+        assert_eq!(found, vec!["swebench_9_15/testbed"]);
+        // Its paths are written from the parent of `./swebench_9_15`.
+        let (found, after) = checkouts_of_command(
+            "cd ./swebench_9_15/testbed && git status",
+            Some("./swebench_9_15"),
+            Some("./swebench_9_15"),
+        );
+        assert_eq!(found, vec!["swebench_9_15/testbed"]);
+        assert_eq!(after.as_deref(), Some("swebench_9_15/testbed"));
+        let (found, _) =
+            checkouts_of_command("git clone git@github.com:a/shop.git", Some("/tmp"), None);
+        assert_eq!(found, vec!["/tmp/shop"]);
+        let (found, _) =
+            checkouts_of_command("pip install -e . && python x.py", Some("/tmp/a"), None);
+        assert!(found.is_empty());
+    }
 
     #[test]
     fn the_environment_context_names_the_working_directory() {

@@ -60,7 +60,7 @@ pub struct TaskText {
 /// Whether a user message is only control lines (a slash command such as
 /// `<command-name>/clear</command-name>`, its output, a caveat): never a task.
 pub fn is_control(content: &str) -> bool {
-    let content = content.get(repo::environment_end(content)..).unwrap_or("");
+    let content = repo::without_importer_markers(content);
     let mut any = false;
     for line in content.lines() {
         let line = line.trim();

@@ -510,6 +510,46 @@ fn summary_verdict(line: &str) -> Option<bool> {
     verdict_from_counts(line)
 }
 
+/// The passed and failed counts a run's summary line gives: pytest's and
+/// jest's `N passed, M failed`, cargo's `test result: ok. N passed; M
+/// failed`, unittest's `Ran N tests` (all passed unless `FAILED
+/// (failures=M)` follows on `next`).
+pub fn run_counts(line: &str, next: &str) -> Option<(u64, u64)> {
+    let line = line.trim();
+    if let Some(rest) = line.strip_prefix("Ran ") {
+        let total: u64 = rest.split_whitespace().next()?.parse().ok()?;
+        let failed: u64 = next
+            .trim()
+            .strip_prefix("FAILED (")
+            .map(|inner| {
+                inner
+                    .split([',', ')'])
+                    .filter_map(|part| part.split_once('='))
+                    .filter(|(name, _)| matches!(name.trim(), "failures" | "errors"))
+                    .filter_map(|(_, count)| count.trim().parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        return Some((total.saturating_sub(failed), failed));
+    }
+    let mut passed = 0u64;
+    let mut failed = 0u64;
+    let mut seen = false;
+    for captures in SUMMARY_COUNT.captures_all(line) {
+        let count: u64 = captures
+            .get(1)
+            .and_then(|m| m.as_str().parse().ok())
+            .unwrap_or(0);
+        match captures.get(2).map_or("", |m| m.as_str()) {
+            "passed" | "xpassed" => passed += count,
+            "failed" | "error" | "errors" => failed += count,
+            _ => continue,
+        }
+        seen = true;
+    }
+    seen.then_some((passed, failed))
+}
+
 /// Pass/fail from `N passed, M failed, K errors` counts; `None` without any.
 fn verdict_from_counts(text: &str) -> Option<bool> {
     let mut passed = 0u64;
@@ -695,6 +735,33 @@ mod tests {
             &[true],
         );
         check("  3 passing (12ms)\n  1 failing\n", &[], &[true, false]);
+    }
+
+    #[test]
+    fn summary_lines_give_counts() {
+        // The hand-written Claude Code session of issue 40: `8 passed`.
+        assert_eq!(run_counts("8 passed in 0.12s", ""), Some((8, 0)));
+        assert_eq!(
+            run_counts("=== 3 failed, 169 passed in 15.18 seconds ===", ""),
+            Some((169, 3))
+        );
+        assert_eq!(
+            run_counts(
+                "test result: FAILED. 184 passed; 1 failed; 0 ignored; 0 measured",
+                ""
+            ),
+            Some((184, 1))
+        );
+        assert_eq!(
+            run_counts("Tests:       1 failed, 7 passed, 8 total", ""),
+            Some((7, 1))
+        );
+        assert_eq!(run_counts("Ran 5 tests in 0.003s", "OK"), Some((5, 0)));
+        assert_eq!(
+            run_counts("Ran 5 tests in 0.003s", "FAILED (failures=1, errors=1)"),
+            Some((3, 2))
+        );
+        assert_eq!(run_counts("ok  \tgithub.com/a/b\t0.01s", ""), None);
     }
 
     #[test]

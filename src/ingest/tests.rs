@@ -733,18 +733,21 @@ fn scratch_scripts_outputs_and_outside_files_are_not_changes() {
     );
 }
 
+/// Issue 40: a reproduction script the agent wrote at the root and ran is
+/// scratch even when the diff it printed holds it (`git add -A` then `git
+/// diff --cached`, as real Claude Code runs of SWE-bench tasks do); a new
+/// module that diff holds beside the repository's sources is the change.
 #[test]
-fn a_scratch_script_a_final_diff_holds_is_a_change() {
+fn a_scratch_script_a_final_diff_holds_is_still_scratch() {
     let mut messages = claude_code_session("/home/ann/src/shop-app");
     messages.push((
         Role::Assistant,
-        "```diff\ndiff --git a/test_issue.py b/test_issue.py\nnew file mode 100644\n--- /dev/null\n+++ b/test_issue.py\n@@ -0,0 +1,1 @@\n+print(1)\n```".to_string(),
+        "```diff\ndiff --git a/shop/cart.py b/shop/cart.py\n--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1,1 +1,1 @@\n-    return total\n+    return round(total, 2)\ndiff --git a/shop/discount.py b/shop/discount.py\nnew file mode 100644\n--- /dev/null\n+++ b/shop/discount.py\n@@ -0,0 +1,1 @@\n+RATE = 1\ndiff --git a/test_issue.py b/test_issue.py\nnew file mode 100644\n--- /dev/null\n+++ b/test_issue.py\n@@ -0,0 +1,1 @@\n+print(1)\n```".to_string(),
     ));
     let (record, _) = owned_session(&messages);
-    assert!(
-        record.files_changed.contains(&"test_issue.py".to_string()),
-        "{:?}",
-        record.files_changed
+    assert_eq!(
+        record.files_changed,
+        vec!["shop/cart.py".to_string(), "shop/discount.py".to_string()]
     );
 }
 
@@ -1055,4 +1058,64 @@ fn a_test_failure_before_the_fix_is_not_the_end_state() {
     let (record, _) = owned_session(&messages[..17]);
     assert_eq!(record.outcome.tests_passed_at_end, Some(false));
     assert_eq!(record.outcome.status, OutcomeStatus::Failed);
+}
+
+/// Issue 40: a checkout under `/tmp` or under a path with a space is the
+/// root once a git command ran there (`as_root` alone refuses both); the
+/// changed file is then relative, as in any other clone.
+#[test]
+fn a_checkout_under_tmp_or_with_a_space_records_relative_paths() {
+    for cwd in ["/tmp/demo-x1/shop-app", "/home/ann/My Projects/shop-app"] {
+        let mut messages = claude_code_session(cwd);
+        messages.insert(
+            2,
+            (
+                Role::Assistant,
+                "Tool call: Bash\n{\"command\": \"git status --short\"}".to_string(),
+            ),
+        );
+        messages.insert(3, (Role::User, "Tool result:\n".to_string()));
+        let (record, _) = owned_session(&messages);
+        assert_eq!(record.files_changed, vec!["shop/cart.py"], "{cwd}");
+        assert!(
+            record
+                .evidence
+                .iter()
+                .filter(|evidence| evidence.kind == EvidenceKind::Fix)
+                .all(|evidence| evidence.text.starts_with("--- a/shop/cart.py")),
+            "{cwd}: {:?}",
+            record.evidence
+        );
+    }
+    // `git rev-parse --show-toplevel` names the root from a subdirectory.
+    let mut messages = claude_code_session("/tmp/demo-x2/shop-app/shop");
+    messages.insert(
+        2,
+        (
+            Role::Assistant,
+            "Tool call: Bash\n{\"command\": \"git rev-parse --show-toplevel\"}".to_string(),
+        ),
+    );
+    messages.insert(
+        3,
+        (
+            Role::User,
+            "Tool result:\n/tmp/demo-x2/shop-app".to_string(),
+        ),
+    );
+    let edit = format!(
+        "Tool call: Edit\n{}",
+        serde_json::json!({"file_path": "/tmp/demo-x2/shop-app/shop/tax.py", "old_string": "RATE = 1\n", "new_string": "RATE = 2\n"})
+    );
+    messages.push((Role::Assistant, edit));
+    messages.push((
+        Role::User,
+        "Tool result:\nThe file has been updated".to_string(),
+    ));
+    let (record, _) = owned_session(&messages);
+    assert!(
+        record.files_changed.contains(&"shop/tax.py".to_string()),
+        "{:?}",
+        record.files_changed
+    );
 }

@@ -190,6 +190,43 @@ mod tests {
         assert_eq!(got, expected);
     }
 
+    /// Issue 40's hand-written session (`fixtures/transcripts/claude-code/
+    /// issue-40-tmp-inventory.jsonl`): a checkout under `/tmp` where `git
+    /// status` ran, an Edit inside `restock` with no Read before it, a
+    /// pytest run printing `8 passed`, a failed `ls`.
+    #[test]
+    fn a_session_under_tmp_records_definitions_tests_and_exit_codes() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/transcripts/claude-code/issue-40-tmp-inventory.jsonl"
+        );
+        let text = std::fs::read_to_string(path).expect("fixture");
+        let events: Vec<Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("json line"))
+            .collect();
+        let messages = messages(&events).turns();
+        let ingest: Vec<crate::ingest::IngestMessage<'_>> = crate::ingest::IngestMessage::in_order(
+            messages.iter().map(|(role, text)| (*role, text.as_str())),
+        );
+        let (record, _) = crate::ingest::extract_session(&ingest, crate::ingest::Clock::Ignored);
+        assert_eq!(record.files_changed, vec!["inventory/stock.py"]);
+        assert_eq!(record.symbols_changed, vec!["restock"]);
+        assert_eq!(
+            record.tests.last_run,
+            Some(crate::ingest::TestCounts {
+                passed: 8,
+                failed: 0
+            })
+        );
+        let exit_codes: Vec<Option<i32>> = record
+            .commands
+            .iter()
+            .map(|command| command.exit_code)
+            .collect();
+        assert_eq!(exit_codes, vec![Some(0), Some(0), Some(2)]);
+    }
+
     #[test]
     fn the_working_directory_opens_the_first_user_message() {
         check(

@@ -434,7 +434,7 @@ fn numbered_cat_path(command: &str) -> Option<String> {
 
 /// The lines of a numbered view: `   12\ttext` (`cat -n`) or `    12→text`
 /// (Claude Code's Read), the longest run of consecutive numbers.
-fn numbered_lines(text: &str) -> Vec<(usize, &str)> {
+pub fn numbered_lines(text: &str) -> Vec<(usize, &str)> {
     longest_numbered_run(lines_with_offsets(text).take(MAX_VIEW_LINES).map(|line| {
         let trimmed = line.text.trim_start();
         let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
@@ -539,8 +539,29 @@ pub struct Tracker {
     root_candidates: Vec<String>,
     /// Files the session viewed (normalized).
     viewed: HashSet<String>,
+    /// Files it viewed before its first edit.
+    viewed_before_edits: HashSet<String>,
     /// Files the session ran as scripts (`python x.py`, `./x.sh`), normalized.
     run_as_scripts: HashSet<String>,
+    /// Files the session handed to a test runner (`pytest x.py`), normalized.
+    run_as_tests: HashSet<String>,
+    /// Directories the session moved to (`cd DIR`, relative ones too), normalized.
+    moved_to: HashSet<String>,
+    /// The shell's directory as the session's `cd`s move it, from the
+    /// transcript's working directory.
+    shell_directory: Option<String>,
+    /// Directories the session shows are git checkouts (git commands ran
+    /// there, `git clone` made them, `git rev-parse --show-toplevel` named them).
+    checkouts: Vec<String>,
+    /// The last command asked git for its top level.
+    awaiting_toplevel: bool,
+    /// The transcript's working directory as it gave it.
+    origin: Option<String>,
+    /// Before the last command: the shell's directory and how many
+    /// checkouts were known (a `cd` its answer says failed is undone).
+    before_command: Option<(Option<String>, usize)>,
+    /// Top levels git named (`git rev-parse --show-toplevel`).
+    toplevels: Vec<String>,
     /// Per edited file, the module names its edits import.
     imports: HashMap<String, HashSet<String>>,
     /// Files aider said it applied an edit to (and committed).
@@ -711,6 +732,69 @@ fn scripts_run(command: &str) -> Vec<String> {
     scripts
 }
 
+/// The directories a shell command moves to (`cd DIR`, `pushd DIR`), as
+/// written.
+fn moved_to(command: &str) -> Vec<String> {
+    let mut directories = Vec::new();
+    if !command.contains("cd ") && !command.contains("pushd ") {
+        return directories;
+    }
+    for part in command.split(['\n', ';', '&', '|', '(', ')']) {
+        let mut words = part.split_whitespace();
+        if matches!(words.next(), Some("cd" | "pushd"))
+            && let Some(directory) = words.next()
+        {
+            let directory = directory.trim_matches(['"', '\'']).trim_end_matches('/');
+            if !directory.is_empty()
+                && !matches!(directory, "." | ".." | "-" | "~")
+                && directories.len() < 16
+            {
+                directories.push(directory.to_string());
+            }
+        }
+    }
+    directories
+}
+
+/// The files a shell command hands to a test runner: the operands of
+/// `pytest` / `py.test` and of `python -m pytest` / `-m unittest`, a test's
+/// `::name` cut off.
+fn test_files_run(command: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    if !command.contains("py.test") && !command.contains("pytest") && !command.contains("unittest")
+    {
+        return files;
+    }
+    for part in command.split(['\n', ';', '&', '|', '(', ')']) {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let runner_at = words.iter().position(|word| {
+            let name = word.rsplit('/').next().unwrap_or(word);
+            matches!(name, "pytest" | "py.test")
+        });
+        let module_at = words
+            .windows(2)
+            .position(|pair| pair[0] == "-m" && matches!(pair[1], "pytest" | "unittest"))
+            .map(|at| at + 1);
+        let Some(at) = runner_at.or(module_at) else {
+            continue;
+        };
+        for word in words.iter().skip(at + 1) {
+            if matches!(*word, ">" | "2>&1" | ">>" | "<") {
+                break;
+            }
+            if word.starts_with('-') {
+                continue;
+            }
+            let word = word.trim_matches(['"', '\'']);
+            let file = word.split("::").next().unwrap_or(word);
+            if file.ends_with(".py") && files.len() < 16 {
+                files.push(file.to_string());
+            }
+        }
+    }
+    files
+}
+
 /// The module names a text imports (`import a.b`, `from a import b, c`,
 /// `require('./a')`, `from './a'`), each dotted or slashed part.
 fn imported_names(text: &str) -> HashSet<String> {
@@ -762,6 +846,12 @@ pub fn same_file(a: &str, b: &str) -> bool {
         || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
 }
 
+impl crate::ingest::scratch::Workplace for Tracker {
+    fn worked_in(&self, folder: &str) -> bool {
+        Tracker::worked_in(self, folder)
+    }
+}
+
 impl Tracker {
     /// A tracker of a new session, whose line diffs are timed by `clock`.
     pub fn new(clock: crate::ingest::Clock) -> Tracker {
@@ -781,6 +871,25 @@ impl Tracker {
     pub fn set_root(&mut self, root: &str) {
         if let Some(root) = repo::as_root(root) {
             self.root = Some(root);
+        }
+    }
+
+    /// The transcript's working directory, whatever it looks like: where
+    /// the shell starts.
+    pub fn set_directory(&mut self, directory: &str) {
+        if self.shell_directory.is_none() {
+            self.shell_directory = Some(directory.trim_end_matches('/').to_string());
+            self.origin = self.shell_directory.clone();
+        }
+    }
+
+    fn note_checkout(&mut self, directory: String) {
+        if !directory.is_empty()
+            && directory != "/"
+            && self.checkouts.len() < repo::MAX_CANDIDATES
+            && !self.checkouts.contains(&directory)
+        {
+            self.checkouts.push(directory);
         }
     }
 
@@ -815,6 +924,19 @@ impl Tracker {
         if self.root.is_some() {
             return None;
         }
+        // A checkout the session shows, wherever it is (`/tmp`, a path
+        // with spaces, relative), that holds some of the files.
+        let checkouts: Vec<String> = self
+            .checkouts
+            .iter()
+            .map(|checkout| format!("{checkout}/"))
+            .collect();
+        let all: Vec<&str> = files.iter().map(String::as_str).collect();
+        if let Some(root) =
+            repo::choose_root(&self.toplevels, &all).or_else(|| repo::choose_root(&checkouts, &all))
+        {
+            return Some(root);
+        }
         let absolute: Vec<&str> = files
             .iter()
             .map(String::as_str)
@@ -836,6 +958,9 @@ impl Tracker {
     fn note_viewed(&mut self, path: &str) {
         if self.viewed.len() < MAX_TRACKED_NAMES {
             self.viewed.insert(path.to_string());
+        }
+        if self.num_edits == 0 && self.viewed_before_edits.len() < MAX_TRACKED_NAMES {
+            self.viewed_before_edits.insert(path.to_string());
         }
     }
 
@@ -988,6 +1113,33 @@ impl Tracker {
                 self.run_as_scripts.insert(script);
             }
         }
+        self.before_command = Some((self.shell_directory.clone(), self.checkouts.len()));
+        let (checkouts, after) = repo::checkouts_of_command(
+            command,
+            self.shell_directory.as_deref(),
+            self.origin.as_deref(),
+        );
+        for checkout in checkouts {
+            self.note_checkout(checkout);
+        }
+        if after.is_some() {
+            self.shell_directory = after;
+        }
+        if contains_str!(command, "--show-toplevel") {
+            self.awaiting_toplevel = true;
+        }
+        for directory in moved_to(command) {
+            if self.moved_to.len() < MAX_TRACKED_NAMES {
+                let directory = self.normalize(&directory);
+                self.moved_to.insert(directory);
+            }
+        }
+        for test_file in test_files_run(command) {
+            if self.run_as_tests.len() < MAX_TRACKED_NAMES {
+                let test_file = self.normalize(&test_file);
+                self.run_as_tests.insert(test_file);
+            }
+        }
     }
 
     /// Applies an edit (its path placed) to the workspace, noting what it
@@ -1073,6 +1225,27 @@ impl Tracker {
     }
 
     fn read_observation(&mut self, message: &str, windowed_state: bool) {
+        if let Some((directory, num_checkouts)) = self.before_command.take()
+            && contains_str!(message, "cd:")
+            && (contains_str!(message, "no such file or directory")
+                || contains_str!(message, "No such file or directory"))
+        {
+            // The shell did not move, nor did git run where the `cd` went.
+            self.shell_directory = directory;
+            self.checkouts.truncate(num_checkouts);
+        }
+        if std::mem::take(&mut self.awaiting_toplevel)
+            && let Some(line) = message
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .take(3)
+                .find(|line| line.starts_with('/'))
+            && self.toplevels.len() < repo::MAX_CANDIDATES
+        {
+            self.toplevels
+                .push(format!("{}/", line.trim_end_matches('/')));
+        }
         if contains_str!(message, "Applied edit to ") {
             self.completed = true;
             for line in message.lines() {
@@ -1295,6 +1468,66 @@ impl Tracker {
             scratch.extend(more);
         }
         scratch
+    }
+
+    /// Files the session's edits created (normalized).
+    pub fn created_files(&self) -> &HashSet<String> {
+        &self.created
+    }
+
+    /// Files the session shows existed before it: those its edits changed
+    /// in place and those it viewed before its first edit (a file viewed
+    /// later may be one its runs wrote).
+    pub fn existing_files(&self) -> impl Iterator<Item = &String> {
+        self.edited_existing.iter().chain(
+            self.viewed_before_edits
+                .iter()
+                .filter(|path| !self.created.contains(*path)),
+        )
+    }
+
+    /// Whether the session ran `path` (as a script or a test file).
+    pub fn was_run(&self, path: &str) -> bool {
+        self.run_as_scripts
+            .iter()
+            .chain(&self.run_as_tests)
+            .any(|script| same_file(script, path))
+    }
+
+    /// Whether the session ran a file under `folder` (relative to the
+    /// root) or moved into it, however it named the folder.
+    pub fn worked_in(&self, folder: &str) -> bool {
+        let inside = format!("{folder}/");
+        let nested = format!("/{folder}/");
+        let under = |path: &str| {
+            same_file(path, folder) || path.starts_with(&inside) || path.contains(&nested)
+        };
+        self.moved_to
+            .iter()
+            .chain(&self.run_as_scripts)
+            .chain(&self.run_as_tests)
+            .any(|path| under(path))
+    }
+
+    /// Whether the session shows a test module inside a folder: one it
+    /// viewed, edited in place or ran.
+    pub fn saw_tests_in_folders(&self) -> bool {
+        self.viewed
+            .iter()
+            .chain(&self.edited_existing)
+            .chain(&self.run_as_tests)
+            .filter(|path| !self.created.contains(*path))
+            .any(|path| crate::ingest::scratch::is_test_in_folder(path))
+    }
+
+    /// The files whose edits import `path`'s module.
+    pub fn importers_of(&self, path: &str) -> Vec<&String> {
+        let module = module_name(path);
+        self.imports
+            .iter()
+            .filter(|(importer, names)| !same_file(importer, path) && names.contains(module))
+            .map(|(importer, _)| importer)
+            .collect()
     }
 
     /// Whether the edits change a file that existed before the session.
