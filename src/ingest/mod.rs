@@ -1074,6 +1074,27 @@ impl SessionBuilder {
                 scratch.insert(path.clone());
             }
         }
+        // The same files under the names edits gave them (a twin a diff's
+        // name replaced in the list) hold their symbols and evidence too.
+        let twins: Vec<String> = self
+            .symbol_files
+            .values()
+            .flatten()
+            .chain(
+                self.fix_evidence
+                    .iter()
+                    .filter_map(|evidence| evidence.file.as_ref()),
+            )
+            .filter(|file| !self.files_changed.values.contains(*file))
+            .filter(|file| {
+                scratch.iter().any(|path| {
+                    file.strip_suffix(path.as_str())
+                        .is_some_and(|head| head.ends_with('/'))
+                })
+            })
+            .cloned()
+            .collect();
+        scratch.extend(twins);
         self.drop_files(&scratch);
     }
 

@@ -75,6 +75,23 @@ pub fn without_importer_markers(text: &str) -> &str {
     }
 }
 
+/// A Windows path with forward slashes (`C:\\Users\\ann\\shop\\a.py` ->
+/// `C:/Users/ann/shop/a.py`): a path with a drive letter, or one whose only
+/// separators are backslashes. Any other path as it is.
+pub fn with_forward_slashes(path: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = path.as_bytes();
+    let drive = bytes.len() >= 3
+        && bytes[0].is_ascii_alphabetic()
+        && bytes[1] == b':'
+        && matches!(bytes[2], b'\\' | b'/');
+    let backslashed = path.contains('\\') && !path.contains('/') && !path.contains(' ');
+    if drive || backslashed {
+        std::borrow::Cow::Owned(path.replace('\\', "/"))
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    }
+}
+
 /// Git subcommands that run inside a checkout (not `clone`, `init`).
 const CHECKOUT_COMMANDS: &[&str] = &[
     "status",
@@ -112,7 +129,9 @@ const CHECKOUT_COMMANDS: &[&str] = &[
 /// were made relative), so a target that starts with it is not under the
 /// shell's directory but that path itself.
 pub fn join_from(directory: &str, target: &str, origin: Option<&str>) -> String {
+    let target = with_forward_slashes(target);
     let target = target.trim_end_matches('/');
+    let drive = target.as_bytes().get(1) == Some(&b':');
     let resolved_target = resolve_dots(target).unwrap_or_else(|| target.to_string());
     let from_same_place = origin
         .map(|origin| resolve_dots(origin).unwrap_or_else(|| origin.to_string()))
@@ -121,6 +140,7 @@ pub fn join_from(directory: &str, target: &str, origin: Option<&str>) -> String 
             resolved_target == origin || resolved_target.starts_with(&format!("{origin}/"))
         });
     let joined = if target.starts_with('/')
+        || drive
         || target.starts_with('~')
         || directory.is_empty()
         || from_same_place
@@ -315,7 +335,8 @@ pub fn as_root(path: &str) -> Option<String> {
 
 /// Where `path` falls given the root (with a final `/`), if one is known.
 pub fn place(root: Option<&str>, path: &str) -> Placed {
-    let path = path.trim();
+    let converted = with_forward_slashes(path.trim());
+    let path = converted.as_ref();
     let relative = relative_to_known_roots(root, path);
     let Some(relative) = relative else {
         return if root.is_some() || path.starts_with('~') {
@@ -432,6 +453,23 @@ pub fn choose_root(candidates: &[String], files: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_paths_read_with_forward_slashes() {
+        assert_eq!(
+            with_forward_slashes("C:\\Users\\ann\\My Projects\\shop\\a.py"),
+            "C:/Users/ann/My Projects/shop/a.py"
+        );
+        assert_eq!(with_forward_slashes("src\\cart.py"), "src/cart.py");
+        assert_eq!(with_forward_slashes("a/b\\ c.py"), "a/b\\ c.py");
+        assert_eq!(
+            place(
+                Some("C:/Users/ann/shop/"),
+                "C:\\Users\\ann\\shop\\src\\a.py"
+            ),
+            Placed::Inside("src/a.py".to_string())
+        );
+    }
 
     #[test]
     fn the_importer_marker_is_not_the_message() {

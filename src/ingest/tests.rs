@@ -1065,7 +1065,11 @@ fn a_test_failure_before_the_fix_is_not_the_end_state() {
 /// changed file is then relative, as in any other clone.
 #[test]
 fn a_checkout_under_tmp_or_with_a_space_records_relative_paths() {
-    for cwd in ["/tmp/demo-x1/shop-app", "/home/ann/My Projects/shop-app"] {
+    for cwd in [
+        "/tmp/demo-x1/shop-app",
+        "/home/ann/My Projects/shop-app",
+        "C:\\Users\\ann\\My Projects\\shop-app",
+    ] {
         let mut messages = claude_code_session(cwd);
         messages.insert(
             2,

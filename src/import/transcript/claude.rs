@@ -227,6 +227,38 @@ mod tests {
         assert_eq!(exit_codes, vec![Some(0), Some(0), Some(2)]);
     }
 
+    /// A real Claude Code run (SWE-ContextBench, sympy-20049): it clones
+    /// the repository into `testbed`, writes and runs `test_issue.py` and
+    /// `test_debug.py` at the checkout's root, and its `git add -A` + `git
+    /// diff --cached` shows them beside the fix. Only the fix is recorded,
+    /// without the scripts' names among the changed definitions.
+    #[test]
+    fn a_real_session_records_the_fix_not_the_scripts_its_diff_showed() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/transcripts/claude-code/swe-contextbench-sympy-20049.jsonl"
+        );
+        let text = std::fs::read_to_string(path).expect("fixture");
+        let events: Vec<Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("json line"))
+            .collect();
+        let messages = messages(&events).turns();
+        let ingest: Vec<crate::ingest::IngestMessage<'_>> = crate::ingest::IngestMessage::in_order(
+            messages.iter().map(|(role, text)| (*role, text.as_str())),
+        );
+        let (record, _) = crate::ingest::extract_session(&ingest, crate::ingest::Clock::Ignored);
+        assert_eq!(record.files_changed, vec!["sympy/physics/vector/point.py"]);
+        assert!(
+            record
+                .symbols_changed
+                .iter()
+                .all(|symbol| symbol.contains("vel") || symbol == "Point"),
+            "{:?}",
+            record.symbols_changed
+        );
+    }
+
     #[test]
     fn the_working_directory_opens_the_first_user_message() {
         check(

@@ -878,6 +878,7 @@ impl Tracker {
     /// the shell starts.
     pub fn set_directory(&mut self, directory: &str) {
         if self.shell_directory.is_none() {
+            let directory = repo::with_forward_slashes(directory);
             self.shell_directory = Some(directory.trim_end_matches('/').to_string());
             self.origin = self.shell_directory.clone();
         }
