@@ -262,6 +262,13 @@ pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
     );
     let _ = writeln!(out, "tests failing:      {}", list(&record.tests.failing));
     let _ = writeln!(out, "tests passing:      {}", list(&record.tests.passing));
+    if let Some(last_run) = &record.tests.last_run {
+        let _ = writeln!(
+            out,
+            "last test run:      {} passed, {} failed",
+            last_run.passed, last_run.failed
+        );
+    }
     write_errors_and_commands(out, record);
     write_evidence(out, detail);
 }

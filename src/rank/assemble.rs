@@ -614,7 +614,7 @@ fn session_pieces(session: &KeptSession<'_>, query: &QueryFacts, room: f32) -> V
         pieces.push(Piece {
             kind: MemoryKind::Message,
             content: clip(
-                message.content.trim(),
+                crate::ingest::repo::without_importer_markers(message.content).trim(),
                 (MESSAGE_CHARS as f32 * room) as usize,
             ),
             message_index: 0,
@@ -684,10 +684,25 @@ pub fn assemble(
                 MemoryKind::Experience => format!("experience:{}", session.scored.session_id),
                 MemoryKind::Error => format!("error:{}:{message_index}", session.scored.session_id),
                 MemoryKind::Message => {
-                    format!(
-                        "message:{}:{request_id}:{within}",
-                        session.scored.session_id
-                    )
+                    // An imported Add's request id starts with its session
+                    // id (`S:0-5`): said once, the id stays unique.
+                    let session_id = &session.scored.session_id;
+                    let add = request_id
+                        .strip_prefix(session_id.as_str())
+                        .and_then(|rest| rest.strip_prefix(':'))
+                        .filter(|rest| {
+                            // The importer's shape, `FIRST-LAST`.
+                            rest.split_once('-').is_some_and(|(first, last)| {
+                                !first.is_empty()
+                                    && !last.is_empty()
+                                    && first
+                                        .bytes()
+                                        .chain(last.bytes())
+                                        .all(|b| b.is_ascii_digit())
+                            })
+                        })
+                        .unwrap_or(&request_id);
+                    format!("message:{session_id}:{add}:{within}")
                 }
             };
             items.push(MemoryItem {
@@ -1008,6 +1023,61 @@ mod tests {
             candidate.dropped = Some(super::super::DropReason::BelowFloor);
         }
         assert!(shown_sessions(&candidates, 12_000, 10).is_empty());
+    }
+
+    #[test]
+    fn a_message_item_shows_the_agents_text_under_a_short_id() {
+        let scored = scored("claude-code:4d56", 2.0);
+        let shown = shown_sessions(std::slice::from_ref(&scored), 12_000, 10);
+        assert!(shown[0].shows_messages());
+        let content = "<environment_context><cwd>/tmp/x/inventory</cwd></environment_context>\n\
+                       restock raises KeyError for a new sku; the fix reads stock.get(sku, 0)";
+        let kept = [KeptSession {
+            scored: &scored,
+            record: None,
+            sources: &[],
+            created_at_ms: 0,
+            room: shown[0].room(),
+            matched_messages: vec![MatchedMessage {
+                content,
+                request_id: "claude-code:4d56:0-5",
+                index_in_add: 2,
+                created_at_ms: 0,
+            }],
+        }];
+        let query = super::super::query::analyze("restock KeyError", crate::ingest::Clock::Ignored);
+        let items = assemble(&query, &kept, 12_000, 10);
+        let message = items
+            .iter()
+            .find(|item| item.kind == MemoryKind::Message)
+            .expect("a message item");
+        assert_eq!(message.id, "message:claude-code:4d56:0-5:2");
+        assert!(
+            message.content.starts_with("restock raises"),
+            "{}",
+            message.content
+        );
+        assert!(!message.content.contains("environment_context"));
+        // An id that is not the importer's keeps its whole request id.
+        let kept = [KeptSession {
+            scored: &scored,
+            record: None,
+            sources: &[],
+            created_at_ms: 0,
+            room: shown[0].room(),
+            matched_messages: vec![MatchedMessage {
+                content,
+                request_id: "run-7",
+                index_in_add: 0,
+                created_at_ms: 0,
+            }],
+        }];
+        let items = assemble(&query, &kept, 12_000, 10);
+        assert!(
+            items
+                .iter()
+                .any(|item| item.id == "message:claude-code:4d56:run-7:0")
+        );
     }
 
     #[test]
