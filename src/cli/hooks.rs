@@ -316,6 +316,37 @@ async fn search_context(
     }
 }
 
+/// A whole-file transcript (not JSON lines, which are read line by line
+/// and resumed) is read into memory at once: a hook reads one of at most
+/// this many bytes. `precedent import` reads larger ones.
+const HOOK_MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why a hook leaves `transcript` out: a file that is not JSON lines and
+/// is over [`HOOK_MAX_DOCUMENT_BYTES`].
+fn too_large_for_a_hook(transcript: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let length = std::fs::metadata(transcript).ok()?.len();
+    if length <= HOOK_MAX_DOCUMENT_BYTES {
+        return None;
+    }
+    // JSON lines: the first line (within a bound) is a JSON object.
+    let file = std::fs::File::open(transcript).ok()?;
+    let mut first = Vec::new();
+    let _ = std::io::BufReader::new(file)
+        .take(1024 * 1024)
+        .read_until(b'\n', &mut first);
+    let is_json_lines = first.ends_with(b"\n")
+        && serde_json::from_slice::<serde_json::Value>(&first).is_ok_and(|value| value.is_object());
+    (!is_json_lines).then(|| {
+        format!(
+            "left out {}: not JSON lines and {} MiB, over a hook's {} MiB; import it with `precedent import`",
+            transcript.display(),
+            length / (1024 * 1024),
+            HOOK_MAX_DOCUMENT_BYTES / (1024 * 1024)
+        )
+    })
+}
+
 /// Stop and SessionEnd without --wait: the input goes to a detached
 /// `precedent hook <Event> --wait`, and the agent goes on at once.
 fn detach_import(args: &HookArgs) -> anyhow::Result<Ran> {
@@ -385,6 +416,9 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
         "the transcript {} is not a file",
         transcript.display()
     );
+    if let Some(why) = too_large_for_a_hook(&transcript) {
+        return Ok(Ran::Quiet(why));
+    }
     let user_id = user_scope(args, &payload)?;
     let data_dir = args.backend.storage.data_dir();
     crate::files::private_dir(data_dir)

@@ -590,3 +590,29 @@ fn the_install_record_is_private_and_keeps_no_settings_text() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
 }
+
+#[test]
+fn a_hook_leaves_out_a_huge_transcript_that_is_not_json_lines() {
+    let sandbox = Sandbox::new();
+    // 80 MiB of text (sparse: it costs no disk), not JSON lines.
+    let path = sandbox.home.path().join("notes.txt");
+    let mut file = std::fs::File::create(&path).expect("create");
+    file.write_all(b"a plain text file, not a transcript\n")
+        .expect("write");
+    file.set_len(80 * 1024 * 1024).expect("grow");
+    drop(file);
+    let payload = stop_payload(&sandbox, &path);
+    assert_eq!(sandbox.hook("Stop", &payload, &["--wait"]), "");
+    let line = sandbox.wait_for_log("Stop", "left out", 1);
+    assert!(
+        line.contains("not JSON lines") && line.contains("80 MiB"),
+        "{line}"
+    );
+    // A JSON-lines transcript of any size is still read line by line.
+    let transcript = claude_transcript(&sandbox);
+    assert_eq!(
+        sandbox.hook("Stop", &stop_payload(&sandbox, &transcript), &["--wait"]),
+        ""
+    );
+    sandbox.wait_for_log("Stop", "imported", 1);
+}
