@@ -558,10 +558,10 @@ impl MemoryServer {
             // A server that reads no checkouts (one started by hand,
             // without --checkout-root) answers without the stale marks.
             Err(ToolFailure::Refused {
-                status: 422,
-                errors,
+                status: 403,
+                reason,
                 ..
-            }) if body.get("repo").is_some() && errors.to_string().contains("\"repo\"") => {
+            }) if body.get("repo").is_some() && reason.starts_with("repo:") => {
                 let mut body = body;
                 if let Some(object) = body.as_object_mut() {
                     object.remove("repo");

@@ -396,23 +396,24 @@ fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Resul
     let Some(repo) = &request.repo() else {
         return Ok(());
     };
-    let message = match state.checkouts.as_ref() {
-        Checkouts::None => {
-            "this server reads no checkouts (start it with --checkout-root DIR to let clients name checkouts under DIR); leave repo out"
-        }
-        _ if !repo.is_dir() => "not a directory on the server's host",
+    // A valid request this server may not act on: 403.
+    let refused = |why: &str| Err(ApiError::new(StatusCode::FORBIDDEN, why.to_string()));
+    match state.checkouts.as_ref() {
+        Checkouts::None => refused(
+            "repo: this server reads no checkouts (start it with --checkout-root DIR to let clients name checkouts under DIR); leave repo out",
+        ),
+        _ if !repo.is_dir() => Err(ApiError::invalid_fields(vec![error::FieldError {
+            field: "repo".to_string(),
+            message: "not a directory on the server's host".to_string(),
+        }])),
         Checkouts::Within(roots)
             if !std::fs::canonicalize(repo)
                 .is_ok_and(|real| roots.iter().any(|root| real.starts_with(root))) =>
         {
-            "not under a checkout root this server reads (--checkout-root)"
+            refused("repo: not under a checkout root this server reads (--checkout-root)")
         }
-        _ => return Ok(()),
-    };
-    Err(ApiError::invalid_fields(vec![error::FieldError {
-        field: "repo".to_string(),
-        message: message.to_string(),
-    }]))
+        _ => Ok(()),
+    }
 }
 
 /// The `user_id` of an inspection request's query pairs (required,

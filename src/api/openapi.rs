@@ -210,8 +210,9 @@ pub struct SearchBody {
     /// The caller's checkout (an absolute path on the server's host): each
     /// experience returned says, in `stale`, whether the files it changed
     /// still exist, the definitions it changed are still defined, and what
-    /// its fix wrote is still there. Only a server listening on loopback
-    /// reads it; others answer 422.
+    /// its fix wrote is still there. Read by the local server `mcp`, `hook`
+    /// and `import` start, and under a server's `--checkout-root`
+    /// directories; elsewhere it is refused with 403.
     #[schema(max_length = 4096, pattern = "^/")]
     pub repo: Option<String>,
 }

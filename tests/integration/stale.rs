@@ -182,7 +182,7 @@ fn a_deleted_file_a_renamed_function_and_an_edited_line_are_marked() {
     let server = ServerProcess::start(Path::new(data), &[]);
     let body = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": repo });
     let (status, refused) = server.request("POST", "/v1/search", Some(&body));
-    assert_eq!(status, 422, "{refused}");
+    assert_eq!(status, 403, "{refused}");
     assert!(refused.to_string().contains("--checkout-root"), "{refused}");
     assert_eq!(server.terminate(), Some(0));
 
@@ -210,10 +210,10 @@ fn a_deleted_file_a_renamed_function_and_an_edited_line_are_marked() {
 
     // A checkout that is no directory, or one outside the roots (the
     // server's own disk), is refused with a reason.
-    for elsewhere in ["/no/such/checkout", "/"] {
+    for (elsewhere, expected) in [("/no/such/checkout", 422), ("/", 403)] {
         let bad = json!({ "user_id": "u", "query": query, "top_k": 5, "repo": elsewhere });
         let (status, refused) = server.request("POST", "/v1/search", Some(&bad));
-        assert_eq!(status, 422, "{refused}");
+        assert_eq!(status, expected, "{refused}");
         assert!(refused.to_string().contains("repo"), "{refused}");
     }
     assert_eq!(server.terminate(), Some(0));
