@@ -411,17 +411,11 @@ fn cut_at_offsets(current: &str, splices: &[Splice]) -> Option<String> {
         (current.get(splice.offset..end)? == splice.text).then_some(())?;
         spans.push((splice.offset, end));
     }
-    spans.sort_unstable();
-    if spans.windows(2).any(|pair| pair[0].1 > pair[1].0) {
-        return None;
-    }
-    let mut text = current.to_string();
-    for (start, end) in spans.into_iter().rev() {
-        text.replace_range(start..end, "");
-    }
-    Some(text)
+    cut_spans(current, spans)
 }
 
+/// `current` without its splices, each found where it stands verbatim,
+/// once; `None` when one is missing or found twice.
 fn remove_splices(current: &str, splices: &[Splice]) -> Option<String> {
     let mut spans = Vec::new();
     for splice in splices {
@@ -435,11 +429,16 @@ fn remove_splices(current: &str, splices: &[Splice]) -> Option<String> {
         }
         spans.push((start, start + splice.text.len()));
     }
+    cut_spans(current, spans)
+}
+
+/// `text` without the byte ranges `spans`; `None` when two overlap.
+fn cut_spans(text: &str, mut spans: Vec<(usize, usize)>) -> Option<String> {
     spans.sort_unstable();
     if spans.windows(2).any(|pair| pair[0].1 > pair[1].0) {
         return None;
     }
-    let mut text = current.to_string();
+    let mut text = text.to_string();
     for (start, end) in spans.into_iter().rev() {
         text.replace_range(start..end, "");
     }
