@@ -39,15 +39,11 @@ pub enum Placed {
 }
 
 /// The working directory of an `<environment_context>` block
-/// (`<cwd>DIR</cwd>` inside it), if `text` opens with one.
+/// (`<cwd>DIR</cwd>` inside it), if `text` opens with one and it is an
+/// absolute path without whitespace.
 pub fn environment_cwd(text: &str) -> Option<&str> {
-    let rest = text.trim_start().strip_prefix("<environment_context>")?;
-    let end = rest.find("</environment_context>").unwrap_or(rest.len());
-    let block = rest.get(..end)?;
-    let start = block.find("<cwd>")? + "<cwd>".len();
-    let inner = block.get(start..)?;
-    let cwd = inner.get(..inner.find("</cwd>")?)?.trim();
-    (cwd.starts_with('/') && !cwd.contains(char::is_whitespace)).then_some(cwd)
+    environment_directory(text)
+        .filter(|cwd| cwd.starts_with('/') && !cwd.contains(char::is_whitespace))
 }
 
 /// The working directory an `<environment_context>` block names, whatever
