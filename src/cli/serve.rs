@@ -16,7 +16,24 @@ use crate::local::{self, ServerRecord};
 use crate::service::{self, Service, ServiceOptions};
 
 pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
-    let user_id = super::memory_key(args.user_id.as_deref(), None)?;
+    let user_id = match super::memory_key(args.user_id.as_deref(), None) {
+        Ok(user_id) => user_id,
+        // An agent opened outside any repository (MCP registered for
+        // every project): the folder's own memory, said once, rather than
+        // a server the agent shows as failed.
+        Err(error) if args.user_id.is_none() => {
+            let folder = std::env::current_dir()
+                .and_then(std::fs::canonicalize)
+                .with_context(|| format!("{error:#}"))?;
+            let key = folder.to_string_lossy().trim_end_matches('/').to_string();
+            tracing::warn!(
+                "{} is in no git repository: this session uses the folder's own memory, {key} (give --user-id to choose one)",
+                folder.display()
+            );
+            key
+        }
+        Err(error) => return Err(error),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -551,3 +551,21 @@ fn the_data_directory_and_its_files_are_private_whatever_the_umask() {
     assert!(wide.is_empty(), "readable by others: {wide:?}");
     mcp.finish();
 }
+
+#[test]
+fn mcp_outside_any_repository_starts_on_the_folders_own_memory() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let data_dir = data.path().to_path_buf();
+    let _server = ServerGuard(data_dir.clone());
+    let folder = tempfile::tempdir().expect("folder");
+    let mut mcp = McpProcess::start(folder.path(), &data_dir);
+    mcp.record(
+        "notes",
+        "The staging deploy needs the VPN: connect before deploy_staging",
+    );
+    assert!(
+        mcp.sessions_found("deploy_staging needs the VPN")
+            .contains(&"notes".to_string())
+    );
+    mcp.finish();
+}
