@@ -267,6 +267,12 @@ pub struct Staleness {
     /// Changed files that could not be read (too large, not text, no
     /// permission, outside the checkout): neither current nor stale.
     pub unchecked_files: Vec<String>,
+    /// Changed files that moved, as `OLD -> NEW`: the checkout tracks no
+    /// file at the old path and one file at a path ending with it
+    /// (`requests/sessions.py -> src/requests/sessions.py`), which was
+    /// checked in its place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved_files: Vec<String>,
 }
 
 impl Staleness {

@@ -31,9 +31,13 @@ const MIN_EVIDENT_LINE_CHARS: usize = 8;
 /// The line an experience's text gains when it is stale.
 pub fn line(staleness: &Staleness) -> Option<String> {
     if !staleness.is_stale() {
-        return None;
+        return (!staleness.moved_files.is_empty())
+            .then(|| format!("Moved in this checkout: {}", list(&staleness.moved_files)));
     }
     let mut parts = Vec::new();
+    if !staleness.moved_files.is_empty() {
+        parts.push(format!("moved {}", list(&staleness.moved_files)));
+    }
     if !staleness.missing_files.is_empty() {
         parts.push(format!("deleted {}", list(&staleness.missing_files)));
     }
@@ -76,13 +80,26 @@ pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
     let root = root.as_path();
     let mut defined: HashSet<String> = HashSet::new();
     let mut read_any = false;
+    let mut tracked: Option<Vec<String>> = None;
     for file in record.files_changed.iter().take(MAX_FILES) {
         let Some(relative) = inside(file) else {
             staleness.unchecked_files.push(file.clone());
             continue;
         };
-        let path = root.join(relative);
-        let (content, blob) = match read_bounded(root, &path) {
+        let mut path = root.join(relative);
+        let mut read = read_bounded(root, &path);
+        if matches!(read, Ok(None)) {
+            // Moved under another folder (`src/` added in front, say)?
+            let tracked = tracked.get_or_insert_with(|| tracked_files(root));
+            if let Some(moved) = moved_to(tracked, file) {
+                path = root.join(&moved);
+                read = read_bounded(root, &path);
+                if matches!(read, Ok(Some(_))) {
+                    staleness.moved_files.push(format!("{file} -> {moved}"));
+                }
+            }
+        }
+        let (content, blob) = match read {
             Ok(Some(read)) => read,
             Ok(None) => {
                 staleness.missing_files.push(file.clone());
@@ -123,6 +140,29 @@ pub fn check(root: &Path, record: &SessionRecord) -> Staleness {
         }
     }
     staleness
+}
+
+/// The files the checkout's git index tracks (none outside a repository).
+fn tracked_files(root: &Path) -> Vec<String> {
+    let Ok(repository) = git2::Repository::open(root) else {
+        return Vec::new();
+    };
+    let Ok(index) = repository.index() else {
+        return Vec::new();
+    };
+    index
+        .iter()
+        .filter_map(|entry| String::from_utf8(entry.path).ok())
+        .collect()
+}
+
+/// The one tracked path that ends with `/file`: where a file moved when a
+/// folder was put in front of it. `None` when none or several do.
+fn moved_to(tracked: &[String], file: &str) -> Option<String> {
+    let suffix = format!("/{file}");
+    let mut found = tracked.iter().filter(|path| path.ends_with(&suffix));
+    let first = found.next()?;
+    found.next().is_none().then(|| first.clone())
 }
 
 /// A recorded path as a relative path that stays under the root.
@@ -366,5 +406,40 @@ mod tests {
         let staleness = check(dir.path(), &record);
         assert_eq!(staleness.unchecked_files, record.files_changed);
         assert!(!staleness.is_stale());
+    }
+
+    #[test]
+    fn a_file_moved_under_a_new_folder_is_checked_where_it_is_now() {
+        // psf/requests moved to src/: answers said "deleted
+        // requests/sessions.py; no longer defined SessionRedirectMixin"
+        // of a class at src/requests/sessions.py.
+        let dir = checkout(&[("src/pkg/core.py", CORE), ("src/pkg/util.py", UTIL)]);
+        let repository = git2::Repository::init(dir.path()).expect("init");
+        let mut index = repository.index().expect("index");
+        for file in ["src/pkg/core.py", "src/pkg/util.py"] {
+            index.add_path(Path::new(file)).expect("add");
+        }
+        index.write().expect("write");
+        let staleness = check(dir.path(), &record());
+        assert!(staleness.missing_files.is_empty(), "{staleness:?}");
+        assert!(staleness.missing_symbols.is_empty(), "{staleness:?}");
+        assert_eq!(
+            staleness.moved_files,
+            [
+                "pkg/core.py -> src/pkg/core.py",
+                "pkg/util.py -> src/pkg/util.py"
+            ]
+        );
+        assert!(!staleness.is_stale());
+        let said = line(&staleness).expect("a line");
+        assert!(
+            said.starts_with("Moved in this checkout: pkg/core.py -> src/pkg/core.py"),
+            "{said}"
+        );
+        // Two candidates: neither is guessed.
+        assert_eq!(
+            moved_to(&["a/x.py".to_string(), "b/x.py".to_string()], "x.py"),
+            None
+        );
     }
 }
