@@ -308,8 +308,29 @@ async fn search_context(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // What this agent session was handed already (at its start, at an
+    // earlier prompt) is not handed again, unless its context was
+    // cleared or compacted since.
+    let given = payload.session_id.as_deref().map(|session_id| {
+        let fresh = event == Event::SessionStart
+            && matches!(payload.source.as_deref(), Some("clear" | "compact"));
+        hooks::GivenItems::load(args.backend.storage.data_dir(), session_id, fresh)
+    });
+    let found = items.len();
+    let items = match &given {
+        Some(given) => given.new_ones(&items),
+        None => items,
+    };
     match hooks::context_answer(event, &items, args.budget_chars) {
-        Some(answer) => Ok(Ran::Answered(answer)),
+        Some(answer) => {
+            if let Some(given) = given {
+                given.remember(&items);
+            }
+            Ok(Ran::Answered(answer))
+        }
+        None if found > 0 => Ok(Ran::Quiet(format!(
+            "the {found} item(s) found were given earlier in this session"
+        ))),
         None => Ok(Ran::Quiet(
             "nothing relevant passed the noise gate".to_string(),
         )),

@@ -278,6 +278,97 @@ impl HookLog {
     }
 }
 
+/// The folder of the item ids each agent session was given.
+const GIVEN_DIR: &str = "hook-given";
+/// A session's record of given items older than this is removed.
+const GIVEN_KEPT: std::time::Duration = std::time::Duration::from_secs(2 * 24 * 3600);
+
+/// The items one agent session was already given (SessionStart, earlier
+/// prompts), so that a later hook of the session does not hand them
+/// again: kept in the data directory, one file per session.
+pub struct GivenItems {
+    path: PathBuf,
+    ids: std::collections::HashSet<String>,
+}
+
+impl GivenItems {
+    /// The items given so far in `session_id`; none when `fresh` (the
+    /// agent's context was cleared or compacted: everything may be given
+    /// again).
+    pub fn load(data_dir: &Path, session_id: &str, fresh: bool) -> GivenItems {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(session_id.as_bytes());
+        let name: String = digest
+            .iter()
+            .take(16)
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        let path = data_dir.join(GIVEN_DIR).join(name);
+        let ids = if fresh {
+            Default::default()
+        } else {
+            std::fs::read_to_string(&path)
+                .map(|text| text.lines().map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        GivenItems { path, ids }
+    }
+
+    /// `items` without those given before.
+    pub fn new_ones(&self, items: &[Value]) -> Vec<Value> {
+        items
+            .iter()
+            .filter(|item| {
+                item.get("id")
+                    .and_then(Value::as_str)
+                    .is_none_or(|id| !self.ids.contains(id))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Records `items` as given; records of sessions untouched for two
+    /// days go. A record that cannot be written is skipped: a hook must
+    /// not fail for it.
+    pub fn remember(mut self, items: &[Value]) {
+        let Some(parent) = self.path.parent() else {
+            return;
+        };
+        if crate::files::private_dir(parent).is_err() {
+            return;
+        }
+        if !self.path.exists() {
+            prune_older_than(parent, GIVEN_KEPT);
+        }
+        for id in items
+            .iter()
+            .filter_map(|item| item.get("id").and_then(Value::as_str))
+        {
+            self.ids.insert(id.to_string());
+        }
+        let mut ids: Vec<&String> = self.ids.iter().collect();
+        ids.sort();
+        let text: String = ids.iter().map(|id| format!("{id}\n")).collect();
+        let _ = crate::files::write_replacing(&self.path, text.as_bytes(), 0o600);
+    }
+}
+
+/// Removes the files of `dir` not modified for `age`.
+fn prune_older_than(dir: &Path, age: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|metadata| metadata.modified())
+            .is_ok_and(|modified| modified.elapsed().is_ok_and(|elapsed| elapsed > age));
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// A log line's text: control characters (a NUL, an escape sequence, a
 /// line break) written as escapes, so that no input can forge or hide a
 /// line of the log.

@@ -228,13 +228,27 @@ fn stop_imports_the_transcript_once_and_a_matching_prompt_gets_its_experience() 
     assert!(context.contains("session_live.ex"), "{context}");
     assert!(context.chars().count() <= 4000);
 
-    // A budget of its own is kept.
-    let out = sandbox.hook(
+    // The same session asking again is not handed the same items twice.
+    let again = sandbox.hook(
         "UserPromptSubmit",
         &prompt_payload(
             &sandbox,
             "Work on bead spotter-dov: run bd show spotter-dov and bd ready",
         ),
+        &[],
+    );
+    assert_eq!(again, "");
+    sandbox.wait_for_log("UserPromptSubmit", "given earlier in this session", 1);
+
+    // Another agent session is; a budget of its own is kept.
+    let mut other_session = prompt_payload(
+        &sandbox,
+        "Work on bead spotter-dov: run bd show spotter-dov and bd ready",
+    );
+    other_session["session_id"] = json!("019c8bfe-0000-79e0-97d7-bda6a9c575ff");
+    let out = sandbox.hook(
+        "UserPromptSubmit",
+        &other_session,
         &["--budget-chars", "300"],
     );
     let answer: Value = serde_json::from_str(&out).expect("the agent's JSON");
