@@ -190,15 +190,12 @@ mod tests {
         assert_eq!(got, expected);
     }
 
-    /// Issue 40's hand-written session (`fixtures/transcripts/claude-code/
-    /// issue-40-tmp-inventory.jsonl`): a checkout under `/tmp` where `git
-    /// status` ran, an Edit inside `restock` with no Read before it, a
-    /// pytest run printing `8 passed`, a failed `ls`.
-    #[test]
-    fn a_session_under_tmp_records_definitions_tests_and_exit_codes() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/transcripts/claude-code/issue-40-tmp-inventory.jsonl"
+    /// The record extracted from a Claude Code fixture, as the importer
+    /// renders its messages.
+    fn fixture_record(name: &str) -> crate::ingest::SessionRecord {
+        let path = format!(
+            "{}/fixtures/transcripts/claude-code/{name}",
+            env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(path).expect("fixture");
         let events: Vec<Value> = text
@@ -209,7 +206,16 @@ mod tests {
         let ingest: Vec<crate::ingest::IngestMessage<'_>> = crate::ingest::IngestMessage::in_order(
             messages.iter().map(|(role, text)| (*role, text.as_str())),
         );
-        let (record, _) = crate::ingest::extract_session(&ingest, crate::ingest::Clock::Ignored);
+        crate::ingest::extract_session(&ingest, crate::ingest::Clock::Ignored).0
+    }
+
+    /// Issue 40's hand-written session (`fixtures/transcripts/claude-code/
+    /// issue-40-tmp-inventory.jsonl`): a checkout under `/tmp` where `git
+    /// status` ran, an Edit inside `restock` with no Read before it, a
+    /// pytest run printing `8 passed`, a failed `ls`.
+    #[test]
+    fn a_session_under_tmp_records_definitions_tests_and_exit_codes() {
+        let record = fixture_record("issue-40-tmp-inventory.jsonl");
         assert_eq!(record.files_changed, vec!["inventory/stock.py"]);
         assert_eq!(record.symbols_changed, vec!["restock"]);
         assert_eq!(
@@ -234,20 +240,7 @@ mod tests {
     /// without the scripts' names among the changed definitions.
     #[test]
     fn a_real_session_records_the_fix_not_the_scripts_its_diff_showed() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/transcripts/claude-code/swe-contextbench-sympy-20049.jsonl"
-        );
-        let text = std::fs::read_to_string(path).expect("fixture");
-        let events: Vec<Value> = text
-            .lines()
-            .map(|line| serde_json::from_str(line).expect("json line"))
-            .collect();
-        let messages = messages(&events).turns();
-        let ingest: Vec<crate::ingest::IngestMessage<'_>> = crate::ingest::IngestMessage::in_order(
-            messages.iter().map(|(role, text)| (*role, text.as_str())),
-        );
-        let (record, _) = crate::ingest::extract_session(&ingest, crate::ingest::Clock::Ignored);
+        let record = fixture_record("swe-contextbench-sympy-20049.jsonl");
         assert_eq!(record.files_changed, vec!["sympy/physics/vector/point.py"]);
         assert!(
             record
