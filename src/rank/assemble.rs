@@ -1032,21 +1032,26 @@ mod tests {
         assert!(shown[0].shows_messages());
         let content = "<environment_context><cwd>/tmp/x/inventory</cwd></environment_context>\n\
                        restock raises KeyError for a new sku; the fix reads stock.get(sku, 0)";
-        let kept = [KeptSession {
-            scored: &scored,
-            record: None,
-            sources: &[],
-            created_at_ms: 0,
-            room: shown[0].room(),
-            matched_messages: vec![MatchedMessage {
-                content,
-                request_id: "claude-code:4d56:0-5",
-                index_in_add: 2,
+        // The items of the session with one matched message from `request_id`.
+        let items_of = |request_id: &'static str, index_in_add: usize| {
+            let kept = [KeptSession {
+                scored: &scored,
+                record: None,
+                sources: &[],
                 created_at_ms: 0,
-            }],
-        }];
-        let query = super::super::query::analyze("restock KeyError", crate::ingest::Clock::Ignored);
-        let items = assemble(&query, &kept, 12_000, 10);
+                room: shown[0].room(),
+                matched_messages: vec![MatchedMessage {
+                    content,
+                    request_id,
+                    index_in_add,
+                    created_at_ms: 0,
+                }],
+            }];
+            let query =
+                super::super::query::analyze("restock KeyError", crate::ingest::Clock::Ignored);
+            assemble(&query, &kept, 12_000, 10)
+        };
+        let items = items_of("claude-code:4d56:0-5", 2);
         let message = items
             .iter()
             .find(|item| item.kind == MemoryKind::Message)
@@ -1059,20 +1064,7 @@ mod tests {
         );
         assert!(!message.content.contains("environment_context"));
         // An id that is not the importer's keeps its whole request id.
-        let kept = [KeptSession {
-            scored: &scored,
-            record: None,
-            sources: &[],
-            created_at_ms: 0,
-            room: shown[0].room(),
-            matched_messages: vec![MatchedMessage {
-                content,
-                request_id: "run-7",
-                index_in_add: 0,
-                created_at_ms: 0,
-            }],
-        }];
-        let items = assemble(&query, &kept, 12_000, 10);
+        let items = items_of("run-7", 0);
         assert!(
             items
                 .iter()
