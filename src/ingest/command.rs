@@ -348,6 +348,36 @@ pub fn parse_exit_code(observation: &str) -> Option<i32> {
     None
 }
 
+/// A shell command's words, quotes removed (`cd "My Projects"` is two
+/// words); an empty quoted word (`''`) is a word of its own.
+pub(crate) fn shell_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut quoted = false;
+    for character in text.chars() {
+        match (quote, character) {
+            (Some(open), c) if c == open => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(character);
+                quoted = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if !word.is_empty() || quoted {
+                    words.push(std::mem::take(&mut word));
+                }
+                quoted = false;
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    if !word.is_empty() || quoted {
+        words.push(word);
+    }
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -169,7 +169,7 @@ pub fn checkouts_of_command(
         if !(head.starts_with("cd") || head.starts_with("pushd") || head.contains("git")) {
             continue;
         }
-        let words = shell_words(part);
+        let words = super::command::shell_words(part);
         let mut words = words
             .iter()
             .map(String::as_str)
@@ -236,35 +236,6 @@ pub fn checkouts_of_command(
         }
     }
     (checkouts, current)
-}
-
-/// A shell command's words, quotes removed (`cd "My Projects"` is two words).
-fn shell_words(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quote: Option<char> = None;
-    let mut quoted = false;
-    for character in text.chars() {
-        match (quote, character) {
-            (Some(open), c) if c == open => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '"' | '\'') => {
-                quote = Some(character);
-                quoted = true;
-            }
-            (None, c) if c.is_whitespace() => {
-                if !word.is_empty() || quoted {
-                    words.push(std::mem::take(&mut word));
-                }
-                quoted = false;
-            }
-            (None, c) => word.push(c),
-        }
-    }
-    if !word.is_empty() || quoted {
-        words.push(word);
-    }
-    words
 }
 
 /// Where the `<environment_context>` block that opens `text` ends (0 when

@@ -384,27 +384,11 @@ fn numbered_search(command: &str) -> Option<Option<String>> {
     })
 }
 
-/// Words of a command, quotes removed (no escapes).
+/// Words of a command, quotes removed (no escapes), an empty quoted word
+/// left out.
 fn shell_words(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quote: Option<char> = None;
-    for character in text.chars() {
-        match (quote, character) {
-            (Some(open), c) if c == open => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '"' | '\'') => quote = Some(character),
-            (None, c) if c.is_whitespace() => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            (None, c) => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
+    let mut words = crate::ingest::command::shell_words(text);
+    words.retain(|word| !word.is_empty());
     words
 }
 
