@@ -96,10 +96,11 @@ fn share(held: usize, focused: f32) -> f32 {
 
 /// Whether `file` lies under a vendored directory.
 fn is_vendored(file: &str) -> bool {
-    file.split('/')
-        .rev()
-        .skip(1)
-        .any(|directory| VENDORED_DIRECTORIES.contains(&directory.to_ascii_lowercase().as_str()))
+    file.split('/').rev().skip(1).any(|directory| {
+        VENDORED_DIRECTORIES
+            .iter()
+            .any(|vendored| directory.eq_ignore_ascii_case(vendored))
+    })
 }
 
 /// Whether a candidate's change is broad ([`BROAD_FILES`]) or vendored
