@@ -477,6 +477,9 @@ pub struct LocalServer {
     // A std Mutex: held only to clone or replace the address, never
     // across a request.
     current: std::sync::Mutex<Attached>,
+    /// The current server was proven by the attach that found it, and no
+    /// request went to it since: the next one need not prove it again.
+    just_proven: std::sync::atomic::AtomicBool,
 }
 
 impl LocalServer {
@@ -486,6 +489,7 @@ impl LocalServer {
         Ok(LocalServer {
             data_dir: data_dir.to_path_buf(),
             current: std::sync::Mutex::new(attached),
+            just_proven: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -499,10 +503,14 @@ impl LocalServer {
 
     /// The server to send the next request to: the current one when it
     /// still proves itself (a server that died may have left its port to
-    /// another process), else the data directory's server now.
+    /// another process), else the data directory's server now. The first
+    /// request after the attach rests on the attach's own proof.
     pub fn proven(&self) -> Result<Attached, LocalError> {
         let current = self.current();
-        if current.still_proven() {
+        let just_proven = self
+            .just_proven
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
+        if just_proven || current.still_proven() {
             return Ok(current);
         }
         self.reattach(&current)
@@ -521,6 +529,7 @@ impl LocalServer {
             Ok(mut current) => *current = attached.clone(),
             Err(poisoned) => *poisoned.into_inner() = attached.clone(),
         }
+        // The attach proved it; the retry that follows goes to it as is.
         Ok(attached)
     }
 }
