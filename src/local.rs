@@ -92,17 +92,24 @@ pub struct ServerRecord {
 /// A server to send requests to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attached {
-    /// Its base URL.
-    pub url: String,
-    /// The key it requires, if any.
-    pub api_key: Option<String>,
     /// Whether this call started it.
     pub started: bool,
-    /// The record it was proven against, to prove it again.
+    /// The record it was proven against (its address and key), to prove
+    /// it again.
     record: ServerRecord,
 }
 
 impl Attached {
+    /// Its base URL.
+    pub fn url(&self) -> &str {
+        &self.record.url
+    }
+
+    /// The key it requires, if any.
+    pub fn api_key(&self) -> Option<&str> {
+        self.record.api_key.as_deref()
+    }
+
     /// Whether the server is still the one that was attached to: alive,
     /// and still proving the record's secret.
     pub fn still_proven(&self) -> bool {
@@ -181,9 +188,7 @@ pub fn attach(data_dir: &Path) -> Result<Attached, LocalError> {
 /// The recorded server, if it proves it is the one that wrote the record.
 fn recorded_and_alive(data_dir: &Path) -> Option<Attached> {
     let record = read_record(data_dir)?;
-    proven(&record).then(|| Attached {
-        url: record.url.clone(),
-        api_key: record.api_key.clone(),
+    proven(&record).then_some(Attached {
         started: false,
         record,
     })
@@ -357,8 +362,6 @@ fn start(data_dir: &Path) -> Result<Attached, LocalError> {
             // Reaped when it exits, however long this process lives.
             std::thread::spawn(move || child.wait());
             return Ok(Attached {
-                url: record.url.clone(),
-                api_key: record.api_key.clone(),
                 started: true,
                 record,
             });
@@ -520,11 +523,11 @@ impl LocalServer {
     /// data directory now, started again if it is gone.
     pub fn reattach(&self, failed: &Attached) -> Result<Attached, LocalError> {
         let current = self.current();
-        if current.url != failed.url {
+        if current.url() != failed.url() {
             return Ok(current);
         }
         let attached = attach(&self.data_dir)?;
-        tracing::info!(url = %attached.url, started = attached.started, "attached to the local server again");
+        tracing::info!(url = %attached.url(), started = attached.started, "attached to the local server again");
         match self.current.lock() {
             Ok(mut current) => *current = attached.clone(),
             Err(poisoned) => *poisoned.into_inner() = attached.clone(),

@@ -121,7 +121,7 @@ impl RemoteServer {
     pub fn base_url(&self) -> String {
         match &self.target {
             Target::Fixed { base_url, .. } => base_url.clone(),
-            Target::Local(server) => server.current().url,
+            Target::Local(server) => server.current().url().to_string(),
         }
     }
 
@@ -129,7 +129,7 @@ impl RemoteServer {
     pub fn api_key(&self) -> Option<String> {
         match &self.target {
             Target::Fixed { api_key, .. } => api_key.clone(),
-            Target::Local(server) => server.current().api_key,
+            Target::Local(server) => server.current().api_key().map(str::to_string),
         }
     }
 
@@ -146,26 +146,14 @@ impl RemoteServer {
                 let attached = server.proven().map_err(|error| {
                     ToolFailure::Unavailable(format!("the local server is gone: {error}"))
                 })?;
-                let first = self.call_at(
-                    &attached.url,
-                    attached.api_key.as_deref(),
-                    user_id,
-                    path,
-                    body,
-                );
+                let first = self.call_at(attached.url(), attached.api_key(), user_id, path, body);
                 if !matches!(first, Err(ToolFailure::Unavailable(_))) {
                     return first;
                 }
                 let attached = server.reattach(&attached).map_err(|error| {
                     ToolFailure::Unavailable(format!("the local server is gone: {error}"))
                 })?;
-                self.call_at(
-                    &attached.url,
-                    attached.api_key.as_deref(),
-                    user_id,
-                    path,
-                    body,
-                )
+                self.call_at(attached.url(), attached.api_key(), user_id, path, body)
             }
         }
     }

@@ -163,7 +163,7 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
         Opened::LocalServer(server) => {
             if !local::wait_for_index_commit(
                 args.backend.storage.data_dir(),
-                &server.url,
+                server.url(),
                 INDEX_COMMIT_WAIT,
             ) {
                 tracing::warn!(

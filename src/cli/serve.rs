@@ -86,7 +86,7 @@ pub(super) async fn open_backend(
             .await
             .context("start-up task failed")??;
         let attached = server.current();
-        tracing::info!(url = %attached.url, started = attached.started, "attached to the local server");
+        tracing::info!(url = %attached.url(), started = attached.started, "attached to the local server");
         return Ok(crate::mcp::Backend::Remote(
             crate::mcp::RemoteServer::local(Arc::new(server)),
         ));

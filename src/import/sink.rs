@@ -100,7 +100,7 @@ impl ServerSink {
         attached: &crate::local::Attached,
         store: &crate::store::StoreLocation,
     ) -> ServerSink {
-        let mut sink = ServerSink::new(&attached.url, attached.api_key.clone());
+        let mut sink = ServerSink::new(attached.url(), attached.api_key().map(str::to_string));
         sink.target = format!("store:{}", store.describe());
         sink
     }
