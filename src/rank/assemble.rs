@@ -111,9 +111,7 @@ pub enum Size {
 
 /// The size a kept session is shown at, from its evidence.
 pub fn size_of(scored: &Scored) -> Size {
-    let stands_out = scored
-        .bm25_margin
-        .is_some_and(|margin| margin >= super::STANDOUT_MARGIN);
+    let stands_out = scored.bm25_lead(super::STANDOUT_MARGIN);
     if scored.features.same_task || stands_out || scored.probability >= FULL_PROBABILITY {
         Size::Full
     } else {

@@ -146,12 +146,9 @@ pub(super) fn apply(
     for entry in scored.iter_mut() {
         // The same task again is relevant whatever its language or
         // evidence, and so is a candidate that stands out.
-        let stands_out = entry
-            .bm25_margin
-            .is_some_and(|margin| margin >= STANDOUT_MARGIN);
+        let stands_out = entry.bm25_lead(STANDOUT_MARGIN);
         let protected = entry.baseline_rank <= BASELINE_PROTECTED;
-        let leads = entry.baseline_rank == 1
-            && entry.bm25_margin.is_some_and(|margin| margin >= CLEAR_LEAD);
+        let leads = entry.baseline_rank == 1 && entry.bm25_lead(CLEAR_LEAD);
         if !(entry.features.same_task || stands_out) {
             if is_other_language(language, entry.language)
                 && !(voted && protected)

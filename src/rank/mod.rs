@@ -100,6 +100,12 @@ pub struct Scored {
 }
 
 impl Scored {
+    /// Whether its session BM25 is at least `margin` times every other
+    /// candidate's (the gate's standout and clear lead, the full size).
+    pub fn bm25_lead(&self, margin: f32) -> bool {
+        self.bm25_margin.is_some_and(|own| own >= margin)
+    }
+
     /// A candidate of `profile`, its features and scores not set yet.
     fn of(profile: &SessionProfile) -> Scored {
         let shown = |values: &[String]| values.iter().take(EXPLAINED_ENTRIES).cloned().collect();
