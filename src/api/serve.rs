@@ -12,11 +12,16 @@
 //! - Caps ([`ConnectionTable`]): at most `max_connections` open, and at
 //!   most `max_connections_per_address` from one client address (an IPv6
 //!   address counts by its /64; loopback is not capped, as every local
-//!   client shares it). At a cap, the connection of that set idle the
-//!   longest (none of its requests in progress: waiting for its first
-//!   byte, its handshake or its next request) is closed to make room;
-//!   only when every one is in a request is the new one closed instead.
-//!   A request in progress is never cut.
+//!   client shares it). At a cap, one connection of that set that is not
+//!   working makes room: of those idle (waiting for a first byte, a
+//!   handshake or a next request) and those whose request body is still
+//!   arriving, the one that has waited longest, where every byte of a
+//!   body received counts as the time it takes at the minimum body rate
+//!   ([`super::limits::MIN_BODY_BYTES_PER_SEC`]). An idle one closes at
+//!   once; one still receiving a body is cut, and its request never
+//!   reaches a handler. Only when every connection is working (its body
+//!   received) is the new one closed instead. A working request is never
+//!   cut.
 //! - Graceful shutdown: once `shutdown` resolves, no connection is
 //!   accepted, idle ones close, and those in a request finish it.
 //! - TLS (optional, [`tls_config`]): rustls with the ring provider, no
@@ -45,6 +50,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio_rustls::rustls;
 use tower::ServiceExt as _;
+
+use super::limits::MIN_BODY_BYTES_PER_SEC;
 
 /// Knobs of the connection layer.
 #[derive(Debug, Clone)]
@@ -262,7 +269,7 @@ pub async fn serve(
                     // Out of descriptors, most likely: close the longest
                     // idle connection and let it go.
                     tracing::warn!(%error, "accept failed");
-                    if shared.table().close_longest_idle(None) {
+                    if shared.table().close_longest_waiting(None) {
                         tracing::debug!("longest idle connection closed to free a descriptor");
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -295,6 +302,26 @@ pub async fn serve(
     }
 }
 
+/// How the table asks a connection to close.
+#[derive(Default)]
+struct CloseSignal {
+    notify: Notify,
+    /// Close at once, cutting the request whose body is arriving; else
+    /// after the request in progress.
+    cut: std::sync::atomic::AtomicBool,
+}
+
+impl CloseSignal {
+    fn ask(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    fn is_cut(&self) -> bool {
+        self.cut.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// Removes its connection from the table when the connection's task ends,
 /// however it ends.
 struct OpenGuard {
@@ -316,7 +343,7 @@ async fn run_connection(
     stream: TcpStream,
     peer: SocketAddr,
     id: u64,
-    close: Arc<Notify>,
+    close: Arc<CloseSignal>,
 ) {
     let _open = OpenGuard {
         shared: Arc::clone(&shared),
@@ -331,7 +358,7 @@ async fn run_connection(
             let mut first = [0u8; 1];
             let peeked = tokio::select! {
                 peeked = tokio::time::timeout(shared.first_byte_timeout, stream.peek(&mut first)) => peeked,
-                () = close.notified() => {
+                () = close.notify.notified() => {
                     tracing::debug!(%peer, "connection closed before its first byte: room for another");
                     return;
                 }
@@ -349,7 +376,7 @@ async fn run_connection(
         Some(acceptor) => {
             let handshake = tokio::select! {
                 handshake = tokio::time::timeout(shared.tls_handshake_timeout, acceptor.accept(stream)) => handshake,
-                () = close.notified() => {
+                () = close.notify.notified() => {
                     tracing::debug!(%peer, "connection closed during its TLS handshake: room for another");
                     return;
                 }
@@ -370,14 +397,15 @@ async fn run_connection(
     }
 }
 
-/// HTTP/1.1 on `io` until the connection ends; once `close` is notified it
-/// ends after the request in progress (at once when idle).
+/// HTTP/1.1 on `io` until the connection ends; once `close` is asked it
+/// ends after the request in progress (at once when idle), or at once when
+/// asked to cut.
 async fn serve_http<I>(
     shared: &Shared,
     io: TokioIo<I>,
     service: TrackedApp,
     peer: SocketAddr,
-    close: &Notify,
+    close: &CloseSignal,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -392,7 +420,11 @@ async fn serve_http<I>(
                 }
                 return;
             }
-            () = close.notified(), if !closing => {
+            () = close.notify.notified(), if !closing => {
+                if close.is_cut() {
+                    tracing::debug!(%peer, "connection cut while its request body arrived: room for another");
+                    return;
+                }
                 closing = true;
                 connection.as_mut().graceful_shutdown();
             }
@@ -413,7 +445,17 @@ impl hyper::service::Service<hyper::Request<Incoming>> for TrackedApp {
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
-        let in_progress = RequestInProgress::start(Arc::clone(&self.shared), self.id);
+        let body_received = request.body().is_end_stream();
+        let in_progress =
+            RequestInProgress::start(Arc::clone(&self.shared), self.id, body_received);
+        let request = request.map(|body| {
+            Body::new(ArrivingBody {
+                body,
+                shared: Arc::clone(&self.shared),
+                id: self.id,
+                received: body_received,
+            })
+        });
         let answer = self.shared.app.clone().oneshot(request);
         Box::pin(async move {
             let response = answer.await?;
@@ -434,8 +476,10 @@ struct RequestInProgress {
 }
 
 impl RequestInProgress {
-    fn start(shared: Arc<Shared>, id: u64) -> RequestInProgress {
-        shared.table().request_started(id);
+    fn start(shared: Arc<Shared>, id: u64, body_received: bool) -> RequestInProgress {
+        shared
+            .table()
+            .request_started(id, body_received, Instant::now());
         RequestInProgress { shared, id }
     }
 }
@@ -443,6 +487,58 @@ impl RequestInProgress {
 impl Drop for RequestInProgress {
     fn drop(&mut self) {
         self.shared.table().request_ended(self.id, Instant::now());
+    }
+}
+
+/// A request's body as it arrives, telling the table how much has come
+/// and when it is whole. A body whose connection was cut to make room
+/// ends in an error, never as whole, so its request reaches no handler
+/// that would do work.
+struct ArrivingBody {
+    body: Incoming,
+    shared: Arc<Shared>,
+    id: u64,
+    /// Whole (the table has been told).
+    received: bool,
+}
+
+impl HttpBody for ArrivingBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = std::task::ready!(Pin::new(&mut self.body).poll_frame(context));
+        match polled {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    self.shared.table().body_arrived(self.id, data.len());
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Some(Err(error)) => Poll::Ready(Some(Err(axum::Error::new(error)))),
+            None if self.received => Poll::Ready(None),
+            None => {
+                self.received = true;
+                if self.shared.table().body_received(self.id) {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Ready(Some(Err(axum::Error::new(
+                        "the connection was closed to make room while its body arrived",
+                    ))))
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.received && self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -491,14 +587,40 @@ struct OpenConnection {
     num_requests_in_progress: usize,
     /// When the last request ended (or the connection opened).
     idle_since: Instant,
-    close: Arc<Notify>,
+    /// The body of the request in progress, while it arrives.
+    arriving: Option<Arriving>,
+    close: Arc<CloseSignal>,
+}
+
+/// A request body on its way.
+#[derive(Clone, Copy)]
+struct Arriving {
+    /// When its request started.
+    since: Instant,
+    /// Bytes received so far.
+    num_bytes: u64,
+}
+
+impl OpenConnection {
+    /// When a connection that is not working started waiting, for the
+    /// choice of one to close: an idle one since it went idle, one with a
+    /// body arriving since its request started plus the time its bytes
+    /// take at the minimum body rate. None: working, never closed.
+    fn waiting_since(&self) -> Option<Instant> {
+        if let Some(arriving) = self.arriving {
+            let earned =
+                Duration::from_secs_f64(arriving.num_bytes as f64 / MIN_BODY_BYTES_PER_SEC as f64);
+            return Some(arriving.since + earned.min(Duration::from_secs(86_400)));
+        }
+        (self.num_requests_in_progress == 0).then_some(self.idle_since)
+    }
 }
 
 /// Whether a new connection is served.
 enum Admission {
-    /// Served: its id and the notice that asks it to close.
-    Admitted { id: u64, close: Arc<Notify> },
-    /// Closed at once: every connection of the full set is in a request.
+    /// Served: its id and the signal that asks it to close.
+    Admitted { id: u64, close: Arc<CloseSignal> },
+    /// Closed at once: every connection of the full set is working.
     Refused(&'static str),
 }
 
@@ -513,26 +635,26 @@ impl ConnectionTable {
         }
     }
 
-    /// Admits a connection from `peer`, closing the longest idle one of a
-    /// full set (its address's, then all) to make room.
+    /// Admits a connection from `peer`, closing the one of a full set (its
+    /// address's, then all) that has waited longest to make room.
     fn admit(&mut self, peer: IpAddr, now: Instant) -> Admission {
         let peer = peer.to_canonical();
         let capped_address =
             (self.max_per_address > 0 && !peer.is_loopback()).then(|| counted_address(peer));
         if let Some(address) = capped_address {
             let num_open = self.num_per_address.get(&address).copied().unwrap_or(0);
-            if num_open >= self.max_per_address && !self.close_longest_idle(Some(address)) {
+            if num_open >= self.max_per_address && !self.close_longest_waiting(Some(address)) {
                 return Admission::Refused(
-                    "at the per-address connection cap, every one of them in a request",
+                    "at the per-address connection cap, every one of them working",
                 );
             }
         }
-        if self.open.len() >= self.max_connections && !self.close_longest_idle(None) {
-            return Admission::Refused("at the connection cap, every connection in a request");
+        if self.open.len() >= self.max_connections && !self.close_longest_waiting(None) {
+            return Admission::Refused("at the connection cap, every connection working");
         }
         let id = self.next_id;
         self.next_id += 1;
-        let close = Arc::new(Notify::new());
+        let close = Arc::new(CloseSignal::default());
         if let Some(address) = capped_address {
             *self.num_per_address.entry(address).or_insert(0) += 1;
         }
@@ -542,37 +664,40 @@ impl ConnectionTable {
                 capped_address,
                 num_requests_in_progress: 0,
                 idle_since: now,
+                arriving: None,
                 close: Arc::clone(&close),
             },
         );
         Admission::Admitted { id, close }
     }
 
-    /// Asks the connection idle the longest (of `address` only, when
-    /// given) to close, and stops counting it; false when none is idle.
-    fn close_longest_idle(&mut self, address: Option<IpAddr>) -> bool {
-        let longest_idle = self
+    /// Asks the connection that has waited longest
+    /// ([`OpenConnection::waiting_since`]; of `address` only, when given)
+    /// to close, cutting a body that is arriving, and stops counting it;
+    /// false when every one is working.
+    fn close_longest_waiting(&mut self, address: Option<IpAddr>) -> bool {
+        let longest = self
             .open
             .iter()
             .filter(|(_, connection)| {
-                connection.num_requests_in_progress == 0
-                    && address.is_none_or(|address| connection.capped_address == Some(address))
+                address.is_none_or(|address| connection.capped_address == Some(address))
             })
-            .min_by_key(|(id, connection)| (connection.idle_since, **id))
-            .map(|(id, _)| *id);
-        match longest_idle.and_then(|id| self.remove(id)) {
+            .filter_map(|(id, connection)| Some((connection.waiting_since()?, *id)))
+            .min()
+            .map(|(_, id)| id);
+        match longest.and_then(|id| self.remove(id)) {
             Some(connection) => {
-                connection.close.notify_one();
+                connection.close.ask(connection.arriving.is_some());
                 true
             }
             None => false,
         }
     }
 
-    /// Asks every connection to close (at shutdown).
+    /// Asks every connection to close after its request (at shutdown).
     fn close_all(&mut self) {
         for connection in self.open.values() {
-            connection.close.notify_one();
+            connection.close.ask(false);
         }
     }
 
@@ -590,14 +715,41 @@ impl ConnectionTable {
         Some(connection)
     }
 
-    fn request_started(&mut self, id: u64) {
+    fn request_started(&mut self, id: u64, body_received: bool, now: Instant) {
         if let Some(connection) = self.open.get_mut(&id) {
             connection.num_requests_in_progress += 1;
+            connection.arriving = (!body_received).then_some(Arriving {
+                since: now,
+                num_bytes: 0,
+            });
+        }
+    }
+
+    fn body_arrived(&mut self, id: u64, num_bytes: usize) {
+        if let Some(arriving) = self
+            .open
+            .get_mut(&id)
+            .and_then(|connection| connection.arriving.as_mut())
+        {
+            arriving.num_bytes = arriving.num_bytes.saturating_add(num_bytes as u64);
+        }
+    }
+
+    /// The body of connection `id`'s request is whole: it is working. False
+    /// when the connection was closed to make room meanwhile.
+    fn body_received(&mut self, id: u64) -> bool {
+        match self.open.get_mut(&id) {
+            Some(connection) => {
+                connection.arriving = None;
+                true
+            }
+            None => false,
         }
     }
 
     fn request_ended(&mut self, id: u64, now: Instant) {
         if let Some(connection) = self.open.get_mut(&id) {
+            connection.arriving = None;
             connection.num_requests_in_progress =
                 connection.num_requests_in_progress.saturating_sub(1);
             if connection.num_requests_in_progress == 0 {
@@ -679,7 +831,7 @@ mod tests {
         assert_eq!(error.matches(cause).count(), 1, "{error}");
     }
 
-    fn admitted(table: &mut ConnectionTable, peer: &str, now: Instant) -> (u64, Arc<Notify>) {
+    fn admitted(table: &mut ConnectionTable, peer: &str, now: Instant) -> (u64, Arc<CloseSignal>) {
         match table.admit(peer.parse().expect("address"), now) {
             Admission::Admitted { id, close } => (id, close),
             Admission::Refused(why) => panic!("{peer} refused: {why}"),
@@ -687,9 +839,9 @@ mod tests {
     }
 
     /// Whether `close` was asked (a notified permit is waiting).
-    fn asked_to_close(close: &Notify) -> bool {
+    fn asked_to_close(close: &CloseSignal) -> bool {
         use std::future::Future as _;
-        let notified = close.notified();
+        let notified = close.notify.notified();
         tokio::pin!(notified);
         let waker = std::task::Waker::noop();
         notified
@@ -707,8 +859,8 @@ mod tests {
         let (second, second_close) = admitted(&mut table, "127.0.0.1", at(1));
         let (_, third_close) = admitted(&mut table, "127.0.0.1", at(2));
         // The first is in a request, the second went idle after one.
-        table.request_started(first);
-        table.request_started(second);
+        table.request_started(first, true, at(3));
+        table.request_started(second, true, at(3));
         table.request_ended(second, at(5));
         admitted(&mut table, "127.0.0.1", at(6));
         assert!(asked_to_close(&third_close), "idle since 2 ms: the longest");
@@ -722,13 +874,46 @@ mod tests {
         );
     }
 
+    /// Issue 38 M4: 1,100 connections that sent a head and trickled their
+    /// bodies were all "in a request", so at the cap every new connection
+    /// was closed: nobody else was served, `/health` included.
+    #[test]
+    fn at_the_cap_a_trickling_body_is_cut_before_a_fresh_or_working_connection() {
+        let start = Instant::now();
+        let at = |millis| start + Duration::from_millis(millis);
+        let mut table = ConnectionTable::new(3, 0);
+        let (trickling, trickling_close) = admitted(&mut table, "127.0.0.1", at(0));
+        table.request_started(trickling, false, at(0));
+        table.body_arrived(trickling, 10);
+        let (uploading, uploading_close) = admitted(&mut table, "127.0.0.1", at(1));
+        table.request_started(uploading, false, at(1));
+        // A megabyte at the minimum rate earns minutes: an older trickle
+        // goes first.
+        table.body_arrived(uploading, 1024 * 1024);
+        let (working, working_close) = admitted(&mut table, "127.0.0.1", at(2));
+        table.request_started(working, false, at(2));
+        table.body_arrived(working, 100);
+        assert!(table.body_received(working));
+        let (fresh, fresh_close) = admitted(&mut table, "127.0.0.1", at(5_000));
+        assert!(asked_to_close(&trickling_close) && trickling_close.is_cut());
+        assert!(
+            !table.body_received(trickling),
+            "a cut body never reaches a handler as whole"
+        );
+        // The fresh connection has waited less than the upload has earned.
+        admitted(&mut table, "127.0.0.1", at(5_001));
+        assert!(asked_to_close(&fresh_close) && !fresh_close.is_cut());
+        assert!(!asked_to_close(&uploading_close) && !asked_to_close(&working_close));
+        assert!(table.open.contains_key(&uploading) && !table.open.contains_key(&fresh));
+    }
+
     #[test]
     fn at_the_cap_with_every_connection_in_a_request_the_new_one_is_refused() {
         let now = Instant::now();
         let mut table = ConnectionTable::new(2, 0);
         for _ in 0..2 {
             let (id, _) = admitted(&mut table, "10.0.0.1", now);
-            table.request_started(id);
+            table.request_started(id, true, now);
         }
         assert!(matches!(
             table.admit("10.0.0.2".parse().expect("address"), now),
@@ -741,13 +926,13 @@ mod tests {
         let now = Instant::now();
         let mut table = ConnectionTable::new(100, 2);
         let (busy, _) = admitted(&mut table, "192.0.2.7", now);
-        table.request_started(busy);
+        table.request_started(busy, true, now);
         let (_, idle_close) = admitted(&mut table, "192.0.2.7", now);
         let (_, other_close) = admitted(&mut table, "192.0.2.8", now);
         // A third from the same address closes that address's idle one.
         let (third, _) = admitted(&mut table, "192.0.2.7", now);
         assert!(asked_to_close(&idle_close) && !asked_to_close(&other_close));
-        table.request_started(third);
+        table.request_started(third, true, now);
         assert!(matches!(
             table.admit("192.0.2.7".parse().expect("address"), now),
             Admission::Refused(_)

@@ -338,8 +338,9 @@ struct ServeArgs {
     )]
     allowed_origins: Vec<String>,
 
-    /// Seconds a request body may take to arrive (408 past it); no
-    /// in-flight slot is held meanwhile.
+    /// Seconds a request body may take to arrive (408 past it); after its
+    /// first 2 s it must also come at 4 KiB/s on average. No in-flight
+    /// slot is held meanwhile.
     #[arg(long, env = "PRECEDENT_BODY_READ_TIMEOUT_SECS", default_value_t = api::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     body_read_timeout_secs: u64,
 
@@ -357,9 +358,10 @@ struct ServeArgs {
     #[arg(long, env = "PRECEDENT_TLS_HANDSHAKE_TIMEOUT_SECS", default_value_t = api::serve::DEFAULT_TLS_HANDSHAKE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     tls_handshake_timeout_secs: u64,
 
-    /// Connections open at once. At it, the connection idle the longest
-    /// (no request in progress) is closed to make room; only when every
-    /// one is in a request is the new one closed. Each needs a file
+    /// Connections open at once. At it, the connection waiting longest
+    /// (idle, or its request body still arriving; each byte received
+    /// counts as its time at 4 KiB/s) is closed to make room; only when
+    /// every one is working is the new one closed. Each needs a file
     /// descriptor: keep `ulimit -n` above it.
     #[arg(long, env = "PRECEDENT_MAX_CONNECTIONS", default_value_t = api::serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_connections: u32,

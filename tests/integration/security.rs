@@ -376,6 +376,55 @@ fn stalled_uploads_do_not_lock_others_out() {
     drop(stalled);
 }
 
+/// Issue 38 M4: connections that sent a head and trickled their bodies
+/// (1,100 of them, from one address) counted as in a request, so at the
+/// cap every other connection was closed at once, `/health` included, and
+/// each lasted the 30 s body read timeout. Now one whose body is arriving
+/// is cut to make room, and a body behind the minimum rate is refused.
+#[test]
+fn trickled_bodies_neither_hold_the_connection_cap_nor_last() {
+    let (_guard, dir) = data_dir();
+    let server = ServerProcess::start(&dir, &["--max-connections", "16"]);
+    let host = server.address.to_string();
+    let mut trickling: Vec<TcpStream> = (0..16)
+        .map(|_| {
+            open_with(
+                server.address,
+                format!(
+                    "POST /search HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+                )
+                .as_bytes(),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        let answer = exchange(
+            server.address,
+            &request("GET", "/health", &[("Host", &host)], ""),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let query = serde_json::json!({"query": "trickled bodies", "user_id": "other", "top_k": 5})
+            .to_string();
+        let answer = exchange(
+            server.address,
+            &request(
+                "POST",
+                "/search",
+                &[("Host", &host), ("Content-Type", "application/json")],
+                &query,
+            ),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+    // The rest are refused once behind the minimum rate, long before the
+    // body read timeout.
+    let late = trickling.iter_mut().rev().take(8).collect::<Vec<_>>();
+    for stream in late {
+        assert!(closed_within(stream, Duration::from_secs(10)));
+    }
+}
+
 /// Finding 3: a declared Content-Length over the limit was refused only
 /// once the body had arrived.
 #[test]
