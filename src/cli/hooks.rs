@@ -130,7 +130,8 @@ pub(super) struct HooksArgs {
 
     /// The running server the hooks go through (e.g.
     /// http://127.0.0.1:8080), named in their command; by default they
-    /// open the data directory themselves.
+    /// go through the data directory's local server (started on first
+    /// use), as `precedent mcp` does.
     #[arg(long)]
     server: Option<String>,
 }
