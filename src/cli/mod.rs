@@ -267,7 +267,7 @@ struct ServeArgs {
     /// # comments and blank lines skipped. With any key configured,
     /// /metrics needs a key with the metrics right (keys of --api-key and
     /// --api-key-file hold it). Combines with --api-key and --api-key-file
-    /// (whose keys reach every user). See the README.
+    /// (whose keys reach every user). See docs/security.md.
     #[arg(long, env = "PRECEDENT_KEYS_FILE")]
     keys_file: Option<PathBuf>,
 
@@ -298,7 +298,7 @@ struct ServeArgs {
 
     /// Mask common credentials (cloud and API keys, tokens, private keys,
     /// Authorization headers, passwords in URLs and assignments) in message
-    /// content before it is stored; see the README for the list.
+    /// content before it is stored; docs/security.md lists what it covers.
     #[arg(long, env = "PRECEDENT_REDACT_SECRETS")]
     redact_secrets: bool,
 
