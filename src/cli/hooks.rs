@@ -136,6 +136,22 @@ pub(super) struct HooksArgs {
     server: Option<String>,
 }
 
+impl HooksArgs {
+    /// The options of a user-scope install or uninstall (`setup`'s).
+    pub(super) fn user(
+        agent: Agent,
+        data_dir: Option<PathBuf>,
+        server: Option<String>,
+    ) -> HooksArgs {
+        HooksArgs {
+            agent,
+            scope: Scope::User,
+            data_dir,
+            server,
+        }
+    }
+}
+
 /// Options of `precedent hooks status`.
 #[derive(Debug, Args)]
 pub(super) struct StatusArgs {
@@ -556,7 +572,8 @@ pub(super) fn hooks_command(command: HooksCommand) -> anyhow::Result<()> {
 }
 
 impl Agent {
-    fn name(self) -> &'static str {
+    /// The agent's name, for messages.
+    pub(super) fn name(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "Claude Code",
             Agent::Codex => "Codex",
@@ -708,7 +725,7 @@ const NEW_SETTINGS_MODE: u32 = 0o644;
 /// dotfiles), or one in a linked directory, is resolved to the file it
 /// names, and the caller says so. The file itself is never written through
 /// a link ([`crate::files::write_replacing`] refuses one).
-fn resolve(path: &Path) -> PathBuf {
+pub(super) fn resolve(path: &Path) -> PathBuf {
     if let Ok(resolved) = std::fs::canonicalize(path) {
         return resolved;
     }
@@ -807,7 +824,7 @@ fn places(args: &HooksArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((data_dir, path))
 }
 
-fn install(args: &HooksArgs) -> anyhow::Result<()> {
+pub(super) fn install(args: &HooksArgs) -> anyhow::Result<()> {
     let (data_dir, path) = places(args)?;
     let program = std::env::current_exe().context("cannot find precedent's own path")?;
     let program = std::fs::canonicalize(&program).unwrap_or(program);
@@ -865,7 +882,7 @@ fn install(args: &HooksArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn uninstall(args: &HooksArgs) -> anyhow::Result<()> {
+pub(super) fn uninstall(args: &HooksArgs) -> anyhow::Result<()> {
     let (data_dir, path) = places(args)?;
     let key = path.to_string_lossy().into_owned();
     let mut state = InstalledFiles::load(&data_dir)?;

@@ -4,7 +4,8 @@
 //! The commands: `serve` and `mcp` run a service (`serve`), `inspect` and
 //! `search` read a data directory directly (`query`, printed with `render`),
 //! `import` fills one from a git history (`history`), `hook` and `hooks`
-//! put precedent into an agent's lifecycle (`hooks`), `bench` measures
+//! put precedent into an agent's lifecycle (`hooks`), `setup` wires hooks
+//! and MCP into an agent at once (`setup`), `bench` measures
 //! (`bench`). Options several commands share are defined once (`options`).
 
 mod bench;
@@ -15,6 +16,7 @@ mod options;
 mod query;
 mod render;
 mod serve;
+mod setup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,6 +95,11 @@ enum Command {
     /// them, or show where they are.
     #[command(subcommand)]
     Hooks(hooks::HooksCommand),
+    /// Wire precedent into Claude Code or Codex for every repository in one
+    /// command: its hooks (as `hooks install`) and its MCP server (in the
+    /// agent's user MCP configuration). Says what it wrote where; running
+    /// it again changes nothing; --uninstall takes both out.
+    Setup(setup::SetupArgs),
     /// Benchmarks that print figures (build with --release to measure).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -470,6 +477,7 @@ pub fn main() -> ExitCode {
         Command::Import(args) => history::import(args),
         Command::Hook(args) => hooks::hook(args),
         Command::Hooks(command) => hooks::hooks_command(command),
+        Command::Setup(args) => setup::setup(args),
         Command::Bench(command) => bench::run(command),
     };
     match result {

@@ -8,12 +8,14 @@
 //! character budget ([`context_answer`]), and keeps a log of what each
 //! hook did ([`HookLog`]). Running the search or the import, and the
 //! deadline, are the CLI's (`cli::hooks`); which entries go into the
-//! agents' settings files is [`settings`]'.
+//! agents' settings files is [`settings`]', and precedent's entry in their
+//! MCP configuration [`mcp_config`]'s.
 //!
 //! Architecture invariant: nothing here may make a hook fail in a way
 //! that blocks the agent; the answer is either the agent's JSON or
 //! nothing.
 
+pub mod mcp_config;
 pub mod settings;
 
 use std::io::Write;

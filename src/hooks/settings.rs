@@ -516,7 +516,7 @@ fn next_removal(text: &str, root: &Node) -> Option<(usize, usize)> {
 }
 
 /// The span of an object's member `index` with one separating comma.
-fn member_span(
+pub(super) fn member_span(
     text: &str,
     object: &Node,
     members: &[(String, usize, Node)],
@@ -716,7 +716,7 @@ fn hooks_object(entries: &[HookEntry], indent: &str, unit: &str) -> String {
 /// What follows an insertion at the start of a container: a comma before
 /// the existing first element, or for an empty container a line break to
 /// its closing bracket's indentation.
-fn closing(empty: bool, text: &str, container_start: usize) -> String {
+pub(super) fn closing(empty: bool, text: &str, container_start: usize) -> String {
     if empty {
         format!("\n{}", line_indent(text, container_start))
     } else {
@@ -725,7 +725,7 @@ fn closing(empty: bool, text: &str, container_start: usize) -> String {
 }
 
 /// The leading whitespace of the line holding `position`.
-fn line_indent(text: &str, position: usize) -> String {
+pub(super) fn line_indent(text: &str, position: usize) -> String {
     let line_start = text[..position]
         .rfind('\n')
         .map_or(0, |newline| newline + 1);
@@ -737,7 +737,7 @@ fn line_indent(text: &str, position: usize) -> String {
 
 /// The file's indentation unit: the leading whitespace of its first
 /// indented line, two spaces when none is.
-fn indent_unit(text: &str) -> String {
+pub(super) fn indent_unit(text: &str) -> String {
     text.lines()
         .map(|line| {
             line.chars()
@@ -752,14 +752,14 @@ fn indent_unit(text: &str) -> String {
 
 /// A value and its byte span in the text.
 #[derive(Debug)]
-struct Node {
-    start: usize,
-    end: usize,
-    kind: Kind,
+pub(super) struct Node {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) kind: Kind,
 }
 
 #[derive(Debug)]
-enum Kind {
+pub(super) enum Kind {
     /// Members: key, the key's start, value.
     Object(Vec<(String, usize, Node)>),
     Array(Vec<Node>),
@@ -767,7 +767,7 @@ enum Kind {
     Other,
 }
 
-fn member<'a>(members: &'a [(String, usize, Node)], key: &str) -> Option<&'a Node> {
+pub(super) fn member<'a>(members: &'a [(String, usize, Node)], key: &str) -> Option<&'a Node> {
     members
         .iter()
         .rev()
@@ -776,12 +776,12 @@ fn member<'a>(members: &'a [(String, usize, Node)], key: &str) -> Option<&'a Nod
 }
 
 /// The byte order mark a settings file may start with.
-const BOM: char = '\u{feff}';
+pub(super) const BOM: char = '\u{feff}';
 
 /// Nesting deeper than this is refused (no settings file comes close).
 const MAX_DEPTH: usize = 64;
 
-fn parse(text: &str) -> Result<Node, SettingsError> {
+pub(super) fn parse(text: &str) -> Result<Node, SettingsError> {
     parse_counting(text).map(|(root, _)| root)
 }
 
