@@ -16,6 +16,9 @@ mod contract;
 #[path = "integration/deletion.rs"]
 mod deletion;
 
+#[path = "integration/docs.rs"]
+mod docs;
+
 #[path = "integration/durability.rs"]
 mod durability;
 
