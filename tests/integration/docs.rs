@@ -18,6 +18,7 @@ const COVERED_COMMANDS: &[&str] = &[
     "hooks install",
     "hooks uninstall",
     "hooks status",
+    "setup",
 ];
 
 /// The flags and variables of one command.
