@@ -52,11 +52,17 @@ mod listing;
 #[path = "integration/operations.rs"]
 mod operations;
 
+#[path = "integration/plugin.rs"]
+mod plugin;
+
 #[path = "integration/relevance.rs"]
 mod relevance;
 
 #[path = "integration/security.rs"]
 mod security;
+
+#[path = "integration/setup.rs"]
+mod setup;
 
 #[path = "integration/stale.rs"]
 mod stale;
