@@ -875,7 +875,7 @@ pub(super) fn install(args: &HooksArgs) -> anyhow::Result<()> {
     );
     if args.agent == Agent::Codex {
         text.push_str(
-            "\nolder Codex versions run hooks only with this in ~/.codex/config.toml:\n  [features]\n  codex_hooks = true",
+            "\nCodex runs a new or changed hook only once trusted: start `codex`, type /hooks and trust precedent's hooks\nolder Codex versions run hooks only with this in ~/.codex/config.toml:\n  [features]\n  codex_hooks = true",
         );
     }
     print_out(&text);
