@@ -84,7 +84,7 @@ pub(super) fn setup(args: SetupArgs) -> anyhow::Result<()> {
             "start Claude Code again; `claude mcp list` shows precedent, and `precedent hooks status` the hooks"
         }
         Agent::Codex => {
-            "start Codex again and trust precedent's hooks when it asks; `codex mcp list` shows precedent"
+            "start Codex, type /hooks and trust precedent's three hooks (Codex skips an untrusted hook); `codex mcp list` shows precedent"
         }
     });
     Ok(())
