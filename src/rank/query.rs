@@ -32,6 +32,13 @@ const MAX_TERMS: usize = 512;
 /// rare word (an error code, a marker) is a task; the talk around the
 /// work is not.
 const MIN_TASK_WORDS: usize = 1;
+/// Content words a prompt said to an agent without code facts needs to
+/// be searched for by the hooks: most prompts of a session are its
+/// follow-ups ("run cargo fmt and clippy", "create a new branch for this",
+/// "that's not right, try a different approach"), which name no task of
+/// their own; a task put in words takes more. An explicit search (API,
+/// MCP) needs [`MIN_TASK_WORDS`] only.
+pub const MIN_PROMPT_TASK_WORDS: usize = 4;
 /// Words of the talk around the work, not of a task: replies, go-aheads,
 /// version-control chores and words every task uses ("thanks, that looks
 /// good", "commit and push", "what's next", "run the tests again", "fix
@@ -58,6 +65,9 @@ pub struct QueryFacts {
     pub terms: Vec<String>,
     /// Symbol names (the last segment of an identifier, lowercased).
     pub names: Vec<String>,
+    /// Words of the text that carry content of a task: neither function
+    /// words nor the talk around the work.
+    pub num_content_words: usize,
     /// Qualified names: the last two segments joined by `.`, lowercased
     /// (`Variable.__setitem__`, `tokio::spawn` -> `tokio.spawn`).
     pub qualified: Vec<String>,
@@ -254,12 +264,12 @@ pub fn analyze(text: &str, clock: Clock) -> QueryFacts {
         // the standard library name no file of the project.
         !path.starts_with('<') && !path.contains("/lib/python")
     });
-    let content_words = facts
+    facts.num_content_words = facts
         .terms
         .iter()
         .filter(|word| is_content_word(word))
         .count();
-    facts.names_task = facts.has_code_facts() || content_words >= MIN_TASK_WORDS;
+    facts.names_task = facts.has_code_facts() || facts.num_content_words >= MIN_TASK_WORDS;
     // Function words never make a match; a text that names no task
     // searches for nothing.
     if facts.names_task {
@@ -268,6 +278,31 @@ pub fn analyze(text: &str, clock: Clock) -> QueryFacts {
         facts.terms.clear();
     }
     facts
+}
+
+/// Whether a prompt said to an agent names a task of its own, for the
+/// hooks to search with it: code facts, a command-line option or a call
+/// (`--iglob`, `rewrite(abs)`, `is<T>`), or [`MIN_PROMPT_TASK_WORDS`]
+/// content words.
+pub fn prompt_names_task(prompt: &str) -> bool {
+    let facts = analyze(prompt, Clock::Ignored);
+    facts.has_code_facts()
+        || facts.num_content_words >= MIN_PROMPT_TASK_WORDS
+        || prompt.split_whitespace().any(is_code_token)
+}
+
+/// A word of prose that only code writes: a long option (`--train`) or a
+/// name directly followed by a call's or a generic's bracket.
+fn is_code_token(word: &str) -> bool {
+    if let Some(option) = word.strip_prefix("--") {
+        return option.len() >= 2 && option.starts_with(|c: char| c.is_ascii_alphabetic());
+    }
+    word.find(['(', '<']).is_some_and(|bracket| {
+        bracket >= 2
+            && word[..bracket]
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '.' || c == ':')
+    })
 }
 
 /// The words of a query's prose: each lowercased into `facts.words`; error
