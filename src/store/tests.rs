@@ -100,7 +100,9 @@ fn own_postgres_url(test: &str) -> Option<String> {
     })
     .clone()
     .or_else(|| {
-        eprintln!("{test}: PostgreSQL half skipped (PostgreSQL is not installed)");
+        let why = super::test_postgres::unavailable()
+            .unwrap_or_else(|| "the test server did not start".to_string());
+        eprintln!("{test}: PostgreSQL half skipped ({why})");
         None
     })
 }

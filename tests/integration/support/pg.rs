@@ -6,13 +6,26 @@
 //! `initdb` and `postgres` refuse to run as root: as root (CI), the
 //! binaries run as the `postgres` user through `runuser`, the directory
 //! handed over to it.
+//!
+//! Where a program it needs is missing (PostgreSQL's own, or `runuser`,
+//! which lives in /usr/sbin, off many users' PATH), a test is skipped
+//! with a note naming it, unless `PRECEDENT_REQUIRE_PG=1` (CI): then it
+//! fails, naming it.
 
+use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The account the binaries run as when the tests run as root.
 const UNPRIVILEGED_USER: &str = "postgres";
+
+/// Set to `1`, a missing PostgreSQL fails the tests that need one instead
+/// of skipping them.
+pub const REQUIRE_VAR: &str = "PRECEDENT_REQUIRE_PG";
+
+/// PostgreSQL's programs the tests run, from its `bin` directory.
+const CLUSTER_PROGRAMS: &[&str] = &["initdb", "pg_ctl", "postgres"];
 
 /// A running PostgreSQL of the test's own (trust authentication on
 /// loopback, superuser `precedent`).
@@ -25,30 +38,16 @@ pub struct OwnPostgres {
 }
 
 impl OwnPostgres {
-    /// Starts one; `None`, with a note naming `test`, where PostgreSQL is
-    /// not installed (or, as root, there is no `postgres` user to run it).
+    /// Starts one; `None`, with a note naming `test` and the missing
+    /// program, where one is missing (see [`unavailable`]). Panics instead
+    /// when `PRECEDENT_REQUIRE_PG=1`.
     pub fn start(test: &str) -> Option<OwnPostgres> {
-        let Some(bin) = binaries() else {
-            eprintln!(
-                "{test}: skipped (PostgreSQL is not installed: no initdb under /usr/lib/postgresql/*/bin or on PATH)"
-            );
-            return None;
-        };
-        let as_user = if running_as_root() {
-            let exists = Command::new("id")
-                .arg("-u")
-                .arg(UNPRIVILEGED_USER)
-                .output()
-                .is_ok_and(|output| output.status.success());
-            if !exists {
-                eprintln!(
-                    "{test}: skipped (running as root and there is no {UNPRIVILEGED_USER} user to run PostgreSQL as)"
-                );
+        let (bin, as_user) = match tools() {
+            Ok(tools) => tools,
+            Err(why) => {
+                skip_or_fail(test, &why);
                 return None;
             }
-            Some(UNPRIVILEGED_USER)
-        } else {
-            None
         };
         let dir = tempfile::Builder::new()
             .prefix("precedent-pg-")
@@ -139,13 +138,13 @@ impl OwnPostgres {
 
     fn command(&self, binary: &str, args: &[&str]) -> Output {
         let program = self.bin.join(binary);
-        let mut command = match self.as_user {
+        let (mut command, launcher) = match self.as_user {
             Some(user) => {
                 let mut command = Command::new("runuser");
                 command.arg("-u").arg(user).arg("--").arg(&program);
-                command
+                (command, format!("runuser (to run {binary} as {user})"))
             }
-            None => Command::new(&program),
+            None => (Command::new(&program), program.display().to_string()),
         };
         // The unprivileged user may not enter the test's working directory.
         command
@@ -153,7 +152,7 @@ impl OwnPostgres {
             .current_dir(self.dir.path())
             .env("LC_ALL", "C")
             .output()
-            .unwrap_or_else(|error| panic!("{binary} runs: {error}"))
+            .unwrap_or_else(|error| panic!("{launcher} does not start: {error}"))
     }
 
     fn run(&self, binary: &str, args: &[&str]) {
@@ -176,6 +175,85 @@ impl Drop for OwnPostgres {
     }
 }
 
+/// Why a server of the test's own cannot be started here, naming the
+/// missing program; `None` when everything it needs is there.
+pub fn unavailable() -> Option<String> {
+    tools().err()
+}
+
+/// Skips (a note naming `test` and `why`), or panics with both when
+/// `PRECEDENT_REQUIRE_PG=1`.
+pub fn skip_or_fail(test: &str, why: &str) {
+    if std::env::var_os(REQUIRE_VAR).is_some_and(|value| value == "1") {
+        panic!("{test}: PostgreSQL is required ({REQUIRE_VAR}=1) but {why}");
+    }
+    eprintln!("{test}: skipped ({why}; {REQUIRE_VAR}=1 makes this a failure)");
+}
+
+/// The directory of PostgreSQL's programs and, as root, the user they run
+/// as; else what is missing.
+fn tools() -> Result<(PathBuf, Option<&'static str>), String> {
+    let bin = binaries().ok_or_else(|| {
+        "PostgreSQL is not installed: no initdb under /usr/lib/postgresql/*/bin or on PATH"
+            .to_string()
+    })?;
+    if let Some(missing) = CLUSTER_PROGRAMS
+        .iter()
+        .find(|program| !is_executable(&bin.join(program)))
+    {
+        return Err(format!(
+            "{missing} is missing beside initdb in {}",
+            bin.display()
+        ));
+    }
+    if on_path("id").is_none() {
+        return Err("id is not on PATH (needed to tell whether the tests run as root)".to_string());
+    }
+    if !running_as_root() {
+        return Ok((bin, None));
+    }
+    // As root: the cluster's programs run as the unprivileged user.
+    for program in ["runuser", "chown"] {
+        if on_path(program).is_none() {
+            let hint = if program == "runuser" {
+                " (it is usually in /usr/sbin)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "{program} is not on PATH{hint}: running as root, PostgreSQL's programs run as the {UNPRIVILEGED_USER} user through runuser"
+            ));
+        }
+    }
+    let exists = Command::new("id")
+        .arg("-u")
+        .arg(UNPRIVILEGED_USER)
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !exists {
+        return Err(format!(
+            "running as root and there is no {UNPRIVILEGED_USER} user to run PostgreSQL as"
+        ));
+    }
+    Ok((bin, Some(UNPRIVILEGED_USER)))
+}
+
+/// `program` in a directory of PATH, as `Command` finds it.
+fn on_path(program: impl AsRef<OsStr>) -> Option<PathBuf> {
+    let program = program.as_ref();
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .find(|candidate| is_executable(candidate))
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
+}
+
 /// The directory of `initdb`, `pg_ctl` and `postgres`: the newest
 /// `/usr/lib/postgresql/*/bin` (Debian), else the one on PATH.
 fn binaries() -> Option<PathBuf> {
@@ -193,11 +271,7 @@ fn binaries() -> Option<PathBuf> {
     if let Some((_, bin)) = versioned.pop() {
         return Some(bin);
     }
-    std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path).find(|dir| {
-            dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() && Path::new(dir).is_dir()
-        })
-    })
+    on_path("initdb").and_then(|initdb| initdb.parent().map(Path::to_path_buf))
 }
 
 fn running_as_root() -> bool {
