@@ -60,7 +60,7 @@ detect_target() {
 # download URL FILE
 download() {
     if command -v curl >/dev/null 2>&1; then
-        curl --proto '=https,http' -fsSL --retry 3 -o "$2" "$1"
+        curl --proto '=https,http,file' -fsSL --retry 3 -o "$2" "$1"
     elif command -v wget >/dev/null 2>&1; then
         wget -q -O "$2" "$1"
     else

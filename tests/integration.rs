@@ -43,6 +43,9 @@ mod import;
 #[path = "integration/import_safety.rs"]
 mod import_safety;
 
+#[path = "integration/install_script.rs"]
+mod install_script;
+
 #[path = "integration/local_server.rs"]
 mod local_server;
 
