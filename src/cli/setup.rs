@@ -79,6 +79,13 @@ pub(super) fn setup(args: SetupArgs) -> anyhow::Result<()> {
     }
     hooks::install(&hooks_args)?;
     register(&args)?;
+    if args.agent == Agent::ClaudeCode
+        && let Some(plugin) = enabled_plugin()
+    {
+        print_out(&format!(
+            "note: the Claude Code plugin {plugin} is enabled too, with the same hooks and MCP server; each hook would run twice: keep one (`/plugin uninstall {plugin}` in Claude Code, or `precedent setup --agent claude-code --uninstall`)"
+        ));
+    }
     print_out(match args.agent {
         Agent::ClaudeCode => {
             "start Claude Code again; `claude mcp list` shows precedent, and `precedent hooks status` the hooks"
@@ -88,6 +95,23 @@ pub(super) fn setup(args: SetupArgs) -> anyhow::Result<()> {
         }
     });
     Ok(())
+}
+
+/// The precedent plugin (`precedent@<marketplace>`) when Claude Code's
+/// user settings enable it.
+fn enabled_plugin() -> Option<String> {
+    let directory = match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|value| !value.is_empty()) {
+        Some(directory) => PathBuf::from(directory),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".claude"),
+    };
+    let text = std::fs::read_to_string(directory.join("settings.json")).ok()?;
+    let settings: serde_json::Value = serde_json::from_str(&text).ok()?;
+    settings
+        .get("enabledPlugins")?
+        .as_object()?
+        .iter()
+        .find(|(name, enabled)| name.starts_with("precedent@") && enabled.as_bool() == Some(true))
+        .map(|(name, _)| name.clone())
 }
 
 /// The agent's user MCP configuration file.

@@ -246,6 +246,23 @@ fn setup_leaves_someone_elses_server_named_precedent_alone() {
 }
 
 #[test]
+fn setup_says_when_the_claude_code_plugin_is_enabled_too() {
+    let home = Home::new();
+    home.write(
+        ".claude/settings.json",
+        "{\n  \"enabledPlugins\": {\n    \"precedent@precedent\": true\n  }\n}\n",
+    );
+    let out = home.run(&["setup", "--agent", "claude-code"]);
+    assert!(
+        out.contains("plugin precedent@precedent is enabled too"),
+        "{out}"
+    );
+    let home = Home::new();
+    let out = home.run(&["setup", "--agent", "claude-code"]);
+    assert!(!out.contains("plugin"), "{out}");
+}
+
+#[test]
 fn setup_help_says_what_it_writes_and_how_to_undo_it() {
     let home = Home::new();
     let help = home.run(&["setup", "--help"]);
