@@ -227,6 +227,37 @@ pub fn remove_record(data_dir: &Path, pid: u32) {
     }
 }
 
+/// Asks the auto-started server that holds `data_dir` to exit (SIGTERM),
+/// once it has proven it is the one its record names, and waits up to
+/// `wait` for it to be gone. Its record when it was asked and is gone;
+/// `None` when the record names no auto-started server that proves itself
+/// (a server started by hand is never stopped).
+pub fn stop_auto_started(data_dir: &Path, wait: Duration) -> Option<ServerRecord> {
+    let record = read_record(data_dir).filter(|record| record.auto_started)?;
+    if !proven(&record) {
+        return None;
+    }
+    let pid = libc::pid_t::try_from(record.pid)
+        .ok()
+        .filter(|pid| *pid > 0)?;
+    // SAFETY: a plain signal to the process that proved it holds the
+    // record's secret: the local server of this data directory.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        return None;
+    }
+    let deadline = Instant::now() + wait;
+    while process_alive(record.pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (!process_alive(record.pid)).then_some(record)
+}
+
+/// The server `data_dir`'s record names, if it is alive and proves it is
+/// the one that wrote the record.
+pub fn proven_record(data_dir: &Path) -> Option<ServerRecord> {
+    recorded_and_alive(data_dir).map(|attached| attached.record)
+}
+
 /// The answer to `challenge` of a server holding `secret`: HMAC-SHA256 of
 /// the challenge under the secret, in hex.
 pub fn proof(secret: &str, challenge: &str) -> String {

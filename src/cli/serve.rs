@@ -123,10 +123,10 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let options = service_options(&args, store);
         let auto_started = args.auto_started;
         let data_dir = args.storage.data_dir().to_path_buf();
-        let service = tokio::task::spawn_blocking(move || open_service(options, auto_started))
-            .await
-            .context("start-up task failed")?
-            .map_err(|error| held_by_local_server(error, &data_dir))?;
+        let service =
+            tokio::task::spawn_blocking(move || open_taking_over(options, auto_started, &data_dir))
+                .await
+                .context("start-up task failed")??;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -315,18 +315,60 @@ fn serve_options(
     }
 }
 
-/// A data directory in use says by whom when it is the local server that
-/// `mcp`, `hook` or `import` started, and how to stop it.
-fn held_by_local_server(error: service::ServiceError, data_dir: &std::path::Path) -> anyhow::Error {
-    if let service::ServiceError::Locked(_) = &error
-        && let Some(record) = local::read_record(data_dir).filter(|record| record.auto_started)
-    {
-        return anyhow::anyhow!(
-            "{error}: the local server that mcp, hook and import share holds it (pid {}, {}); it exits after its idle time, or stop it now with `kill {}` and run serve again",
-            record.pid,
-            record.url,
-            record.pid
-        );
+/// Opens the service. A server started by hand takes the data directory
+/// over from the local server that `mcp`, `hook` and `import` started: it
+/// asks it to exit and waits for it. A server started by hand that holds
+/// it is named, never stopped.
+fn open_taking_over(
+    options: ServiceOptions,
+    auto_started: bool,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<Arc<Service>> {
+    match open_service(options.clone(), auto_started) {
+        Err(error @ service::ServiceError::Locked(_)) if !auto_started => {
+            match local::stop_auto_started(data_dir, TAKE_OVER_WAIT) {
+                Some(record) => {
+                    tracing::info!(
+                        pid = record.pid,
+                        url = %record.url,
+                        "took the data directory over from the local server that mcp, hook and import started"
+                    );
+                    Ok(open_service(options, true)?)
+                }
+                None => Err(held_by(error, data_dir)),
+            }
+        }
+        opened => opened.map_err(|error| held_by(error, data_dir)),
+    }
+}
+
+/// How long `serve` waits for the local server it asked to exit.
+const TAKE_OVER_WAIT: Duration = Duration::from_secs(30);
+
+/// A data directory in use says by whom, when a server's record names a
+/// live one, and how to go on.
+fn held_by(error: service::ServiceError, data_dir: &std::path::Path) -> anyhow::Error {
+    if let service::ServiceError::Locked(_) = &error {
+        if let Some(record) = local::proven_record(data_dir) {
+            let started = if record.auto_started {
+                "the local server that mcp, hook and import share, which did not exit when asked"
+            } else {
+                "a server started by hand"
+            };
+            return anyhow::anyhow!(
+                "{error}: {started} holds it (pid {}, {}); stop it with `kill {}`, or give this one another --data-dir",
+                record.pid,
+                record.url,
+                record.pid
+            );
+        }
+        if let Some(record) = local::read_record(data_dir) {
+            return anyhow::anyhow!(
+                "{error}: its record names pid {} at {}, which does not answer as that server; another precedent process (an import or mcp with --no-server?) holds it",
+                record.pid,
+                record.url
+            );
+        }
     }
     error.into()
 }
@@ -335,17 +377,18 @@ fn held_by_local_server(error: service::ServiceError, data_dir: &std::path::Path
 /// another process still holds it (a server that is shutting down).
 const AUTO_START_LOCK_WAIT: Duration = Duration::from_secs(10);
 
-/// Opens the service; an auto-started server waits up to
-/// [`AUTO_START_LOCK_WAIT`] for a server that is leaving the data directory.
+/// Opens the service; with `wait_for_lock` (an auto-started server, or
+/// one taking over) it waits up to [`AUTO_START_LOCK_WAIT`] for a server
+/// that is leaving the data directory.
 fn open_service(
     options: ServiceOptions,
-    auto_started: bool,
+    wait_for_lock: bool,
 ) -> Result<Arc<Service>, service::ServiceError> {
     let started = Instant::now();
     loop {
         match Service::open(options.clone()) {
             Err(service::ServiceError::Locked(_))
-                if auto_started && started.elapsed() < AUTO_START_LOCK_WAIT =>
+                if wait_for_lock && started.elapsed() < AUTO_START_LOCK_WAIT =>
             {
                 std::thread::sleep(Duration::from_millis(100));
             }

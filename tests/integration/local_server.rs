@@ -569,3 +569,81 @@ fn mcp_outside_any_repository_starts_on_the_folders_own_memory() {
     );
     mcp.finish();
 }
+
+/// Issue 39 point 2: `serve` after `import` (or `mcp`, or a hook) failed
+/// with "in use by another precedent process". It now asks the
+/// auto-started local server to exit and serves the same memory; a server
+/// started by hand is named, never stopped.
+#[test]
+fn serve_takes_over_from_the_auto_started_server_and_names_one_started_by_hand() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let data_dir = data.path().to_path_buf();
+    let _server = ServerGuard(data_dir.clone());
+    let repo = repository("https://github.com/acme/billing.git", &[("a", "a", "init")]);
+    let mut mcp = McpProcess::start(repo.path(), &data_dir);
+    mcp.record(
+        "before",
+        "Invoice totals were rounded twice: round once in invoice_total",
+    );
+    mcp.finish();
+    let auto_started = server_record(&data_dir);
+    assert_eq!(auto_started["auto_started"], true, "{auto_started}");
+    let auto_pid = i32::try_from(auto_started["pid"].as_i64().expect("pid")).expect("pid");
+
+    let serve = |data_dir: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_precedent"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("PRECEDENT_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("PRECEDENT_NO_AUTOSTART")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("serve starts")
+    };
+    let mut by_hand = serve(&data_dir);
+    let by_hand_pid = by_hand.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let recorded_pid = || {
+        std::fs::read_to_string(data_dir.join("server.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|record| record["pid"].as_u64())
+    };
+    while recorded_pid() != Some(u64::from(by_hand_pid)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve did not take over: {:?}",
+            recorded_pid()
+        );
+        assert!(
+            by_hand.try_wait().expect("wait").is_none(),
+            "serve exited instead of taking over"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!process_exists(auto_pid), "the auto-started server is gone");
+    assert_eq!(server_record(&data_dir)["auto_started"], false);
+    let mut mcp = McpProcess::start(repo.path(), &data_dir);
+    assert!(
+        mcp.sessions_found("invoice totals rounded twice invoice_total")
+            .contains(&"before".to_string()),
+        "the memory the auto-started server held is served"
+    );
+    mcp.finish();
+
+    let second = serve(&data_dir).wait_with_output().expect("second serve");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("a server started by hand holds it")
+            && stderr.contains(&format!("pid {by_hand_pid}")),
+        "{stderr}"
+    );
+    assert!(
+        by_hand.try_wait().expect("wait").is_none(),
+        "a server started by hand is never stopped"
+    );
+}
