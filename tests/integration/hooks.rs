@@ -181,6 +181,33 @@ fn prompt_payload(sandbox: &Sandbox, prompt: &str) -> Value {
     })
 }
 
+/// Issue 39 point 5: Stop is sent when the turn is complete, yet the last
+/// response, open in a file written a moment ago, was held back ("still
+/// being written") until SessionEnd or a later turn, and lost with a
+/// killed session. At Stop (and SessionEnd) it is stored.
+#[test]
+fn stop_stores_the_turns_last_response_of_a_file_just_written() {
+    let sandbox = Sandbox::new();
+    let folder = sandbox.home.path().join(".claude/projects/-repo");
+    std::fs::create_dir_all(&folder).expect("mkdir");
+    let transcript = folder.join("hand-2.jsonl");
+    // Copied now: the file changed a moment ago, as at a real Stop.
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/transcripts/claude-code/issue-40-tmp-inventory.jsonl"),
+        &transcript,
+    )
+    .expect("copy");
+    let mut payload = stop_payload(&sandbox, &transcript);
+    payload["session_id"] = json!("hand-2");
+    assert_eq!(sandbox.hook("Stop", &payload, &["--wait"]), "");
+    let line = sandbox.wait_for_log("Stop", "imported", 1);
+    assert!(!line.contains("held back"), "{line}");
+    // Ten lines: the task, five responses and four tool results; the last
+    // response ("Fixed restock: ...") included.
+    assert_eq!(sandbox.num_messages("claude-code:hand-2"), 10, "{line}");
+}
+
 #[test]
 fn stop_imports_the_transcript_once_and_a_matching_prompt_gets_its_experience() {
     let sandbox = Sandbox::new();
