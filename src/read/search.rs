@@ -236,8 +236,10 @@ impl Searcher {
         Ok(items)
     }
 
-    /// Marks each experience item with how it stands against the
-    /// checkout at `root` ([`super::stale`]); a stale one's text says so.
+    /// Marks each item with how its session stands against the checkout
+    /// at `root` ([`super::stale`]): its experience, and its error trace and
+    /// messages too, which show the same session's code as it was; a stale
+    /// one's text says so.
     fn mark_stale(
         &self,
         root: &std::path::Path,
@@ -245,26 +247,23 @@ impl Searcher {
         read: &HashMap<&str, &SessionRecord>,
         items: &mut [MemoryItem],
     ) -> Result<(), ReadError> {
-        let experiences = || {
-            items
-                .iter()
-                .filter(|item| item.kind == crate::domain::MemoryKind::Experience)
-        };
-        // Compact sessions' records were not read for the answer: read now.
-        let unread: Vec<String> = experiences()
-            .filter(|item| !read.contains_key(item.session_id.as_str()))
-            .map(|item| item.session_id.clone())
-            .collect();
+        // Compact sessions' records, and those of sessions shown by a
+        // message alone, were not read for the answer: read now.
+        let mut unread: Vec<String> = Vec::new();
+        for item in items.iter() {
+            if !read.contains_key(item.session_id.as_str()) && !unread.contains(&item.session_id) {
+                unread.push(item.session_id.clone());
+            }
+        }
         let mut marks = self.staleness_of(root, user_id, &unread)?;
-        for item in experiences() {
-            if let Some(record) = read.get(item.session_id.as_str()) {
+        for item in items.iter() {
+            if let Some(record) = read.get(item.session_id.as_str())
+                && !marks.contains_key(&item.session_id)
+            {
                 marks.insert(item.session_id.clone(), super::stale::check(root, record));
             }
         }
-        for item in items
-            .iter_mut()
-            .filter(|item| item.kind == crate::domain::MemoryKind::Experience)
-        {
+        for item in items.iter_mut() {
             let Some(staleness) = marks.get(&item.session_id) else {
                 continue;
             };

@@ -218,3 +218,67 @@ fn a_deleted_file_a_renamed_function_and_an_edited_line_are_marked() {
     }
     assert_eq!(server.terminate(), Some(0));
 }
+
+/// Issue 39 point 4: a message item showed a past session's code as it
+/// was, with no stale mark: only experience items were checked. Every
+/// item of a session now carries its session's mark.
+#[test]
+fn a_message_item_carries_its_sessions_stale_mark() {
+    let checkout = repository();
+    let (_guard, data) = data_dir();
+    let repo = checkout.path().to_str().expect("utf-8");
+    let root = checkout
+        .path()
+        .parent()
+        .expect("the checkout has a parent")
+        .to_string_lossy()
+        .into_owned();
+    let server = ServerProcess::start(&data, &["--checkout-root", &root]);
+    let body = crate::support::add_body(
+        "r1",
+        "u",
+        "trajectory",
+        &[
+            "lookup_entry raises KeyError for a missing key in pkg/cache.py",
+            "The cache indexes the dict directly. The fix:\n```diff\ndiff --git a/pkg/cache.py b/pkg/cache.py\n--- a/pkg/cache.py\n+++ b/pkg/cache.py\n@@ -1,2 +1,2 @@\n def lookup_entry(cache, key):\n-    return cache[key]\n+    return cache.get(key)\n```",
+            "run the tests",
+            "Fixed: lookup_entry in pkg/cache.py returns cache.get(key) for a missing key instead of raising KeyError; the tests pass.",
+        ],
+    );
+    let (status, answer) = server.request("POST", "/add", Some(&body));
+    assert_eq!(status, 200, "{answer}");
+    let query = json!({
+        "user_id": "u",
+        "query": "KeyError in lookup_entry for a missing key: cache.get(key)",
+        "top_k": 10,
+        "repo": repo,
+    });
+    let (status, answer) = server.request("POST", "/v1/search", Some(&query));
+    assert_eq!(status, 200, "{answer}");
+    let items: Vec<&Value> = answer["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|item| item["session_id"] == "trajectory")
+        .collect();
+    assert!(
+        items.iter().any(|item| item["kind"] == "message"),
+        "a message of the session is shown: {answer}"
+    );
+    for item in items {
+        let stale = &item["stale"];
+        assert!(
+            stale["missing_symbols"]
+                .as_array()
+                .is_some_and(|names| names.contains(&json!("lookup_entry"))),
+            "{item}"
+        );
+        assert!(
+            item["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Stale in this checkout:"),
+            "{item}"
+        );
+    }
+}
