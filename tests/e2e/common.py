@@ -223,7 +223,6 @@ class Rig:
         return json.loads(done.stdout), done.stdout
 
 
-
 def make_repos(work):
     """The two throwaway repositories: the one the sessions work in, and
     another one."""
@@ -306,7 +305,6 @@ def main(doc, rig_class, run_checks, agent_flag, agent_help):
     sys.exit(1)
 
 
-
 def hook_timings(log_text):
     """{event: [ms, ...]} from hooks.log lines `<time> <event> <what> (N ms)`.
     Stop and SessionEnd hand the import to a background process (the agent
@@ -326,9 +324,10 @@ def hook_timings(log_text):
 def report_overhead(rig, repo):
     args = rig.args
     entries = rig.mock_entries_since(0)
-    leaving = sorted({e["path"] for e in entries if e.get("method") == "CONNECT"})
+    leaving = [e["path"] for e in entries if e.get("method") == "CONNECT"]
     print(f"\nmodel API calls answered by the mock: {sum(1 for e in entries if 'reply_kind' in e)}; "
-          f"connections that tried to leave loopback (refused by the mock): {len(leaving)} {leaving}")
+          f"connections that tried to leave loopback (refused by the mock): {len(leaving)} "
+          f"{sorted(set(leaving))}")
     print("\nhooks' overhead per turn (figures, not assertions):")
     for event, ms in sorted(hook_timings(rig.hooks_log()).items()):
         print(f"  {event:32} n={len(ms):2}  median {statistics.median(ms):5.0f} ms  max {max(ms):5} ms")
