@@ -58,6 +58,7 @@ class ClaudeRig(Rig):
             sys.exit(f"claude -p ({scenario}) printed no JSON: {done.stdout!r} {done.stderr!r}")
         if result.get("is_error"):
             sys.exit(f"claude -p ({scenario}) reported an error: {done.stdout}")
+        self.session_id = result.get("session_id", "")
         entries = self.mock_entries_since(offset)
         main_calls = [e for e in entries if str(e.get("reply_kind", "")).startswith("main")]
         if not main_calls:
@@ -105,7 +106,7 @@ def run_checks(rig):
     check(edited, "session 1's Edit changed inventory/stock.py (the agent ran the tool)")
     # The Stop hook hands the import to a background process, which logs
     # what it stored; the store then lists the session with the edited file.
-    wait_recorded(rig, inventory)
+    wait_recorded(rig, inventory, rig.session_id)
 
     # Sessions 2 and 3 start on a clean checkout (session 1's edit put
     # aside, as after a commit elsewhere): SessionStart, which searches for

@@ -69,6 +69,8 @@ wire_api = "responses"
         if done.returncode != 0 or not any('"turn.completed"' in e for e in events):
             sys.exit(f"codex exec ({scenario}) exited {done.returncode}\nstdout: {done.stdout[-4000:]}\n"
                      f"stderr: {done.stderr[-4000:]}")
+        started_event = next((json.loads(e) for e in events if '"thread.started"' in e), {})
+        self.session_id = started_event.get("thread_id", "")
         entries = self.mock_entries_since(offset)
         model_calls = [e for e in entries if str(e.get("reply_kind", "")).startswith("main")]
         if not model_calls:
@@ -116,7 +118,7 @@ def run_checks(rig):
                             "items that have no price. Fix it.", inventory)
     check(FIX in (inventory / "inventory/stock.py").read_text(),
           "session 1's apply_patch changed inventory/stock.py (the agent ran the tool)")
-    wait_recorded(rig, inventory)
+    wait_recorded(rig, inventory, rig.session_id)
 
     # 5a. Codex started precedent mcp and offers its tools to the model.
     tools = (calls1[0].get("body") or {}).get("tools") or []

@@ -238,9 +238,10 @@ def make_repos(work):
     return inventory, weather
 
 
-def wait_recorded(rig, repo, event="Stop"):
+def wait_recorded(rig, repo, session_id, event="Stop"):
     """Waits for `event`'s background import of the last turn to store
-    messages and for the store to list a session with stock.py; checks both."""
+    messages and for the store to list that session (`session_id`, as the
+    agent named it) with inventory/stock.py changed; checks both."""
     stop, deadline = None, time.monotonic() + 60
     while stop is None and time.monotonic() < deadline:
         stop = re.search(rf" {event} imported ([1-9]\d*) message", rig.hooks_since_turn())
@@ -248,13 +249,16 @@ def wait_recorded(rig, repo, event="Stop"):
     recorded, raw = None, ""
     while recorded is None and time.monotonic() < deadline:
         listing, raw = rig.sessions(repo)
-        if listing and "stock.py" in raw:
-            recorded = raw
+        for session in (listing or {}).get("data", []):
+            if (session.get("session_id", "").endswith(":" + session_id)
+                    and any(f.endswith("inventory/stock.py") for f in session.get("files_changed", []))):
+                recorded = session
         time.sleep(0.2)
     check(stop is not None, f"session 1's {event} hook imported its messages",
           f"hooks.log of session 1:\n{rig.hooks_since_turn()}")
-    check(recorded is not None, "session 1 is recorded in precedent (inspect lists it, with stock.py)",
-          f"inspect: {raw!r:.1500}")
+    check(recorded is not None,
+          "session 1 is recorded in precedent with its change to inventory/stock.py",
+          f"session {session_id}; inspect: {raw!r:.1500}")
 
 
 def carries_memory(entries):
