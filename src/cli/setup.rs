@@ -36,8 +36,8 @@ pub(super) struct SetupArgs {
     data_dir: Option<PathBuf>,
 
     /// A running server the hooks and the MCP server go through (e.g.
-    /// http://127.0.0.1:8080), named in their commands; by default they
-    /// open the data directory themselves.
+    /// http://127.0.0.1:8080), named in their commands; by default they go
+    /// through the data directory's local server, started on first use.
     #[arg(long)]
     server: Option<String>,
 
