@@ -439,6 +439,10 @@ fn detach_import(args: &HookArgs) -> anyhow::Result<Ran> {
 
 /// Stop and SessionEnd with --wait: the session's transcript imported,
 /// from where the last import stopped.
+/// How long Stop's import waits for the transcript to hold the reply the
+/// hook input reports as the turn's last.
+const TRANSCRIPT_CATCH_UP: Duration = Duration::from_secs(5);
+
 fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
     let started = Instant::now();
     let budget = Duration::from_secs(args.import_timeout_secs);
@@ -449,6 +453,18 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
             "the hook input names no transcript_path".to_string(),
         ));
     };
+    // Stop may start before the agent has written the turn's last reply
+    // (or, for a first reply, the file itself): wait for it, briefly.
+    let mut caught_up = true;
+    if event == Event::Stop
+        && let Some(reply) = &payload.last_assistant_message
+    {
+        let patience = TRANSCRIPT_CATCH_UP.min(budget);
+        while !hooks::transcript_holds_reply(&transcript, reply) && started.elapsed() < patience {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        caught_up = hooks::transcript_holds_reply(&transcript, reply);
+    }
     anyhow::ensure!(
         transcript.is_file(),
         "the transcript {} is not a file",
@@ -510,6 +526,12 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
         note.push_str(&format!(
             "; stopped after {} s, the next import resumes",
             args.import_timeout_secs
+        ));
+    }
+    if !caught_up {
+        note.push_str(&format!(
+            "; the transcript did not hold the turn's last reply within {} s, the next import stores it",
+            TRANSCRIPT_CATCH_UP.as_secs()
         ));
     }
     for skipped in &report.files_skipped {

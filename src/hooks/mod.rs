@@ -91,6 +91,9 @@ pub struct HookPayload {
     /// Why the session starts: `startup`, `resume`, `clear`, `compact`
     /// (SessionStart).
     pub source: Option<String>,
+    /// The turn's last reply, as Stop reports it (Claude Code), which the
+    /// transcript may not hold yet when the hook starts.
+    pub last_assistant_message: Option<String>,
 }
 
 impl HookPayload {
@@ -111,6 +114,7 @@ impl HookPayload {
             cwd: text("cwd").map(PathBuf::from),
             prompt: text("prompt"),
             source: text("source"),
+            last_assistant_message: text("last_assistant_message"),
         })
     }
 }
@@ -121,6 +125,52 @@ impl HookPayload {
 pub fn prompt_query(prompt: &str) -> Option<String> {
     let query: String = prompt.trim().chars().take(MAX_QUERY_CHARS).collect();
     crate::rank::query::prompt_names_task(&query).then_some(query)
+}
+
+/// Bytes of a transcript's end read to see whether it holds a reply.
+const TRANSCRIPT_TAIL_BYTES: u64 = 256 * 1024;
+/// Characters of a reply compared with the transcript's.
+const COMPARED_REPLY_CHARS: usize = 200;
+
+/// Whether the end of the JSON-lines transcript at `path` holds `reply`
+/// (its first characters, spaces trimmed) in an assistant entry's text.
+pub fn transcript_holds_reply(path: &Path, reply: &str) -> bool {
+    use std::io::{Read as _, Seek as _};
+    let wanted: String = reply.trim().chars().take(COMPARED_REPLY_CHARS).collect();
+    if wanted.is_empty() {
+        return true;
+    }
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let length = file.metadata().map_or(0, |metadata| metadata.len());
+    let start = length.saturating_sub(TRANSCRIPT_TAIL_BYTES);
+    let mut tail = Vec::new();
+    if file.seek(std::io::SeekFrom::Start(start)).is_err()
+        || file
+            .take(TRANSCRIPT_TAIL_BYTES)
+            .read_to_end(&mut tail)
+            .is_err()
+    {
+        return false;
+    }
+    tail.split(|byte| *byte == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .filter(|entry| entry["message"]["role"] == "assistant" || entry["type"] == "assistant")
+        .any(|entry| {
+            let content = &entry["message"]["content"];
+            let texts: Vec<&str> = match content {
+                Value::String(text) => vec![text.as_str()],
+                Value::Array(blocks) => blocks
+                    .iter()
+                    .filter_map(|block| block["text"].as_str())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            texts
+                .iter()
+                .any(|text| text.trim().starts_with(wanted.as_str()))
+        })
 }
 
 /// Branch names that say nothing of the work on them.

@@ -162,7 +162,7 @@ fn stop_payload(sandbox: &Sandbox, transcript: &Path) -> Value {
         "permission_mode": "default",
         "hook_event_name": "Stop",
         "stop_hook_active": false,
-        "last_assistant_message": "Done: SessionLive uses the shared computer."
+        "last_assistant_message": "Good, the linter auto-formatted. Now update `SessionLive` to use the shared computer and components:"
     })
 }
 
@@ -184,25 +184,49 @@ fn prompt_payload(sandbox: &Sandbox, prompt: &str) -> Value {
 /// Issue 39 point 5: Stop is sent when the turn is complete, yet the last
 /// response, open in a file written a moment ago, was held back ("still
 /// being written") until SessionEnd or a later turn, and lost with a
-/// killed session. At Stop (and SessionEnd) it is stored.
+/// killed session. At Stop (and SessionEnd) it is stored. And Stop may
+/// start before the agent has written that reply at all: its import waits
+/// for the reply the hook input names.
 #[test]
-fn stop_stores_the_turns_last_response_of_a_file_just_written() {
+fn stop_stores_the_turns_last_response_even_when_written_after_the_hook_starts() {
     let sandbox = Sandbox::new();
     let folder = sandbox.home.path().join(".claude/projects/-repo");
     std::fs::create_dir_all(&folder).expect("mkdir");
     let transcript = folder.join("hand-2.jsonl");
-    // Copied now: the file changed a moment ago, as at a real Stop.
-    std::fs::copy(
+    let fixture = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures/transcripts/claude-code/issue-40-tmp-inventory.jsonl"),
-        &transcript,
     )
-    .expect("copy");
+    .expect("fixture");
+    let (head, last) = fixture
+        .trim_end()
+        .rsplit_once('\n')
+        .expect("more than one line");
+    // The file holds all but the last reply when Stop starts.
+    std::fs::write(&transcript, format!("{head}\n")).expect("write");
     let mut payload = stop_payload(&sandbox, &transcript);
     payload["session_id"] = json!("hand-2");
+    payload["last_assistant_message"] = json!("Fixed restock: it now adds to the count.");
+    let writer = {
+        let transcript = transcript.clone();
+        let last = last.to_string();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(700));
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&transcript)
+                .expect("open");
+            file.write_all(format!("{last}\n").as_bytes())
+                .expect("append");
+        })
+    };
     assert_eq!(sandbox.hook("Stop", &payload, &["--wait"]), "");
+    writer.join().expect("writer");
     let line = sandbox.wait_for_log("Stop", "imported", 1);
-    assert!(!line.contains("held back"), "{line}");
+    assert!(
+        !line.contains("held back") && !line.contains("did not hold"),
+        "{line}"
+    );
     // Ten lines: the task, five responses and four tool results; the last
     // response ("Fixed restock: ...") included.
     assert_eq!(sandbox.num_messages("claude-code:hand-2"), 10, "{line}");
