@@ -156,21 +156,56 @@ pub fn transcript_holds_reply(path: &Path, reply: &str) -> bool {
     }
     tail.split(|byte| *byte == b'\n')
         .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
-        .filter(|entry| entry["message"]["role"] == "assistant" || entry["type"] == "assistant")
         .any(|entry| {
-            let content = &entry["message"]["content"];
-            let texts: Vec<&str> = match content {
-                Value::String(text) => vec![text.as_str()],
-                Value::Array(blocks) => blocks
-                    .iter()
-                    .filter_map(|block| block["text"].as_str())
-                    .collect(),
-                _ => Vec::new(),
-            };
-            texts
-                .iter()
-                .any(|text| text.trim().starts_with(wanted.as_str()))
+            // Claude Code's `message`, Codex's `payload`.
+            [&entry["message"], &entry["payload"]]
+                .into_iter()
+                .filter(|message| message["role"] == "assistant")
+                .any(|message| match &message["content"] {
+                    Value::String(text) => text.trim().starts_with(wanted.as_str()),
+                    Value::Array(blocks) => blocks
+                        .iter()
+                        .filter_map(|block| block["text"].as_str())
+                        .any(|text| text.trim().starts_with(wanted.as_str())),
+                    _ => false,
+                })
         })
+}
+
+#[cfg(test)]
+mod reply_tests {
+    use super::transcript_holds_reply;
+
+    #[test]
+    fn a_reply_is_found_in_claude_code_and_codex_transcripts() {
+        let dir = tempfile::tempdir().expect("dir");
+        let claude = dir.path().join("claude.jsonl");
+        std::fs::write(
+            &claude,
+            r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Fixed restock. All tests pass."}]}}"#,
+        )
+        .expect("write");
+        assert!(transcript_holds_reply(
+            &claude,
+            "  Fixed restock. All tests pass."
+        ));
+        assert!(!transcript_holds_reply(&claude, "Something else"));
+        let codex = dir.path().join("codex.jsonl");
+        std::fs::write(
+            &codex,
+            "{\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Done: the cache is fixed.\"}]}}\nnot json\n",
+        )
+        .expect("write");
+        assert!(transcript_holds_reply(&codex, "Done: the cache is fixed."));
+        assert!(!transcript_holds_reply(
+            &dir.path().join("missing.jsonl"),
+            "Done"
+        ));
+        assert!(
+            transcript_holds_reply(&codex, "   "),
+            "no reply to wait for"
+        );
+    }
 }
 
 /// Branch names that say nothing of the work on them.
