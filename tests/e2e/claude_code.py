@@ -11,8 +11,9 @@ Checks, each from what really reached the model or the store:
   3. a prompt that names no task ("thanks, commit and push") carries nothing
      from memory;
   4. a session in another repository carries nothing from the first;
-  5. `claude mcp list` shows precedent connected, and the model's MCP search
-     call gets session 1's fix back.
+  5. `claude mcp list` shows precedent connected, in a repository and in a
+     folder that is none, and the model's MCP search call gets session 1's
+     fix back.
 Then prints the hooks' overhead per turn (hook timings from hooks.log, and
 the wall time of turns with and without the hooks, alternated) as figures
 only: nothing is asserted on time.
@@ -97,6 +98,15 @@ def run_checks(rig):
     done = rig.run([args.agent, "mcp", "list"], inventory, timeout=90)
     line = next((l for l in done.stdout.splitlines() if l.startswith("precedent")), "")
     check("Connected" in line and "Failed" not in line, "claude mcp list shows precedent connected",
+          f"exit {done.returncode}: {done.stdout}{done.stderr}")
+    # 5b. Registered for every project, it connects in a folder that is no
+    # git checkout too.
+    plain = rig.work / "not-a-repository"
+    plain.mkdir(exist_ok=True)
+    done = rig.run([args.agent, "mcp", "list"], plain, timeout=90)
+    line = next((l for l in done.stdout.splitlines() if l.startswith("precedent")), "")
+    check("Connected" in line and "Failed" not in line,
+          "claude mcp list shows precedent connected outside any repository",
           f"exit {done.returncode}: {done.stdout}{done.stderr}")
 
     # 1. Session 1 fixes a bug; its Stop hook records it.
