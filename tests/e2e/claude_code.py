@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""End to end: the real Claude Code CLI, wired to precedent by precedent's own
-`hooks install` and by `claude mcp add`, against a scripted mock of the model's
+"""End to end: the real Claude Code CLI, wired to precedent by one command,
+`precedent setup --agent claude-code` (hooks and MCP server), against a scripted mock of the model's
 Messages API on loopback (claude_code_mock.py, which logs every request body).
 
     python3 tests/e2e/claude_code.py --precedent target/debug/precedent --claude PATH/TO/claude
@@ -84,15 +84,11 @@ def run_checks(rig):
 
     inventory, weather = make_repos(rig.work)
 
-    # Wiring, as a user does it: precedent's own installer, and claude mcp add.
-    done = rig.hooks(True, inventory)
+    # Wiring, as a user does it: one command, hooks and MCP server at once.
+    done = rig.setup(inventory)
     if done.returncode != 0:
-        sys.exit(f"precedent hooks install failed: {done.stdout}{done.stderr}")
+        sys.exit(f"precedent setup failed: {done.stdout}{done.stderr}")
     print(done.stdout.strip())
-    done = rig.run([args.agent, "mcp", "add", "--scope", "user", "precedent", "--", args.precedent,
-                    "mcp", "--data-dir", str(rig.data), "--server", rig.server_url], inventory)
-    if done.returncode != 0:
-        sys.exit(f"claude mcp add failed: {done.stdout}{done.stderr}")
 
     # 5a. The real client connects to precedent mcp.
     done = rig.run([args.agent, "mcp", "list"], inventory, timeout=90)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""End to end: the real Codex CLI (`codex exec`), wired to precedent by
-precedent's own `hooks install --agent codex` and by `codex mcp add`, against
+"""End to end: the real Codex CLI (`codex exec`), wired to precedent by one
+command, `precedent setup --agent codex` (hooks and MCP server), against
 a scripted mock of the OpenAI Responses API on loopback (codex_mock.py, which
 logs every request body), as a custom model provider in a throwaway HOME.
 
@@ -103,15 +103,11 @@ def run_checks(rig):
 
     inventory, weather = make_repos(rig.work)
 
-    # Wiring, as a user does it: precedent's own installer, and codex mcp add.
-    done = rig.hooks(True, inventory)
+    # Wiring, as a user does it: one command, hooks and MCP server at once.
+    done = rig.setup(inventory)
     if done.returncode != 0:
-        sys.exit(f"precedent hooks install failed: {done.stdout}{done.stderr}")
+        sys.exit(f"precedent setup failed: {done.stdout}{done.stderr}")
     print(done.stdout.strip())
-    done = rig.run([args.agent, "mcp", "add", "precedent", "--", args.precedent, "mcp", "--data-dir",
-                    str(rig.data), "--server", rig.server_url], inventory)
-    if done.returncode != 0:
-        sys.exit(f"codex mcp add failed: {done.stdout}{done.stderr}")
 
     # 1. Session 1 fixes a bug; its Stop hook records it.
     _, calls1, _ = rig.turn("fix", "total_value in inventory/stock.py raises KeyError: 'price' for "

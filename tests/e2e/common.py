@@ -188,6 +188,11 @@ class Rig:
         self.hooks_mark = len(self.hooks_log())
         return self.mock_log.stat().st_size
 
+    def setup(self, repo):
+        """precedent setup: the hooks and the MCP server, through the server."""
+        return self.run([self.args.precedent, "setup", "--agent", self.AGENT, "--data-dir", str(self.data),
+                         "--server", self.server_url], repo)
+
     def hooks(self, wired, repo):
         """precedent hooks install (through the server) or uninstall."""
         argv = [self.args.precedent, "hooks", "install" if wired else "uninstall", "--agent", self.AGENT,
