@@ -36,6 +36,31 @@ use super::{IndexError, SearchIndex, View};
 /// read).
 const MAX_SESSION_QUERY_TERMS: usize = 256;
 
+/// Terms from which a query's postings are read on two threads, over a
+/// scope of at least [`PARALLEL_MIN_SCOPE_DOCS`] documents: below either,
+/// a thread costs more than it saves.
+const PARALLEL_MIN_TERMS: usize = 32;
+/// See [`PARALLEL_MIN_TERMS`].
+const PARALLEL_MIN_SCOPE_DOCS: usize = 4_096;
+
+/// Tests: every query of two terms or more reads on two threads (its
+/// answer is the same as on one, which the tests check against tantivy).
+#[cfg(test)]
+pub(super) static READ_IN_PARALLEL_ALWAYS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the postings of `num_terms` terms over a scope of
+/// `num_scope_docs` documents are read on two threads.
+fn reads_in_parallel(num_terms: usize, num_scope_docs: usize) -> bool {
+    #[cfg(test)]
+    if READ_IN_PARALLEL_ALWAYS.load(std::sync::atomic::Ordering::Relaxed) && num_terms > 1 {
+        return true;
+    }
+    num_terms >= PARALLEL_MIN_TERMS
+        && num_scope_docs >= PARALLEL_MIN_SCOPE_DOCS
+        && std::thread::available_parallelism().is_ok_and(|cores| cores.get() > 1)
+}
+
 /// One session document found for a query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionHit {
@@ -464,7 +489,9 @@ impl SearchIndex {
     }
 
     /// Stage 3: each of `terms`' sessions within the scope, its postings
-    /// read once per segment and published batch.
+    /// read once per segment and published batch. A long query over a
+    /// large scope reads its terms on two threads (each term's list is the
+    /// same either way; only the time differs).
     fn term_postings<'t>(
         &self,
         slots: &ScopeSlots<'_>,
@@ -484,12 +511,49 @@ impl SearchIndex {
                 }
             })
             .collect::<tantivy::Result<_>>()?;
+        let read = |terms: &mut dyn Iterator<Item = &'t str>| {
+            self.read_term_postings(slots, sessions, &inverted, terms)
+        };
+        if !reads_in_parallel(terms.len(), slots.docs.len()) {
+            return read(&mut terms.iter().copied());
+        }
+        // Alternate terms, so that both threads get long and short lists.
+        let (even, odd) = std::thread::scope(|scope| {
+            let odd = scope.spawn(|| read(&mut terms.iter().copied().skip(1).step_by(2)));
+            let even = read(&mut terms.iter().copied().step_by(2));
+            // A panic there is one here, as on one thread.
+            let odd = odd
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (even, odd)
+        });
+        let (mut even, mut odd) = (even?.into_iter(), odd?.into_iter());
+        let mut postings = Vec::with_capacity(terms.len());
+        for index in 0..terms.len() {
+            let next = if index % 2 == 0 {
+                even.next()
+            } else {
+                odd.next()
+            };
+            postings.extend(next);
+        }
+        Ok(postings)
+    }
+
+    /// Reads the postings of `terms`, in order (see [`Self::term_postings`]).
+    fn read_term_postings<'t>(
+        &self,
+        slots: &ScopeSlots<'_>,
+        sessions: &ScopeSessions,
+        inverted: &[Option<std::sync::Arc<tantivy::InvertedIndexReader>>],
+        terms: &mut dyn Iterator<Item = &'t str>,
+    ) -> Result<Vec<TermPostings<'t>>, IndexError> {
         // Each session's frequency of the current term, and the sessions
         // met, in order.
         let mut frequencies = vec![0u32; sessions.len()];
         let mut touched: Vec<u32> = Vec::new();
-        let mut postings = Vec::with_capacity(terms.len());
-        for &term in terms {
+        let mut postings = Vec::new();
+        for term in terms {
             let key = Term::from_field_text(self.fields.session_text, term);
             let mut count = |slot: usize, freq: u32| {
                 let session = sessions.of_slot[slot];

@@ -259,6 +259,15 @@ fn sparse_scopes_score_and_order_exactly_as_tantivys_query() {
     assert!(num_scopes(&index, &users, false) > 0);
 }
 
+#[test]
+fn postings_read_on_two_threads_score_and_order_exactly_as_tantivys_query() {
+    super::sessions::READ_IN_PARALLEL_ALWAYS.store(true, std::sync::atomic::Ordering::Relaxed);
+    scores_and_orders_as_tantivy(&["ada", "bob", "cyd"]);
+    let users: Vec<String> = (0..24).map(|user| format!("user{user}")).collect();
+    let users: Vec<&str> = users.iter().map(String::as_str).collect();
+    scores_and_orders_as_tantivy(&users);
+}
+
 /// How many of the users' segment scopes are (or are not) kept dense.
 fn num_scopes(index: &SearchIndex, users: &[&str], dense: bool) -> usize {
     let searcher = index.view().searcher.clone();
