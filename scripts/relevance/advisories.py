@@ -30,6 +30,33 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def commit_rankings(githist, url, user, text, index, ids, top_k, max_chars=None):
+    """The commits of `user`'s memory for `text`, best first, by three
+    systems: the answer (`POST /search`), session BM25 (the explained
+    candidates by `text_bm25`, nothing dropped) and `git log -p` BM25
+    (`index` over the commits `ids`); with the answer's item and character
+    counts."""
+    payload = {"query": text, "user_id": user, "top_k": top_k}
+    if max_chars is not None:
+        payload["max_chars"] = max_chars
+    answer = githist.post(url + "/search", payload)
+    explained = githist.post(url + "/v1/search/explain", {"query": text, "user_id": user, "top_k": 100})
+    commit_of = lambda sid: sid.rsplit(":", 1)[-1] if sid else sid
+    answered = []
+    for item in answer.get("data", []):
+        commit = commit_of(item.get("session_id"))
+        if commit not in answered:
+            answered.append(commit)
+    return {
+        "answer": answered,
+        "answer_items": len(answer.get("data", [])),
+        "answer_chars": sum(len(item.get("content", "")) for item in answer.get("data", [])),
+        "session_bm25": [commit_of(c["session_id"]) for c in
+                         sorted(explained["candidates"], key=lambda c: -c["features"]["text_bm25"])],
+        "git_log_bm25": [ids[d] for d, _ in index.search(text, 100)],
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", required=True)
@@ -62,34 +89,23 @@ def main():
                 capture_output=True, text=True)
             if imported.returncode != 0:
                 raise SystemExit(f"import failed for {advisory['id']}: {imported.stderr[-500:]}")
-            payload = {"query": advisory["text"], "user_id": user, "top_k": 10}
-            answer = githist.post(url + "/search", payload)
-            explained = githist.post(url + "/v1/search/explain", {**payload, "top_k": 100})
-            commit_of = lambda sid: sid.rsplit(":", 1)[-1] if sid else sid
-            answered = []
-            for item in answer.get("data", []):
-                commit = commit_of(item.get("session_id"))
-                if commit not in answered:
-                    answered.append(commit)
-            by_bm25 = [commit_of(c["session_id"]) for c in
-                       sorted(explained["candidates"], key=lambda c: -c["features"]["text_bm25"])]
             index, ids = Bm25Index(), []
             for c in history:
                 message, diff = docs[c]
                 index.add(message + "\n" + diff)
                 ids.append(c)
-            by_git_log = [ids[d] for d, _ in index.search(advisory["text"], 100)]
-            rank = lambda ranked: next((i + 1 for i, c in enumerate(ranked) if c == fix), None)
+            ranked = commit_rankings(githist, url, user, advisory["text"], index, ids, top_k=10)
+            rank = lambda system: next((i + 1 for i, c in enumerate(ranked[system]) if c == fix), None)
             row = {
                 "id": advisory["id"],
                 "repo": advisory["repo"],
                 "fix": fix[:10],
                 "history": len(history),
-                "answer": rank(answered),
-                "answer_items": len(answer.get("data", [])),
-                "answer_chars": sum(len(item.get("content", "")) for item in answer.get("data", [])),
-                "session_bm25": rank(by_bm25),
-                "git_log_bm25": rank(by_git_log),
+                "answer": rank("answer"),
+                "answer_items": ranked["answer_items"],
+                "answer_chars": ranked["answer_chars"],
+                "session_bm25": rank("session_bm25"),
+                "git_log_bm25": rank("git_log_bm25"),
             }
             rows.append(row)
             print(f"  {row}", file=sys.stderr)

@@ -84,6 +84,8 @@ def main():
     sys.path.insert(0, os.path.abspath(args.eval_dir))
     import githist  # noqa: E402
     from amlbench import Bm25Index  # noqa: E402
+    sys.path.insert(0, HERE)
+    import advisories  # noqa: E402
 
     gits = dict(entry.split("=", 1) for entry in args.git)
     tasks = [json.loads(line) for line in open(os.path.join(args.eval_dir, "data/githist-dev-tasks.jsonl"))]
@@ -116,30 +118,19 @@ def main():
                 if fix is None:
                     not_found.append(task["instance_id"])
                     continue
-                text = task["problem_statement"]
-                payload = {"query": text, "user_id": user, "top_k": HOOK_TOP_K, "max_chars": HOOK_BUDGET}
-                answer = githist.post(url + "/search", payload)
-                explained = githist.post(url + "/v1/search/explain", {"query": text, "user_id": user, "top_k": 100})
-                commit_of = lambda sid: sid.rsplit(":", 1)[-1] if sid else sid
-                answered = []
-                for item in answer.get("data", []):
-                    commit = commit_of(item.get("session_id"))
-                    if commit not in answered:
-                        answered.append(commit)
-                by_bm25 = [commit_of(c["session_id"]) for c in
-                           sorted(explained["candidates"], key=lambda c: -c["features"]["text_bm25"])]
-                by_git_log = [ids[d] for d, _ in index.search(text, 100)]
-                rank = lambda ranked: next((i + 1 for i, c in enumerate(ranked) if c == fix), None)
+                ranked = advisories.commit_rankings(githist, url, user, task["problem_statement"], index, ids,
+                                                    top_k=HOOK_TOP_K, max_chars=HOOK_BUDGET)
+                rank = lambda system: next((i + 1 for i, c in enumerate(ranked[system]) if c == fix), None)
                 row = {
                     "id": task["instance_id"],
                     "repo": repo,
                     "fix": fix[:10],
                     "history": len(history),
-                    "hook": rank(answered),
-                    "hook_items": len(answer.get("data", [])),
-                    "hook_chars": sum(len(item.get("content", "")) for item in answer.get("data", [])),
-                    "session_bm25": rank(by_bm25),
-                    "git_log_bm25": rank(by_git_log),
+                    "hook": rank("answer"),
+                    "hook_items": ranked["answer_items"],
+                    "hook_chars": ranked["answer_chars"],
+                    "session_bm25": rank("session_bm25"),
+                    "git_log_bm25": rank("git_log_bm25"),
                 }
                 rows.append(row)
                 print(f"  {row}", file=sys.stderr)
