@@ -684,3 +684,52 @@ fn merged_pull_requests_are_sessions_unless_no_merges() {
         "{record:#}"
     );
 }
+
+/// Issue 37: a linked task's session. In SWE-ContextBench, sympy-18212's
+/// issue (a later report of `nthroot_mod` missing the root 0) is linked by
+/// real references to sympy-18199, which a real Claude Code run fixed.
+/// Imported beside three unrelated real sessions (another sympy fix, an
+/// Elixir app, an issue tracker's task), the linked session leads the
+/// answer, in full, with the file and definition it changed.
+#[test]
+fn a_linked_tasks_session_leads_the_answer_with_its_fix() {
+    let home = tempfile::tempdir().expect("home");
+    let folder = folder_with(&[
+        "claude-code/swe-contextbench-sympy-18199.jsonl",
+        "claude-code/swe-contextbench-sympy-20049.jsonl",
+        "claude-code/4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+        "claude-code/55604662-cf2a-4331-851a-ec234028f8ca.jsonl",
+    ]);
+    let folder_arg = folder.path().to_str().expect("utf-8");
+    let (code, out, err) = precedent_at(
+        home.path(),
+        &[
+            "import",
+            folder_arg,
+            "--user-id",
+            "u",
+            "--no-server",
+            "--json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    let query = "nthroot_mod function misses one root of x = 0 mod p.\nWhen in the equation x**n = a mod p , when a % p == 0. Then x = 0 mod p is also a root of this equation. But right now `nthroot_mod` does not check for this condition. `nthroot_mod(17*17, 5 , 17)` has a root `0 mod 17`. But it does not return it.\n";
+    let (code, out, err) =
+        precedent_at(home.path(), &["search", "--user-id", "u", "--json", query]);
+    assert_eq!(code, Some(0), "{err}");
+    let answer: Value = serde_json::from_str(&out).expect("JSON");
+    let first = &answer["data"][0];
+    assert!(
+        first["session_id"]
+            .as_str()
+            .is_some_and(|id| id.contains("fd5f1dd2-83e1-486f-941b-bdd54ec880b6")),
+        "{answer}"
+    );
+    assert_eq!(first["kind"], "experience", "{answer}");
+    let content = first["content"].as_str().expect("content");
+    assert!(
+        content.contains("sympy/ntheory/residue_ntheory.py") && content.contains("nthroot_mod"),
+        "{content}"
+    );
+    assert!(content.len() > 300, "shown in full, not compact: {content}");
+}
