@@ -237,6 +237,10 @@ try {
   check(candidates[0].session === querySession,
     `first ranked candidate is ${candidates[0].session}, expected ${querySession} (ranking: ${candidates.slice(0, 5).map((c) => c.session).join(', ')})`);
   step(`first ranked candidate: ${candidates[0].session} (verdict: ${candidates[0].verdict})`);
+  // What the agent receives comes first, the ranking that explains it after.
+  const panelOrder = await page.locator('[data-testid="delivered"], [data-testid="ranking"]').evaluateAll((panels) => panels.map((panel) => panel.dataset.testid));
+  check(panelOrder[0] === 'delivered' && panelOrder.includes('ranking'),
+    `the page shows ${panelOrder.join(', ')}: what the agent receives must come before the ranking`);
   const delivered = await page.locator('[data-testid="result-row"]').evaluateAll((rows) => rows.map((row) => row.dataset.sessionId));
   if (delivered[0] === querySession) {
     step(`first delivered item comes from ${querySession}`);
