@@ -84,7 +84,8 @@ const MESSAGE_TERM_SATURATION: f32 = 1.2;
 /// The probability of relevance from which a kept session's evidence is
 /// strong enough to show it in full, with its fix; below it a session is
 /// shown compact. The same task met again, and a session whose BM25
-/// stands out of the query's list, are shown in full too.
+/// stands out of the query's list with a code fact in common, are shown in
+/// full too.
 pub const FULL_PROBABILITY: f32 = 0.6;
 /// A weak session is shown (compact) only among an answer's first this
 /// many sessions: an answer lists what the baseline's first five would,
@@ -109,9 +110,12 @@ pub enum Size {
     Compact,
 }
 
-/// The size a kept session is shown at, from its evidence.
+/// The size a kept session is shown at, from its evidence. A BM25
+/// standout is strong evidence when it has a code fact in common with the
+/// query too: words alone stand out in a memory of noise as well.
 pub fn size_of(scored: &Scored) -> Size {
-    let stands_out = scored.bm25_lead(super::STANDOUT_MARGIN);
+    let stands_out = scored.bm25_lead(super::STANDOUT_MARGIN)
+        && scored.evidence >= super::gate::MIN_EVIDENCE;
     if scored.features.same_task || stands_out || scored.probability >= FULL_PROBABILITY {
         Size::Full
     } else {
