@@ -244,14 +244,19 @@ def make_repos(work):
 
 
 def wait_recorded(rig, repo, session_id, event="Stop"):
-    """Waits for `event`'s background import of the last turn to store
-    messages and for the store to list that session (`session_id`, as the
-    agent named it) with inventory/stock.py changed; checks both."""
-    stop, deadline = None, time.monotonic() + 60
+    """Waits for the background imports of the last turn to store messages
+    and for the store to list that session (`session_id`, as the agent named
+    it) with inventory/stock.py changed; checks both. `event`'s import may
+    find the turn stored already by SessionEnd's, which `claude -p` sends
+    right after Stop (Stop's import waits for the turn's last reply to reach
+    the transcript): either hook's import counts."""
+    deadline = time.monotonic() + 60
+    stop = None
     while stop is None and time.monotonic() < deadline:
-        stop = re.search(rf" {event} imported ([1-9]\d*) message", rig.hooks_since_turn())
+        stop = re.search(rf" (?:{event}|SessionEnd) imported ([1-9]\d*) message", rig.hooks_since_turn())
         time.sleep(0.2)
     recorded, raw = None, ""
+    deadline = time.monotonic() + 30
     while recorded is None and time.monotonic() < deadline:
         listing, raw = rig.sessions(repo)
         for session in (listing or {}).get("data", []):
@@ -259,7 +264,7 @@ def wait_recorded(rig, repo, session_id, event="Stop"):
                     and any(f.endswith("inventory/stock.py") for f in session.get("files_changed", []))):
                 recorded = session
         time.sleep(0.2)
-    check(stop is not None, f"session 1's {event} hook imported its messages",
+    check(stop is not None, f"session 1's {event} (or SessionEnd) hook imported its messages",
           f"hooks.log of session 1:\n{rig.hooks_since_turn()}")
     check(recorded is not None,
           "session 1 is recorded in precedent with its change to inventory/stock.py",
