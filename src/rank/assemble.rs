@@ -114,8 +114,8 @@ pub enum Size {
 /// standout is strong evidence when it has a code fact in common with the
 /// query too: words alone stand out in a memory of noise as well.
 pub fn size_of(scored: &Scored) -> Size {
-    let stands_out = scored.bm25_lead(super::STANDOUT_MARGIN)
-        && scored.evidence >= super::gate::MIN_EVIDENCE;
+    let stands_out =
+        scored.bm25_lead(super::STANDOUT_MARGIN) && scored.evidence >= super::gate::MIN_EVIDENCE;
     if scored.features.same_task || stands_out || scored.probability >= FULL_PROBABILITY {
         Size::Full
     } else {
