@@ -90,9 +90,8 @@ pub(super) fn setup(args: SetupArgs) -> anyhow::Result<()> {
         Agent::ClaudeCode => {
             "start Claude Code again; `claude mcp list` shows precedent, and `precedent hooks status` the hooks"
         }
-        Agent::Codex => {
-            "start Codex, type /hooks and trust precedent's three hooks (Codex skips an untrusted hook); `codex mcp list` shows precedent"
-        }
+        // `hooks install` said how to trust the hooks.
+        Agent::Codex => "start Codex again; `codex mcp list` shows precedent",
     });
     Ok(())
 }
