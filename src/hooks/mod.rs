@@ -307,6 +307,8 @@ mod prompt_tests {
             "add a --json flag to the list command",
             "--train compression level",
             "rewrite(abs) should call rewrite(Abs)",
+            "fix #1234",
+            "look at PROJ-482 again",
             "  the retry loop never backs off when the server resets the connection  ",
         ] {
             assert!(prompt_query(prompt).is_some(), "{prompt}");

@@ -282,8 +282,8 @@ pub fn analyze(text: &str, clock: Clock) -> QueryFacts {
 
 /// Whether a prompt said to an agent names a task of its own, for the
 /// hooks to search with it: code facts, a command-line option or a call
-/// (`--iglob`, `rewrite(abs)`, `is<T>`), or [`MIN_PROMPT_TASK_WORDS`]
-/// content words.
+/// (`--iglob`, `rewrite(abs)`, `is<T>`), an issue's number or key (`#1234`,
+/// `PROJ-482`), or [`MIN_PROMPT_TASK_WORDS`] content words.
 pub fn prompt_names_task(prompt: &str) -> bool {
     let facts = analyze(prompt, Clock::Ignored);
     facts.has_code_facts()
@@ -291,9 +291,24 @@ pub fn prompt_names_task(prompt: &str) -> bool {
         || prompt.split_whitespace().any(is_code_token)
 }
 
-/// A word of prose that only code writes: a long option (`--train`) or a
-/// name directly followed by a call's or a generic's bracket.
+/// A word of prose that only code writes, or that names a task by its
+/// number: a long option (`--train`), a name directly followed by a call's
+/// or a generic's bracket, an issue number (`#1234`) or an issue key
+/// (`PROJ-482`).
 fn is_code_token(word: &str) -> bool {
+    let word =
+        word.trim_end_matches(|c: char| matches!(c, '.' | ',' | ';' | ':' | '?' | '!' | ')'));
+    if let Some(number) = word.strip_prefix('#') {
+        return !number.is_empty() && number.chars().all(|c| c.is_ascii_digit());
+    }
+    if let Some((key, number)) = word.split_once('-')
+        && key.len() >= 2
+        && key.chars().all(|c| c.is_ascii_uppercase())
+        && !number.is_empty()
+        && number.chars().all(|c| c.is_ascii_digit())
+    {
+        return true;
+    }
     if let Some(option) = word.strip_prefix("--") {
         return option.len() >= 2 && option.starts_with(|c: char| c.is_ascii_alphabetic());
     }
