@@ -296,8 +296,7 @@ pub fn prompt_names_task(prompt: &str) -> bool {
 /// or a generic's bracket, an issue number (`#1234`) or an issue key
 /// (`PROJ-482`).
 fn is_code_token(word: &str) -> bool {
-    let word =
-        word.trim_end_matches(|c: char| matches!(c, '.' | ',' | ';' | ':' | '?' | '!' | ')'));
+    let word = word.trim_end_matches(['.', ',', ';', ':', '?', '!', ')']);
     if let Some(number) = word.strip_prefix('#') {
         return !number.is_empty() && number.chars().all(|c| c.is_ascii_digit());
     }
