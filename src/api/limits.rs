@@ -199,7 +199,7 @@ enum BodyError {
 /// average (each byte received moves the deadline on by its share of a
 /// second).
 async fn read_body<B>(
-    body: B,
+    mut body: B,
     max_bytes: usize,
     started: Instant,
     window: Duration,
@@ -207,7 +207,6 @@ async fn read_body<B>(
 where
     B: axum::body::HttpBody<Data = axum::body::Bytes> + Unpin,
 {
-    let mut body = body;
     let latest = started + window;
     let mut received: Vec<u8> = Vec::new();
     loop {
@@ -228,9 +227,6 @@ where
         if let Ok(data) = frame.into_data() {
             if received.len().saturating_add(data.len()) > max_bytes {
                 return Err(BodyError::TooLarge);
-            }
-            if received.is_empty() && body.is_end_stream() {
-                return Ok(data);
             }
             received.extend_from_slice(&data);
         }

@@ -150,10 +150,29 @@ impl McpProcess {
     }
 }
 
+/// The server's record in `data_dir`, if there is one that reads (a
+/// server taking over writes it anew).
+fn read_server_record(data_dir: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(data_dir.join("server.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// The auto-started server's record in `data_dir`.
 fn server_record(data_dir: &Path) -> Value {
-    let text = std::fs::read_to_string(data_dir.join("server.json")).expect("server.json");
-    serde_json::from_str(&text).expect("JSON")
+    read_server_record(data_dir).expect("server.json holds a record")
+}
+
+/// A memory of the `acme/billing` repository holding one note, recorded
+/// through `precedent mcp` (which starts the local server): the checkout
+/// and the MCP process.
+fn billing_memory_with_a_note(data_dir: &Path) -> (tempfile::TempDir, McpProcess) {
+    let repo = repository("https://github.com/acme/billing.git", &[("a", "a", "init")]);
+    let mut mcp = McpProcess::start(repo.path(), data_dir);
+    mcp.record(
+        "before",
+        "Invoice totals were rounded twice: round once in invoice_total",
+    );
+    (repo, mcp)
 }
 
 /// Stops the server `data_dir` records (SIGTERM), and waits until it has
@@ -304,12 +323,7 @@ fn a_killed_auto_started_server_is_restarted_by_the_next_call_with_nothing_lost(
     let data = tempfile::tempdir().expect("temp dir");
     let data_dir = data.path().to_path_buf();
     let _server = ServerGuard(data_dir.clone());
-    let repo = repository("https://github.com/acme/billing.git", &[("a", "a", "init")]);
-    let mut mcp = McpProcess::start(repo.path(), &data_dir);
-    mcp.record(
-        "before",
-        "Invoice totals were rounded twice: round once in invoice_total",
-    );
+    let (_repo, mut mcp) = billing_memory_with_a_note(&data_dir);
     let killed = server_record(&data_dir);
     let pid = killed["pid"].as_i64().expect("pid");
     // SAFETY: kills the server this test's mcp started.
@@ -579,12 +593,7 @@ fn serve_takes_over_from_the_auto_started_server_and_names_one_started_by_hand()
     let data = tempfile::tempdir().expect("temp dir");
     let data_dir = data.path().to_path_buf();
     let _server = ServerGuard(data_dir.clone());
-    let repo = repository("https://github.com/acme/billing.git", &[("a", "a", "init")]);
-    let mut mcp = McpProcess::start(repo.path(), &data_dir);
-    mcp.record(
-        "before",
-        "Invoice totals were rounded twice: round once in invoice_total",
-    );
+    let (repo, mcp) = billing_memory_with_a_note(&data_dir);
     mcp.finish();
     let auto_started = server_record(&data_dir);
     assert_eq!(auto_started["auto_started"], true, "{auto_started}");
@@ -606,12 +615,7 @@ fn serve_takes_over_from_the_auto_started_server_and_names_one_started_by_hand()
     let mut by_hand = serve(&data_dir);
     let by_hand_pid = by_hand.id();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let recorded_pid = || {
-        std::fs::read_to_string(data_dir.join("server.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-            .and_then(|record| record["pid"].as_u64())
-    };
+    let recorded_pid = || read_server_record(&data_dir).and_then(|record| record["pid"].as_u64());
     while recorded_pid() != Some(u64::from(by_hand_pid)) {
         assert!(
             std::time::Instant::now() < deadline,

@@ -5,7 +5,7 @@
 //! plugin cannot drift from the CLI.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -84,15 +84,6 @@ fn run_in(home: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).to_string()
 }
 
-/// The program `hooks install` and `setup` name: this binary, resolved.
-fn program() -> String {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_precedent"));
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
-}
-
 #[test]
 fn the_plugin_manifest_and_marketplace_have_the_required_fields() {
     let manifest = repository_file(".claude-plugin/plugin.json");
@@ -162,7 +153,7 @@ fn the_plugins_hooks_are_the_ones_hooks_install_writes() {
     let text = std::fs::read_to_string(home.path().join(".claude/settings.json"))
         .expect("settings written");
     let settings: Value = serde_json::from_str(&text).expect("JSON");
-    let prefix = format!("{} ", program());
+    let prefix = format!("{} ", crate::support::resolved_binary());
     let installed: BTreeSet<Hook> = command_hooks(&settings, "settings.json")
         .into_iter()
         .map(|(event, command, timeout)| {
@@ -189,6 +180,9 @@ fn the_plugins_mcp_server_is_the_one_setup_registers() {
     let text = std::fs::read_to_string(home.path().join(".claude.json")).expect("written");
     let configuration: Value = serde_json::from_str(&text).expect("JSON");
     let registered = &configuration["mcpServers"]["precedent"];
-    assert_eq!(registered["command"], program().as_str());
+    assert_eq!(
+        registered["command"],
+        crate::support::resolved_binary().as_str()
+    );
     assert_eq!(registered["args"], server["args"]);
 }

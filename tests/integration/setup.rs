@@ -100,15 +100,6 @@ command = "npx"
 args = ["-y", "other-server"]
 "#;
 
-/// The program setup names: this test's binary, as install resolves it.
-fn program() -> String {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_precedent"));
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
-}
-
 #[test]
 fn setup_wires_hooks_and_mcp_then_uninstall_gives_every_byte_back() {
     for (agent, settings, config, original) in [
@@ -142,7 +133,7 @@ fn setup_wires_hooks_and_mcp_then_uninstall_gives_every_byte_back() {
             "{agent}: {out}"
         );
         assert!(
-            out.contains(&format!("{} mcp", program())),
+            out.contains(&format!("{} mcp", crate::support::resolved_binary())),
             "{agent}: {out}"
         );
         let hooks = home.read(settings);
@@ -153,7 +144,11 @@ fn setup_wires_hooks_and_mcp_then_uninstall_gives_every_byte_back() {
                 let value: Value = serde_json::from_str(&written).expect("JSON");
                 let server = &value["mcpServers"]["precedent"];
                 assert_eq!(server["type"], "stdio", "{written}");
-                assert_eq!(server["command"], program().as_str(), "{written}");
+                assert_eq!(
+                    server["command"],
+                    crate::support::resolved_binary().as_str(),
+                    "{written}"
+                );
                 assert_eq!(server["args"], serde_json::json!(["mcp"]), "{written}");
                 assert_eq!(value["mcpServers"]["other"]["command"], "npx");
                 assert_eq!(value["numStartups"], 12);
@@ -163,7 +158,7 @@ fn setup_wires_hooks_and_mcp_then_uninstall_gives_every_byte_back() {
                 assert!(
                     written.ends_with(&format!(
                         "\n[mcp_servers.precedent]\ncommand = \"{}\"\nargs = [\"mcp\"]\n",
-                        program()
+                        crate::support::resolved_binary()
                     )),
                     "{written}"
                 );
@@ -214,7 +209,10 @@ fn setup_creates_the_mcp_configuration_when_there_is_none() {
             "{agent}: {out}"
         );
         let written = home.read(config);
-        assert!(written.contains(&program()), "{agent}: {written}");
+        assert!(
+            written.contains(&crate::support::resolved_binary()),
+            "{agent}: {written}"
+        );
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(home.path(config))
             .expect("meta")

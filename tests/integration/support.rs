@@ -149,6 +149,16 @@ pub fn add_body(request_id: &str, user_id: &str, session_id: &str, contents: &[&
     })
 }
 
+/// The program `hooks install` and `setup` name: this test's binary,
+/// resolved as they resolve it.
+pub fn resolved_binary() -> String {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_precedent"));
+    std::fs::canonicalize(&path)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Asserts an error body of the contract's shape and answers its reason.
 pub fn reason(body: &Value) -> String {
     body["detail"]["reason"]
