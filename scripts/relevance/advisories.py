@@ -57,6 +57,15 @@ def commit_rankings(githist, url, user, text, index, ids, top_k, max_chars=None)
     }
 
 
+def fix_ranks(ranked, fix):
+    """The rank of `fix` by each system of `commit_rankings` (None: not
+    ranked), with the answer's item and character counts."""
+    rank = lambda system: next((i + 1 for i, c in enumerate(ranked[system]) if c == fix), None)
+    return {"answer": rank("answer"), "answer_items": ranked["answer_items"],
+            "answer_chars": ranked["answer_chars"], "session_bm25": rank("session_bm25"),
+            "git_log_bm25": rank("git_log_bm25")}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", required=True)
@@ -95,18 +104,8 @@ def main():
                 index.add(message + "\n" + diff)
                 ids.append(c)
             ranked = commit_rankings(githist, url, user, advisory["text"], index, ids, top_k=10)
-            rank = lambda system: next((i + 1 for i, c in enumerate(ranked[system]) if c == fix), None)
-            row = {
-                "id": advisory["id"],
-                "repo": advisory["repo"],
-                "fix": fix[:10],
-                "history": len(history),
-                "answer": rank("answer"),
-                "answer_items": ranked["answer_items"],
-                "answer_chars": ranked["answer_chars"],
-                "session_bm25": rank("session_bm25"),
-                "git_log_bm25": rank("git_log_bm25"),
-            }
+            row = {"id": advisory["id"], "repo": advisory["repo"], "fix": fix[:10], "history": len(history),
+                   **fix_ranks(ranked, fix)}
             rows.append(row)
             print(f"  {row}", file=sys.stderr)
     finally:

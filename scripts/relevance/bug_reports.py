@@ -13,7 +13,7 @@ its merge commit, as import stores it); a task whose fix is not found so is
 left out and counted.
 
 Reported per task, on the same history:
-- hook: the rank of the fix among the commits the answer hands over (the
+- answer (printed as hook): the rank of the fix among the commits the answer hands over (the
   hook's context), or nothing;
 - session BM25: the rank by the candidates' `text_bm25` feature
   (`/v1/search/explain`, nothing dropped);
@@ -120,18 +120,8 @@ def main():
                     continue
                 ranked = advisories.commit_rankings(githist, url, user, task["problem_statement"], index, ids,
                                                     top_k=HOOK_TOP_K, max_chars=HOOK_BUDGET)
-                rank = lambda system: next((i + 1 for i, c in enumerate(ranked[system]) if c == fix), None)
-                row = {
-                    "id": task["instance_id"],
-                    "repo": repo,
-                    "fix": fix[:10],
-                    "history": len(history),
-                    "hook": rank("answer"),
-                    "hook_items": ranked["answer_items"],
-                    "hook_chars": ranked["answer_chars"],
-                    "session_bm25": rank("session_bm25"),
-                    "git_log_bm25": rank("git_log_bm25"),
-                }
+                row = {"id": task["instance_id"], "repo": repo, "fix": fix[:10], "history": len(history),
+                       **advisories.fix_ranks(ranked, fix)}
                 rows.append(row)
                 print(f"  {row}", file=sys.stderr)
     finally:
@@ -140,20 +130,20 @@ def main():
 
     if not rows:
         raise SystemExit(f"no fix found ({len(not_found)} tasks)")
-    in_context = sum(1 for row in rows if row["hook"] is not None)
+    in_context = sum(1 for row in rows if row["answer"] is not None)
     git_top3 = sum(1 for row in rows if row["git_log_bm25"] is not None and row["git_log_bm25"] <= 3)
     session_top3 = sum(1 for row in rows if row["session_bm25"] is not None and row["session_bm25"] <= 3)
     print(f"{len(rows)} bug reports ({len(not_found)} left out: fix not found on the first-parent history)")
     print(f"fix in the hook's context:        {in_context}")
     print(f"fix in git log -p BM25's top 3:   {git_top3}")
     print(f"fix in session BM25's top 3:      {session_top3}")
-    print(f"hook's context: {sum(r['hook_items'] for r in rows) / len(rows):.1f} items, "
-          f"{sum(r['hook_chars'] for r in rows) / len(rows):.0f} characters on average")
+    print(f"hook's context: {sum(r['answer_items'] for r in rows) / len(rows):.1f} items, "
+          f"{sum(r['answer_chars'] for r in rows) / len(rows):.0f} characters on average")
     print(f"{'report':<28} {'hook':>5} {'session':>8} {'git log':>8}  chars")
     for row in rows:
         show = lambda r: "-" if r is None else str(r)
-        print(f"{row['id']:<28} {show(row['hook']):>5} {show(row['session_bm25']):>8} "
-              f"{show(row['git_log_bm25']):>8}  {row['hook_chars']}")
+        print(f"{row['id']:<28} {show(row['answer']):>5} {show(row['session_bm25']):>8} "
+              f"{show(row['git_log_bm25']):>8}  {row['answer_chars']}")
     if args.json_out:
         with open(args.json_out, "w") as handle:
             json.dump({"rows": rows, "not_found": not_found, "in_context": in_context,
