@@ -455,16 +455,21 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
     };
     // Stop may start before the agent has written the turn's last reply
     // (or, for a first reply, the file itself): wait for it, briefly.
-    let mut caught_up = true;
-    if event == Event::Stop
-        && let Some(reply) = &payload.last_assistant_message
-    {
-        let patience = TRANSCRIPT_CATCH_UP.min(budget);
-        while !hooks::transcript_holds_reply(&transcript, reply) && started.elapsed() < patience {
-            std::thread::sleep(Duration::from_millis(50));
+    let caught_up = match (&payload.last_assistant_message, event) {
+        (Some(reply), Event::Stop) => {
+            let patience = TRANSCRIPT_CATCH_UP.min(budget);
+            loop {
+                if hooks::transcript_holds_reply(&transcript, reply) {
+                    break true;
+                }
+                if started.elapsed() >= patience {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
-        caught_up = hooks::transcript_holds_reply(&transcript, reply);
-    }
+        _ => true,
+    };
     anyhow::ensure!(
         transcript.is_file(),
         "the transcript {} is not a file",
