@@ -16,6 +16,7 @@
 //! protocol messages only (logs go to stderr).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -401,6 +402,10 @@ pub struct MemoryServer {
     user_id: String,
     /// The agent's checkout, which answers are checked against.
     checkout: Option<std::path::PathBuf>,
+    /// The backend refused to read the checkout (a server started by hand
+    /// without --checkout-root): searches no longer name it, so each costs
+    /// one request, not a refused one and its retry.
+    checkout_refused: std::sync::atomic::AtomicBool,
 }
 
 impl MemoryServer {
@@ -410,6 +415,7 @@ impl MemoryServer {
             backend,
             user_id,
             checkout: None,
+            checkout_refused: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -534,7 +540,9 @@ impl MemoryServer {
         if let Some(max_chars) = arguments.get("max_chars") {
             body["max_chars"] = max_chars.clone();
         }
-        if let Some(root) = &self.checkout {
+        if let Some(root) = &self.checkout
+            && !self.checkout_refused.load(Ordering::Relaxed)
+        {
             body["repo"] = Value::String(root.to_string_lossy().into_owned());
         }
         let answer = if explain {
@@ -550,6 +558,7 @@ impl MemoryServer {
                 reason,
                 ..
             }) if body.get("repo").is_some() && reason.starts_with("repo:") => {
+                self.checkout_refused.store(true, Ordering::Relaxed);
                 let mut body = body;
                 if let Some(object) = body.as_object_mut() {
                     object.remove("repo");
@@ -589,7 +598,7 @@ impl MemoryServer {
             format!(
                 "mcp-{}-{}",
                 crate::time::now_ms(),
-                NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                NEXT_REQUEST.fetch_add(1, Ordering::Relaxed)
             )
         });
         let body = json!({

@@ -53,8 +53,14 @@ struct McpProcess {
 
 impl McpProcess {
     fn start(directory: &Path, data_dir: &Path) -> McpProcess {
+        McpProcess::start_with(directory, data_dir, &[])
+    }
+
+    /// The same, with more arguments of `precedent mcp`.
+    fn start_with(directory: &Path, data_dir: &Path, args: &[&str]) -> McpProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_precedent"))
             .arg("mcp")
+            .args(args)
             .current_dir(directory)
             .env("PRECEDENT_DATA_DIR", data_dir)
             .env("PRECEDENT_LOG", "warn")
@@ -650,4 +656,44 @@ fn serve_takes_over_from_the_auto_started_server_and_names_one_started_by_hand()
         by_hand.try_wait().expect("wait").is_none(),
         "a server started by hand is never stopped"
     );
+}
+
+/// A server started by hand reads no checkout: `mcp` in a repository is
+/// refused its `repo` once (403), searches without it, and stops naming
+/// it: every later search is one request, not a refused one and a retry.
+#[test]
+fn mcp_stops_naming_its_checkout_to_a_server_that_reads_none() {
+    let (_guard, data_dir) = crate::support::data_dir();
+    let server = crate::support::ServerProcess::start(&data_dir, &[]);
+    let url = format!("http://{}", server.address);
+    let repo = repository("https://github.com/acme/billing.git", &[("a", "a", "init")]);
+    let mut mcp = McpProcess::start_with(repo.path(), &data_dir, &["--server", &url]);
+    mcp.record(
+        "before",
+        "Invoice totals were rounded twice: round once in invoice_total",
+    );
+    for _ in 0..3 {
+        assert!(
+            mcp.sessions_found("invoice totals rounded twice invoice_total")
+                .contains(&"before".to_string())
+        );
+    }
+    mcp.finish();
+    let mut stream = std::net::TcpStream::connect(server.address).expect("connect");
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.address
+    )
+    .expect("request");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut text).expect("metrics");
+    let refused: u64 = text
+        .lines()
+        .filter(|line| {
+            line.starts_with("precedent_http_requests_total") && line.contains("status=\"403\"")
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(refused, 1, "{text}");
 }
