@@ -385,8 +385,10 @@ def baseline_facts(query):
 
 def answer_of(query, scored, params, chars_model):
     """The simulated answer: [(instance_id, chars)] best first. `scored` is
-    (ranking scores, gate probabilities) per candidate."""
-    scores, probabilities = scored
+    (fitted scores, gate probabilities[, answer scores]) per candidate: the
+    gate walks them by fitted score, the kept are ordered by answer score."""
+    scores, probabilities = scored[0], scored[1]
+    answer_key = scored[2] if len(scored) > 2 else scores
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], -query["candidates"][i]["features"]["text_bm25"]))
     other_language = FEATURES.index("other_language")
     place, stands_out = baseline_facts(query)
@@ -416,11 +418,12 @@ def answer_of(query, scored, params, chars_model):
         if instance in seen:
             continue
         seen.add(instance)
-        kept.append((instance, score))
+        kept.append((instance, score, answer_key[i]))
         if len(kept) >= min(MAX_KEPT, BUDGET_CHARS // MIN_ITEM_CHARS):
             break
+    kept.sort(key=lambda entry: -entry[2])
     answer, used = [], 0.0
-    for instance, score in kept:
+    for instance, score, _ in kept:
         chars = chars_model.chars(room(best, score, params["decay"]))
         if used + chars > BUDGET_CHARS:
             chars = BUDGET_CHARS - used
@@ -596,11 +599,28 @@ def fit_gate(queries, w_rank, held_repo=None, l2=1.0, start=None, iterations=12)
     return fit_logistic(rows, labels, weights, l2=l2, iterations=iterations, start=start)
 
 
+STRUCTURE = ("symbols_changed", "symbols_referenced", "paths", "stems", "location_words", "file_support")
+MAX_STRUCTURE = 3.0  # rank::relevance::MAX_STRUCTURE
+
+
+def answer_scores(query, w_rank):
+    """The answer score (`rank::relevance::answer_score`): relative BM25 scaled
+    up by the saturated structure, at most twice."""
+    names = [FEATURES[i] if i < len(FEATURES) else None for i in rank_indices()]
+    text_rel = FEATURES.index("text_rel")
+    keys = []
+    for x in query["x"]:
+        s = sum(w * x[i] for w, i, name in zip(w_rank, rank_indices(), names) if name in STRUCTURE)
+        saturated = MAX_STRUCTURE * s / (s + MAX_STRUCTURE) if s > 0 else 0.0
+        keys.append(x[text_rel] * (1.0 + saturated / MAX_STRUCTURE))
+    return keys
+
+
 def two_stage_scorer(w_rank, w_gate):
     def score(query):
         s = rank_scores(query, w_rank)
         p = [sigmoid(sum(wi * xi for wi, xi in zip(w_gate, row))) for row in gate_rows(query, s)]
-        return s, p
+        return s, p, answer_scores(query, w_rank)
     return score
 
 

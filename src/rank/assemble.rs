@@ -176,16 +176,17 @@ pub fn shown_sessions(
         })
         .take(max_sessions)
         .collect();
-    // Room is shared among the sessions shown in full.
+    // Room is shared among the sessions shown in full, by fitted score.
     let best = kept
         .iter()
-        .find(|(_, size)| *size == Size::Full)
-        .map_or(0.0, |(scored, _)| scored.score);
+        .filter(|(_, size)| *size == Size::Full)
+        .map(|(scored, _)| scored.fit_score)
+        .fold(f32::MIN, f32::max);
     kept.into_iter()
         .map(|(scored, size)| ShownSession {
             scored,
             room: match size {
-                Size::Full => room(best, scored.score),
+                Size::Full => room(best, scored.fit_score),
                 Size::Compact => 0.0,
             },
         })
@@ -870,6 +871,7 @@ mod tests {
             evidence: 0.0,
             probability: 1.0,
             score,
+            fit_score: score,
             baseline_rank: 1,
             bm25_margin: None,
             dropped: None,

@@ -177,7 +177,7 @@ pub(super) fn apply(
             }
         }
         if let Some(best) = best_kept
-            && entry.score < best - MAX_BELOW_BEST
+            && entry.fit_score < best - MAX_BELOW_BEST
             && !stands_out
             && !protected
             && !leads
@@ -205,7 +205,7 @@ pub(super) fn apply(
         if let Some(fix) = fix {
             seen_fixes.insert(fix, profile.session_id.as_str());
         }
-        best_kept.get_or_insert(entry.score);
+        best_kept.get_or_insert(entry.fit_score);
         num_kept += 1;
     }
     // A clear leader kept past the limit takes the place of the last kept.
@@ -324,6 +324,7 @@ mod tests {
                 },
                 evidence: seen.evidence,
                 score: seen.score,
+                fit_score: seen.score,
                 probability: seen.probability,
                 baseline_rank: by_text
                     .iter()

@@ -81,8 +81,14 @@ pub struct Scored {
     /// Code evidence: code facts in common with the query, weighted
     /// (`weight::evidence`); the gate reads it.
     pub evidence: f32,
-    /// The ranking score (see `relevance`).
+    /// The answer score, by which an answer is ordered: session BM25
+    /// relative to the best, scaled up by shared code structure at most
+    /// twice (`relevance::answer_score`).
     pub score: f32,
+    /// The fitted model's score (`relevance::rank_score`): the gate reads
+    /// it (the probability, the distance from the best), and an answer
+    /// shares its room by it.
+    pub fit_score: f32,
     /// The probability that it is relevant, which the gate reads.
     pub probability: f32,
     /// Its place in the baseline order, plain session BM25 over the whole
@@ -121,6 +127,7 @@ impl Scored {
             features: Features::default(),
             evidence: 0.0,
             score: 0.0,
+            fit_score: 0.0,
             probability: 0.0,
             baseline_rank: 0,
             bm25_margin: None,
@@ -214,7 +221,10 @@ pub fn rank(
         .collect();
     let scores = rank_scores(&features, &facts);
     let summary = relevance::QuerySummary {
-        best_rank_score: scores.iter().copied().fold(f32::MIN, f32::max),
+        best_rank_score: scores
+            .iter()
+            .map(|score| score.fitted)
+            .fold(f32::MIN, f32::max),
         query_weight,
         num_candidates: candidates.len(),
     };
@@ -228,8 +238,9 @@ pub fn rank(
             Scored {
                 evidence: weight::evidence(&features),
                 features,
-                score,
-                probability: relevance::probability(facts[position], score, &summary),
+                score: score.answer,
+                fit_score: score.fitted,
+                probability: relevance::probability(facts[position], score.fitted, &summary),
                 baseline_rank: text_rank[position] + 1,
                 bm25_margin: margins[position],
                 candidate: position,
@@ -237,37 +248,75 @@ pub fn rank(
             }
         })
         .collect();
+    // Recency only breaks ties.
+    let newer = |s: &Scored| candidates[s.candidate].profile.last_seq;
+    // The gate walks the candidates by the fitted score it is calibrated
+    // on; the kept ones are then ordered by the answer score.
     scored.sort_by(|a, b| {
-        b.score.total_cmp(&a.score).then_with(|| {
-            // Recency only breaks ties.
-            let newer = |s: &Scored| candidates[s.candidate].profile.last_seq;
-            newer(b)
-                .cmp(&newer(a))
-                .then(a.session_id.cmp(&b.session_id))
-        })
+        b.fit_score
+            .total_cmp(&a.fit_score)
+            .then_with(|| newer(b).cmp(&newer(a)))
+            .then(a.session_id.cmp(&b.session_id))
     });
     let language = match query.language {
         Some(language) => gate::QueryLanguage::Named(language),
         None => language.map_or(gate::QueryLanguage::Unknown, gate::QueryLanguage::Voted),
     };
     gate::apply(&mut scored, candidates, language, held_terms);
-    // Kept first (in score order), then dropped (in score order).
-    scored.sort_by_key(|scored| scored.dropped.is_some());
+    stand_for_duplicates(&mut scored);
+    // Kept first, then dropped, each by answer score.
+    scored.sort_by(|a, b| {
+        (a.dropped.is_some().cmp(&b.dropped.is_some()))
+            .then(b.score.total_cmp(&a.score))
+            .then(b.fit_score.total_cmp(&a.fit_score))
+            .then_with(|| newer(b).cmp(&newer(a)))
+            .then(a.session_id.cmp(&b.session_id))
+    });
     scored
 }
 
-/// Each candidate's ranking score: relevance's, the issue met again lifted
-/// above every other.
-fn rank_scores(features: &[Features], facts: &[relevance::CandidateFacts]) -> Vec<f32> {
+/// A kept session stands for the trajectories of its task (and the same
+/// diffs) the gate dropped as its duplicates: it takes the best answer
+/// score among them, so an answer places a task where its best-matching
+/// trajectory would stand.
+fn stand_for_duplicates(scored: &mut [Scored]) {
+    let mut best: HashMap<String, f32> = HashMap::new();
+    for entry in scored.iter() {
+        if let Some(DropReason::Duplicate { of }) = &entry.dropped {
+            let score = best.entry(of.clone()).or_insert(entry.score);
+            *score = score.max(entry.score);
+        }
+    }
+    for entry in scored.iter_mut().filter(|entry| entry.dropped.is_none()) {
+        if let Some(&score) = best.get(&entry.session_id) {
+            entry.score = entry.score.max(score);
+        }
+    }
+}
+
+/// A candidate's two scores (see [`Scored::score`], [`Scored::fit_score`]).
+#[derive(Debug, Clone, Copy)]
+struct Scores {
+    answer: f32,
+    fitted: f32,
+}
+
+/// Each candidate's scores: relevance's, the issue met again lifted above
+/// every other in both.
+fn rank_scores(features: &[Features], facts: &[relevance::CandidateFacts]) -> Vec<Scores> {
     features
         .iter()
         .zip(facts)
         .map(|(features, facts)| {
-            let mut score = relevance::rank_score(features, *facts);
-            if features.same_task {
-                score += weight::SAME_TASK;
+            let lift = if features.same_task {
+                weight::SAME_TASK
+            } else {
+                0.0
+            };
+            Scores {
+                answer: relevance::answer_score(features, *facts) + lift,
+                fitted: relevance::rank_score(features, *facts) + lift,
             }
-            score
         })
         .collect()
 }
@@ -679,6 +728,87 @@ mod tests {
                 .count()
                 <= gate::MAX_KEPT
         );
+    }
+
+    #[test]
+    fn structure_never_ranks_a_session_above_one_with_twice_its_bm25() {
+        // The real-history case of the rule: a commit that changed the
+        // named helper in the named file, against a session that says the
+        // query's words more than twice as well. Structure lifts the commit
+        // above a session of comparable text, never above that one.
+        let query = query::analyze(
+            "the `parse_header_links` helper in requests/utils.py drops links whose url holds a semicolon",
+            crate::ingest::Clock::Ignored,
+        );
+        let session = record(
+            "links with a semicolon in their url are cut short",
+            &[],
+            &[],
+            "python",
+        );
+        let commit = record(
+            "Tidy utils",
+            &["requests/utils.py"],
+            &["parse_header_links"],
+            "python",
+        );
+        let ranked_with = |bm25_of_commit: f32| {
+            let candidates = vec![
+                candidate("session", &session, 20.0),
+                candidate("commit", &commit, bm25_of_commit),
+            ];
+            rank(&query, &candidates, candidates.len(), 30.0, &[])
+                .iter()
+                .filter(|entry| entry.dropped.is_none())
+                .map(|entry| entry.session_id.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ranked_with(9.9), ["session", "commit"]);
+        assert_eq!(ranked_with(16.0), ["commit", "session"]);
+    }
+
+    #[test]
+    fn a_task_stands_where_its_best_matching_trajectory_would() {
+        // Two runs of one task: the gate keeps the one naming the query's
+        // code (the better fitted score) and drops the other, which says
+        // the query's words best, as its duplicate. The kept run stands at
+        // its task's best answer score, above a session of another task
+        // that only its dropped sibling outscored.
+        let query = query::analyze(
+            "`parse_header_links` in requests/utils.py drops links whose url holds a semicolon",
+            crate::ingest::Clock::Ignored,
+        );
+        let named = record(
+            "header links with a semicolon",
+            &["requests/utils.py"],
+            &["parse_header_links"],
+            "python",
+        );
+        let worded = record("header links with a semicolon", &[], &[], "python");
+        let other = record("cookies with a semicolon are split", &[], &[], "python");
+        let candidates = vec![
+            candidate("named-run", &named, 8.0),
+            candidate("worded-run", &worded, 20.0),
+            candidate("other-task", &other, 19.0),
+        ];
+        let ranked = rank(&query, &candidates, candidates.len(), 30.0, &[]);
+        let kept: Vec<&str> = ranked
+            .iter()
+            .filter(|entry| entry.dropped.is_none())
+            .map(|entry| entry.session_id.as_str())
+            .collect();
+        let worded_run = ranked
+            .iter()
+            .find(|entry| entry.session_id == "worded-run")
+            .expect("scored");
+        assert_eq!(
+            worded_run.dropped,
+            Some(DropReason::Duplicate {
+                of: "named-run".to_string()
+            }),
+            "{ranked:#?}"
+        );
+        assert_eq!(kept, ["named-run", "other-task"], "{ranked:#?}");
     }
 
     #[test]

@@ -129,26 +129,46 @@ fn dot(weights: &[f32], inputs: &[f32]) -> f32 {
 /// stems, location words, file support), not text.
 const STRUCTURE_INPUTS: std::ops::Range<usize> = 3..9;
 
-/// The most that code structure adds to a ranking score, in units of
+/// The most that code structure adds to the fitted score, in units of
 /// relative text similarity (the best session by BM25 has 1.0 of it):
 /// structure `s` (the fitted weights' sum over the structure inputs) adds
 /// `MAX_STRUCTURE * s / (s + MAX_STRUCTURE)`, which grows like `s` for a
-/// little structure and never reaches the bound. Structure re-ranks
-/// candidates of comparable text and lifts one the query's code names; no
-/// amount of it makes up for text the query does not share.
+/// little structure and never reaches the bound.
 pub const MAX_STRUCTURE: f32 = 3.0;
 
-/// The ranking score of a candidate (higher ranks first): its text part,
-/// and its structure part saturating at [`MAX_STRUCTURE`].
+/// The fitted score of a candidate, which the gate reads (its probability
+/// of relevance, its distance from the best) and the answer's room is
+/// shared by: its text part, and its structure part saturating at
+/// [`MAX_STRUCTURE`].
 pub fn rank_score(features: &Features, facts: CandidateFacts) -> f32 {
     let inputs = rank_inputs(features, facts);
-    let structure = dot(&RANK[STRUCTURE_INPUTS], &inputs[STRUCTURE_INPUTS]);
-    let bounded = if structure > 0.0 {
+    let structure = structure_of(&inputs);
+    dot(&RANK, &inputs) - structure + saturated(structure)
+}
+
+/// The answer score of a candidate, by which an answer is ordered: its
+/// session BM25 relative to the best candidate's (`text_rel`), scaled up
+/// by the code structure it shares with the query, at most twice:
+/// `text_rel * (1 + saturated / MAX_STRUCTURE)`. Structure re-ranks
+/// candidates of comparable text and lifts one the query's code names;
+/// it never ranks a candidate above one with more than twice its BM25.
+pub fn answer_score(features: &Features, facts: CandidateFacts) -> f32 {
+    let structure = structure_of(&rank_inputs(features, facts));
+    features.text_rel * (1.0 + saturated(structure).max(0.0) / MAX_STRUCTURE)
+}
+
+/// The fitted weights' sum over the structure inputs.
+fn structure_of(inputs: &[f32; NUM_RANK_INPUTS]) -> f32 {
+    dot(&RANK[STRUCTURE_INPUTS], &inputs[STRUCTURE_INPUTS])
+}
+
+/// Structure `s` saturating at [`MAX_STRUCTURE`] (negative `s` as is).
+fn saturated(structure: f32) -> f32 {
+    if structure > 0.0 {
         MAX_STRUCTURE * structure / (structure + MAX_STRUCTURE)
     } else {
         structure
-    };
-    dot(&RANK, &inputs) - structure + bounded
+    }
 }
 
 /// What the gate's model reads of the query as a whole.
@@ -277,6 +297,39 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn structure_at_most_doubles_the_answer_score() {
+        let facts = CandidateFacts {
+            failed: false,
+            other_language: false,
+            text_rank: 0,
+        };
+        let named_everywhere = |text_rel: f32| Features {
+            text_rel,
+            symbols_changed: 50.0,
+            symbols_referenced: 50.0,
+            paths: 50.0,
+            stems: 50.0,
+            location_words: 50.0,
+            file_support: 50.0,
+            ..Features::default()
+        };
+        let lifted = answer_score(&named_everywhere(0.5), facts);
+        assert!(lifted > 0.9 && lifted < 1.0, "{lifted}");
+        // Text alone: the answer score is the relative BM25.
+        let text = Features {
+            text_rel: 0.7,
+            ..Features::default()
+        };
+        assert_eq!(answer_score(&text, facts), 0.7);
+        // No amount of structure lifts a session over one with more than
+        // twice its BM25, nor gives one with no text in common a score.
+        for text_rel in [0.0, 0.1, 0.3, 0.49] {
+            assert!(answer_score(&named_everywhere(text_rel), facts) < 2.0 * text_rel + 1e-6);
+        }
+        assert_eq!(answer_score(&named_everywhere(0.0), facts), 0.0);
     }
 
     #[test]
