@@ -289,7 +289,7 @@ pub(super) fn admit_with_record(
     stored_at_ms: i64,
 ) -> Result<Verdict, ServiceError> {
     // Hashed once per request, by whichever asks first (`prepare`, on the
-    // blocking pool, unless the writer derives the record itself).
+    // extraction pool, unless the writer derives the record itself).
     let body_sha256 = request.body_sha256();
     if let Some(prior) = store::prior_admission(tx, request, &body_sha256)? {
         return Ok(Verdict::Admission(prior));

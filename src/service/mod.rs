@@ -10,9 +10,10 @@
 //! published in the background, about once a second or sooner when much
 //! text waits, with the last sequence number as payload; at start-up the
 //! same catch-up indexes every stored Add after that number, so a crash
-//! before a commit loses nothing. Searches, inspection and the Adds
-//! prepared before the writer run on tokio's blocking pool with a read
-//! connection of the service's pool.
+//! before a commit loses nothing. Searches and inspection run on tokio's
+//! blocking pool, the Adds prepared before the writer on the extraction
+//! pool's threads (`extract_pool`), each with a read connection of the
+//! service's pool.
 //!
 //! Architecture invariant: nothing here knows HTTP; no blocking work runs on
 //! an async worker thread.
@@ -363,7 +364,7 @@ impl Service {
     }
 
     /// Stores an Add and answers once it is durable and searchable. Its
-    /// session's record is derived first, on the blocking pool (Adds of
+    /// session's record is derived first, on the extraction pool (Adds of
     /// different sessions in parallel); the writer only stores it, or sends
     /// the Add back when another Add of the session landed in between.
     pub async fn add(
@@ -431,7 +432,7 @@ impl Service {
     }
 
     /// Checks an Add against the request log and its session's size limit
-    /// and derives its session's record, on the blocking pool; hands the
+    /// and derives its session's record, on the extraction pool; hands the
     /// request back.
     async fn prepare(
         self: &Arc<Self>,
