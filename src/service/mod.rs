@@ -82,9 +82,10 @@ pub enum ServiceError {
     #[error("the service is shutting down")]
     ShuttingDown,
     /// Stored durably, but the index could not be updated yet; a retry
-    /// answers once it is searchable.
+    /// answers once it is searchable. The failure is shared by every Add
+    /// of the writer's turn.
     #[error("stored, but not yet searchable: {0}")]
-    NotYetSearchable(String),
+    NotYetSearchable(#[source] Arc<ServiceError>),
     /// The data directory is held by another process.
     #[error("data directory {0} is in use by another precedent process")]
     Locked(PathBuf),
@@ -104,14 +105,34 @@ pub enum ServiceError {
     #[error(transparent)]
     Index(#[from] IndexError),
     /// The store could not write a group of Adds; none of it was stored.
+    /// The failure is shared by every Add of the group.
     #[error("store write failed: {0}")]
-    WriteFailed(String),
+    WriteFailed(#[source] Arc<ServiceError>),
     /// A derived record could not be encoded.
     #[error("cannot encode a session record: {0}")]
-    Encode(String),
-    /// A blocking task panicked or was cancelled.
-    #[error("internal task failed: {0}")]
-    Task(String),
+    Encode(#[source] serde_json::Error),
+    /// A blocking task panicked or was cancelled, a thread could not be
+    /// started or stopped answering.
+    #[error("internal task failed: {what}{}", .source.as_ref().map(|why| format!(": {why}")).unwrap_or_default())]
+    Task {
+        /// What failed.
+        what: &'static str,
+        /// Why, when an error says it.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl ServiceError {
+    /// An internal task failed: `what`, and the error that says why.
+    fn task(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> ServiceError {
+        ServiceError::Task {
+            what,
+            source: Some(source.into()),
+        }
+    }
 }
 
 impl From<ReadError> for ServiceError {
@@ -426,9 +447,10 @@ impl Service {
         }
         // The last attempt carries no record: the writer derives it and
         // never answers stale.
-        Err(ServiceError::Task(
-            "an add was sent back by the writer without a record".to_string(),
-        ))
+        Err(ServiceError::Task {
+            what: "an add was sent back by the writer without a record",
+            source: None,
+        })
     }
 
     /// Checks an Add against the request log and its session's size limit
@@ -504,7 +526,7 @@ impl Service {
         let service = Arc::clone(self);
         let read = tokio::task::spawn_blocking(move || work(&service))
             .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?;
+            .map_err(|error| ServiceError::task("a blocking task", error))?;
         Ok(read?)
     }
 
@@ -651,7 +673,7 @@ impl Service {
             .listings
             .acquire()
             .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?;
+            .map_err(|error| ServiceError::task("a listing's turn", error))?;
         self.read_store(read).await
     }
 
