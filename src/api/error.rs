@@ -6,6 +6,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::domain::Invalid;
 use crate::service::ServiceError;
 use crate::store::StoreError;
 
@@ -16,6 +17,15 @@ pub struct FieldError {
     pub field: String,
     /// What is wrong with it.
     pub message: String,
+}
+
+impl From<Invalid> for FieldError {
+    fn from(invalid: Invalid) -> FieldError {
+        FieldError {
+            field: invalid.field,
+            message: invalid.reason,
+        }
+    }
 }
 
 /// An error answer.
@@ -81,6 +91,14 @@ impl ApiError {
     /// The reason given in the body.
     pub fn reason(&self) -> &str {
         &self.reason
+    }
+}
+
+/// 422: a value a `domain` check refused, such as an id in a path or a
+/// query string.
+impl From<Invalid> for ApiError {
+    fn from(invalid: Invalid) -> ApiError {
+        ApiError::invalid_fields(vec![invalid.into()])
     }
 }
 

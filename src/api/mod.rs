@@ -43,6 +43,7 @@ use self::dto::ItemDto;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto};
 use self::error::ApiError;
 use self::listing::PageRequest;
+use crate::domain::{SessionId, UserId};
 use crate::read::search::Explained;
 use crate::service::{Health, Service};
 use crate::store;
@@ -415,9 +416,9 @@ fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Resul
     }
 }
 
-/// The `user_id` of an inspection request's query pairs (required,
-/// non-empty, given once), when the request's key may read that user.
-fn authorized_user(scope: &KeyScope, pairs: &[(String, String)]) -> Result<String, ApiError> {
+/// The `user_id` of an inspection request's query pairs (required, given
+/// once, a valid id), when the request's key may read that user.
+fn authorized_user(scope: &KeyScope, pairs: &[(String, String)]) -> Result<UserId, ApiError> {
     let user_id = inspected_user_of(pairs)?;
     authorize(scope_of(scope), &user_id)?;
     Ok(user_id)
@@ -433,7 +434,7 @@ fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
     })
 }
 
-fn inspected_user_of(pairs: &[(String, String)]) -> Result<String, ApiError> {
+fn inspected_user_of(pairs: &[(String, String)]) -> Result<UserId, ApiError> {
     let field_error = |message: &str| {
         ApiError::invalid_fields(vec![error::FieldError {
             field: "user_id".to_string(),
@@ -452,7 +453,7 @@ fn inspected_user_of(pairs: &[(String, String)]) -> Result<String, ApiError> {
         (Some(user_id), None) if user_id.is_empty() => {
             Err(field_error("query parameter required, non-empty"))
         }
-        (Some(user_id), None) => Ok(user_id),
+        (Some(user_id), None) => Ok(UserId::new(user_id)?),
     }
 }
 
@@ -548,7 +549,7 @@ async fn session_messages(
 ) -> Result<axum::response::Response, ApiError> {
     let pairs = query_pairs(query.as_deref())?;
     let user_id = authorized_user(&scope, &pairs)?;
-    let session_id = listing::required_single(&pairs, "session_id")?;
+    let session_id = SessionId::new(listing::required_single(&pairs, "session_id")?)?;
     let page = PageRequest::from_pairs(&pairs)?;
     let writer = listing::PageWriter::new(
         crate::read::inspect::MessageView::cursor,
@@ -575,7 +576,7 @@ fn json_bytes(body: Vec<u8>) -> axum::response::Response {
 /// as the summaries are read (the HTTP route's and MCP's).
 pub async fn sessions_page(
     service: &Arc<Service>,
-    user_id: String,
+    user_id: UserId,
     page: PageRequest,
 ) -> Result<Vec<u8>, crate::service::ServiceError> {
     let writer = listing::PageWriter::new(
@@ -611,6 +612,7 @@ async fn session_detail(
 ) -> Result<Json<Value>, ApiError> {
     let Path(session_id) = session_id.map_err(|rejection| path_error("session_id", &rejection))?;
     let user_id = authorized_user(&scope, &query_pairs(query.as_deref())?)?;
+    let session_id = SessionId::new(session_id)?;
     let detail = state
         .service
         .session_detail(user_id, session_id.clone())
@@ -618,7 +620,7 @@ async fn session_detail(
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                format!("no session {session_id:?} for this user_id"),
+                format!("no session {:?} for this user_id", session_id.as_str()),
             )
         })?;
     Ok(Json(dto::session_detail_json(&detail)))
@@ -636,12 +638,7 @@ async fn delete_user(
 ) -> Result<Json<Value>, ApiError> {
     let Path(user_id) = user_id.map_err(|rejection| path_error("user_id", &rejection))?;
     authorize(scope_of(&scope), &user_id)?;
-    if user_id.is_empty() {
-        return Err(ApiError::invalid_fields(vec![error::FieldError {
-            field: "user_id".to_string(),
-            message: "must not be empty".to_string(),
-        }]));
-    }
+    let user_id = UserId::new(user_id)?;
     let deleted = state.service.delete_user(user_id.clone()).await?;
     Ok(Json(
         serde_json::json!({ "user_id": user_id, "deleted": deleted }),

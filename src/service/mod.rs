@@ -42,7 +42,7 @@ use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
 use self::writer::{AddAnswer, AddJob, WriteJob, Writer};
-use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
+use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest, SessionId, UserId};
 use crate::index::{IndexError, SearchIndex};
 use crate::ingest;
 use crate::rank;
@@ -504,7 +504,8 @@ impl Service {
 
     /// Deletes everything of a user from store and index; answers what it
     /// removed.
-    pub async fn delete_user(&self, user_id: String) -> Result<store::Deleted, ServiceError> {
+    pub async fn delete_user(&self, user_id: UserId) -> Result<store::Deleted, ServiceError> {
+        let user_id = user_id.to_string();
         self.ask_writer(|reply| WriteJob::DeleteUser { user_id, reply })
             .await
     }
@@ -618,7 +619,7 @@ impl Service {
     /// the sink and where the next page starts.
     pub async fn list_sessions<S>(
         self: &Arc<Self>,
-        user_id: String,
+        user_id: UserId,
         after: Option<store::ListCursor>,
         limit: usize,
         mut sink: S,
@@ -639,8 +640,8 @@ impl Service {
     /// and where the next page starts.
     pub async fn session_messages<S>(
         self: &Arc<Self>,
-        user_id: String,
-        session_id: String,
+        user_id: UserId,
+        session_id: SessionId,
         after: Option<store::ListCursor>,
         limit: usize,
         mut sink: S,
@@ -691,8 +692,8 @@ impl Service {
     /// The whole derived record of one session of a user, with provenance.
     pub async fn session_detail(
         self: &Arc<Self>,
-        user_id: String,
-        session_id: String,
+        user_id: UserId,
+        session_id: SessionId,
     ) -> Result<Option<SessionDetail>, ServiceError> {
         self.read_store(move |conn| inspect::session_detail(conn, &user_id, &session_id))
             .await
