@@ -43,8 +43,9 @@ pub use bench::check_incremental as bench_check_incremental;
 pub use bench::load as bench_load;
 /// The command line (the binary's whole `main`).
 pub use cli::main;
-/// A message's author; a Search as the API validates it.
-pub use domain::{Role, SearchRequest};
+/// A message's author; a Search as the API validates it; the ids the
+/// inspection and deletion routes take, checked as an Add's are.
+pub use domain::{Role, SearchRequest, SessionId, UserId};
 /// Agent transcripts on disk read as sessions of messages.
 pub use import::transcript::read_transcripts;
 /// Extraction: a session's messages in, its derived record out; its time

@@ -33,6 +33,7 @@ use crate::api::error::FieldError;
 use crate::api::listing::{self, PageRequest};
 use crate::api::{self, dto};
 use crate::client::encode;
+use crate::domain::{SessionId, UserId};
 use crate::local::LocalServer;
 use crate::service::Service;
 
@@ -329,7 +330,8 @@ impl Backend {
     async fn list_sessions(&self, user_id: &str, page: PageRequest) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
-                let page = api::sessions_page(service, user_id.to_string(), page).await?;
+                let user_id = UserId::new(user_id).map_err(invalid_argument)?;
+                let page = api::sessions_page(service, user_id, page).await?;
                 Ok(serde_json::from_slice(&page).unwrap_or(Value::Null))
             }
             Backend::Remote(server) => {
@@ -350,8 +352,13 @@ impl Backend {
     async fn session(&self, user_id: &str, session_id: &str) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
+                let ids = (UserId::new(user_id), SessionId::new(session_id));
+                let (user_id, session) = match ids {
+                    (Ok(user_id), Ok(session)) => (user_id, session),
+                    (Err(invalid), _) | (_, Err(invalid)) => return Err(invalid_argument(invalid)),
+                };
                 let detail = service
-                    .session_detail(user_id.to_string(), session_id.to_string())
+                    .session_detail(user_id, session)
                     .await?
                     .ok_or_else(|| ToolFailure::Refused {
                         status: 404,
@@ -370,6 +377,11 @@ impl Backend {
             }
         }
     }
+}
+
+/// A tool argument a `domain` check refused, as the API answers it (422).
+fn invalid_argument(invalid: crate::domain::Invalid) -> ToolFailure {
+    ToolFailure::invalid(vec![invalid.into()])
 }
 
 /// The body's `user_id` (empty when it has none: the server refuses such a

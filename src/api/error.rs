@@ -6,6 +6,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::domain::Invalid;
 use crate::service::ServiceError;
 use crate::store::StoreError;
 
@@ -16,6 +17,15 @@ pub struct FieldError {
     pub field: String,
     /// What is wrong with it.
     pub message: String,
+}
+
+impl From<Invalid> for FieldError {
+    fn from(invalid: Invalid) -> FieldError {
+        FieldError {
+            field: invalid.field,
+            message: invalid.reason,
+        }
+    }
 }
 
 /// An error answer.
@@ -84,6 +94,14 @@ impl ApiError {
     }
 }
 
+/// 422: a value a `domain` check refused, such as an id in a path or a
+/// query string.
+impl From<Invalid> for ApiError {
+    fn from(invalid: Invalid) -> ApiError {
+        ApiError::invalid_fields(vec![invalid.into()])
+    }
+}
+
 /// Seconds a client waits before retrying when the store is unreachable
 /// (a database restart takes seconds).
 const STORE_RETRY_AFTER_SECONDS: u32 = 2;
@@ -117,7 +135,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Store(_)
             | ServiceError::Encode(_)
             | ServiceError::Index(_)
-            | ServiceError::Task(_)
+            | ServiceError::Task { .. }
             | ServiceError::Locked(_)
             | ServiceError::DataDir { .. } => {
                 tracing::error!(%error, "internal error");
@@ -159,5 +177,50 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn a_failure_keeps_its_source_and_answers_without_it() {
+        let not_json = serde_json::from_str::<u8>("x").unwrap_err();
+        let thread = std::io::Error::other("no more threads");
+        let retry = "the add could not be completed now; retry it";
+        let cases = [
+            (ServiceError::Encode(not_json), 500, "internal error"),
+            (
+                ServiceError::Task {
+                    what: "cannot start a thread",
+                    source: Some(Box::new(thread)),
+                },
+                500,
+                "internal error",
+            ),
+            (
+                ServiceError::NotYetSearchable(Arc::new(ServiceError::ShuttingDown)),
+                503,
+                retry,
+            ),
+            (
+                ServiceError::WriteFailed(Arc::new(ServiceError::ShuttingDown)),
+                503,
+                retry,
+            ),
+        ];
+        for (error, status, reason) in cases {
+            let source = std::error::Error::source(&error).map(ToString::to_string);
+            assert!(
+                source.is_some_and(|source| error.to_string().ends_with(&source)),
+                "{error}"
+            );
+            let answer = ApiError::from(error);
+            assert_eq!(answer.status().as_u16(), status);
+            assert_eq!(answer.reason(), reason);
+        }
     }
 }

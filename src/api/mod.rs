@@ -25,7 +25,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{Method, StatusCode, Uri};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum::{Extension, Json, Router, middleware};
 
 /// The scope of the request's key; `None` when the service runs without
@@ -43,6 +43,7 @@ use self::dto::ItemDto;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto};
 use self::error::ApiError;
 use self::listing::PageRequest;
+use crate::domain::{SessionId, UserId};
 use crate::read::search::Explained;
 use crate::service::{Health, Service};
 use crate::store;
@@ -156,12 +157,11 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
     let csrf = csrf.with_rejection_response(guard::cross_origin_refused);
     let cors = trusted_origins_cors(&options.trusted_origins);
     let allowed_hosts = Arc::new(options.allowed_hosts);
-    let json_routes = Router::new()
-        .route("/add", post(add))
-        .route("/v1/add", post(add))
-        .route("/search", post(search))
-        .route("/v1/search", post(search))
+    let json_routes = Router::new();
+    let json_routes = with_v1_alias(json_routes, "/add", post(add));
+    let json_routes = with_v1_alias(json_routes, "/search", post(search))
         .route("/v1/search/explain", post(explain));
+    let open_routes = with_v1_alias(Router::new(), "/health", get(health));
     Router::new()
         .merge(json_routes)
         .route("/v1/users", get(list_users))
@@ -180,8 +180,7 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
             Arc::clone(&keys),
             auth::require_key,
         ))
-        .route("/health", get(health))
-        .route("/v1/health", get(health))
+        .merge(open_routes)
         .route("/ui", get(ui_page))
         .route("/ui/", get(ui_page))
         .route(
@@ -203,6 +202,23 @@ pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
         ))
         .layer(middleware::from_fn_with_state(http_metrics, record_metrics))
         .with_state(state)
+}
+
+/// `router` with `handler` at `path` and at its `/v1` alias. The alias
+/// must be one of [`openapi::V1_ALIASES`], whose document entries are
+/// copied from `path`'s.
+fn with_v1_alias(
+    router: Router<AppState>,
+    path: &str,
+    handler: MethodRouter<AppState>,
+) -> Router<AppState> {
+    debug_assert!(
+        openapi::V1_ALIASES.contains(&path),
+        "{path} is documented under /v1"
+    );
+    router
+        .route(path, handler.clone())
+        .route(&openapi::v1_alias(path), handler)
 }
 
 /// CORS for the trusted origins alone (`tower_http::cors`); with none,
@@ -337,14 +353,6 @@ fn refuse_secret_ids(request: &crate::domain::AddRequest) -> Result<(), ApiError
     }
 }
 
-/// The same as `POST /add`.
-#[utoipa::path(post, path = "/v1/add", tag = "contract", request_body = openapi::AddBody,
-    responses((status = 200, description = "Stored (or stored before under this request_id), durable and searchable", body = AddResponse),
-              (status = 409, description = "The request_id was used with a different body", body = openapi::ErrorBody),
-              (status = 413, description = "The session would hold more message content than the per-session limit; nothing of the Add was stored", body = openapi::ErrorBody)))]
-#[allow(dead_code)]
-fn add_v1() {}
-
 /// Search: the user's past experience that helps with the query, best
 /// first, within the character budget.
 #[utoipa::path(post, path = "/search", tag = "contract", request_body = openapi::SearchBody,
@@ -364,14 +372,6 @@ async fn search(
         data: items.into_iter().map(Into::into).collect(),
     }))
 }
-
-/// The same as `POST /search`.
-#[utoipa::path(post, path = "/v1/search", tag = "contract", request_body = openapi::SearchBody,
-    responses((status = 200, description = "Items, best first (empty when nothing helps)", body = SearchResponse),
-              (status = 413, description = "The body is over the Search limit (1 MiB)", body = openapi::ErrorBody),
-              (status = 429, description = "The key's request rate is over --key-rate-limit", body = openapi::ErrorBody)))]
-#[allow(dead_code)]
-fn search_v1() {}
 
 /// Every candidate session of a Search with its features, fused score and
 /// the noise gate's verdict.
@@ -416,9 +416,9 @@ fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Resul
     }
 }
 
-/// The `user_id` of an inspection request's query pairs (required,
-/// non-empty, given once), when the request's key may read that user.
-fn authorized_user(scope: &KeyScope, pairs: &[(String, String)]) -> Result<String, ApiError> {
+/// The `user_id` of an inspection request's query pairs (required, given
+/// once, a valid id), when the request's key may read that user.
+fn authorized_user(scope: &KeyScope, pairs: &[(String, String)]) -> Result<UserId, ApiError> {
     let user_id = inspected_user_of(pairs)?;
     authorize(scope_of(scope), &user_id)?;
     Ok(user_id)
@@ -434,7 +434,7 @@ fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
     })
 }
 
-fn inspected_user_of(pairs: &[(String, String)]) -> Result<String, ApiError> {
+fn inspected_user_of(pairs: &[(String, String)]) -> Result<UserId, ApiError> {
     let field_error = |message: &str| {
         ApiError::invalid_fields(vec![error::FieldError {
             field: "user_id".to_string(),
@@ -453,7 +453,7 @@ fn inspected_user_of(pairs: &[(String, String)]) -> Result<String, ApiError> {
         (Some(user_id), None) if user_id.is_empty() => {
             Err(field_error("query parameter required, non-empty"))
         }
-        (Some(user_id), None) => Ok(user_id),
+        (Some(user_id), None) => Ok(UserId::new(user_id)?),
     }
 }
 
@@ -549,7 +549,7 @@ async fn session_messages(
 ) -> Result<axum::response::Response, ApiError> {
     let pairs = query_pairs(query.as_deref())?;
     let user_id = authorized_user(&scope, &pairs)?;
-    let session_id = listing::required_single(&pairs, "session_id")?;
+    let session_id = SessionId::new(listing::required_single(&pairs, "session_id")?)?;
     let page = PageRequest::from_pairs(&pairs)?;
     let writer = listing::PageWriter::new(
         crate::read::inspect::MessageView::cursor,
@@ -576,7 +576,7 @@ fn json_bytes(body: Vec<u8>) -> axum::response::Response {
 /// as the summaries are read (the HTTP route's and MCP's).
 pub async fn sessions_page(
     service: &Arc<Service>,
-    user_id: String,
+    user_id: UserId,
     page: PageRequest,
 ) -> Result<Vec<u8>, crate::service::ServiceError> {
     let writer = listing::PageWriter::new(
@@ -612,6 +612,7 @@ async fn session_detail(
 ) -> Result<Json<Value>, ApiError> {
     let Path(session_id) = session_id.map_err(|rejection| path_error("session_id", &rejection))?;
     let user_id = authorized_user(&scope, &query_pairs(query.as_deref())?)?;
+    let session_id = SessionId::new(session_id)?;
     let detail = state
         .service
         .session_detail(user_id, session_id.clone())
@@ -619,7 +620,7 @@ async fn session_detail(
         .ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
-                format!("no session {session_id:?} for this user_id"),
+                format!("no session {:?} for this user_id", session_id.as_str()),
             )
         })?;
     Ok(Json(dto::session_detail_json(&detail)))
@@ -637,12 +638,7 @@ async fn delete_user(
 ) -> Result<Json<Value>, ApiError> {
     let Path(user_id) = user_id.map_err(|rejection| path_error("user_id", &rejection))?;
     authorize(scope_of(&scope), &user_id)?;
-    if user_id.is_empty() {
-        return Err(ApiError::invalid_fields(vec![error::FieldError {
-            field: "user_id".to_string(),
-            message: "must not be empty".to_string(),
-        }]));
-    }
+    let user_id = UserId::new(user_id)?;
     let deleted = state.service.delete_user(user_id.clone()).await?;
     Ok(Json(
         serde_json::json!({ "user_id": user_id, "deleted": deleted }),
@@ -670,13 +666,6 @@ async fn health(State(state): State<AppState>) -> Result<Json<Health>, ApiError>
     }
     Ok(Json(health))
 }
-
-/// The same as `GET /health`.
-#[utoipa::path(get, path = "/v1/health", tag = "contract",
-    responses((status = 200, description = "Up", body = Health),
-              (status = 503, description = "The writer cannot take Adds (stopping or stopped), or the store is unreachable", body = openapi::ErrorBody)))]
-#[allow(dead_code)]
-fn health_v1() {}
 
 /// Prometheus metrics: requests and latency per route and status, the Add
 /// queue, commit latency, documents, store size, sessions per user.

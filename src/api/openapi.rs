@@ -339,17 +339,53 @@ pub struct UserDeleted {
         description = "A memory for coding agents: Add stores agent trajectories, Search returns the past experience that helps with a new task. Speaks the Agent Memory Leaderboard Add/Search contract.",
     ),
     paths(
-        super::add, super::add_v1, super::search, super::search_v1, super::explain,
+        super::add, super::search, super::explain,
         super::list_users, super::list_sessions, super::session_detail, super::session_messages, super::delete_user,
-        super::health, super::health_v1, super::metrics, super::ui_page, super::openapi_json,
+        super::health, super::metrics, super::ui_page, super::openapi_json,
     ),
     components(schemas(AddBody, MessageBody, RoleName, ContentBody, ContentPart, SearchBody, ErrorBody)),
-    modifiers(&SecurityAndErrors),
+    modifiers(&V1Aliases, &SecurityAndErrors),
     tags((name = "contract", description = "The Add/Search contract"),
          (name = "inspection", description = "What was stored and derived"),
          (name = "operations", description = "Health, metrics, the page, this document")),
 )]
 pub struct ApiDoc;
+
+/// The contract's routes also served under `/v1`, by the same handlers.
+pub const V1_ALIASES: [&str; 3] = ["/add", "/search", "/health"];
+
+/// The `/v1` alias of `path`.
+pub fn v1_alias(path: &str) -> String {
+    format!("/v1{path}")
+}
+
+/// Documents each of [`V1_ALIASES`] under `/v1` by a copy of its entry:
+/// each operation the same but for its id (`_v1` appended) and its
+/// summary, which names the original.
+struct V1Aliases;
+
+impl utoipa::Modify for V1Aliases {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for path in V1_ALIASES {
+            let Some(mut item) = openapi.paths.paths.get(path).cloned() else {
+                continue;
+            };
+            for (method, operation) in [
+                ("GET", &mut item.get),
+                ("POST", &mut item.post),
+                ("PUT", &mut item.put),
+                ("DELETE", &mut item.delete),
+            ] {
+                if let Some(operation) = operation {
+                    operation.operation_id = operation.operation_id.take().map(|id| id + "_v1");
+                    operation.summary = Some(format!("The same as `{method} {path}`."));
+                    operation.description = None;
+                }
+            }
+            openapi.paths.paths.insert(v1_alias(path), item);
+        }
+    }
+}
 
 /// Adds the key schemes and the error answers every route shares.
 struct SecurityAndErrors;
@@ -543,6 +579,27 @@ mod tests {
         let users = &document["paths"]["/v1/users"]["get"]["responses"];
         assert!(users.get("403").is_some() && users.get("415").is_none());
         assert!(document["paths"]["/health"]["get"]["responses"]["421"].is_object());
+    }
+
+    #[test]
+    fn a_v1_alias_is_documented_as_its_original() {
+        let document = document();
+        for path in V1_ALIASES {
+            let original = &document["paths"][path];
+            let alias = &document["paths"][v1_alias(path).as_str()];
+            let (method, operation) = original
+                .as_object()
+                .and_then(|item| item.iter().next())
+                .unwrap_or_else(|| panic!("{path} has no operation"));
+            let mut expected = operation.clone();
+            expected["operationId"] = json!(format!(
+                "{}_v1",
+                operation["operationId"].as_str().unwrap_or_default()
+            ));
+            expected["summary"] = json!(format!("The same as `{} {path}`.", method.to_uppercase()));
+            assert_eq!(alias[method], expected, "{path}");
+            assert_eq!(alias.as_object().map(|item| item.len()), Some(1), "{path}");
+        }
     }
 
     /// Bodies the document describes are what the parsers accept, and

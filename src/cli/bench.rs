@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use super::options::{ApiKeyArgs, StoreFlag};
 use super::print_out;
 
 #[derive(Debug, Subcommand)]
@@ -159,10 +160,8 @@ pub(super) struct ScaleArgs {
     /// Measure precedent alone.
     #[arg(long)]
     no_reference: bool,
-    /// precedent's store: a PostgreSQL URL of an empty database (default:
-    /// SQLite in the work directory). Read from PRECEDENT_STORE too.
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
+    #[command(flatten)]
+    store: StoreFlag,
     #[command(flatten)]
     output: JsonArgs,
     /// Also write the JSON object to this file.
@@ -237,9 +236,8 @@ pub(super) struct LoadArgs {
     /// Seconds to run.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
-    /// The server's API key (sent as a Bearer token).
-    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
+    #[command(flatten)]
+    key: ApiKeyArgs,
     #[command(flatten)]
     output: JsonArgs,
 }
@@ -324,7 +322,7 @@ fn scale(args: ScaleArgs) -> anyhow::Result<()> {
         searches: args.searches.max(1),
         work_dir: args.work_dir,
         skip_reference: args.no_reference,
-        store: args.store,
+        store: args.store.store,
     };
     let report = crate::bench::scale::run(&options, &|line| eprintln!("bench scale: {line}"))?;
     let flat = report.flat_json().to_string();
@@ -382,7 +380,7 @@ fn load(args: &LoadArgs) -> anyhow::Result<()> {
         &args.url,
         args.clients.max(1),
         std::time::Duration::from_secs(args.seconds),
-        args.api_key.as_deref(),
+        args.key.api_key.as_deref(),
     );
     args.output.print(&report, crate::bench::render_load)
 }

@@ -231,7 +231,7 @@ fn open_sink(
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<(Arc<dyn Sink>, Opened)> {
     if let Some(url) = &args.backend.server {
-        let sink = import::ServerSink::new(url, args.backend.api_key.clone());
+        let sink = import::ServerSink::new(url, args.backend.key.api_key.clone());
         return Ok((Arc::new(sink), Opened::Server));
     }
     let data_dir = args.backend.storage.data_dir();

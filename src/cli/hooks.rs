@@ -18,7 +18,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use super::options::{BackendArgs, DataDirArgs};
+use super::options::{BackendArgs, DataDirArgs, UserIdArgs};
 use super::print_out;
 use crate::hooks::settings::{self, HookEntry, InstallOutcome, Installed, UninstallOutcome};
 use crate::hooks::{self, Event, HookLog, HookPayload};
@@ -41,11 +41,8 @@ pub(super) struct HookArgs {
     /// transcript; any other event is answered with nothing.
     event: String,
 
-    /// The memory's user scope. Default: the git repository of the
-    /// agent's working directory (`cwd` in the hook input), as `precedent
-    /// mcp` names it.
-    #[arg(long, env = "PRECEDENT_USER_ID")]
-    user_id: Option<String>,
+    #[command(flatten)]
+    user_id: UserIdArgs,
 
     #[command(flatten)]
     backend: BackendArgs,

@@ -24,10 +24,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use self::bench::BenchCommand;
-use self::options::{BackendArgs, NoServerArgs, StoreArgs};
+use self::options::{
+    ApiKeyArgs, BackendArgs, NoServerArgs, SearchBudgetArgs, StoreArgs, UserIdArgs,
+};
 use crate::api::{self, DEFAULT_MAX_BODY_BYTES};
 use crate::import;
-use crate::rank;
 
 /// precedent: a memory for coding agents. It remembers agent trajectories
 /// (tasks, commands, tracebacks, diffs) and, given a new task, hands back
@@ -111,11 +112,8 @@ struct InspectArgs {
     #[command(flatten)]
     storage: StoreArgs,
 
-    /// The memory to show. Default: the key of the working directory's
-    /// git repository (its origin, lowercased, else its root path), as
-    /// `mcp` and `import` derive it.
-    #[arg(long, env = "PRECEDENT_USER_ID")]
-    user_id: Option<String>,
+    #[command(flatten)]
+    user_id: UserIdArgs,
 
     /// Show this session's whole record instead of the list.
     #[arg(long)]
@@ -132,24 +130,20 @@ struct SearchArgs {
     #[command(flatten)]
     storage: StoreArgs,
 
-    /// The memory to search. Default: the key of the working directory's
-    /// git repository (its origin, lowercased, else its root path), as
-    /// `mcp` and `import` derive it.
-    #[arg(long, env = "PRECEDENT_USER_ID", conflicts_with = "all")]
-    user_id: Option<String>,
+    #[command(flatten)]
+    user_id: UserIdArgs,
 
     /// Search every memory of this store (all repositories) and merge the
     /// answers by score, each item naming its memory.
-    #[arg(long, conflicts_with = "explain")]
+    #[arg(long, conflicts_with_all = ["explain", "user_id"])]
     all: bool,
 
     /// The most items to return.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
     top_k: u32,
 
-    /// The most characters of content to return.
-    #[arg(long, env = "PRECEDENT_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS)]
-    max_chars: usize,
+    #[command(flatten)]
+    budget: SearchBudgetArgs,
 
     /// Show every candidate session with its features, score and verdict
     /// instead of the answer.
@@ -179,12 +173,8 @@ struct ImportArgs {
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,
 
-    /// The memory that receives the history. Default: the key of the
-    /// imported repository (its origin, lowercased, else its root path);
-    /// for transcripts, the key of the repository each one records as its
-    /// working directory, else that of the working directory's repository.
-    #[arg(long, env = "PRECEDENT_USER_ID")]
-    user_id: Option<String>,
+    #[command(flatten)]
+    user_id: UserIdArgs,
 
     /// The revision whose first-parent history is imported.
     #[arg(long, default_value = "HEAD")]
@@ -232,11 +222,8 @@ struct ImportArgs {
 /// Options of `precedent mcp`.
 #[derive(Debug, Args)]
 struct McpArgs {
-    /// The memory every tool uses. Default: the git repository enclosing
-    /// the working directory, named by its `origin` remote, lowercased
-    /// (`github.com/owner/name`), or else by its root path.
-    #[arg(long, env = "PRECEDENT_USER_ID")]
-    user_id: Option<String>,
+    #[command(flatten)]
+    user_id: UserIdArgs,
 
     #[command(flatten)]
     backend: BackendArgs,
@@ -255,13 +242,8 @@ struct ServeArgs {
     #[command(flatten)]
     storage: StoreArgs,
 
-    /// API key that Add and Search require (Authorization: Bearer <key>,
-    /// Authorization: Token <key> or X-Api-Key: <key>). Without any key the
-    /// service runs without authentication. Health is never authenticated;
-    /// with any key configured, /metrics needs a key with the metrics right
-    /// (this key holds it).
-    #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
+    #[command(flatten)]
+    key: ApiKeyArgs,
 
     /// File of accepted API keys, one a line (blank lines and # comments
     /// skipped); combines with --api-key, so keys can be rotated.
@@ -319,10 +301,8 @@ struct ServeArgs {
     #[arg(long, env = "PRECEDENT_REQUEST_TIMEOUT_SECS", default_value_t = api::DEFAULT_REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     request_timeout_secs: u64,
 
-    /// Characters of content a Search answer holds at most, unless the
-    /// request's `max_chars` says otherwise (the first item is always given).
-    #[arg(long, env = "PRECEDENT_SEARCH_BUDGET", default_value_t = rank::assemble::DEFAULT_BUDGET_CHARS as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    search_budget: u64,
+    #[command(flatten)]
+    budget: SearchBudgetArgs,
 
     /// A Host name served besides the listen address (loopback names and
     /// IPs with the port), e.g. the name a reverse proxy forwards;

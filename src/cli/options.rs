@@ -4,6 +4,7 @@
 //!
 //! `hooks install --data-dir` is not [`DataDirArgs`]: it has no default,
 //! since the hooks' command names the data directory only when it is given.
+//! Nor is `setup --data-dir`, which names it in the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -21,18 +22,27 @@ pub(super) struct DataDirArgs {
     pub(super) data_dir: PathBuf,
 }
 
+/// `--store`: where the store is.
+#[derive(Debug, Args)]
+pub(super) struct StoreFlag {
+    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
+    /// data directory, or `bench scale`'s work directory) or a PostgreSQL
+    /// URL (`postgres://user@host/db`; for `bench scale`, of an empty
+    /// database). Give a URL with a password through PRECEDENT_STORE
+    /// rather than on the command line, where every local user can read
+    /// it.
+    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
+    pub(super) store: Option<String>,
+}
+
 /// `--data-dir` and `--store`: the memory a command opens.
 #[derive(Debug, Args)]
 pub(super) struct StoreArgs {
     #[command(flatten)]
     data_dir: DataDirArgs,
 
-    /// Where the store is: `sqlite` (the default: precedent.sqlite3 in the
-    /// data directory) or a PostgreSQL URL (`postgres://user@host/db`).
-    /// Give a URL with a password through PRECEDENT_STORE rather than on
-    /// the command line, where every local user can read it.
-    #[arg(long, env = "PRECEDENT_STORE", hide_env_values = true)]
-    store: Option<String>,
+    #[command(flatten)]
+    store: StoreFlag,
 }
 
 impl StoreArgs {
@@ -46,7 +56,7 @@ impl StoreArgs {
     /// came on the command line.
     pub(super) fn location(&self) -> anyhow::Result<StoreLocation> {
         super::legacy::announce_if_legacy(self.data_dir());
-        let location = StoreLocation::parse(self.store.as_deref(), self.data_dir())?;
+        let location = StoreLocation::parse(self.store.store.as_deref(), self.data_dir())?;
         if location.has_password() && std::env::var_os("PRECEDENT_STORE").is_none() {
             tracing::warn!(
                 "--store with a password on the command line is visible to every local user (ps); set PRECEDENT_STORE instead"
@@ -70,9 +80,63 @@ pub(super) struct BackendArgs {
     #[arg(long, env = "PRECEDENT_SERVER")]
     pub(super) server: Option<String>,
 
-    /// The server's API key (sent as a Bearer token).
+    #[command(flatten)]
+    pub(super) key: ApiKeyArgs,
+}
+
+/// `--api-key`: the key a server and its clients share.
+#[derive(Debug, Args)]
+pub(super) struct ApiKeyArgs {
+    /// The API key. A client sends it to the server (as a Bearer token).
+    /// `serve` requires it of Add, Search and inspection (Authorization:
+    /// Bearer <key>, Authorization: Token <key> or X-Api-Key: <key>);
+    /// without any key there, the service runs without authentication.
+    /// Health is never authenticated; with any key configured, /metrics
+    /// needs a key with the metrics right (this key holds it). Prefer
+    /// PRECEDENT_API_KEY: the command line is visible to every local user.
     #[arg(long, env = "PRECEDENT_API_KEY", hide_env_values = true)]
     pub(super) api_key: Option<String>,
+}
+
+/// `--user-id`: the memory a command works in. Reads as the
+/// `Option<String>` it holds.
+#[derive(Debug, Args)]
+pub(super) struct UserIdArgs {
+    /// The memory (user scope) to work in. Default: the key of the git
+    /// repository enclosing the working directory (its origin, lowercased,
+    /// e.g. `github.com/owner/name`, else its root path); for `hook`, the
+    /// agent's working directory (`cwd` in the hook input); for `import`,
+    /// the imported repository, or for a transcript the repository it
+    /// records as its working directory.
+    #[arg(long, env = "PRECEDENT_USER_ID")]
+    user_id: Option<String>,
+}
+
+impl std::ops::Deref for UserIdArgs {
+    type Target = Option<String>;
+
+    fn deref(&self) -> &Option<String> {
+        &self.user_id
+    }
+}
+
+/// `--search-budget` (also `--max-chars`): how much content a Search
+/// answer holds.
+#[derive(Debug, Args)]
+pub(super) struct SearchBudgetArgs {
+    /// Characters of content a Search answer holds at most (the first item
+    /// is always given, cut if need be). For `serve`, the budget of a
+    /// request that gives no `max_chars`.
+    #[arg(
+        long,
+        visible_alias = "max-chars",
+        env = "PRECEDENT_SEARCH_BUDGET",
+        value_name = "CHARS",
+        default_value_t = crate::rank::assemble::DEFAULT_BUDGET_CHARS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(1..=crate::domain::MAX_CHARS_LIMIT)
+    )]
+    pub(super) search_budget: usize,
 }
 
 /// `--no-server`: the data directory opened in this process.

@@ -119,7 +119,7 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
     };
     let location = args.storage.location()?;
     let searcher =
-        Searcher::open_read_only_at(args.storage.data_dir(), location, args.max_chars)
+        Searcher::open_read_only_at(args.storage.data_dir(), location, args.budget.search_budget)
             .with_context(|| format!("cannot search {}", args.storage.data_dir().display()))?;
     let Some(user_id) = user_id else {
         return search_all(&searcher, &args);
@@ -213,16 +213,13 @@ fn checkout_of(args: &SearchArgs) -> Option<std::path::PathBuf> {
 }
 
 /// The Search `args` ask for in `user_id`'s memory, built through the
-/// contract's checks (a `--max-chars` above its limit asks for the limit).
+/// contract's checks.
 fn search_request(args: &SearchArgs, user_id: &str) -> anyhow::Result<SearchRequest> {
-    let max_chars = args
-        .max_chars
-        .clamp(1, crate::domain::MAX_CHARS_LIMIT as usize);
     SearchRequest::new(
         args.query.clone(),
         user_id.to_string(),
         args.top_k as usize,
-        Some(max_chars),
+        Some(args.budget.search_budget),
         checkout_of(args),
     )
     .map_err(|invalid| anyhow::anyhow!("invalid search: {invalid}"))

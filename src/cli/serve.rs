@@ -75,7 +75,7 @@ pub(super) async fn open_backend(
     if let Some(url) = &backend.server {
         return Ok(crate::mcp::Backend::Remote(crate::mcp::RemoteServer::new(
             url,
-            backend.api_key.clone(),
+            backend.key.api_key.clone(),
         )));
     }
     let storage = &backend.storage;
@@ -190,7 +190,7 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
             url: format!("http://{}", connect_address(address)),
             pid: std::process::id(),
             auto_started: args.auto_started,
-            api_key: args.api_key.clone().filter(|_| args.auto_started),
+            api_key: args.key.api_key.clone().filter(|_| args.auto_started),
             secret: Some(secret.to_string()),
         });
         if let Some(record) = &recorded
@@ -221,12 +221,12 @@ pub(super) fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// `--keys-file`), with `--key-rate-limit`; warns of a key on the command
 /// line.
 fn api_keys(args: &ServeArgs) -> anyhow::Result<ApiKeys> {
-    if args.api_key.is_some() && std::env::var_os("PRECEDENT_API_KEY").is_none() {
+    if args.key.api_key.is_some() && std::env::var_os("PRECEDENT_API_KEY").is_none() {
         tracing::warn!(
             "--api-key on the command line is visible to every local user (ps); set PRECEDENT_API_KEY or use --api-key-file or --keys-file instead"
         );
     }
-    let mut keys = ApiKeys::new(args.api_key.iter());
+    let mut keys = ApiKeys::new(args.key.api_key.iter());
     if let Some(path) = &args.api_key_file {
         keys.add_file(path)?;
     }
@@ -248,7 +248,7 @@ fn api_keys(args: &ServeArgs) -> anyhow::Result<ApiKeys> {
 fn service_options(args: &ServeArgs, store: crate::store::StoreLocation) -> ServiceOptions {
     let mut options = ServiceOptions::new(args.storage.data_dir());
     options.store = store;
-    options.search_budget_chars = usize::try_from(args.search_budget).unwrap_or(usize::MAX);
+    options.search_budget_chars = args.budget.search_budget;
     options.redact_secrets = args.redact_secrets;
     options.max_batch = args.max_batch as usize;
     options.max_session_bytes = args.max_session_bytes;

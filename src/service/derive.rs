@@ -232,7 +232,7 @@ pub(super) fn prepare_add(
             .map(|message| (message.role, message.content.as_str(), message.timestamp_ms)),
     );
     let (record, diagnostics) = extractor.record();
-    let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
+    let encode = ServiceError::Encode;
     let (text, profile) = doc_parts(request.session_id(), &record);
     Ok(Ok(Prepared::Derived {
         derived: DerivedAdd {
@@ -289,7 +289,7 @@ pub(super) fn admit_with_record(
     stored_at_ms: i64,
 ) -> Result<Verdict, ServiceError> {
     // Hashed once per request, by whichever asks first (`prepare`, on the
-    // blocking pool, unless the writer derives the record itself).
+    // extraction pool, unless the writer derives the record itself).
     let body_sha256 = request.body_sha256();
     if let Some(prior) = store::prior_admission(tx, request, &body_sha256)? {
         return Ok(Verdict::Admission(prior));
@@ -489,7 +489,7 @@ fn extract_json(messages: &[store::StoredMessage]) -> Result<(String, String), S
     );
     let (record, diagnostics) =
         ingest::extract_session(&inputs, Clock::Wall(std::time::Instant::now));
-    let encode = |error: serde_json::Error| ServiceError::Encode(error.to_string());
+    let encode = ServiceError::Encode;
     Ok((
         serde_json::to_string(&record).map_err(encode)?,
         serde_json::to_string(&diagnostics).map_err(encode)?,

@@ -62,7 +62,7 @@ impl ExtractPool {
             .map_err(|_| ServiceError::ShuttingDown)?;
         answer
             .await
-            .map_err(|_| ServiceError::Task("an extraction thread stopped".to_string()))
+            .map_err(|error| ServiceError::task("an extraction thread stopped", error))
     }
 
     /// Stops taking jobs; answers the threads, which end after the jobs

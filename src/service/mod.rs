@@ -10,9 +10,10 @@
 //! published in the background, about once a second or sooner when much
 //! text waits, with the last sequence number as payload; at start-up the
 //! same catch-up indexes every stored Add after that number, so a crash
-//! before a commit loses nothing. Searches, inspection and the Adds
-//! prepared before the writer run on tokio's blocking pool with a read
-//! connection of the service's pool.
+//! before a commit loses nothing. Searches and inspection run on tokio's
+//! blocking pool, the Adds prepared before the writer on the extraction
+//! pool's threads (`extract_pool`), each with a read connection of the
+//! service's pool.
 //!
 //! Architecture invariant: nothing here knows HTTP; no blocking work runs on
 //! an async worker thread.
@@ -41,7 +42,7 @@ use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
 use self::writer::{AddAnswer, AddJob, WriteJob, Writer};
-use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest};
+use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest, SessionId, UserId};
 use crate::index::{IndexError, SearchIndex};
 use crate::ingest;
 use crate::rank;
@@ -81,9 +82,10 @@ pub enum ServiceError {
     #[error("the service is shutting down")]
     ShuttingDown,
     /// Stored durably, but the index could not be updated yet; a retry
-    /// answers once it is searchable.
+    /// answers once it is searchable. The failure is shared by every Add
+    /// of the writer's turn.
     #[error("stored, but not yet searchable: {0}")]
-    NotYetSearchable(String),
+    NotYetSearchable(#[source] Arc<ServiceError>),
     /// The data directory is held by another process.
     #[error("data directory {0} is in use by another precedent process")]
     Locked(PathBuf),
@@ -103,14 +105,34 @@ pub enum ServiceError {
     #[error(transparent)]
     Index(#[from] IndexError),
     /// The store could not write a group of Adds; none of it was stored.
+    /// The failure is shared by every Add of the group.
     #[error("store write failed: {0}")]
-    WriteFailed(String),
+    WriteFailed(#[source] Arc<ServiceError>),
     /// A derived record could not be encoded.
     #[error("cannot encode a session record: {0}")]
-    Encode(String),
-    /// A blocking task panicked or was cancelled.
-    #[error("internal task failed: {0}")]
-    Task(String),
+    Encode(#[source] serde_json::Error),
+    /// A blocking task panicked or was cancelled, a thread could not be
+    /// started or stopped answering.
+    #[error("internal task failed: {what}{}", .source.as_ref().map(|why| format!(": {why}")).unwrap_or_default())]
+    Task {
+        /// What failed.
+        what: &'static str,
+        /// Why, when an error says it.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl ServiceError {
+    /// An internal task failed: `what`, and the error that says why.
+    fn task(
+        what: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> ServiceError {
+        ServiceError::Task {
+            what,
+            source: Some(source.into()),
+        }
+    }
 }
 
 impl From<ReadError> for ServiceError {
@@ -363,7 +385,7 @@ impl Service {
     }
 
     /// Stores an Add and answers once it is durable and searchable. Its
-    /// session's record is derived first, on the blocking pool (Adds of
+    /// session's record is derived first, on the extraction pool (Adds of
     /// different sessions in parallel); the writer only stores it, or sends
     /// the Add back when another Add of the session landed in between.
     pub async fn add(
@@ -425,13 +447,14 @@ impl Service {
         }
         // The last attempt carries no record: the writer derives it and
         // never answers stale.
-        Err(ServiceError::Task(
-            "an add was sent back by the writer without a record".to_string(),
-        ))
+        Err(ServiceError::Task {
+            what: "an add was sent back by the writer without a record",
+            source: None,
+        })
     }
 
     /// Checks an Add against the request log and its session's size limit
-    /// and derives its session's record, on the blocking pool; hands the
+    /// and derives its session's record, on the extraction pool; hands the
     /// request back.
     async fn prepare(
         self: &Arc<Self>,
@@ -481,7 +504,8 @@ impl Service {
 
     /// Deletes everything of a user from store and index; answers what it
     /// removed.
-    pub async fn delete_user(&self, user_id: String) -> Result<store::Deleted, ServiceError> {
+    pub async fn delete_user(&self, user_id: UserId) -> Result<store::Deleted, ServiceError> {
+        let user_id = user_id.to_string();
         self.ask_writer(|reply| WriteJob::DeleteUser { user_id, reply })
             .await
     }
@@ -503,7 +527,7 @@ impl Service {
         let service = Arc::clone(self);
         let read = tokio::task::spawn_blocking(move || work(&service))
             .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?;
+            .map_err(|error| ServiceError::task("a blocking task", error))?;
         Ok(read?)
     }
 
@@ -595,7 +619,7 @@ impl Service {
     /// the sink and where the next page starts.
     pub async fn list_sessions<S>(
         self: &Arc<Self>,
-        user_id: String,
+        user_id: UserId,
         after: Option<store::ListCursor>,
         limit: usize,
         mut sink: S,
@@ -616,8 +640,8 @@ impl Service {
     /// and where the next page starts.
     pub async fn session_messages<S>(
         self: &Arc<Self>,
-        user_id: String,
-        session_id: String,
+        user_id: UserId,
+        session_id: SessionId,
         after: Option<store::ListCursor>,
         limit: usize,
         mut sink: S,
@@ -650,7 +674,7 @@ impl Service {
             .listings
             .acquire()
             .await
-            .map_err(|error| ServiceError::Task(error.to_string()))?;
+            .map_err(|error| ServiceError::task("a listing's turn", error))?;
         self.read_store(read).await
     }
 
@@ -668,8 +692,8 @@ impl Service {
     /// The whole derived record of one session of a user, with provenance.
     pub async fn session_detail(
         self: &Arc<Self>,
-        user_id: String,
-        session_id: String,
+        user_id: UserId,
+        session_id: SessionId,
     ) -> Result<Option<SessionDetail>, ServiceError> {
         self.read_store(move |conn| inspect::session_detail(conn, &user_id, &session_id))
             .await

@@ -67,7 +67,7 @@ impl Rederivation {
                     }
                 }
             })
-            .map_err(|source| ServiceError::Task(format!("cannot start a thread: {source}")))?;
+            .map_err(|source| ServiceError::task("cannot start a thread", source))?;
         Ok(Some(Rederivation { stop, thread }))
     }
 

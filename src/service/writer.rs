@@ -499,11 +499,11 @@ impl Writer {
             Ok(verdicts) => verdicts,
             Err(error) => {
                 tracing::error!(%error, num_adds = adds.len(), "store write failed, nothing stored");
-                let reason = error.to_string();
+                let error = Arc::new(error);
                 for job in adds {
                     let _ = job
                         .reply
-                        .send(Err(ServiceError::WriteFailed(reason.clone())));
+                        .send(Err(ServiceError::WriteFailed(Arc::clone(&error))));
                 }
                 // A commit whose answer was lost (the connection dropped
                 // during COMMIT) may have stored the group after all: the
@@ -540,9 +540,10 @@ impl Writer {
             }
             Err(error) => {
                 tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
+                let error = Arc::new(error);
                 for (_, answer) in &mut admitted.answers {
                     if matches!(answer, Ok(AddAnswer::Done(..))) {
-                        *answer = Err(ServiceError::NotYetSearchable(error.to_string()));
+                        *answer = Err(ServiceError::NotYetSearchable(Arc::clone(&error)));
                     }
                 }
                 self.index_may_hold_unrecorded = true;
@@ -679,11 +680,12 @@ impl Writer {
             }
             Err(error) => {
                 tracing::error!(%error, "index update failed; the store holds the adds and a retry catches up");
+                let error = Arc::new(error);
                 for add in self.sliced.drain(..) {
                     let replies = std::iter::once(add.reply)
                         .chain(add.retries.into_iter().map(|(reply, _)| reply));
                     for reply in replies {
-                        let _ = reply.send(Err(ServiceError::NotYetSearchable(error.to_string())));
+                        let _ = reply.send(Err(ServiceError::NotYetSearchable(Arc::clone(&error))));
                     }
                 }
                 self.index_may_hold_unrecorded = true;

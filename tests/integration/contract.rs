@@ -864,7 +864,12 @@ async fn a_service_opened_with_retention_purges_idle_sessions_at_start_up() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let (sessions, _) = service
-            .list_sessions("u".to_string(), None, 100, Vec::new())
+            .list_sessions(
+                precedent::UserId::new("u").expect("an id"),
+                None,
+                100,
+                Vec::new(),
+            )
             .await
             .expect("sessions");
         if sessions.len() == 1 {

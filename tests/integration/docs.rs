@@ -1,11 +1,14 @@
 //! The documentation against the program: `docs/configuration.md`'s
 //! tables name exactly the flags and environment variables the real
-//! binary's `--help` lists, command by command, and every relative link
-//! of the README and `docs/` leads to a file of the repository.
+//! binary's `--help` lists, command by command, and every variable the
+//! code reads by name; every relative link of the README and `docs/`
+//! leads to a file of the repository.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use syn::visit::{self, Visit};
 
 /// The commands `docs/configuration.md` covers, as typed after `precedent`.
 const COVERED_COMMANDS: &[&str] = &[
@@ -215,9 +218,9 @@ fn a_flag_missing_from_the_table_or_unknown_to_the_command_is_reported() {
     );
 }
 
-#[test]
-fn every_variable_read_outside_the_command_line_is_one_the_code_names() {
-    let mut sources = String::new();
+/// Each Rust source under `src/`, with its path.
+fn sources() -> Vec<(PathBuf, String)> {
+    let mut sources = Vec::new();
     let mut pending = vec![repository().join("src")];
     while let Some(directory) = pending.pop() {
         for entry in std::fs::read_dir(&directory).expect("read src") {
@@ -225,10 +228,17 @@ fn every_variable_read_outside_the_command_line_is_one_the_code_names() {
             if path.is_dir() {
                 pending.push(path);
             } else if path.extension().is_some_and(|extension| extension == "rs") {
-                sources.push_str(&std::fs::read_to_string(&path).expect("read source"));
+                let text = std::fs::read_to_string(&path).expect("read source");
+                sources.push((path, text));
             }
         }
     }
+    sources
+}
+
+#[test]
+fn every_variable_read_outside_the_command_line_is_one_the_code_names() {
+    let sources: String = sources().into_iter().map(|(_, text)| text).collect();
     let rows = table_rows(&configuration_page(), "| environment | default | meaning |");
     assert!(!rows.is_empty());
     for row in rows {
@@ -239,6 +249,154 @@ fn every_variable_read_outside_the_command_line_is_one_the_code_names() {
             );
         }
     }
+}
+
+/// What a source reads of the environment: the names of `std::env::var`
+/// and `var_os` calls, and of `EnvFilter::try_from_env` (`RUST_LOG` for
+/// `try_from_default_env`), written in the call or as a `const` it names;
+/// test code aside.
+#[derive(Default)]
+struct EnvironmentReads {
+    names: BTreeSet<String>,
+    /// Constants named in such a call, and every `const` of a string.
+    named: BTreeSet<String>,
+    constants: BTreeMap<String, String>,
+}
+
+fn is_test_code(attributes: &[syn::Attribute]) -> bool {
+    attributes.iter().any(|attribute| {
+        attribute.path().is_ident("cfg")
+            && attribute
+                .parse_args::<syn::Ident>()
+                .is_ok_and(|ident| ident == "test")
+    })
+}
+
+fn string_literal(expression: &syn::Expr) -> Option<String> {
+    match expression {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(text),
+            ..
+        }) => Some(text.value()),
+        _ => None,
+    }
+}
+
+impl<'ast> Visit<'ast> for EnvironmentReads {
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        if !is_test_code(&item.attrs) {
+            visit::visit_item_mod(self, item);
+        }
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if !is_test_code(&item.attrs) {
+            visit::visit_item_fn(self, item);
+        }
+    }
+
+    fn visit_item_const(&mut self, item: &'ast syn::ItemConst) {
+        if let Some(text) = string_literal(&item.expr) {
+            self.constants.insert(item.ident.to_string(), text);
+        }
+        visit::visit_item_const(self, item);
+    }
+
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(function) = call.func.as_ref() {
+            let segments: Vec<String> = function
+                .path
+                .segments
+                .iter()
+                .map(|segment| segment.ident.to_string())
+                .collect();
+            let reads = match segments.as_slice() {
+                [.., owner, name] if owner == "env" => name == "var" || name == "var_os",
+                [.., owner, name] if owner == "EnvFilter" => {
+                    if name == "try_from_default_env" {
+                        self.names.insert("RUST_LOG".to_string());
+                    }
+                    name == "try_from_env"
+                }
+                _ => false,
+            };
+            match call.args.first() {
+                Some(argument) if reads => {
+                    if let Some(name) = string_literal(argument) {
+                        self.names.insert(name);
+                    } else if let syn::Expr::Path(constant) = argument
+                        && let Some(ident) = constant.path.get_ident()
+                    {
+                        self.named.insert(ident.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        visit::visit_expr_call(self, call);
+    }
+}
+
+/// The environment variables the product's code reads by name (a test's
+/// own, in `tests.rs` files and `#[cfg(test)]` code, aside). A name passed
+/// through a parameter is not seen.
+fn variables_read(sources: &[(PathBuf, String)]) -> BTreeSet<String> {
+    let mut reads = EnvironmentReads::default();
+    for (path, text) in sources {
+        if path.file_name().is_some_and(|name| name == "tests.rs") {
+            continue;
+        }
+        let file = syn::parse_file(text).expect("the source parses");
+        reads.visit_file(&file);
+    }
+    let mut names = reads.names;
+    for constant in &reads.named {
+        // A name that is no constant is a variable or parameter: unseen.
+        if let Some(name) = reads.constants.get(constant) {
+            names.insert(name.clone());
+        }
+    }
+    names
+}
+
+/// The variables of `read` that no environment cell of `page`'s tables
+/// names: a flag's variable, or a row of the environment-only table.
+fn undocumented(read: &BTreeSet<String>, page: &str) -> Vec<String> {
+    let flags = table_rows(
+        page,
+        "| flag | environment | commands | default | meaning |",
+    );
+    let environment = table_rows(page, "| environment | default | meaning |");
+    let named: BTreeSet<String> = flags
+        .iter()
+        .filter_map(|row| row.get(1))
+        .chain(environment.iter().filter_map(|row| row.first()))
+        .flat_map(|cell| code_words(cell, ""))
+        .collect();
+    read.iter()
+        .filter(|variable| !named.contains(*variable))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn every_variable_the_code_reads_is_on_the_configuration_page() {
+    let read = variables_read(&sources());
+    for expected in ["PRECEDENT_IDLE_EXIT", "PRECEDENT_LOG", "RUST_LOG", "HOME"] {
+        assert!(read.contains(expected), "{expected} not seen in {read:?}");
+    }
+    let page = configuration_page();
+    assert_eq!(
+        undocumented(&read, &page),
+        Vec::<String>::new(),
+        "read by the code, missing from docs/configuration.md"
+    );
+    let idle_exit = page
+        .lines()
+        .find(|line| line.starts_with("| `PRECEDENT_IDLE_EXIT`"))
+        .expect("the PRECEDENT_IDLE_EXIT row");
+    let without = page.replace(&format!("{idle_exit}\n"), "");
+    assert_eq!(undocumented(&read, &without), ["PRECEDENT_IDLE_EXIT"]);
 }
 
 /// The relative links (`](target)`) of a Markdown text, anchors cut.

@@ -341,3 +341,68 @@ fn precedent_inspect_reads_a_store_that_a_server_holds() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_bad_id_on_the_inspection_and_deletion_routes_is_refused_and_changes_nothing() {
+    let app = TestApp::new();
+    let body = add_body("r", "owner", "kept", &["owner's task about kiwis"]);
+    let (status, _) = app.add(&body).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, sessions_before) = app
+        .call("GET", "/v1/sessions?user_id=owner", None, &[])
+        .await;
+    let (_, users_before) = app.call("GET", "/v1/users", None, &[]).await;
+
+    // One byte past the contract's longest id (docs/api.md).
+    let long = "i".repeat(4097);
+    let refused = [
+        ("GET", format!("/v1/sessions?user_id={long}"), "user_id"),
+        (
+            "GET",
+            format!("/v1/sessions/kept?user_id={long}"),
+            "user_id",
+        ),
+        (
+            "GET",
+            format!("/v1/sessions/{long}?user_id=owner"),
+            "session_id",
+        ),
+        (
+            "GET",
+            format!("/v1/messages?user_id={long}&session_id=kept"),
+            "user_id",
+        ),
+        (
+            "GET",
+            format!("/v1/messages?user_id=owner&session_id={long}"),
+            "session_id",
+        ),
+        (
+            "GET",
+            "/v1/messages?user_id=owner&session_id=".to_string(),
+            "session_id",
+        ),
+        ("DELETE", format!("/v1/users/{long}"), "user_id"),
+    ];
+    for (method, path, field) in refused {
+        let (status, answer) = app.call(method, &path, None, &[]).await;
+        let shown = &path[..path.len().min(60)];
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{method} {shown}");
+        assert_eq!(
+            answer["detail"]["errors"][0]["field"], field,
+            "{method} {shown}"
+        );
+        assert!(
+            reason(&answer).contains(field),
+            "{method} {shown}: {answer}"
+        );
+    }
+
+    let (_, sessions_after) = app
+        .call("GET", "/v1/sessions?user_id=owner", None, &[])
+        .await;
+    let (_, users_after) = app.call("GET", "/v1/users", None, &[]).await;
+    assert_eq!(sessions_after, sessions_before);
+    assert_eq!(users_after, users_before);
+    assert_eq!(sessions_after["data"][0]["session_id"], "kept");
+}
