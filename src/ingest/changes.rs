@@ -232,9 +232,9 @@ impl SessionBuilder {
             let file_text = text.get(file.start..file.end).unwrap_or("");
             if Language::from_path(path) == Some(Language::C) && symbols::looks_like_cpp(file_text)
             {
-                self.vote(Language::Cpp, 5);
+                self.languages.vote(Language::Cpp, 5);
             } else {
-                self.vote_language(path, 5);
+                self.languages.vote_path(path, 5);
             }
             let header = format!(
                 "--- {}\n+++ {}\n",
@@ -248,7 +248,7 @@ impl SessionBuilder {
             for hunk in &file.hunks {
                 let hunk_text = text.get(hunk.start..hunk.end).unwrap_or("");
                 let key = format!("{path}\u{0}{hunk_text}");
-                if !self.fix_keys.insert(key) {
+                if !self.evidence.fix_keys.insert(key) {
                     // Seen before (the same hunk shown again): nothing new.
                     continue;
                 }
@@ -273,7 +273,7 @@ impl SessionBuilder {
                 }
                 let (byte_start, byte_end) = raw_range(hunk.start, hunk.end);
                 let full_text = format!("{header}{hunk_text}");
-                self.fix_evidence.push(Evidence {
+                self.evidence.fix.push(Evidence {
                     kind: EvidenceKind::Fix,
                     text: head_and_tail(&full_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
                     message_index,

@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 
 use super::{
-    Diagnostic, MAX_FILES_CHANGED, MAX_SYMBOLS_REFERENCED, MAX_TESTS_PER_STATUS, SessionBuilder,
-    SessionRecord, TestStatus, TestsRecord, UniqueList, outcome, scratch, select_evidence,
+    Diagnostic, MAX_FILES_CHANGED, MAX_SYMBOLS_REFERENCED, SessionBuilder, SessionRecord,
+    UniqueList, outcome, scratch,
 };
 
 impl SessionBuilder {
@@ -136,7 +136,8 @@ impl SessionBuilder {
             .values()
             .flatten()
             .chain(
-                self.fix_evidence
+                self.evidence
+                    .fix
                     .iter()
                     .filter_map(|evidence| evidence.file.as_ref()),
             )
@@ -195,7 +196,7 @@ impl SessionBuilder {
                 }
             }
         }
-        for evidence in &mut self.fix_evidence {
+        for evidence in &mut self.evidence.fix {
             if let Some(inside) = evidence.file.as_deref().and_then(relative) {
                 evidence.file = Some(inside);
                 for side in ["a", "b"] {
@@ -210,7 +211,8 @@ impl SessionBuilder {
         outside.sort();
         for path in &outside {
             let message_index = self
-                .fix_evidence
+                .evidence
+                .fix
                 .iter()
                 .find(|evidence| evidence.file.as_deref() == Some(path.as_str()))
                 .map_or(0, |evidence| evidence.message_index);
@@ -238,7 +240,7 @@ impl SessionBuilder {
                 .get(symbol)
                 .is_none_or(|files| files.iter().any(|file| !scratch.contains(file)))
         });
-        self.fix_evidence.retain(|evidence| {
+        self.evidence.fix.retain(|evidence| {
             evidence
                 .file
                 .as_ref()
@@ -314,12 +316,8 @@ impl SessionBuilder {
     /// run on the end state and it is unknown. Called once scratch and
     /// refused files are dropped (their edits do not count).
     fn tests_passed_at_end(&self) -> Option<bool> {
-        let run_at = self.last_test_run_at?;
-        let last_edit_at = self.last_edit_at.values().copied().max();
-        if last_edit_at.is_some_and(|edit_at| edit_at > run_at) {
-            return None;
-        }
-        self.last_test_run
+        self.tests
+            .passed_at_end(self.last_edit_at.values().copied().max())
     }
 
     pub(super) fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
@@ -345,27 +343,9 @@ impl SessionBuilder {
             }
         }
 
-        let mut tests: Vec<(String, (usize, TestStatus))> = self.test_status.drain().collect();
-        tests.sort_by_key(|(_, (order, _))| *order);
-        let mut record_tests = TestsRecord {
-            last_run: self.last_run_counts,
-            ..TestsRecord::default()
-        };
-        for (test_id, (_, status)) in tests {
-            let list = match status {
-                TestStatus::Passed => &mut record_tests.passing,
-                TestStatus::Failed => &mut record_tests.failing,
-            };
-            if list.len() < MAX_TESTS_PER_STATUS {
-                list.push(test_id);
-            }
-        }
+        let record_tests = self.tests.take_record();
 
-        let language = self
-            .language_votes
-            .iter()
-            .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
-            .map(|(language, _)| *language);
+        let language = self.languages.winner();
 
         // Edits no observation answered stand (as the tracker takes them).
         self.settle_edits(false);
@@ -401,12 +381,7 @@ impl SessionBuilder {
             ended_in_error: self.last_message_has_error || self.last_message_failed_command,
         });
 
-        let evidence = select_evidence(
-            self.task_evidence,
-            self.fix_evidence,
-            self.error_evidence,
-            self.step_evidence,
-        );
+        let evidence = self.evidence.select();
 
         let kept_files: HashSet<&String> = self.files_changed.values.iter().collect();
         let file_blobs = self

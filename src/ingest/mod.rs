@@ -30,6 +30,8 @@ pub mod edits;
 mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
 pub mod incremental;
+/// The builder's ledgers: evidence, tests, language votes.
+mod ledgers;
 /// Type-checker and linter diagnostics as error records.
 pub mod lint;
 /// Paths, test ids, identifiers and code views mentioned in text.
@@ -62,12 +64,12 @@ use crate::domain::Role;
 use crate::language::{Grammar, Language};
 
 pub use self::clock::Clock;
+use self::ledgers::{EvidenceLedger, LanguageVotes, TestLedger};
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
     TestCounts, TestsRecord,
 };
-use self::testrun::TestStatus;
 use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 
 /// The version of extraction: bump it with any change that changes the
@@ -235,11 +237,7 @@ struct SessionBuilder {
     referenced_from_code: UniqueList,
     errors: Vec<ErrorRecord>,
     error_keys: HashSet<String>,
-    test_status: HashMap<String, (usize, TestStatus)>,
-    test_order: usize,
-    last_test_run: Option<bool>,
-    /// The message that showed the last test run.
-    last_test_run_at: Option<usize>,
+    tests: TestLedger,
     /// Per file edit operations changed, the last agent message whose edit
     /// changed it (an edit the tool refused does not count; a diff written
     /// out shows changes, it does not make them).
@@ -251,14 +249,8 @@ struct SessionBuilder {
     commands: Vec<CommandRecord>,
     /// (command index, step evidence index) of the previous agent message's last command.
     pending_command: Option<(usize, Option<usize>)>,
-    task_evidence: Vec<Evidence>,
-    fix_evidence: Vec<Evidence>,
-    fix_keys: HashSet<String>,
-    error_evidence: Vec<Evidence>,
-    step_evidence: Vec<Evidence>,
-    language_votes: HashMap<Language, (usize, usize)>,
-    language_mentions: usize,
-    vote_order: usize,
+    evidence: EvidenceLedger,
+    languages: LanguageVotes,
     snippet_bytes_scanned: usize,
     /// Tree-sitter allowance for diff hunks.
     hunk_parse_budget: symbols::ParseBudget,
@@ -296,8 +288,6 @@ struct SessionBuilder {
     /// Replacements of the last agent message whose diff named no changed
     /// definition (the file's text unknown around them): path, old, new.
     blind_replacements: Vec<(String, String, String)>,
-    /// The counts of the last test run's summary line.
-    last_run_counts: Option<TestCounts>,
     /// Commands whose answer gave no exit code and was not marked failed.
     unmarked_answers: Vec<usize>,
     /// The session's tools mark a failed result (Claude Code's `is_error`,
@@ -333,20 +323,6 @@ impl SessionBuilder {
                 message,
             });
         }
-    }
-
-    /// Votes for the language of `path`, if it is code.
-    fn vote_language(&mut self, path: &str, weight: usize) {
-        if let Some(language) = Language::from_path(path) {
-            self.vote(language, weight);
-        }
-    }
-
-    fn vote(&mut self, language: Language, weight: usize) {
-        self.vote_order += 1;
-        let order = self.vote_order;
-        let entry = self.language_votes.entry(language).or_insert((0, order));
-        entry.0 += weight;
     }
 
     fn add_message(&mut self, messages: &[IngestMessage<'_>], position: usize, is_task: bool) {
@@ -408,7 +384,7 @@ impl SessionBuilder {
             message_has_error |=
                 self.add_errors(message_index, content, view, !is_agent && !is_task);
             if !is_task {
-                self.add_tests(message_index, view);
+                self.tests.add(message_index, view);
             }
             if !is_agent && !is_task {
                 self.add_code_snippets(view);
@@ -438,15 +414,7 @@ impl SessionBuilder {
             }
         }
 
-        if self.language_mentions < MAX_LANGUAGE_MENTIONS {
-            for path in mentions::file_paths(content) {
-                if self.language_mentions >= MAX_LANGUAGE_MENTIONS {
-                    break;
-                }
-                self.language_mentions += 1;
-                self.vote_language(&path, 1);
-            }
-        }
+        self.languages.vote_mentions(content);
         self.last_message_has_error = message_has_error;
         if is_agent {
             self.last_message_failed_command = false;
@@ -486,7 +454,7 @@ impl SessionBuilder {
             .into_iter()
             .take(MAX_SYMBOLS_PER_EVIDENCE)
             .collect();
-        self.task_evidence.push(Evidence {
+        self.evidence.task.push(Evidence {
             kind: EvidenceKind::Task,
             text: task.to_string(),
             message_index: message.index,
@@ -518,7 +486,7 @@ impl SessionBuilder {
             self.unmarked_answers.push(command_index);
         }
         self.last_message_failed_command = exit_code.is_some_and(|code| code != 0);
-        if let Some(evidence) = evidence_index.and_then(|index| self.step_evidence.get_mut(index)) {
+        if let Some(evidence) = evidence_index.and_then(|index| self.evidence.step.get_mut(index)) {
             let output = head_and_tail(message.content.trim(), MAX_STEP_OUTPUT_BYTES);
             evidence.text.push('\n');
             evidence.text.push_str(&output);
@@ -531,8 +499,8 @@ impl SessionBuilder {
             if self.commands.len() >= MAX_COMMANDS {
                 break;
             }
-            let step_index = self.step_evidence.len();
-            self.step_evidence.push(Evidence {
+            let step_index = self.evidence.step.len();
+            self.evidence.step.push(Evidence {
                 kind: EvidenceKind::Step,
                 text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),
                 message_index,
@@ -617,7 +585,7 @@ impl SessionBuilder {
                 .rev()
                 .find(|frame| !frame.file.is_empty())
                 .map(|frame| frame.file.clone());
-            self.error_evidence.push(Evidence {
+            self.evidence.error.push(Evidence {
                 kind: EvidenceKind::Error,
                 text: head_and_tail(error_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
                 message_index,
@@ -631,30 +599,6 @@ impl SessionBuilder {
         any
     }
 
-    fn add_tests(&mut self, message_index: usize, view: &TextView<'_>) {
-        let observations = testrun::parse_test_observations(&view.text);
-        for result in observations.results {
-            self.test_order += 1;
-            self.test_status
-                .insert(result.test_id, (self.test_order, result.status));
-        }
-        if let Some(run) = observations.runs.last() {
-            self.last_test_run = Some(run.passed);
-            self.last_test_run_at = Some(message_index);
-            let line = view.text.get(run.offset..run.end).unwrap_or("");
-            let next = view
-                .text
-                .get(run.end..)
-                .unwrap_or("")
-                .trim_start_matches(['\r', '\n'])
-                .lines()
-                .next()
-                .unwrap_or("");
-            self.last_run_counts = testrun::run_counts(line, next)
-                .map(|(passed, failed)| TestCounts { passed, failed });
-        }
-    }
-
     fn add_code_snippets(&mut self, view: &TextView<'_>) {
         if self.referenced_from_code.values.len() >= MAX_SYMBOLS_REFERENCED
             || self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES
@@ -664,7 +608,7 @@ impl SessionBuilder {
         for snippet in mentions::code_snippets(&view.text) {
             self.snippet_bytes_scanned += snippet.code.len();
             if let Some(path) = &snippet.path {
-                self.vote_language(path, 1);
+                self.languages.vote_path(path, 1);
             }
             let names = symbols::code_definitions(
                 snippet.grammar,
@@ -712,37 +656,6 @@ fn preferred_path(paths: Vec<String>) -> Option<String> {
         .find(is_project)
         .cloned()
         .or_else(|| paths.into_iter().next())
-}
-
-/// Keeps the task, the latest fixes, the first errors and the latest steps
-/// within [`MAX_EVIDENCE`], in message order.
-fn select_evidence(
-    task: Vec<Evidence>,
-    mut fixes: Vec<Evidence>,
-    mut errors: Vec<Evidence>,
-    mut steps: Vec<Evidence>,
-) -> Vec<Evidence> {
-    let mut selected = task;
-    if fixes.len() > MAX_FIX_EVIDENCE {
-        fixes.drain(..fixes.len() - MAX_FIX_EVIDENCE);
-    }
-    errors.truncate(MAX_ERROR_EVIDENCE);
-    selected.extend(fixes);
-    selected.extend(errors);
-    let room = MAX_EVIDENCE.saturating_sub(selected.len());
-    if steps.len() > room {
-        steps.drain(..steps.len() - room);
-    }
-    selected.extend(steps);
-    selected.truncate(MAX_EVIDENCE);
-    selected.sort_by_key(|evidence| (evidence.message_index, evidence.byte_start));
-    for evidence in &mut selected {
-        if evidence.text.len() > MAX_EVIDENCE_TEXT_BYTES * 2 {
-            evidence.text =
-                truncate_to_bytes(&evidence.text, MAX_EVIDENCE_TEXT_BYTES * 2).to_string();
-        }
-    }
-    selected
 }
 
 #[cfg(test)]
