@@ -14,7 +14,8 @@
 //! Finding the files, reading and writing them, is the caller's; this
 //! module works on text.
 
-use super::settings::{self, Kind, Node, SettingsError};
+use super::jsonc::{self, Kind, Node};
+use super::settings::{self, SettingsError};
 
 /// The name precedent's server is registered under.
 pub const SERVER_NAME: &str = "precedent";
@@ -76,21 +77,21 @@ pub fn register_json(
     server: &McpServer,
 ) -> Result<RegisterOutcome, SettingsError> {
     let text = original.unwrap_or("");
-    if text.trim_start_matches(settings::BOM).trim().is_empty() {
+    if text.trim_start_matches(jsonc::BOM).trim().is_empty() {
         let unit = "  ";
         let entry = json_entry(server, &format!("{unit}{unit}"), unit);
         return Ok(RegisterOutcome::Changed(format!(
             "{text}{{\n{unit}\"mcpServers\": {{\n{unit}{unit}\"{SERVER_NAME}\": {entry}\n{unit}}}\n}}\n"
         )));
     }
-    let root = settings::parse(text)?;
+    let root = jsonc::parse(text)?;
     let Kind::Object(members) = &root.kind else {
         return Err(SettingsError::Shape(
             "the configuration is not a JSON object".to_string(),
         ));
     };
     let unit = settings::indent_unit(text);
-    let (position, insert) = match settings::member(members, "mcpServers") {
+    let (position, insert) = match jsonc::member(members, "mcpServers") {
         None => {
             let indent = format!("{}{unit}", settings::line_indent(text, root.start));
             let inner = format!("{indent}{unit}");
@@ -107,7 +108,7 @@ pub fn register_json(
                     "\"mcpServers\" is not a JSON object".to_string(),
                 ));
             };
-            if let Some(existing) = settings::member(entries, SERVER_NAME) {
+            if let Some(existing) = jsonc::member(entries, SERVER_NAME) {
                 let (command, args) = json_command(existing);
                 return Ok(if command == server.command && args == server.args {
                     RegisterOutcome::AlreadyRegistered
@@ -129,7 +130,7 @@ pub fn register_json(
     result.push_str(&insert);
     result.push_str(&text[position..]);
     // What is written must read back with the entry in it.
-    let check = settings::parse(&result)?;
+    let check = jsonc::parse(&result)?;
     if json_server(&check).is_none() {
         return Err(SettingsError::Shape(
             "the MCP server entry did not read back".to_string(),
@@ -141,14 +142,14 @@ pub fn register_json(
 /// Removes precedent's entry from `mcpServers` of Claude Code's
 /// configuration text.
 pub fn unregister_json(current: &str) -> Result<UnregisterOutcome, SettingsError> {
-    if current.trim_start_matches(settings::BOM).trim().is_empty() {
+    if current.trim_start_matches(jsonc::BOM).trim().is_empty() {
         return Ok(UnregisterOutcome::NothingToRemove);
     }
-    let root = settings::parse(current)?;
+    let root = jsonc::parse(current)?;
     let Kind::Object(members) = &root.kind else {
         return Ok(UnregisterOutcome::NothingToRemove);
     };
-    let Some(servers) = settings::member(members, "mcpServers") else {
+    let Some(servers) = jsonc::member(members, "mcpServers") else {
         return Ok(UnregisterOutcome::NothingToRemove);
     };
     let Kind::Object(entries) = &servers.kind else {
@@ -193,10 +194,10 @@ fn json_server(root: &Node) -> Option<&Node> {
     let Kind::Object(members) = &root.kind else {
         return None;
     };
-    let Kind::Object(entries) = &settings::member(members, "mcpServers")?.kind else {
+    let Kind::Object(entries) = &jsonc::member(members, "mcpServers")?.kind else {
         return None;
     };
-    settings::member(entries, SERVER_NAME)
+    jsonc::member(entries, SERVER_NAME)
 }
 
 /// An entry's `command` and `args` (empty when absent or not strings).
@@ -204,14 +205,14 @@ fn json_command(entry: &Node) -> (String, Vec<String>) {
     let Kind::Object(fields) = &entry.kind else {
         return (String::new(), Vec::new());
     };
-    let command = match settings::member(fields, "command") {
+    let command = match jsonc::member(fields, "command") {
         Some(Node {
             kind: Kind::String(command),
             ..
         }) => command.clone(),
         _ => String::new(),
     };
-    let args = match settings::member(fields, "args") {
+    let args = match jsonc::member(fields, "args") {
         Some(Node {
             kind: Kind::Array(items),
             ..

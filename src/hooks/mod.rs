@@ -15,6 +15,7 @@
 //! that blocks the agent; the answer is either the agent's JSON or
 //! nothing.
 
+mod jsonc;
 pub mod mcp_config;
 pub mod settings;
 

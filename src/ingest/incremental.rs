@@ -7,7 +7,7 @@
 //! (a property test holds them equal byte for byte over the dev sessions
 //! cut at random chunk boundaries). Keeping states is left to the caller.
 
-use super::{Clock, Diagnostic, IngestMessage, MAX_FIX_EVIDENCE, SessionBuilder, SessionRecord};
+use super::{Clock, Diagnostic, IngestMessage, SessionBuilder, SessionRecord};
 use crate::domain::Role;
 
 /// The extraction state of one session, after its first
@@ -65,10 +65,7 @@ impl SessionExtractor {
         }
         // Only the latest fixes are ever selected: older ones need not be
         // kept (the keys of the hunks seen are).
-        let fixes = &mut self.builder.fix_evidence;
-        if fixes.len() > MAX_FIX_EVIDENCE {
-            fixes.drain(..fixes.len() - MAX_FIX_EVIDENCE);
-        }
+        self.builder.evidence.keep_latest_fixes();
     }
 
     /// The record of the messages read so far, and its diagnostics.
@@ -81,12 +78,12 @@ impl SessionExtractor {
     pub fn approx_bytes(&self) -> usize {
         const OVERHEAD_BYTES: usize = 16 * 1024;
         let builder = &self.builder;
-        let keys: usize = builder.fix_keys.iter().map(String::len).sum();
+        let keys: usize = builder.evidence.fix_keys.iter().map(String::len).sum();
         let evidence: usize = [
-            &builder.task_evidence,
-            &builder.fix_evidence,
-            &builder.error_evidence,
-            &builder.step_evidence,
+            &builder.evidence.task,
+            &builder.evidence.fix,
+            &builder.evidence.error,
+            &builder.evidence.step,
         ]
         .iter()
         .flat_map(|list| list.iter())

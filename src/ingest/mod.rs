@@ -16,6 +16,8 @@
 //! operations rendered as diffs), [`lint`] (type-checker and linter
 //! diagnostics), [`task`] (the issue inside a prompt wrapper).
 
+/// What a session changed: the builder's reading of diffs and edits.
+mod changes;
 /// The clock extraction's time limits read, passed in by the caller.
 mod clock;
 /// Commands the agent ran and the exit codes observations report.
@@ -24,8 +26,12 @@ pub mod command;
 pub mod diff;
 /// Edit operations (editor tools, SEARCH/REPLACE, apply_patch) as diffs.
 pub mod edits;
+/// What the record keeps at the end of the session.
+mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
 pub mod incremental;
+/// The builder's ledgers: evidence, tests, language votes.
+mod ledgers;
 /// Type-checker and linter diagnostics as error records.
 pub mod lint;
 /// Paths, test ids, identifiers and code views mentioned in text.
@@ -58,12 +64,12 @@ use crate::domain::Role;
 use crate::language::{Grammar, Language};
 
 pub use self::clock::Clock;
+use self::ledgers::{EvidenceLedger, LanguageVotes, TestLedger};
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
     TestCounts, TestsRecord,
 };
-use self::testrun::TestStatus;
 use self::text::{TextView, head_and_tail, truncate_to_bytes, truncate_to_chars};
 
 /// The version of extraction: bump it with any change that changes the
@@ -231,11 +237,7 @@ struct SessionBuilder {
     referenced_from_code: UniqueList,
     errors: Vec<ErrorRecord>,
     error_keys: HashSet<String>,
-    test_status: HashMap<String, (usize, TestStatus)>,
-    test_order: usize,
-    last_test_run: Option<bool>,
-    /// The message that showed the last test run.
-    last_test_run_at: Option<usize>,
+    tests: TestLedger,
     /// Per file edit operations changed, the last agent message whose edit
     /// changed it (an edit the tool refused does not count; a diff written
     /// out shows changes, it does not make them).
@@ -247,14 +249,8 @@ struct SessionBuilder {
     commands: Vec<CommandRecord>,
     /// (command index, step evidence index) of the previous agent message's last command.
     pending_command: Option<(usize, Option<usize>)>,
-    task_evidence: Vec<Evidence>,
-    fix_evidence: Vec<Evidence>,
-    fix_keys: HashSet<String>,
-    error_evidence: Vec<Evidence>,
-    step_evidence: Vec<Evidence>,
-    language_votes: HashMap<Language, (usize, usize)>,
-    language_mentions: usize,
-    vote_order: usize,
+    evidence: EvidenceLedger,
+    languages: LanguageVotes,
     snippet_bytes_scanned: usize,
     /// Tree-sitter allowance for diff hunks.
     hunk_parse_budget: symbols::ParseBudget,
@@ -292,8 +288,6 @@ struct SessionBuilder {
     /// Replacements of the last agent message whose diff named no changed
     /// definition (the file's text unknown around them): path, old, new.
     blind_replacements: Vec<(String, String, String)>,
-    /// The counts of the last test run's summary line.
-    last_run_counts: Option<TestCounts>,
     /// Commands whose answer gave no exit code and was not marked failed.
     unmarked_answers: Vec<usize>,
     /// The session's tools mark a failed result (Claude Code's `is_error`,
@@ -329,20 +323,6 @@ impl SessionBuilder {
                 message,
             });
         }
-    }
-
-    /// Votes for the language of `path`, if it is code.
-    fn vote_language(&mut self, path: &str, weight: usize) {
-        if let Some(language) = Language::from_path(path) {
-            self.vote(language, weight);
-        }
-    }
-
-    fn vote(&mut self, language: Language, weight: usize) {
-        self.vote_order += 1;
-        let order = self.vote_order;
-        let entry = self.language_votes.entry(language).or_insert((0, order));
-        entry.0 += weight;
     }
 
     fn add_message(&mut self, messages: &[IngestMessage<'_>], position: usize, is_task: bool) {
@@ -404,7 +384,7 @@ impl SessionBuilder {
             message_has_error |=
                 self.add_errors(message_index, content, view, !is_agent && !is_task);
             if !is_task {
-                self.add_tests(message_index, view);
+                self.tests.add(message_index, view);
             }
             if !is_agent && !is_task {
                 self.add_code_snippets(view);
@@ -434,15 +414,7 @@ impl SessionBuilder {
             }
         }
 
-        if self.language_mentions < MAX_LANGUAGE_MENTIONS {
-            for path in mentions::file_paths(content) {
-                if self.language_mentions >= MAX_LANGUAGE_MENTIONS {
-                    break;
-                }
-                self.language_mentions += 1;
-                self.vote_language(&path, 1);
-            }
-        }
+        self.languages.vote_mentions(content);
         self.last_message_has_error = message_has_error;
         if is_agent {
             self.last_message_failed_command = false;
@@ -482,7 +454,7 @@ impl SessionBuilder {
             .into_iter()
             .take(MAX_SYMBOLS_PER_EVIDENCE)
             .collect();
-        self.task_evidence.push(Evidence {
+        self.evidence.task.push(Evidence {
             kind: EvidenceKind::Task,
             text: task.to_string(),
             message_index: message.index,
@@ -514,7 +486,7 @@ impl SessionBuilder {
             self.unmarked_answers.push(command_index);
         }
         self.last_message_failed_command = exit_code.is_some_and(|code| code != 0);
-        if let Some(evidence) = evidence_index.and_then(|index| self.step_evidence.get_mut(index)) {
+        if let Some(evidence) = evidence_index.and_then(|index| self.evidence.step.get_mut(index)) {
             let output = head_and_tail(message.content.trim(), MAX_STEP_OUTPUT_BYTES);
             evidence.text.push('\n');
             evidence.text.push_str(&output);
@@ -527,8 +499,8 @@ impl SessionBuilder {
             if self.commands.len() >= MAX_COMMANDS {
                 break;
             }
-            let step_index = self.step_evidence.len();
-            self.step_evidence.push(Evidence {
+            let step_index = self.evidence.step.len();
+            self.evidence.step.push(Evidence {
                 kind: EvidenceKind::Step,
                 text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),
                 message_index,
@@ -546,162 +518,6 @@ impl SessionBuilder {
         }
     }
 
-    /// Returns whether the view had at least one file diff.
-    fn add_diffs(&mut self, message_index: usize, content: &str, view: &TextView<'_>) -> bool {
-        let paths = self.add_diff_text(message_index, &view.text, true, &|start, end| {
-            view.raw_range(content, start, end)
-        });
-        self.edits.diff_seen(&paths);
-        self.files_from_written_diffs.extend(paths.iter().cloned());
-        self.message_written_diff_files
-            .extend(paths.iter().cloned());
-        !paths.is_empty()
-    }
-
-    /// The edits of an agent message (editor tool calls, SEARCH/REPLACE
-    /// blocks, patches) rendered as diffs and read like any diff; returns
-    /// whether there was one.
-    fn add_edits(
-        &mut self,
-        message_index: usize,
-        content: &str,
-        calls: &[toolcall::ToolCall],
-    ) -> bool {
-        let commands: Vec<String> = self
-            .commands
-            .iter()
-            .rev()
-            .take_while(|command| command.message_index == message_index)
-            .map(|command| command.command.clone())
-            .collect();
-        let mut problems = Vec::new();
-        let rendered = self
-            .edits
-            .agent_message(content, calls, &commands, &mut problems);
-        for problem in problems {
-            self.diagnose(message_index, problem);
-        }
-        let mut any = false;
-        let mut edited = Vec::new();
-        self.blind_replacements.clear();
-        for (edit, result) in rendered {
-            let symbols_before = self.symbols_changed.values.len();
-            let range = (
-                text::floor_char_boundary(content, edit.start),
-                text::ceil_char_boundary(content, edit.end.max(edit.start)),
-            );
-            let paths = self.add_diff_text(message_index, &result.diff, false, &|_, _| range);
-            any |= !paths.is_empty();
-            for path in &paths {
-                if self.edits.is_outside(path) && self.outside_files.insert(path.clone()) {
-                    let root = self.edits.root().unwrap_or("").to_string();
-                    self.diagnose(
-                        message_index,
-                        format!(
-                            "{path} is outside the repository root {root}: not the repository's"
-                        ),
-                    );
-                }
-            }
-            if self.symbols_changed.values.len() == symbols_before
-                && let edits::EditOp::Replace { old, new, .. } = &edit.op
-                && self.blind_replacements.len() < 16
-            {
-                self.blind_replacements
-                    .push((result.path.clone(), old.clone(), new.clone()));
-            }
-            edited.extend(paths.iter().cloned());
-            self.files_from_edits.extend(paths);
-        }
-        if !edited.is_empty() {
-            self.unsettled_edits = Some((message_index, edited));
-        }
-        any
-    }
-
-    /// The tool's verdict on the last agent message's edits: applied ones
-    /// are the files' latest edits.
-    fn settle_edits(&mut self, refused: bool) {
-        let Some((message_index, paths)) = self.unsettled_edits.take() else {
-            return;
-        };
-        if !refused {
-            for path in paths {
-                self.note_edit(path, message_index);
-            }
-        }
-    }
-
-    /// Claude Code answers an Edit with the edited region, numbered (`cat
-    /// -n` of a snippet): the replacement's lines in it, with the lines
-    /// around them as context, make a hunk whose enclosing definitions
-    /// tree-sitter finds, when the edit's own diff knew no context.
-    fn definitions_from_edit_snippet(&mut self, content: &str) {
-        if self.blind_replacements.is_empty()
-            || !content.contains("`cat -n` on a snippet of the edited file")
-        {
-            return;
-        }
-        let lines = edits::numbered_lines(content);
-        if lines.is_empty() {
-            return;
-        }
-        for (path, old, new) in std::mem::take(&mut self.blind_replacements) {
-            let new_lines: Vec<&str> = new.lines().collect();
-            let Some(first) = new_lines.iter().find(|line| !line.trim().is_empty()) else {
-                continue;
-            };
-            let Some(at) = lines.iter().position(|(_, text)| text == first) else {
-                continue;
-            };
-            let lead = new_lines.iter().take_while(|line| *line != first).count();
-            let Some(start) = at.checked_sub(lead) else {
-                continue;
-            };
-            let end = (start + new_lines.len()).min(lines.len());
-            let mut hunk = String::new();
-            for (_, text) in lines.get(..start).unwrap_or(&[]) {
-                hunk.push_str(&format!(" {text}\n"));
-            }
-            for line in old.lines() {
-                hunk.push_str(&format!("-{line}\n"));
-            }
-            for line in &new_lines {
-                hunk.push_str(&format!("+{line}\n"));
-            }
-            for (_, text) in lines.get(end..).unwrap_or(&[]) {
-                hunk.push_str(&format!(" {text}\n"));
-            }
-            let first_number = lines.first().map_or(1, |(number, _)| *number);
-            let old_count = start + old.lines().count() + lines.len().saturating_sub(end);
-            let new_count = lines.len();
-            let text = format!(
-                "--- a/{path}\n+++ b/{path}\n@@ -{first_number},{old_count} +{first_number},{new_count} @@\n{hunk}"
-            );
-            let parsed = diff::parse_diffs(&text);
-            for file in &parsed.files {
-                for hunk in &file.hunks {
-                    let found =
-                        symbols::hunk_symbols(&path, hunk, &text, &mut self.hunk_parse_budget);
-                    for symbol in &found.changed {
-                        self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
-                        let files = self.symbol_files.entry(symbol.clone()).or_default();
-                        if files.len() < 8 && !files.contains(&path) {
-                            files.push(path.clone());
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// `path` changed in agent message `message_index`.
-    fn note_edit(&mut self, path: String, message_index: usize) {
-        if self.last_edit_at.len() < MAX_FILES_CHANGED || self.last_edit_at.contains_key(&path) {
-            self.last_edit_at.insert(path, message_index);
-        }
-    }
-
     /// An error reported by a tool result is the exit code of the command
     /// it answers when the output gives none.
     fn add_tool_results(&mut self, answered: Option<usize>, results: &[toolcall::ToolResult]) {
@@ -716,127 +532,6 @@ impl SessionBuilder {
         for result in results {
             self.edits.observation(&result.text);
         }
-    }
-
-    /// Reads the file diffs of `text` (`raw_range` maps its byte ranges to
-    /// the message's); returns the paths of the files it changes.
-    fn add_diff_text(
-        &mut self,
-        message_index: usize,
-        text: &str,
-        written: bool,
-        raw_range: &dyn Fn(usize, usize) -> (usize, usize),
-    ) -> Vec<String> {
-        let parsed = diff::parse_diffs(text);
-        for problem in parsed.problems {
-            self.diagnose(message_index, problem);
-        }
-        let mut paths = Vec::new();
-        for file in &parsed.files {
-            let Some(path) = file.path() else { continue };
-            if repo::resolve_dots(path).is_none() {
-                self.diagnose(
-                    message_index,
-                    format!("diff of {path} climbs above the repository root: skipped"),
-                );
-                continue;
-            }
-            paths.push(path.to_string());
-            if written {
-                let file_text = text.get(file.start..file.end).unwrap_or("");
-                let binary = file.change == diff::FileChange::Binary;
-                let added = file.change == diff::FileChange::Added
-                    || (binary
-                        && (file_text.contains("\nnew file mode")
-                            || file_text.contains("Binary files /dev/null ")));
-                if added {
-                    if !self.diff_existing.contains(path) {
-                        self.diff_added.insert(path.to_string());
-                    }
-                    if binary {
-                        self.diff_binary.insert(path.to_string());
-                    }
-                } else if !self.diff_added.contains(path) {
-                    self.diff_existing.insert(path.to_string());
-                }
-                if let Some(old) = file.old_path.as_deref()
-                    && file.change == diff::FileChange::Renamed
-                {
-                    self.diff_existing.insert(old.to_string());
-                }
-            }
-            // A later diff without the id leaves the content unknown.
-            match &file.new_blob {
-                Some(blob) => {
-                    self.file_blobs.insert(path.to_string(), blob.clone());
-                }
-                None => {
-                    self.file_blobs.remove(path);
-                }
-            }
-            self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
-            self.files_changed.push(path, MAX_FILES_CHANGED);
-            let file_text = text.get(file.start..file.end).unwrap_or("");
-            if Language::from_path(path) == Some(Language::C) && symbols::looks_like_cpp(file_text)
-            {
-                self.vote(Language::Cpp, 5);
-            } else {
-                self.vote_language(path, 5);
-            }
-            let header = format!(
-                "--- {}\n+++ {}\n",
-                file.old_path
-                    .as_deref()
-                    .map_or("/dev/null".to_string(), |old| format!("a/{old}")),
-                file.new_path
-                    .as_deref()
-                    .map_or("/dev/null".to_string(), |new| format!("b/{new}")),
-            );
-            for hunk in &file.hunks {
-                let hunk_text = text.get(hunk.start..hunk.end).unwrap_or("");
-                let key = format!("{path}\u{0}{hunk_text}");
-                if !self.fix_keys.insert(key) {
-                    // Seen before (the same hunk shown again): nothing new.
-                    continue;
-                }
-                let hunk_symbols =
-                    symbols::hunk_symbols(path, hunk, text, &mut self.hunk_parse_budget);
-                if hunk_symbols.skipped_parse {
-                    self.diagnose(
-                        message_index,
-                        format!("hunk of {path} not parsed by tree-sitter (too large or parser gave up); line scan only"),
-                    );
-                }
-                for symbol in &hunk_symbols.changed {
-                    self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
-                    let files = self.symbol_files.entry(symbol.clone()).or_default();
-                    if files.len() < 8 && !files.iter().any(|file| file == path) {
-                        files.push(path.to_string());
-                    }
-                }
-                for symbol in &hunk_symbols.referenced {
-                    self.referenced_from_diffs
-                        .push(symbol, MAX_SYMBOLS_REFERENCED);
-                }
-                let (byte_start, byte_end) = raw_range(hunk.start, hunk.end);
-                let full_text = format!("{header}{hunk_text}");
-                self.fix_evidence.push(Evidence {
-                    kind: EvidenceKind::Fix,
-                    text: head_and_tail(&full_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
-                    message_index,
-                    byte_start,
-                    byte_end,
-                    file: Some(path.to_string()),
-                    symbols: hunk_symbols
-                        .changed
-                        .iter()
-                        .take(MAX_SYMBOLS_PER_EVIDENCE)
-                        .cloned()
-                        .collect(),
-                });
-            }
-        }
-        paths
     }
 
     /// Returns whether the view had at least one error; the frames of an
@@ -890,7 +585,7 @@ impl SessionBuilder {
                 .rev()
                 .find(|frame| !frame.file.is_empty())
                 .map(|frame| frame.file.clone());
-            self.error_evidence.push(Evidence {
+            self.evidence.error.push(Evidence {
                 kind: EvidenceKind::Error,
                 text: head_and_tail(error_text, MAX_EVIDENCE_TEXT_BYTES).into_owned(),
                 message_index,
@@ -904,30 +599,6 @@ impl SessionBuilder {
         any
     }
 
-    fn add_tests(&mut self, message_index: usize, view: &TextView<'_>) {
-        let observations = testrun::parse_test_observations(&view.text);
-        for result in observations.results {
-            self.test_order += 1;
-            self.test_status
-                .insert(result.test_id, (self.test_order, result.status));
-        }
-        if let Some(run) = observations.runs.last() {
-            self.last_test_run = Some(run.passed);
-            self.last_test_run_at = Some(message_index);
-            let line = view.text.get(run.offset..run.end).unwrap_or("");
-            let next = view
-                .text
-                .get(run.end..)
-                .unwrap_or("")
-                .trim_start_matches(['\r', '\n'])
-                .lines()
-                .next()
-                .unwrap_or("");
-            self.last_run_counts = testrun::run_counts(line, next)
-                .map(|(passed, failed)| TestCounts { passed, failed });
-        }
-    }
-
     fn add_code_snippets(&mut self, view: &TextView<'_>) {
         if self.referenced_from_code.values.len() >= MAX_SYMBOLS_REFERENCED
             || self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES
@@ -937,7 +608,7 @@ impl SessionBuilder {
         for snippet in mentions::code_snippets(&view.text) {
             self.snippet_bytes_scanned += snippet.code.len();
             if let Some(path) = &snippet.path {
-                self.vote_language(path, 1);
+                self.languages.vote_path(path, 1);
             }
             let names = symbols::code_definitions(
                 snippet.grammar,
@@ -953,428 +624,6 @@ impl SessionBuilder {
                 break;
             }
         }
-    }
-
-    /// Files the session created and removed (or left out of its final
-    /// diff) are not changes: their paths, the symbols found only in them and
-    /// their fix evidence go.
-    fn drop_scratch_files(&mut self) {
-        let scratch = self.edits.scratch_files().clone();
-        self.drop_files(&scratch);
-    }
-
-    /// Files the session created that are scratch by their use (scripts it
-    /// ran, files outside the root, output artifacts; see
-    /// [`edits::Tracker::scratch_by_use`]) and files edits changed outside
-    /// the root go, unless a diff the session showed holds them.
-    fn drop_scratch_by_use(&mut self) {
-        let mut scratch = self.edits.scratch_by_use();
-        scratch.extend(self.outside_files.iter().cloned());
-        scratch.retain(|path| !self.files_from_written_diffs.contains(path));
-        // The same script named another way (`reproduce.py` created, then
-        // edited as `/sympy__sympy/reproduce.py` in the editor's window).
-        let twins: Vec<String> = self
-            .files_changed
-            .values
-            .iter()
-            .filter(|path| {
-                !self.files_from_written_diffs.contains(*path)
-                    && scratch.iter().any(|scratch| {
-                        path.strip_suffix(scratch.as_str())
-                            .is_some_and(|head| head.ends_with('/'))
-                    })
-            })
-            .cloned()
-            .collect();
-        scratch.extend(twins);
-        self.drop_files(&scratch);
-    }
-
-    /// New files that are scratch by what the repository is (see
-    /// [`scratch`]), even when a written diff holds them. Only for a
-    /// session that shows files the repository had before it.
-    fn drop_scratch_by_place(&mut self) {
-        let git_root =
-            scratch::root_from_git_diffs(&self.files_from_edits, &self.diff_added_or_existing());
-        let relative = |path: &str| -> Option<String> {
-            match &git_root {
-                Some(root) => path.strip_prefix(root.as_str()).map(str::to_string),
-                None => Some(path.to_string()),
-            }
-        };
-        let mut existing: HashSet<String> = self.diff_existing.clone();
-        existing.extend(
-            self.edits
-                .existing_files()
-                .filter_map(|path| relative(path)),
-        );
-        // What git shows as new was not there, though the session viewed it.
-        existing.retain(|path| !self.diff_added.contains(path));
-        // Only a session that changed files the repository had (a new
-        // project's files are all new).
-        let changed_existing = self.edits.edits_existing() || !self.diff_existing.is_empty();
-        if existing.is_empty() || !changed_existing {
-            return;
-        }
-        let folders = scratch::repository_folders(existing.iter().map(String::as_str));
-        let created = self.edits.created_files();
-        let written_by_edit = |path: &str| {
-            created.iter().any(|created| {
-                created == path
-                    || git_root
-                        .as_deref()
-                        .is_some_and(|root| created.strip_prefix(root) == Some(path))
-            })
-        };
-        let tests_in_folders = self.edits.saw_tests_in_folders()
-            || existing.iter().any(|path| scratch::is_test_in_folder(path));
-        let mut scratch = HashSet::new();
-        for path in &self.files_changed.values {
-            if let Some(root) = &git_root
-                && !path.starts_with(root.as_str())
-                && !self.files_from_written_diffs.contains(path)
-            {
-                // Edited outside the checkout git printed diffs of.
-                scratch.insert(path.clone());
-                continue;
-            }
-            let written = written_by_edit(path);
-            let is_new = (written || self.diff_added.contains(path)) && !existing.contains(path);
-            if !is_new {
-                continue;
-            }
-            let Some(inside) = relative(path)
-                .filter(|_| !self.diff_added.contains(path))
-                .or_else(|| {
-                    // A diff's path is already relative to the checkout.
-                    self.diff_added.contains(path).then(|| path.clone())
-                })
-            else {
-                // An edit outside the checkout git printed diffs of.
-                scratch.insert(path.clone());
-                continue;
-            };
-            let full = git_root
-                .as_deref()
-                .map_or_else(|| inside.clone(), |root| format!("{root}{inside}"));
-            let imported = self.edits.importers_of(&full).iter().any(|importer| {
-                relative(importer).is_some_and(|importer| existing.contains(&importer))
-            });
-            let file = scratch::NewFile {
-                path: &inside,
-                // No edit wrote it, where edits are how the agent writes
-                // files: its runs made it.
-                written_by_edit: written || !self.edits.has_edits(),
-                run: self.edits.was_run(&full) || self.edits.was_run(&inside),
-                binary: self.diff_binary.contains(path),
-                imported,
-                tests_in_folders,
-            };
-            if scratch::is_scratch(&file, &folders, &self.edits) {
-                scratch.insert(path.clone());
-            }
-        }
-        // The same files under the names edits gave them (a twin a diff's
-        // name replaced in the list) hold their symbols and evidence too.
-        let twins: Vec<String> = self
-            .symbol_files
-            .values()
-            .flatten()
-            .chain(
-                self.fix_evidence
-                    .iter()
-                    .filter_map(|evidence| evidence.file.as_ref()),
-            )
-            .filter(|file| !self.files_changed.values.contains(*file))
-            .filter(|file| {
-                scratch.iter().any(|path| {
-                    file.strip_suffix(path.as_str())
-                        .is_some_and(|head| head.ends_with('/'))
-                })
-            })
-            .cloned()
-            .collect();
-        scratch.extend(twins);
-        self.drop_files(&scratch);
-    }
-
-    fn diff_added_or_existing(&self) -> HashSet<String> {
-        self.diff_added
-            .union(&self.diff_existing)
-            .cloned()
-            .collect()
-    }
-
-    /// With no root named, the one the session's directories and files
-    /// show: changed paths under it become relative, and absolute ones
-    /// outside it are not the repository's (a diagnostic says so).
-    fn relative_to_inferred_root(&mut self) {
-        let Some(root) = self.edits.inferred_root(&self.files_changed.values) else {
-            return;
-        };
-        let relative = |path: &str| path.strip_prefix(root.as_str()).map(str::to_string);
-        let mut outside = HashSet::new();
-        let mut kept = UniqueList::default();
-        for path in std::mem::take(&mut self.files_changed.values) {
-            match relative(&path) {
-                Some(inside) => {
-                    kept.push(&inside, MAX_FILES_CHANGED);
-                }
-                None if path.starts_with('/') && !self.files_from_written_diffs.contains(&path) => {
-                    outside.insert(path);
-                }
-                None => {
-                    kept.push(&path, MAX_FILES_CHANGED);
-                }
-            }
-        }
-        self.files_changed = kept;
-        self.file_blobs = std::mem::take(&mut self.file_blobs)
-            .into_iter()
-            .map(|(path, blob)| (relative(&path).unwrap_or(path), blob))
-            .collect();
-        for files in self.symbol_files.values_mut() {
-            for file in files.iter_mut() {
-                if let Some(inside) = relative(file) {
-                    *file = inside;
-                }
-            }
-        }
-        for evidence in &mut self.fix_evidence {
-            if let Some(inside) = evidence.file.as_deref().and_then(relative) {
-                evidence.file = Some(inside);
-                for side in ["a", "b"] {
-                    evidence.text =
-                        evidence
-                            .text
-                            .replacen(&format!("{side}/{root}"), &format!("{side}/"), 1);
-                }
-            }
-        }
-        let mut outside: Vec<String> = outside.into_iter().collect();
-        outside.sort();
-        for path in &outside {
-            let message_index = self
-                .fix_evidence
-                .iter()
-                .find(|evidence| evidence.file.as_deref() == Some(path.as_str()))
-                .map_or(0, |evidence| evidence.message_index);
-            self.diagnose(
-                message_index,
-                format!("{path} is outside the repository root {root}: not the repository's"),
-            );
-        }
-        self.drop_files(&outside.into_iter().collect());
-    }
-
-    /// Removes `scratch` files, the symbols only they hold and their fix
-    /// evidence from the record.
-    fn drop_files(&mut self, scratch: &HashSet<String>) {
-        if scratch.is_empty() {
-            return;
-        }
-        self.files_changed
-            .values
-            .retain(|path| !scratch.contains(path));
-        self.last_edit_at.retain(|path, _| !scratch.contains(path));
-        let symbol_files = &self.symbol_files;
-        self.symbols_changed.values.retain(|symbol| {
-            symbol_files
-                .get(symbol)
-                .is_none_or(|files| files.iter().any(|file| !scratch.contains(file)))
-        });
-        self.fix_evidence.retain(|evidence| {
-            evidence
-                .file
-                .as_ref()
-                .is_none_or(|file| !scratch.contains(file))
-        });
-    }
-
-    /// Files changed only by edit operations that the diff the run ended
-    /// with leaves out: edits the tool refused (SWE-agent's linter), undid or
-    /// reverted. The written diff is the net change.
-    fn drop_edits_outside_final_diff(&mut self) {
-        if !self.last_agent_message_has_diff
-            || self.last_agent_diff_from_edits_only
-            || self.final_written_diff_files.is_empty()
-            || self.files_from_edits.is_empty()
-        {
-            return;
-        }
-        let same_file = |a: &str, b: &str| {
-            a == b
-                || a.strip_suffix(b).is_some_and(|head| head.ends_with('/'))
-                || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
-        };
-        let dropped: HashSet<String> = self
-            .files_from_edits
-            .iter()
-            .filter(|path| {
-                !self.files_from_written_diffs.contains(*path)
-                    && !self
-                        .final_written_diff_files
-                        .iter()
-                        .any(|kept| same_file(path, kept))
-            })
-            .cloned()
-            .collect();
-        self.drop_files(&dropped);
-    }
-
-    /// A path only edits named that is another changed path seen from
-    /// elsewhere (an editor's `/pytest-dev__pytest/src/a.py`, or `a.py`
-    /// created after a `cd`, beside the final diff's `src/a.py`) is that
-    /// file: the name a written diff gave is kept, else the relative one.
-    fn merge_path_twins(&mut self) {
-        let values = &self.files_changed.values;
-        let written = &self.files_from_written_diffs;
-        let twins: HashSet<String> = values
-            .iter()
-            .filter(|path| !written.contains(*path) && self.files_from_edits.contains(*path))
-            .filter(|path| {
-                values.iter().any(|other| {
-                    other != *path
-                        && (written.contains(other)
-                            || (path.starts_with('/') && !other.starts_with('/')))
-                        && (path
-                            .strip_suffix(other.as_str())
-                            .is_some_and(|head| head.ends_with('/'))
-                            || other
-                                .strip_suffix(path.as_str())
-                                .is_some_and(|head| head.ends_with('/')))
-                })
-            })
-            .cloned()
-            .collect();
-        if !twins.is_empty() {
-            self.files_changed
-                .values
-                .retain(|path| !twins.contains(path));
-        }
-    }
-
-    /// The verdict of the last test run, unless a repository file the
-    /// record keeps was edited in a later message: then the tests did not
-    /// run on the end state and it is unknown. Called once scratch and
-    /// refused files are dropped (their edits do not count).
-    fn tests_passed_at_end(&self) -> Option<bool> {
-        let run_at = self.last_test_run_at?;
-        let last_edit_at = self.last_edit_at.values().copied().max();
-        if last_edit_at.is_some_and(|edit_at| edit_at > run_at) {
-            return None;
-        }
-        self.last_test_run
-    }
-
-    fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
-        if self.tools_mark_failures {
-            // Claude Code marks a failed Bash result (`is_error`, `Exit code
-            // N`): an unmarked answer is the command's success.
-            for index in std::mem::take(&mut self.unmarked_answers) {
-                if let Some(command) = self.commands.get_mut(index) {
-                    command.exit_code.get_or_insert(0);
-                }
-            }
-        }
-        // symbols_referenced: diff references, then the task's, the agent's, viewed code.
-        let mut referenced = UniqueList::default();
-        for bucket in [
-            &self.referenced_from_diffs,
-            &self.referenced_from_task,
-            &self.referenced_from_agent,
-            &self.referenced_from_code,
-        ] {
-            for symbol in &bucket.values {
-                referenced.push(symbol, MAX_SYMBOLS_REFERENCED);
-            }
-        }
-
-        let mut tests: Vec<(String, (usize, TestStatus))> = self.test_status.drain().collect();
-        tests.sort_by_key(|(_, (order, _))| *order);
-        let mut record_tests = TestsRecord {
-            last_run: self.last_run_counts,
-            ..TestsRecord::default()
-        };
-        for (test_id, (_, status)) in tests {
-            let list = match status {
-                TestStatus::Passed => &mut record_tests.passing,
-                TestStatus::Failed => &mut record_tests.failing,
-            };
-            if list.len() < MAX_TESTS_PER_STATUS {
-                list.push(test_id);
-            }
-        }
-
-        let language = self
-            .language_votes
-            .iter()
-            .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
-            .map(|(language, _)| *language);
-
-        // Edits no observation answered stand (as the tracker takes them).
-        self.settle_edits(false);
-        self.drop_scratch_files();
-        self.drop_scratch_by_use();
-        let mut refused = self.edits.refused_files();
-        refused.retain(|path| !self.files_from_written_diffs.contains(path));
-        self.drop_files(&refused);
-        self.drop_edits_outside_final_diff();
-        self.merge_path_twins();
-        self.relative_to_inferred_root();
-        self.drop_scratch_by_place();
-        let tests_passed_at_end = self.tests_passed_at_end();
-        // Without a final written diff (the last message's edits rendered as
-        // diffs do not count as one), the run's edits are its fix once it
-        // says it is done or its tests pass at the end.
-        let edits_are_fix = (!self.last_agent_message_has_diff
-            || self.last_agent_diff_from_edits_only)
-            && self.edits.has_edits()
-            && (self.edits.completed() || tests_passed_at_end == Some(true));
-        let outcome = outcome::decide(outcome::OutcomeSignals {
-            final_diff: (self.last_agent_message_has_diff && !self.last_agent_diff_from_edits_only)
-                || edits_are_fix,
-            // A run that declared itself done stands by the files it
-            // created too (scratch files are already dropped).
-            final_diff_edits_existing: if edits_are_fix {
-                self.edits.edits_existing()
-                    || (self.edits.completed() && !self.files_changed.values.is_empty())
-            } else {
-                self.last_agent_diff_edits_existing
-            },
-            last_test_run_passed: tests_passed_at_end,
-            ended_in_error: self.last_message_has_error || self.last_message_failed_command,
-        });
-
-        let evidence = select_evidence(
-            self.task_evidence,
-            self.fix_evidence,
-            self.error_evidence,
-            self.step_evidence,
-        );
-
-        let kept_files: HashSet<&String> = self.files_changed.values.iter().collect();
-        let file_blobs = self
-            .file_blobs
-            .iter()
-            .filter(|(path, _)| kept_files.contains(path))
-            .map(|(path, blob)| (path.clone(), blob.clone()))
-            .collect();
-        let record = SessionRecord {
-            task: self.task,
-            language,
-            file_blobs,
-            files_changed: self.files_changed.values,
-            symbols_changed: self.symbols_changed.values,
-            symbols_referenced: referenced.values,
-            errors: self.errors,
-            tests: record_tests,
-            commands: self.commands,
-            outcome,
-            evidence,
-            last_message_at_ms: self.last_message_at_ms,
-        };
-        (record, self.diagnostics)
     }
 }
 
@@ -1407,37 +656,6 @@ fn preferred_path(paths: Vec<String>) -> Option<String> {
         .find(is_project)
         .cloned()
         .or_else(|| paths.into_iter().next())
-}
-
-/// Keeps the task, the latest fixes, the first errors and the latest steps
-/// within [`MAX_EVIDENCE`], in message order.
-fn select_evidence(
-    task: Vec<Evidence>,
-    mut fixes: Vec<Evidence>,
-    mut errors: Vec<Evidence>,
-    mut steps: Vec<Evidence>,
-) -> Vec<Evidence> {
-    let mut selected = task;
-    if fixes.len() > MAX_FIX_EVIDENCE {
-        fixes.drain(..fixes.len() - MAX_FIX_EVIDENCE);
-    }
-    errors.truncate(MAX_ERROR_EVIDENCE);
-    selected.extend(fixes);
-    selected.extend(errors);
-    let room = MAX_EVIDENCE.saturating_sub(selected.len());
-    if steps.len() > room {
-        steps.drain(..steps.len() - room);
-    }
-    selected.extend(steps);
-    selected.truncate(MAX_EVIDENCE);
-    selected.sort_by_key(|evidence| (evidence.message_index, evidence.byte_start));
-    for evidence in &mut selected {
-        if evidence.text.len() > MAX_EVIDENCE_TEXT_BYTES * 2 {
-            evidence.text =
-                truncate_to_bytes(&evidence.text, MAX_EVIDENCE_TEXT_BYTES * 2).to_string();
-        }
-    }
-    selected
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //! `postgres/`: a PostgreSQL database that several processes can share).
 //! Most operations below run the SQL both backends share (`sql.rs`: the
 //! statements, column lists and migrations, written once) and read its
-//! rows with one mapper per stored type (`rows.rs`); the rest (opening,
+//! rows with one mapper per stored type (`rows.rs`); the session records
+//! are in `sessions.rs`, the reads by user in `users.rs`; the rest (opening,
 //! admission, locks, purges) are one `match` over the backends. Both keep
 //! the same contracts, held equal by one conformance suite (`tests.rs`).
 //!
@@ -34,10 +35,12 @@ mod codec;
 mod pool;
 mod postgres;
 mod rows;
+mod sessions;
 mod sql;
 mod sqlite;
 #[cfg(test)]
 mod tests;
+mod users;
 // The integration tests' own-server harness, shared with the conformance
 // suite (which uses only part of it).
 #[cfg(test)]
@@ -53,6 +56,17 @@ use sql::Sql;
 use crate::domain::{AddRequest, Role};
 
 pub use self::pool::ReaderPool;
+pub use self::sessions::{
+    SessionRow, StoredSession, clear_sessions_pending_index, count_sessions_derived_before,
+    mark_session_for_index, session, session_first_source, session_last_seq,
+    sessions_changed_between, sessions_derived_before, sessions_missing, sessions_pending_index,
+    upsert_session,
+};
+pub use self::users::{
+    ListCursor, StoredUser, UserState, count_evidence, session_message_sources, sessions_of_user,
+    sessions_per_user, user_messages_between, user_seqs_between, user_sessions_changed_after,
+    user_state, users,
+};
 
 /// Errors of the store.
 #[derive(Debug, thiserror::Error)]
@@ -575,226 +589,6 @@ pub fn session_messages_page(
     )
 }
 
-/// A derived session record as it is written ([`upsert_session`]),
-/// borrowed from whoever holds it: a record is not copied to be stored.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionRow<'a> {
-    /// Scope.
-    pub user_id: &'a str,
-    /// The session.
-    pub session_id: &'a str,
-    /// The record, serialized by the service.
-    pub record_json: &'a str,
-    /// What the extractors could not parse, serialized by the service.
-    pub diagnostics_json: &'a str,
-    /// Messages the record was derived from.
-    pub num_messages: i64,
-    /// Sequence number of the last Add the record includes.
-    pub last_seq: i64,
-    /// When the record was derived.
-    pub updated_at_ms: i64,
-    /// The version of the extractor that derived it.
-    pub extractor_version: i64,
-}
-
-/// A derived session record as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredSession {
-    /// Scope.
-    pub user_id: String,
-    /// The session.
-    pub session_id: String,
-    /// The record, serialized by the service (stored compressed: see
-    /// `store::codec`; empty when the stored bytes cannot be read), read
-    /// by [`StoredSession::record`].
-    pub record_json: String,
-    /// What the extractors could not parse, serialized by the service
-    /// (stored as the record is).
-    pub diagnostics_json: String,
-    /// Messages the record was derived from.
-    pub num_messages: i64,
-    /// Sequence number of the last Add the record includes.
-    pub last_seq: i64,
-    /// When the record was last derived.
-    pub updated_at_ms: i64,
-    /// The version of the extractor that derived the record (0: unknown,
-    /// from a store older than versioned records).
-    pub extractor_version: i64,
-}
-
-impl StoredSession {
-    /// The session as [`upsert_session`] writes it (the store's tests
-    /// write whole stored sessions).
-    #[cfg(test)]
-    pub fn row(&self) -> SessionRow<'_> {
-        SessionRow {
-            user_id: &self.user_id,
-            session_id: &self.session_id,
-            record_json: &self.record_json,
-            diagnostics_json: &self.diagnostics_json,
-            num_messages: self.num_messages,
-            last_seq: self.last_seq,
-            updated_at_ms: self.updated_at_ms,
-            extractor_version: self.extractor_version,
-        }
-    }
-
-    /// The session's derived record, decoded from its stored JSON: the
-    /// whole record (`ingest::SessionRecord`) or a view of the fields a
-    /// caller reads. The one decoder of stored records, with one policy: a
-    /// record that does not decode (damaged bytes, or the shape of another
-    /// extractor) is never a panic and never dropped unseen, but a
-    /// [`StoreError::Corrupt`] naming the session, and a warning in the
-    /// log. What becomes of the session is the caller's: the writer derives
-    /// it again, a read-only reader leaves it out or shows it without its
-    /// record.
-    pub fn record<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
-        self.decode(&self.record_json, "record")
-    }
-
-    /// What the extractors could not parse, decoded as
-    /// [`StoredSession::record`] decodes the record.
-    pub fn diagnostics<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
-        self.decode(&self.diagnostics_json, "diagnostics")
-    }
-
-    fn decode<T: serde::de::DeserializeOwned>(
-        &self,
-        json: &str,
-        what: &str,
-    ) -> Result<T, StoreError> {
-        serde_json::from_str(json).map_err(|error| {
-            tracing::warn!(
-                session_id = %self.session_id,
-                %error,
-                "stored session {what} unreadable"
-            );
-            StoreError::Corrupt(format!("session {what} of {:?}: {error}", self.session_id))
-        })
-    }
-}
-
-/// Inserts or replaces the derived record of a session.
-pub fn upsert_session(conn: &StoreConn, session: SessionRow<'_>) -> Result<(), StoreError> {
-    conn.run(
-        &sql::UPSERT_SESSION,
-        &[
-            &session.user_id,
-            &session.session_id,
-            &codec::pack(session.record_json),
-            &codec::pack(session.diagnostics_json),
-            &session.num_messages,
-            &session.last_seq,
-            &session.updated_at_ms,
-            &session.extractor_version,
-        ],
-    )?;
-    Ok(())
-}
-
-/// The sequence number of the last Add a session's record includes, 0 when
-/// the session has no record.
-pub fn session_last_seq(
-    conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<i64, StoreError> {
-    Ok(conn
-        .first_row(
-            &sql::SESSION_LAST_SEQ,
-            &[&user_id, &session_id],
-            rows::integer,
-        )?
-        .unwrap_or(0))
-}
-
-/// Up to `limit` sessions whose record an extractor older than `version`
-/// derived, as `(user_id, session_id)`, most recently changed first.
-pub fn sessions_derived_before(
-    conn: &StoreConn,
-    version: i64,
-    limit: usize,
-) -> Result<Vec<(String, String)>, StoreError> {
-    conn.rows(
-        &sql::SESSIONS_DERIVED_BEFORE,
-        &[&version, &to_i64(limit)],
-        rows::pair,
-    )
-}
-
-/// How many session records an extractor older than `version` derived.
-pub fn count_sessions_derived_before(conn: &StoreConn, version: i64) -> Result<i64, StoreError> {
-    conn.one_row(
-        &sql::COUNT_SESSIONS_DERIVED_BEFORE,
-        &[&version],
-        rows::integer,
-    )
-}
-
-/// Records that a session's record changed without an Add, so that its
-/// index document is replaced (inside the caller's transaction).
-pub fn mark_session_for_index(
-    conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<(), StoreError> {
-    conn.run(&sql::MARK_SESSION_FOR_INDEX, &[&user_id, &session_id])?;
-    Ok(())
-}
-
-/// The records of the sessions marked by [`mark_session_for_index`] (those
-/// deleted since are left out).
-pub fn sessions_pending_index(conn: &StoreConn) -> Result<Vec<StoredSession>, StoreError> {
-    conn.rows(&sql::SESSIONS_PENDING_INDEX, &[], rows::session)
-}
-
-/// The index holds the current documents of every pending session.
-pub fn clear_sessions_pending_index(conn: &StoreConn) -> Result<(), StoreError> {
-    conn.run(&sql::CLEAR_SESSIONS_PENDING_INDEX, &[])?;
-    Ok(())
-}
-
-/// Sessions whose record changed with Adds in `(after_seq, up_to_seq]`.
-pub fn sessions_changed_between(
-    conn: &StoreConn,
-    after_seq: i64,
-    up_to_seq: i64,
-) -> Result<Vec<StoredSession>, StoreError> {
-    conn.rows(
-        &sql::SESSIONS_CHANGED_BETWEEN,
-        &[&after_seq, &up_to_seq],
-        rows::session,
-    )
-}
-
-/// Sessions that have messages but no derived record (stored before records
-/// existed), as `(user_id, session_id)`.
-pub fn sessions_missing(conn: &StoreConn) -> Result<Vec<(String, String)>, StoreError> {
-    conn.rows(&sql::SESSIONS_MISSING, &[], rows::pair)
-}
-
-/// One session of a user.
-pub fn session(
-    conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<Option<StoredSession>, StoreError> {
-    conn.first_row(&sql::SESSION, &[&user_id, &session_id], rows::session)
-}
-
-/// `(request_id, index within that Add)` of a session's first message.
-pub fn session_first_source(
-    conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<Option<(String, usize)>, StoreError> {
-    conn.first_row(
-        &sql::SESSION_FIRST_SOURCE,
-        &[&user_id, &session_id],
-        rows::source,
-    )
-}
-
 /// What deleting a user removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Deleted {
@@ -941,181 +735,4 @@ pub fn clear_session_deletions(
 /// Users deleted from the store whose index documents may remain.
 pub fn pending_user_deletions(conn: &StoreConn) -> Result<Vec<String>, StoreError> {
     conn.rows(&sql::PENDING_USER_DELETIONS, &[], rows::text)
-}
-
-/// Where a listing goes on: after the item of this last sequence number
-/// and key (a session id in a user's sessions, a user id in the users).
-/// Listings are ordered by both, descending, so pages walked by cursors
-/// give each item once; an item updated during the walk moves to the
-/// front, behind the walk, and a new walk lists it there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListCursor {
-    /// The last sequence number of the item listed last.
-    pub last_seq: i64,
-    /// Its session or user id.
-    pub key: String,
-}
-
-impl StoredSession {
-    /// Where a listing goes on after this session.
-    pub fn cursor(&self) -> ListCursor {
-        ListCursor {
-            last_seq: self.last_seq,
-            key: self.session_id.clone(),
-        }
-    }
-}
-
-impl StoredUser {
-    /// Where a listing goes on after this user.
-    pub fn cursor(&self) -> ListCursor {
-        ListCursor {
-            last_seq: self.last_seq,
-            key: self.user_id.clone(),
-        }
-    }
-}
-
-/// The bounds a page's SQL compares with: `(last_seq, key) < bounds`.
-fn cursor_bounds(after: Option<&ListCursor>) -> (i64, String) {
-    match after {
-        Some(cursor) => (cursor.last_seq, cursor.key.clone()),
-        None => (i64::MAX, String::new()),
-    }
-}
-
-/// At most `limit` sessions of a user after `after`, most recently updated
-/// first.
-pub fn sessions_of_user(
-    conn: &StoreConn,
-    user_id: &str,
-    after: Option<&ListCursor>,
-    limit: usize,
-) -> Result<Vec<StoredSession>, StoreError> {
-    let (after_seq, after_key) = cursor_bounds(after);
-    conn.rows(
-        &sql::SESSIONS_OF_USER,
-        &[&user_id, &after_seq, &after_key, &to_i64(limit)],
-        rows::session,
-    )
-}
-
-/// At most `limit` users holding sessions after `after`, one line each:
-/// how many, how many messages, and the last sequence number, most
-/// recently active first.
-pub fn users(
-    conn: &StoreConn,
-    after: Option<&ListCursor>,
-    limit: usize,
-) -> Result<Vec<StoredUser>, StoreError> {
-    let (after_seq, after_key) = cursor_bounds(after);
-    conn.rows(
-        &sql::USERS_PAGE,
-        &[&after_seq, &after_key, &to_i64(limit)],
-        rows::user,
-    )
-}
-
-/// How many sessions each user holds, in no order (the metrics' histogram).
-pub fn sessions_per_user(conn: &StoreConn) -> Result<Vec<i64>, StoreError> {
-    conn.rows(&sql::SESSIONS_PER_USER, &[], rows::integer)
-}
-
-/// What [`users`] reports of one user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredUser {
-    /// Scope.
-    pub user_id: String,
-    /// Sessions stored.
-    pub num_sessions: i64,
-    /// Messages over those sessions.
-    pub num_messages: i64,
-    /// When a record of the user was last derived.
-    pub updated_at_ms: i64,
-    /// The sequence number of the user's last Add with a session record.
-    pub last_seq: i64,
-}
-
-/// For each message of a session, in session order: the request id of the
-/// Add it came with and its index within that Add.
-pub fn session_message_sources(
-    conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
-) -> Result<Vec<(String, usize)>, StoreError> {
-    conn.rows(
-        &sql::SESSION_SOURCES,
-        &[&user_id, &session_id],
-        rows::source,
-    )
-}
-
-/// Evidence items over every stored session record (a figure of the scale
-/// bench).
-pub fn count_evidence(conn: &StoreConn) -> Result<i64, StoreError> {
-    Ok(conn
-        .rows(&sql::RECORDS, &[], rows::evidence_items)?
-        .into_iter()
-        .fold(0, i64::saturating_add))
-}
-
-/// What the store holds of one user, as a node's index compares it with
-/// what it has indexed (see `service::cache`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UserState {
-    /// The sequence number of the user's last Add, 0 when none.
-    pub last_seq: i64,
-    /// The user's deletion generation: 0 until a user deletion or a
-    /// retention purge of their sessions, one more with each.
-    pub generation: i64,
-}
-
-/// The user's last sequence number and deletion generation: one indexed
-/// lookup each.
-pub fn user_state(conn: &StoreConn, user_id: &str) -> Result<UserState, StoreError> {
-    conn.one_row(&sql::USER_STATE, &[&user_id], rows::user_state)
-}
-
-/// The sequence numbers of the user's Adds in `(after_seq, up_to_seq]`, in
-/// order.
-pub fn user_seqs_between(
-    conn: &StoreConn,
-    user_id: &str,
-    after_seq: i64,
-    up_to_seq: i64,
-) -> Result<Vec<i64>, StoreError> {
-    conn.rows(
-        &sql::USER_SEQS_BETWEEN,
-        &[&user_id, &after_seq, &up_to_seq],
-        rows::integer,
-    )
-}
-
-/// Messages of the user's Adds with a sequence number in `(after_seq,
-/// up_to_seq]`, at most `limit` Adds' worth, in sequence and source order.
-pub fn user_messages_between(
-    conn: &StoreConn,
-    user_id: &str,
-    after_seq: i64,
-    up_to_seq: i64,
-    limit: usize,
-) -> Result<Vec<StoredMessage>, StoreError> {
-    conn.rows(
-        &sql::USER_MESSAGES_BETWEEN,
-        &[&user_id, &after_seq, &up_to_seq, &to_i64(limit)],
-        rows::message,
-    )
-}
-
-/// The user's session records changed by an Add after `after_seq`.
-pub fn user_sessions_changed_after(
-    conn: &StoreConn,
-    user_id: &str,
-    after_seq: i64,
-) -> Result<Vec<StoredSession>, StoreError> {
-    conn.rows(
-        &sql::USER_SESSIONS_CHANGED_AFTER,
-        &[&user_id, &after_seq],
-        rows::session,
-    )
 }

@@ -7,7 +7,8 @@
 //! and `line`. What the window showed places the edit, as a `cat -n` view
 //! does for other editors.
 
-use super::{EditOp, FileEdit, longest_numbered_run};
+use super::views::longest_numbered_run;
+use super::{EditOp, FileEdit};
 use crate::ingest::text::{contains_str, lines_with_offsets};
 use crate::ingest::toolcall::ToolCall;
 
