@@ -1,11 +1,12 @@
 //! How much tree-sitter work a caller allows ([`ParseBudget`]), and the one
 //! bounded parse every tag extraction goes through: a per-thread parser, a
 //! progress callback that gives up on garbage, and, when the caller passes
-//! a clock, a time limit per parse.
+//! a clock, a time limit per parse, counted in the parsing thread's CPU
+//! time.
 
 use std::cell::RefCell;
 use std::ops::ControlFlow;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tree_sitter::{ParseOptions, ParseState, Parser, Tree};
 
@@ -19,6 +20,9 @@ const PARSE_BYTES_PER_CALLBACK: usize = 10;
 
 /// Parser progress callbacks always allowed (small fragments need under 30).
 const PARSE_CALLBACKS_BASE: usize = 200;
+
+/// Progress callbacks between two reads of the thread clock.
+const CALLBACKS_PER_CLOCK_READ: usize = 8;
 
 /// Time any single parse may take, before the per-size allowance.
 const PARSE_TIME_BASE: Duration = Duration::from_millis(20);
@@ -92,11 +96,11 @@ impl ParseBudget {
     /// Parses `source` within the budget (see [`parse_bounded`]) and spends
     /// its bytes and the time the parse took.
     pub(super) fn parse(&mut self, support: &LanguageSupport, source: &str) -> Option<Tree> {
-        let started = self.clock.now();
+        let started = self.clock.thread_now();
         let deadline =
             started.and_then(|started| started.checked_add(self.time_limit(source.len())));
         let tree = parse_bounded(support, source, self.clock, deadline);
-        self.spend(source.len(), self.clock.since(started));
+        self.spend(source.len(), self.clock.thread_since(started));
         tree
     }
 
@@ -129,13 +133,13 @@ thread_local! {
 }
 
 /// Parses `source` with the thread's parser, giving up after a number of
-/// progress callbacks proportional to its size, or when `clock` says
-/// `deadline` has passed.
+/// progress callbacks proportional to its size, or when the thread's CPU
+/// time (see [`Clock::thread_now`]) passes `deadline`.
 fn parse_bounded(
     support: &LanguageSupport,
     source: &str,
     clock: Clock,
-    deadline: Option<Instant>,
+    deadline: Option<Duration>,
 ) -> Option<Tree> {
     PARSER.with(|parser| {
         let mut parser = parser.try_borrow_mut().ok()?;
@@ -148,7 +152,7 @@ fn parse_bounded_with(
     support: &LanguageSupport,
     source: &str,
     clock: Clock,
-    deadline: Option<Instant>,
+    deadline: Option<Duration>,
 ) -> Option<Tree> {
     parser.reset();
     parser.set_language(&support.language).ok()?;
@@ -156,7 +160,11 @@ fn parse_bounded_with(
     let mut callbacks = 0usize;
     let mut progress = |_: &ParseState| {
         callbacks += 1;
-        if callbacks > budget || clock.is_past(deadline) {
+        // The thread clock is a system call: read it every few callbacks.
+        if callbacks > budget
+            || (callbacks.is_multiple_of(CALLBACKS_PER_CLOCK_READ)
+                && clock.thread_is_past(deadline))
+        {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
@@ -173,6 +181,8 @@ fn parse_bounded_with(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use crate::ingest::symbols::tags::extract_tags_within;
     use crate::language::Grammar;
 
