@@ -416,6 +416,8 @@ def answer_of(query, scored, params, chars_model):
             continue
         instance = query["candidates"][i]["instance_id"] or query["candidates"][i]["session_id"]
         if instance in seen:
+            # A kept run stands for its task's dropped runs (`rank::stand_for_duplicates`).
+            kept = [(k, s, max(a, answer_key[i]) if k == instance else a) for k, s, a in kept]
             continue
         seen.add(instance)
         kept.append((instance, score, answer_key[i]))
