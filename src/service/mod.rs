@@ -505,7 +505,6 @@ impl Service {
     /// Deletes everything of a user from store and index; answers what it
     /// removed.
     pub async fn delete_user(&self, user_id: UserId) -> Result<store::Deleted, ServiceError> {
-        let user_id = user_id.to_string();
         self.ask_writer(|reply| WriteJob::DeleteUser { user_id, reply })
             .await
     }
@@ -551,7 +550,7 @@ impl Service {
     /// SQLite there is nothing to check.
     async fn read_current<T: Send + 'static>(
         self: &Arc<Self>,
-        user_id: String,
+        user_id: UserId,
         read: impl Fn(&Searcher) -> Result<T, ReadError> + Send + Sync + 'static,
         empty: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
@@ -592,7 +591,7 @@ impl Service {
         request: SearchRequest,
     ) -> Result<Vec<MemoryItem>, ServiceError> {
         self.read_current(
-            request.user_id().to_string(),
+            request.user_id().clone(),
             move |searcher| searcher.search(&request),
             Vec::new,
         )
@@ -607,7 +606,7 @@ impl Service {
     ) -> Result<Explained, ServiceError> {
         let query = request.query().to_string();
         self.read_current(
-            request.user_id().to_string(),
+            request.user_id().clone(),
             move |searcher| searcher.explain(&request),
             move || Explained::nothing_stored(&query),
         )

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::derive::{EXTRACTOR_VERSION, rederive};
 use super::writer::WriteJob;
 use super::{ServiceError, WriterMetrics};
+use crate::domain::SessionKey;
 use crate::store::{self, StoreLocation};
 
 /// Sessions derived again and handed to the writer together (one store
@@ -101,7 +102,8 @@ fn rederive_all(
             if stop.load(Ordering::Acquire) {
                 return Ok(());
             }
-            sessions.extend(rederive(conn, user_id, session_id)?);
+            let key = SessionKey::from_stored(user_id.as_str(), session_id.as_str());
+            sessions.extend(rederive(conn, &key.user_id, &key.session_id)?);
         }
         let (reply, answer) = oneshot::channel();
         writer

@@ -4,6 +4,7 @@
 
 use super::rows::{self, Db};
 use super::{StoreConn, StoreError, codec, sql, to_i64};
+use crate::domain::SessionKey;
 
 /// A derived session record as it is written ([`upsert_session`]),
 /// borrowed from whoever holds it: a record is not copied to be stored.
@@ -53,6 +54,11 @@ pub struct StoredSession {
 }
 
 impl StoredSession {
+    /// The session's key; its ids passed the check when they were added.
+    pub fn key(&self) -> SessionKey {
+        SessionKey::from_stored(self.user_id.as_str(), self.session_id.as_str())
+    }
+
     /// The session as [`upsert_session`] writes it (the store's tests
     /// write whole stored sessions).
     #[cfg(test)]
