@@ -5,7 +5,7 @@ use anyhow::Context;
 
 use super::{InspectArgs, SearchArgs, print_out, render};
 use crate::api;
-use crate::domain::SearchRequest;
+use crate::domain::{SearchRequest, SessionId, UserId};
 use crate::read::inspect;
 use crate::read::search::Searcher;
 
@@ -29,6 +29,8 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         let users = inspect::users(&conn, None, USERS_NAMED)?;
         anyhow::bail!("{}", unknown_user_message(&user_id, &users));
     }
+    // The store holds Adds of this user: the id passed the check.
+    let user_id = UserId::new(user_id)?;
     let mut out = String::new();
     match &args.session {
         None => {
@@ -42,8 +44,14 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             }
         }
         Some(session_id) => {
-            let detail = inspect::session_detail(&conn, &user_id, session_id)?
-                .with_context(|| format!("user {:?} has no session {session_id:?}", user_id))?;
+            // An id that fails the check names no stored session.
+            let detail = match SessionId::new(session_id.as_str()) {
+                Ok(checked) => inspect::session_detail(&conn, &user_id, &checked)?,
+                Err(_) => None,
+            };
+            let detail = detail.with_context(|| {
+                format!("user {:?} has no session {session_id:?}", user_id.as_str())
+            })?;
             if args.json {
                 out = serde_json::to_string_pretty(&api::dto::session_detail_json(&detail))?;
             } else {
@@ -58,7 +66,7 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
 /// Every session summary of a user, read page by page.
 fn all_summaries(
     conn: &crate::store::StoreConn,
-    user_id: &str,
+    user_id: &UserId,
 ) -> anyhow::Result<Vec<inspect::SessionSummary>> {
     let mut summaries = Vec::new();
     let mut after = None;

@@ -6,6 +6,7 @@
 //! Architecture invariant: nothing here writes.
 
 use super::ReadError;
+use crate::domain::{SessionId, UserId};
 use crate::ingest::{self, SessionRecord};
 use crate::store::{self, ListCursor, StoreConn, StoredSession, StoredUser};
 
@@ -197,7 +198,7 @@ impl<T> PageSink<T> for Vec<T> {
 /// of the page, and the page still goes on after it.
 pub fn session_summaries(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after: Option<&ListCursor>,
     limit: usize,
 ) -> Result<Page<SessionSummary>, ReadError> {
@@ -212,7 +213,7 @@ pub fn session_summaries(
 /// Answers where the next page starts, `None` when nothing follows.
 pub fn visit_session_summaries(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after: Option<&ListCursor>,
     limit: usize,
     sink: &mut impl PageSink<SessionSummary>,
@@ -306,8 +307,8 @@ impl MessageView {
 /// the user does not have, has none.
 pub fn visit_session_messages(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
     after: Option<&ListCursor>,
     limit: usize,
     sink: &mut impl PageSink<MessageView>,
@@ -365,8 +366,8 @@ pub fn users(
 /// such session.
 pub fn session_detail(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<Option<SessionDetail>, ReadError> {
     if store::user_deletion_pending(conn, user_id)? {
         return Ok(None);

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::ReadError;
-use crate::domain::{MemoryItem, SearchRequest};
+use crate::domain::{MemoryItem, SearchRequest, UserId};
 use crate::index::{self, SearchIndex};
 use crate::ingest::{Clock, SessionRecord};
 use crate::rank;
@@ -243,7 +243,7 @@ impl Searcher {
     fn mark_stale(
         &self,
         root: &std::path::Path,
-        user_id: &str,
+        user_id: &UserId,
         read: &HashMap<&str, &SessionRecord>,
         items: &mut [MemoryItem],
     ) -> Result<(), ReadError> {
@@ -280,7 +280,7 @@ impl Searcher {
     fn staleness_of(
         &self,
         root: &std::path::Path,
-        user_id: &str,
+        user_id: &UserId,
         sessions: &[String],
     ) -> Result<std::collections::BTreeMap<String, super::stale::Staleness>, ReadError> {
         let stored = self.with_reader(|conn| {
@@ -445,7 +445,7 @@ impl<'a> Loaded<'a> {
     /// chooses for `terms`.
     fn read(
         conn: &StoreConn,
-        user_id: &str,
+        user_id: &UserId,
         shown: &[rank::assemble::ShownSession<'a>],
         parts: &[index::PartHit],
         terms: &[String],

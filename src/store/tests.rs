@@ -875,7 +875,7 @@ fn summaries_end_where_the_sink_is_full(conn: &mut StoreConn) {
             };
             let next = crate::read::inspect::visit_session_summaries(
                 conn,
-                "u1",
+                &crate::domain::testing::user("u1"),
                 after.as_ref(),
                 1_000,
                 &mut sink,
