@@ -25,12 +25,14 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         ),
     }
     let conn = location.open_reader()?;
-    if crate::store::user_state(&conn, &user_id)?.last_seq == 0 {
-        let users = inspect::users(&conn, None, USERS_NAMED)?;
-        anyhow::bail!("{}", unknown_user_message(&user_id, &users));
-    }
-    // The store holds Adds of this user: the id passed the check.
-    let user_id = UserId::new(user_id)?;
+    // An id that fails the check names no stored user.
+    let user_id = match UserId::new(user_id.as_str()) {
+        Ok(checked) if crate::store::user_state(&conn, &checked)?.last_seq > 0 => checked,
+        _ => {
+            let users = inspect::users(&conn, None, USERS_NAMED)?;
+            anyhow::bail!("{}", unknown_user_message(&user_id, &users));
+        }
+    };
     let mut out = String::new();
     match &args.session {
         None => {
@@ -92,7 +94,10 @@ const USERS_NAMED: usize = 5;
 /// users that do (a misspelt id is not "nothing passes the gate").
 fn unknown_user(searcher: &Searcher, user_id: &str) -> anyhow::Result<Option<String>> {
     let found = searcher.with_reader(|conn| {
-        if crate::store::user_state(conn, user_id)?.last_seq > 0 {
+        // An id that fails the check names no stored user.
+        if let Ok(checked) = UserId::new(user_id)
+            && crate::store::user_state(conn, &checked)?.last_seq > 0
+        {
             return Ok(None);
         }
         Ok(Some(inspect::users(conn, None, USERS_NAMED)?))

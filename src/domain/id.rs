@@ -37,6 +37,29 @@ macro_rules! id_type {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+
+            /// The id's text, owned.
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                self.0 == *other
+            }
         }
 
         impl Borrow<str> for $name {
@@ -109,16 +132,21 @@ impl SessionKey {
 /// Ids for tests, built through the check.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::{SessionId, UserId};
+    use super::{SessionId, SessionKey, UserId};
 
     /// A user id; the text must be a valid one.
-    pub(crate) fn user(id: &str) -> UserId {
+    pub(crate) fn uid(id: &str) -> UserId {
         UserId::new(id).expect("a valid user id")
     }
 
     /// A session id; the text must be a valid one.
-    pub(crate) fn session(id: &str) -> SessionId {
+    pub(crate) fn sid(id: &str) -> SessionId {
         SessionId::new(id).expect("a valid session id")
+    }
+
+    /// A session key; both texts must be valid ids.
+    pub(crate) fn key(user_id: &str, session_id: &str) -> SessionKey {
+        SessionKey::new(uid(user_id), sid(session_id))
     }
 }
 

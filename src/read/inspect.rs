@@ -102,7 +102,7 @@ impl SessionSummary {
             }
         }
         Some(SessionSummary {
-            session_id: session.session_id.clone(),
+            session_id: session.session_id.to_string(),
             task: first_line.chars().take(SUMMARY_TASK_CHARS).collect(),
             language: record.language,
             status: record
@@ -157,7 +157,7 @@ impl SessionDetail {
     ) -> Result<SessionDetail, ReadError> {
         let record: SessionRecord = session.record()?;
         Ok(SessionDetail {
-            session_id: session.session_id.clone(),
+            session_id: session.session_id.to_string(),
             num_messages: session.num_messages,
             updated_at_ms: record.last_message_at_ms.unwrap_or(session.updated_at_ms),
             record,
@@ -382,11 +382,12 @@ pub fn session_detail(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::testing::{sid, uid};
 
     fn stored(record_json: &str) -> StoredSession {
         StoredSession {
-            user_id: "u".to_string(),
-            session_id: "claude-code:s1".to_string(),
+            user_id: uid("u"),
+            session_id: sid("claude-code:s1"),
             record_json: record_json.to_string(),
             diagnostics_json: "[]".to_string(),
             num_messages: 4,

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::ReadError;
-use crate::domain::{MemoryItem, SearchRequest, UserId};
+use crate::domain::{MemoryItem, SearchRequest, SessionId, UserId};
 use crate::index::{self, SearchIndex};
 use crate::ingest::{Clock, SessionRecord};
 use crate::rank;
@@ -286,7 +286,11 @@ impl Searcher {
         let stored = self.with_reader(|conn| {
             sessions
                 .iter()
-                .map(|session_id| Ok(store::session(conn, user_id, session_id)?))
+                .map(|session_id| {
+                    // Named by the index, which holds stored sessions.
+                    let session_id = SessionId::from_stored(session_id.as_str());
+                    Ok(store::session(conn, user_id, &session_id)?)
+                })
                 .collect::<Result<Vec<_>, ReadError>>()
         })?;
         let mut marks = std::collections::BTreeMap::new();
@@ -294,7 +298,10 @@ impl Searcher {
             let Ok(record) = stored.record::<SessionRecord>() else {
                 continue;
             };
-            marks.insert(stored.session_id, super::stale::check(root, &record));
+            marks.insert(
+                stored.session_id.into_string(),
+                super::stale::check(root, &record),
+            );
         }
         Ok(marks)
     }
@@ -453,7 +460,8 @@ impl<'a> Loaded<'a> {
         let stored = shown
             .iter()
             .map(|session| {
-                let session_id = &session.scored.session_id;
+                // Named by the index, which holds stored sessions.
+                let session_id = &SessionId::from_stored(session.scored.session_id.as_str());
                 if !session.needs_record() {
                     let first = store::session_first_source(conn, user_id, session_id)?;
                     return Ok((session, None, first.into_iter().collect()));

@@ -472,7 +472,7 @@ fn advanced_mark(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::testing::user;
+    use crate::domain::testing::uid;
 
     fn mark(seq: i64) -> Mark {
         Mark { seq, generation: 0 }
@@ -481,18 +481,18 @@ mod tests {
     #[test]
     fn marks_past_the_capacity_drop_the_least_recently_used() {
         let marks = UserMarks::new(2);
-        assert_eq!(marks.set(&user("a"), mark(1)), 0);
-        assert_eq!(marks.set(&user("b"), mark(2)), 0);
+        assert_eq!(marks.set(&uid("a"), mark(1)), 0);
+        assert_eq!(marks.set(&uid("b"), mark(2)), 0);
         // A use of a makes b the least recently used.
-        assert_eq!(marks.get(&user("a")), Some(mark(1)));
-        assert_eq!(marks.set(&user("c"), mark(3)), 1);
+        assert_eq!(marks.get(&uid("a")), Some(mark(1)));
+        assert_eq!(marks.set(&uid("c"), mark(3)), 1);
         assert_eq!(marks.len(), 2);
-        assert_eq!(marks.get(&user("b")), None, "b was dropped");
-        assert_eq!(marks.get(&user("a")), Some(mark(1)));
-        assert_eq!(marks.get(&user("c")), Some(mark(3)));
+        assert_eq!(marks.get(&uid("b")), None, "b was dropped");
+        assert_eq!(marks.get(&uid("a")), Some(mark(1)));
+        assert_eq!(marks.get(&uid("c")), Some(mark(3)));
         // Setting a user kept moves its mark and drops nothing.
-        assert_eq!(marks.set(&user("a"), mark(4)), 0);
-        assert_eq!(marks.get(&user("a")), Some(mark(4)));
+        assert_eq!(marks.set(&uid("a"), mark(4)), 0);
+        assert_eq!(marks.get(&uid("a")), Some(mark(4)));
         assert_eq!(marks.len(), 2);
     }
 
@@ -503,11 +503,11 @@ mod tests {
             last_seq: 5,
             generation: 0,
         };
-        marks.set(&user("a"), mark(5));
-        assert!(marks.is_current(&user("a"), state));
-        marks.set(&user("b"), mark(7));
-        assert!(!marks.is_current(&user("a"), state), "a's mark was dropped");
-        assert_eq!(marks.get(&user("a")), None);
+        marks.set(&uid("a"), mark(5));
+        assert!(marks.is_current(&uid("a"), state));
+        marks.set(&uid("b"), mark(7));
+        assert!(!marks.is_current(&uid("a"), state), "a's mark was dropped");
+        assert_eq!(marks.get(&uid("a")), None);
     }
 
     #[test]
@@ -515,7 +515,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let marks = UserMarks::new(10);
         for (index, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
-            marks.set(&user(name), mark(index as i64));
+            marks.set(&uid(name), mark(index as i64));
         }
         marks.save(dir.path()).expect("save");
         let loaded = UserMarks::load(dir.path(), true, 3);
@@ -523,6 +523,6 @@ mod tests {
         assert!(!dir.path().join(MARKS_FILE).exists(), "the file is removed");
         marks.save(dir.path()).expect("save");
         let loaded = UserMarks::load(dir.path(), true, 10);
-        assert_eq!(loaded.get(&user("c")), Some(mark(2)));
+        assert_eq!(loaded.get(&uid("c")), Some(mark(2)));
     }
 }

@@ -64,7 +64,7 @@ impl UserDeletions {
         let under_way = store::pending_user_deletions(conn)?
             .into_iter()
             .map(|user_id| Deletion {
-                user_id: UserId::from_stored(user_id),
+                user_id,
                 deleted: store::Deleted::default(),
                 replies: Vec::new(),
             })

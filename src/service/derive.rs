@@ -374,12 +374,11 @@ pub(super) fn store_rederived(
     tx: &StoreTx<'_>,
     sessions: &[Rederived],
 ) -> Result<usize, ServiceError> {
-    let keys: Vec<(String, String)> = sessions
+    let keys: Vec<SessionKey> = sessions
         .iter()
         .map(|session| SessionKey::new(session.user_id.clone(), session.session_id.clone()))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
-        .map(|key| (key.user_id.to_string(), key.session_id.to_string()))
         .collect();
     store::lock_sessions(tx, &keys)?;
     let mut stored = 0;
@@ -553,7 +552,7 @@ pub(super) fn session_doc(
             tracing::warn!(%error, "stored session record unreadable; deriving it again");
             let key = session.key();
             derive_session(conn, &key.user_id, &key.session_id, session.updated_at_ms)?;
-            let Some(again) = store::session(conn, &session.user_id, &session.session_id)? else {
+            let Some(again) = store::session(conn, &key.user_id, &key.session_id)? else {
                 return Ok(None);
             };
             match again.record() {
@@ -590,8 +589,8 @@ fn doc_of_record(
 ) -> Result<Option<SessionDoc>, ServiceError> {
     let (text, profile) = doc_parts(&session.session_id, record);
     Ok(finish_doc(
-        session.user_id,
-        session.session_id,
+        session.user_id.into_string(),
+        session.session_id.into_string(),
         text,
         profile,
         session.last_seq,
@@ -638,7 +637,7 @@ fn finish_doc(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::testing::{session, user};
+    use crate::domain::testing::{sid, uid};
     use crate::domain::{Message, Role};
 
     fn message(role: Role, content: &str) -> Message {
@@ -700,11 +699,11 @@ mod tests {
             let Verdict::Admission(Admission::Inserted { seq }) = verdict else {
                 panic!("stored: {verdict:?}");
             };
-            let stored = store::session(&conn, "ada", "s1")
+            let stored = store::session(&conn, &uid("ada"), &sid("s1"))
                 .expect("read")
                 .expect("stored session");
             let from_store = session_doc(&conn, stored).expect("document");
-            let carried = derived.into_session_doc(&user("ada"), &session("s1"), seq, stored_at_ms);
+            let carried = derived.into_session_doc(&uid("ada"), &sid("s1"), seq, stored_at_ms);
             assert!(carried.is_some());
             assert_eq!(carried, from_store);
         }

@@ -17,7 +17,6 @@ use tokio::sync::{mpsc, oneshot};
 use super::derive::{EXTRACTOR_VERSION, rederive};
 use super::writer::WriteJob;
 use super::{ServiceError, WriterMetrics};
-use crate::domain::SessionKey;
 use crate::store::{self, StoreLocation};
 
 /// Sessions derived again and handed to the writer together (one store
@@ -98,11 +97,10 @@ fn rederive_all(
             break;
         }
         let mut sessions = Vec::with_capacity(outdated.len());
-        for (user_id, session_id) in &outdated {
+        for key in &outdated {
             if stop.load(Ordering::Acquire) {
                 return Ok(());
             }
-            let key = SessionKey::from_stored(user_id.as_str(), session_id.as_str());
             sessions.extend(rederive(conn, &key.user_id, &key.session_id)?);
         }
         let (reply, answer) = oneshot::channel();

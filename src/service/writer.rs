@@ -573,11 +573,7 @@ impl Writer {
                 )
             })
             .collect();
-        let sessions: Vec<(String, String)> = sessions
-            .into_iter()
-            .map(|key| (key.user_id.to_string(), key.session_id.to_string()))
-            .collect();
-        store::lock_sessions(&tx, &sessions)?;
+        store::lock_sessions(&tx, &sessions.into_iter().collect::<Vec<_>>())?;
         let mut verdicts = Vec::with_capacity(adds.len());
         // In queue order: an Add's check sees the records of the Adds
         // before it in the group.
@@ -823,14 +819,7 @@ impl Writer {
         if users.is_empty() && sessions.is_empty() {
             return Ok(());
         }
-        let users: Vec<UserId> = users.into_iter().map(UserId::from_stored).collect();
-        let keys: Vec<SessionKey> = sessions
-            .iter()
-            .map(|(user_id, session_id)| {
-                SessionKey::from_stored(user_id.as_str(), session_id.as_str())
-            })
-            .collect();
-        self.forget(&users, &keys)?;
+        self.forget(&users, &sessions)?;
         // A user's pending record goes when the last of its rows has
         // (`deletion::UserDeletions`).
         store::clear_session_deletions(&self.conn, &sessions)?;
@@ -879,8 +868,7 @@ fn derive_missing(conn: &mut StoreConn) -> Result<(), ServiceError> {
         return Ok(());
     }
     let tx = conn.transaction()?;
-    for (user_id, session_id) in &missing {
-        let key = SessionKey::from_stored(user_id.as_str(), session_id.as_str());
+    for key in &missing {
         derive_session(&tx, &key.user_id, &key.session_id, now_ms())?;
     }
     tx.commit()?;

@@ -7,7 +7,7 @@
 
 use super::sql::Sql;
 use super::{StoreError, StoredMessage, StoredSession, StoredUser, UserState};
-use crate::domain::Role;
+use crate::domain::{Role, SessionId, SessionKey, UserId};
 
 /// A statement parameter both drivers can bind.
 pub(super) trait Param: Sync {
@@ -86,8 +86,8 @@ pub(super) trait Db {
 /// becomes of it.
 pub(super) fn session(row: &dyn SqlRow) -> Result<StoredSession, StoreError> {
     Ok(StoredSession {
-        user_id: row.text(0)?,
-        session_id: row.text(1)?,
+        user_id: UserId::from_stored(row.text(0)?),
+        session_id: SessionId::from_stored(row.text(1)?),
         record_json: json_or_empty(row.packed_text(2)?, "record_json"),
         diagnostics_json: json_or_empty(row.packed_text(3)?, "diagnostics_json"),
         num_messages: row.integer(4)?,
@@ -162,14 +162,19 @@ pub(super) fn pair(row: &dyn SqlRow) -> Result<(String, String), StoreError> {
     Ok((row.text(0)?, row.text(1)?))
 }
 
+/// Two text columns, a stored `(user_id, session_id)`: a session's key.
+pub(super) fn session_key(row: &dyn SqlRow) -> Result<SessionKey, StoreError> {
+    Ok(SessionKey::from_stored(row.text(0)?, row.text(1)?))
+}
+
+/// The first column, a stored user id.
+pub(super) fn user_id(row: &dyn SqlRow) -> Result<UserId, StoreError> {
+    Ok(UserId::from_stored(row.text(0)?))
+}
+
 /// The first column, an integer.
 pub(super) fn integer(row: &dyn SqlRow) -> Result<i64, StoreError> {
     row.integer(0)
-}
-
-/// The first column, a text.
-pub(super) fn text(row: &dyn SqlRow) -> Result<String, StoreError> {
-    row.text(0)
 }
 
 /// Nothing of the row: that there is one.

@@ -16,7 +16,7 @@ use super::sql::{self, Sql};
 use super::{
     Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, codec, database_path, to_i64,
 };
-use crate::domain::AddRequest;
+use crate::domain::{AddRequest, SessionKey, UserId};
 
 /// The size the write-ahead log is cut back to once a checkpoint has
 /// copied it into the database. SQLite reuses the log from its start but
@@ -119,21 +119,18 @@ pub(super) fn admit(
 
 /// Nothing to do: one process writes a SQLite store (the data
 /// directory's lock file), and SQLite's write lock serialises it.
-pub(super) fn lock_sessions(
-    _tx: &Connection,
-    _sessions: &[(String, String)],
-) -> Result<(), StoreError> {
+pub(super) fn lock_sessions(_tx: &Connection, _sessions: &[SessionKey]) -> Result<(), StoreError> {
     Ok(())
 }
 
-pub(super) fn begin_user_deletion(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
-    tx.run(&sql::INSERT_PENDING_USER_DELETION, &[&user_id])?;
-    bump_generation(tx, user_id)
+pub(super) fn begin_user_deletion(tx: &Connection, user_id: &UserId) -> Result<(), StoreError> {
+    tx.run(&sql::INSERT_PENDING_USER_DELETION, &[&user_id.as_str()])?;
+    bump_generation(tx, user_id.as_str())
 }
 
-pub(super) fn finish_user_deletion(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
-    tx.run(&sql::DELETE_PENDING_USER_DELETION, &[&user_id])?;
-    bump_generation(tx, user_id)
+pub(super) fn finish_user_deletion(tx: &Connection, user_id: &UserId) -> Result<(), StoreError> {
+    tx.run(&sql::DELETE_PENDING_USER_DELETION, &[&user_id.as_str()])?;
+    bump_generation(tx, user_id.as_str())
 }
 
 pub(super) fn reclaim_space(conn: &Connection, pages: usize) -> Result<bool, StoreError> {
