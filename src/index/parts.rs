@@ -11,6 +11,7 @@ use tantivy::{DocAddress, Term};
 use super::published::{PublishedBatch, PublishedKind};
 use super::search::MAX_MESSAGE_QUERY_TERMS;
 use super::{IndexError, KIND_PART, SearchIndex, View, part_bounds, session_key};
+use crate::domain::UserId;
 
 /// One matching part: its messages and BM25 score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,11 +86,12 @@ impl SearchIndex {
     /// session's best-matching messages are.
     pub fn search_parts_in(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         session_ids: &[&str],
         terms: &[String],
         limit: usize,
     ) -> Result<Vec<PartHit>, IndexError> {
+        let user_id = user_id.as_str();
         if session_ids.is_empty() || terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }

@@ -484,7 +484,7 @@ impl<'a> Loaded<'a> {
             if let Some(best) = rank::assemble::best_message(contents, terms) {
                 let message = held.swap_remove(best);
                 messages
-                    .entry(message.session_id.clone())
+                    .entry(message.session_id.to_string())
                     .or_default()
                     .push(message);
             }

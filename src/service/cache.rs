@@ -410,7 +410,7 @@ fn index_user(
     state: UserState,
 ) -> Result<CaughtUp, ServiceError> {
     if from.is_none() {
-        index.delete_users(&[user_id.to_string()]);
+        index.delete_users(std::slice::from_ref(user_id));
     }
     let mut after = from.unwrap_or(0);
     let mut num_adds = 0usize;

@@ -62,8 +62,8 @@ impl DerivedAdd {
         updated_at_ms: i64,
     ) -> Option<SessionDoc> {
         finish_doc(
-            user_id.to_string(),
-            session_id.to_string(),
+            user_id.clone(),
+            session_id.clone(),
             self.text,
             *self.profile,
             last_seq,
@@ -589,8 +589,8 @@ fn doc_of_record(
 ) -> Result<Option<SessionDoc>, ServiceError> {
     let (text, profile) = doc_parts(&session.session_id, record);
     Ok(finish_doc(
-        session.user_id.into_string(),
-        session.session_id.into_string(),
+        session.user_id,
+        session.session_id,
         text,
         profile,
         session.last_seq,
@@ -609,8 +609,8 @@ fn doc_parts(session_id: &str, record: &SessionRecord) -> (String, rank::Session
 /// The index document of a session whose record includes the Adds up to
 /// `last_seq`, last changed at `updated_at_ms`.
 fn finish_doc(
-    user_id: String,
-    session_id: String,
+    user_id: UserId,
+    session_id: SessionId,
     text: String,
     mut profile: rank::SessionProfile,
     last_seq: i64,

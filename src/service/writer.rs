@@ -32,7 +32,7 @@ use super::derive::{
     DerivedAdd, Rederived, Verdict, admit_with_record, derive_session, session_docs,
 };
 use super::{ServiceError, ServiceOptions, WriterMetrics};
-use crate::domain::{AddOutcome, AddRequest, SessionKey, UserId};
+use crate::domain::{AddOutcome, AddRequest, SessionId, SessionKey, UserId};
 use crate::index::{self, IndexWriterHandle, OpenState, SearchIndex, SessionDoc};
 use crate::store::{self, Admission, StoreConn, StoreError, StoreLocation, StoreTx, StoredMessage};
 use crate::time::now_ms;
@@ -167,8 +167,8 @@ struct SlicedAdd {
 /// One message of an Add the writer stored, as the index takes it.
 struct AddedMessage<'a> {
     seq: i64,
-    user_id: &'a str,
-    session_id: &'a str,
+    user_id: &'a UserId,
+    session_id: &'a SessionId,
     /// Its index within the Add.
     index: usize,
     content: &'a str,
@@ -179,11 +179,11 @@ impl crate::index::MessageToIndex for AddedMessage<'_> {
         self.seq
     }
 
-    fn user_id(&self) -> &str {
+    fn user_id(&self) -> &UserId {
         self.user_id
     }
 
-    fn session_id(&self) -> &str {
+    fn session_id(&self) -> &SessionId {
         self.session_id
     }
 
@@ -833,12 +833,7 @@ impl Writer {
         users: &[UserId],
         sessions: &[SessionKey],
     ) -> Result<(), ServiceError> {
-        let users: Vec<String> = users.iter().map(UserId::to_string).collect();
-        let sessions: Vec<(String, String)> = sessions
-            .iter()
-            .map(|key| (key.user_id.to_string(), key.session_id.to_string()))
-            .collect();
-        let forgotten = self.index.forget(&users, &sessions, &self.search_index);
+        let forgotten = self.index.forget(users, sessions, &self.search_index);
         self.roll_back_on_error(forgotten)
     }
 

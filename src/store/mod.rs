@@ -491,9 +491,9 @@ pub struct StoredMessage {
     /// Sequence number of the Add it came with.
     pub seq: i64,
     /// Scope.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Trajectory.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The Add's request id.
     pub request_id: String,
     /// Index within the Add.

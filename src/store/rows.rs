@@ -121,8 +121,8 @@ pub(super) fn message(row: &dyn SqlRow) -> Result<StoredMessage, StoreError> {
     Ok(StoredMessage {
         message_id: row.integer(0)?,
         seq: row.integer(1)?,
-        user_id: row.text(2)?,
-        session_id: row.text(3)?,
+        user_id: UserId::from_stored(row.text(2)?),
+        session_id: SessionId::from_stored(row.text(3)?),
         request_id: row.text(4)?,
         message_index: usize::try_from(message_index).unwrap_or(0),
         role,
