@@ -112,7 +112,7 @@ fn unknown_user_message(user_id: &str, users: &inspect::Page<crate::store::Store
     let named: Vec<String> = users
         .items
         .iter()
-        .map(|user| format!("{:?}", user.user_id))
+        .map(|user| format!("{:?}", user.user_id.as_str()))
         .collect();
     let more = if users.next.is_some() { ", ..." } else { "" };
     format!(
@@ -189,7 +189,7 @@ fn search_all(searcher: &Searcher, args: &SearchArgs) -> anyhow::Result<()> {
             searcher
                 .search(&request)?
                 .into_iter()
-                .map(|item| (user_id.clone(), item)),
+                .map(|item| (user_id.to_string(), item)),
         );
     }
     found.sort_by(|left, right| right.1.score.total_cmp(&left.1.score));

@@ -135,7 +135,7 @@ pub(super) fn message(row: &dyn SqlRow) -> Result<StoredMessage, StoreError> {
 /// A line of the users' listing.
 pub(super) fn user(row: &dyn SqlRow) -> Result<StoredUser, StoreError> {
     Ok(StoredUser {
-        user_id: row.text(0)?,
+        user_id: UserId::from_stored(row.text(0)?),
         num_sessions: row.integer(1)?,
         num_messages: row.integer(2)?,
         updated_at_ms: row.integer(3)?,

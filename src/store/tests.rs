@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use super::*;
 use crate::domain::testing::{key, sid, uid};
-use crate::domain::{AddRequest, Message, Role, SessionId};
+use crate::domain::{AddRequest, Message, Role, SessionId, UserId};
 
 /// The environment variable naming the PostgreSQL database of the tests.
 const POSTGRES_URL_VAR: &str = "PRECEDENT_TEST_POSTGRES";
@@ -540,7 +540,7 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
         pending_user_deletions(conn).unwrap(),
         vec!["doomed".to_string()]
     );
-    let listed: Vec<String> = users(conn, None, 10)
+    let listed: Vec<UserId> = users(conn, None, 10)
         .unwrap()
         .into_iter()
         .map(|user| user.user_id)
@@ -783,14 +783,14 @@ fn users_listed(conn: &mut StoreConn) {
     .unwrap();
     // Most recently active (highest last seq) first.
     let alice = StoredUser {
-        user_id: "alice".to_string(),
+        user_id: uid("alice"),
         num_sessions: 2,
         num_messages: 6,
         updated_at_ms: 60,
         last_seq: c,
     };
     let bob = StoredUser {
-        user_id: "bob".to_string(),
+        user_id: uid("bob"),
         num_sessions: 1,
         num_messages: 1,
         updated_at_ms: 70,
@@ -805,7 +805,7 @@ fn users_listed(conn: &mut StoreConn) {
     assert_eq!(users(conn, None, 1).unwrap(), vec![alice.clone()]);
     let after_alice = ListCursor {
         last_seq: alice.last_seq,
-        key: alice.user_id.clone(),
+        key: alice.user_id.to_string(),
     };
     assert_eq!(
         users(conn, Some(&after_alice), 1).unwrap(),
@@ -813,7 +813,7 @@ fn users_listed(conn: &mut StoreConn) {
     );
     let after_bob = ListCursor {
         last_seq: bob.last_seq,
-        key: bob.user_id.clone(),
+        key: bob.user_id.to_string(),
     };
     assert!(users(conn, Some(&after_bob), 10).unwrap().is_empty());
 }

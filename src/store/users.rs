@@ -33,7 +33,7 @@ impl StoredUser {
     pub fn cursor(&self) -> ListCursor {
         ListCursor {
             last_seq: self.last_seq,
-            key: self.user_id.clone(),
+            key: self.user_id.to_string(),
         }
     }
 }
@@ -87,7 +87,7 @@ pub fn sessions_per_user(conn: &StoreConn) -> Result<Vec<i64>, StoreError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredUser {
     /// Scope.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Sessions stored.
     pub num_sessions: i64,
     /// Messages over those sessions.
