@@ -610,8 +610,8 @@ impl Writer {
                     max_session_bytes: self.max_session_bytes,
                 }),
                 Verdict::Admission(Admission::Conflict) => Err(ServiceError::Conflict {
-                    request_id: job.request.request_id().to_string(),
-                    user_id: job.request.user_id().to_string(),
+                    request_id: job.request.request_id().clone(),
+                    user_id: job.request.user_id().clone(),
                 }),
                 Verdict::Admission(Admission::Duplicate { seq }) => {
                     let answer = AddAnswer::Done(AddOutcome::AlreadyStored, None);
