@@ -157,11 +157,6 @@ pub(super) fn source(row: &dyn SqlRow) -> Result<(String, usize), StoreError> {
     Ok((row.text(0)?, usize::try_from(index).unwrap_or(0)))
 }
 
-/// Two text columns: a `(user_id, session_id)`.
-pub(super) fn pair(row: &dyn SqlRow) -> Result<(String, String), StoreError> {
-    Ok((row.text(0)?, row.text(1)?))
-}
-
 /// Two text columns, a stored `(user_id, session_id)`: a session's key.
 pub(super) fn session_key(row: &dyn SqlRow) -> Result<SessionKey, StoreError> {
     Ok(SessionKey::from_stored(row.text(0)?, row.text(1)?))
