@@ -444,7 +444,6 @@ impl SearchIndex {
         limit: usize,
         known: &dyn Fn(&DocKey) -> bool,
     ) -> Result<SessionCandidates, IndexError> {
-        let user_id = user_id.as_str();
         let view = self.view();
         let scope = self.scope_documents(&view.searcher, user_id)?;
         let recent = PublishedScope::of(&view.recent, user_id);

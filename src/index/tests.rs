@@ -102,7 +102,7 @@ fn reference_search(
     limit: usize,
 ) -> (u64, f32, Vec<(DocKey, u32, f32)>) {
     let searcher = index.view().searcher.clone();
-    let scope_query = BooleanQuery::new(index.scoped(user_id, KIND_SESSION));
+    let scope_query = BooleanQuery::new(index.scoped(&uid(user_id), KIND_SESSION));
     let weight = scope_query
         .weight(tantivy::query::EnableScoring::disabled_from_searcher(
             &searcher,
@@ -181,7 +181,7 @@ fn reference_search(
             (Occur::Should, query)
         })
         .collect();
-    let mut clauses = index.scoped(user_id, KIND_SESSION);
+    let mut clauses = index.scoped(&uid(user_id), KIND_SESSION);
     clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
     let top = searcher
         .search_with_statistics_provider(
@@ -275,7 +275,7 @@ fn num_scopes(index: &SearchIndex, users: &[&str], dense: bool) -> usize {
     users
         .iter()
         .map(|user| {
-            let scope = index.scope_documents(&searcher, user).expect("scope");
+            let scope = index.scope_documents(&searcher, &uid(user)).expect("scope");
             scope
                 .segments
                 .iter()
@@ -462,7 +462,9 @@ fn a_search_on_an_older_reader_leaves_no_stale_scope_to_newer_ones() {
     assert_eq!(search(&index, "ada", &["parser"], 10).hits.len(), 1);
     // A search still holding the older reader remembers that reader's
     // scope (where "one" was alive) after the newer one was seen.
-    let older_scope = index.scope_documents(&older, "ada").expect("older scope");
+    let older_scope = index
+        .scope_documents(&older, &uid("ada"))
+        .expect("older scope");
     let older_sessions: usize = older_scope
         .segments
         .iter()

@@ -440,7 +440,7 @@ impl IndexWriterHandle {
                 .map_or(first.message_index(), |last| last.message_index());
             self.pending.push(Pending::Document {
                 document: PublishedDoc::new(
-                    first.user_id().as_str(),
+                    first.user_id(),
                     key,
                     PublishedKind::Part {
                         seq: first.seq(),
@@ -464,7 +464,7 @@ impl IndexWriterHandle {
             )));
             self.pending.push(Pending::Document {
                 document: PublishedDoc::new(
-                    session.user_id.as_str(),
+                    &session.user_id,
                     key,
                     PublishedKind::Session {
                         profile_json: session.profile_json.clone(),
