@@ -156,6 +156,23 @@ mod tests {
     use crate::domain::MAX_ID_BYTES;
 
     #[test]
+    fn session_keys_order_as_their_texts_do() {
+        let pairs = [("b", "a"), ("a", "b"), ("ab", "a"), ("a", "ab"), ("a", "a")];
+        let mut texts = pairs.to_vec();
+        texts.sort();
+        let mut keys: Vec<SessionKey> = pairs
+            .iter()
+            .map(|(user_id, session_id)| testing::key(user_id, session_id))
+            .collect();
+        keys.sort();
+        let keys: Vec<(&str, &str)> = keys
+            .iter()
+            .map(|key| (key.user_id.as_str(), key.session_id.as_str()))
+            .collect();
+        assert_eq!(keys, texts);
+    }
+
+    #[test]
     fn an_id_is_built_only_from_valid_text() {
         assert_eq!(
             UserId::new("alice").map(|id| id.to_string()),
