@@ -612,7 +612,7 @@ pub struct UserSummaryDto {
 impl From<crate::store::StoredUser> for UserSummaryDto {
     fn from(user: crate::store::StoredUser) -> UserSummaryDto {
         UserSummaryDto {
-            user_id: user.user_id,
+            user_id: user.user_id.into_string(),
             num_sessions: user.num_sessions,
             num_messages: user.num_messages,
             updated_at: rfc3339_from_ms(user.updated_at_ms),

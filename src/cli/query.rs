@@ -5,7 +5,7 @@ use anyhow::Context;
 
 use super::{InspectArgs, SearchArgs, print_out, render};
 use crate::api;
-use crate::domain::SearchRequest;
+use crate::domain::{SearchRequest, SessionId, UserId};
 use crate::read::inspect;
 use crate::read::search::Searcher;
 
@@ -25,10 +25,14 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
         ),
     }
     let conn = location.open_reader()?;
-    if crate::store::user_state(&conn, &user_id)?.last_seq == 0 {
-        let users = inspect::users(&conn, None, USERS_NAMED)?;
-        anyhow::bail!("{}", unknown_user_message(&user_id, &users));
-    }
+    // An id that fails the check names no stored user.
+    let user_id = match UserId::new(user_id.as_str()) {
+        Ok(checked) if crate::store::user_state(&conn, &checked)?.last_seq > 0 => checked,
+        _ => {
+            let users = inspect::users(&conn, None, USERS_NAMED)?;
+            anyhow::bail!("{}", unknown_user_message(&user_id, &users));
+        }
+    };
     let mut out = String::new();
     match &args.session {
         None => {
@@ -42,8 +46,14 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
             }
         }
         Some(session_id) => {
-            let detail = inspect::session_detail(&conn, &user_id, session_id)?
-                .with_context(|| format!("user {:?} has no session {session_id:?}", user_id))?;
+            // An id that fails the check names no stored session.
+            let detail = match SessionId::new(session_id.as_str()) {
+                Ok(checked) => inspect::session_detail(&conn, &user_id, &checked)?,
+                Err(_) => None,
+            };
+            let detail = detail.with_context(|| {
+                format!("user {:?} has no session {session_id:?}", user_id.as_str())
+            })?;
             if args.json {
                 out = serde_json::to_string_pretty(&api::dto::session_detail_json(&detail))?;
             } else {
@@ -58,7 +68,7 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
 /// Every session summary of a user, read page by page.
 fn all_summaries(
     conn: &crate::store::StoreConn,
-    user_id: &str,
+    user_id: &UserId,
 ) -> anyhow::Result<Vec<inspect::SessionSummary>> {
     let mut summaries = Vec::new();
     let mut after = None;
@@ -84,7 +94,10 @@ const USERS_NAMED: usize = 5;
 /// users that do (a misspelt id is not "nothing passes the gate").
 fn unknown_user(searcher: &Searcher, user_id: &str) -> anyhow::Result<Option<String>> {
     let found = searcher.with_reader(|conn| {
-        if crate::store::user_state(conn, user_id)?.last_seq > 0 {
+        // An id that fails the check names no stored user.
+        if let Ok(checked) = UserId::new(user_id)
+            && crate::store::user_state(conn, &checked)?.last_seq > 0
+        {
             return Ok(None);
         }
         Ok(Some(inspect::users(conn, None, USERS_NAMED)?))
@@ -99,7 +112,7 @@ fn unknown_user_message(user_id: &str, users: &inspect::Page<crate::store::Store
     let named: Vec<String> = users
         .items
         .iter()
-        .map(|user| format!("{:?}", user.user_id))
+        .map(|user| format!("{:?}", user.user_id.as_str()))
         .collect();
     let more = if users.next.is_some() { ", ..." } else { "" };
     format!(
@@ -176,7 +189,7 @@ fn search_all(searcher: &Searcher, args: &SearchArgs) -> anyhow::Result<()> {
             searcher
                 .search(&request)?
                 .into_iter()
-                .map(|item| (user_id.clone(), item)),
+                .map(|item| (user_id.to_string(), item)),
         );
     }
     found.sort_by(|left, right| right.1.score.total_cmp(&left.1.score));

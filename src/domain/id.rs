@@ -1,7 +1,9 @@
 //! The contract's ids as types of their own: a value of one of them has
 //! passed [`check_id`], so code that holds one never checks it again, and
-//! a user id cannot be passed where a session id is meant.
+//! a user id cannot be passed where a session id is meant. A
+//! [`SessionKey`] names one session of one user.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::ops::Deref;
 
@@ -10,7 +12,7 @@ use super::check::{Invalid, check_id};
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $field:literal) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
         #[serde(transparent)]
         pub struct $name(String);
 
@@ -23,8 +25,45 @@ macro_rules! id_type {
                 Ok($name(id))
             }
 
+            /// An id read back from the store, which holds only ids that
+            /// passed the check when they were added: not checked again.
+            /// For stored values only; anything else goes through
+            #[doc = concat!("[`", stringify!($name), "::new`].")]
+            pub fn from_stored(id: impl Into<String>) -> $name {
+                $name(id.into())
+            }
+
             /// The id's text.
             pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The id's text, owned.
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
                 &self.0
             }
         }
@@ -62,10 +101,76 @@ id_type!(
     "session_id"
 );
 
+/// One session of one user: the key of everything kept per session.
+/// Ordered by user, then session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey {
+    /// The session's user.
+    pub user_id: UserId,
+    /// The session.
+    pub session_id: SessionId,
+}
+
+impl SessionKey {
+    /// The key of `session_id` of `user_id`.
+    pub fn new(user_id: UserId, session_id: SessionId) -> SessionKey {
+        SessionKey {
+            user_id,
+            session_id,
+        }
+    }
+
+    /// A key read back from the store (see [`UserId::from_stored`]).
+    pub fn from_stored(user_id: impl Into<String>, session_id: impl Into<String>) -> SessionKey {
+        SessionKey::new(
+            UserId::from_stored(user_id),
+            SessionId::from_stored(session_id),
+        )
+    }
+}
+
+/// Ids for tests, built through the check.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{SessionId, SessionKey, UserId};
+
+    /// A user id; the text must be a valid one.
+    pub(crate) fn uid(id: &str) -> UserId {
+        UserId::new(id).expect("a valid user id")
+    }
+
+    /// A session id; the text must be a valid one.
+    pub(crate) fn sid(id: &str) -> SessionId {
+        SessionId::new(id).expect("a valid session id")
+    }
+
+    /// A session key; both texts must be valid ids.
+    pub(crate) fn key(user_id: &str, session_id: &str) -> SessionKey {
+        SessionKey::new(uid(user_id), sid(session_id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::MAX_ID_BYTES;
+
+    #[test]
+    fn session_keys_order_as_their_texts_do() {
+        let pairs = [("b", "a"), ("a", "b"), ("ab", "a"), ("a", "ab"), ("a", "a")];
+        let mut texts = pairs.to_vec();
+        texts.sort();
+        let mut keys: Vec<SessionKey> = pairs
+            .iter()
+            .map(|(user_id, session_id)| testing::key(user_id, session_id))
+            .collect();
+        keys.sort();
+        let keys: Vec<(&str, &str)> = keys
+            .iter()
+            .map(|key| (key.user_id.as_str(), key.session_id.as_str()))
+            .collect();
+        assert_eq!(keys, texts);
+    }
 
     #[test]
     fn an_id_is_built_only_from_valid_text() {

@@ -17,7 +17,9 @@ pub use check::{
     check_content, check_id, check_max_chars, check_num_messages, check_repo, check_timestamp,
     check_top_k,
 };
-pub use id::{RequestId, SessionId, UserId};
+#[cfg(test)]
+pub(crate) use id::testing;
+pub use id::{RequestId, SessionId, SessionKey, UserId};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::domain::AddRequest;
+use crate::domain::{AddRequest, SessionId, UserId};
 
 /// Where the Adds go.
 pub trait Sink: Send + Sync {
@@ -54,7 +54,12 @@ impl Sink for DirectSink {
             .reader
             .lock()
             .map_err(|_| anyhow::anyhow!("store reader poisoned"))?;
-        let session = crate::store::session(&reader, user_id, session_id)?;
+        // Ids that fail the check name no stored session.
+        let (Ok(user_id), Ok(session_id)) = (UserId::new(user_id), SessionId::new(session_id))
+        else {
+            return Ok(0);
+        };
+        let session = crate::store::session(&reader, &user_id, &session_id)?;
         Ok(session.map_or(0, |session| {
             usize::try_from(session.num_messages).unwrap_or(0)
         }))

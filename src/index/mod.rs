@@ -59,6 +59,7 @@ use self::directory::{CLEAN_MARKER, DerivedDirectory};
 use self::published::PublishedBatch;
 use self::scope::ScopeCache;
 
+use crate::domain::{SessionId, UserId};
 use crate::tokenize;
 
 /// Errors of the index.
@@ -194,12 +195,12 @@ fn schema() -> (Schema, Fields) {
 }
 
 /// What the index keeps of a session record, one document per session.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionDoc {
     /// Scope.
-    pub user_id: String,
+    pub user_id: UserId,
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Last Add the record includes.
     pub last_seq: i64,
     /// The ranking profile, JSON.

@@ -11,6 +11,7 @@ use tantivy::{DocAddress, Term};
 use super::published::{PublishedBatch, PublishedKind};
 use super::search::MAX_MESSAGE_QUERY_TERMS;
 use super::{IndexError, KIND_PART, SearchIndex, View, part_bounds, session_key};
+use crate::domain::UserId;
 
 /// One matching part: its messages and BM25 score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,7 +86,7 @@ impl SearchIndex {
     /// session's best-matching messages are.
     pub fn search_parts_in(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         session_ids: &[&str],
         terms: &[String],
         limit: usize,
@@ -123,7 +124,7 @@ impl SearchIndex {
 
     /// `user AND part AND (session OR ...) AND (term OR ...)`, scored by
     /// the terms alone.
-    fn part_query(&self, user_id: &str, session_ids: &[&str], terms: &[String]) -> BooleanQuery {
+    fn part_query(&self, user_id: &UserId, session_ids: &[&str], terms: &[String]) -> BooleanQuery {
         let any_of = |field: Field, values: &mut dyn Iterator<Item = String>, option| {
             let clauses: Vec<(Occur, Box<dyn Query>)> = values
                 .map(|value| {
@@ -139,7 +140,7 @@ impl SearchIndex {
             self.fields.part_session,
             &mut session_ids
                 .iter()
-                .map(|session| session_key(user_id, session)),
+                .map(|session| session_key(user_id.as_str(), session)),
             IndexRecordOption::Basic,
         );
         clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(sessions, 0.0))));
@@ -160,13 +161,13 @@ impl SearchIndex {
         &self,
         view: &View,
         statistics: &PartStatistics<'_>,
-        user_id: &str,
+        user_id: &UserId,
         session_ids: &[&str],
         terms: &[String],
     ) -> Result<Vec<ScoredPart>, IndexError> {
         let wanted: std::collections::HashSet<String> = session_ids
             .iter()
-            .map(|session| session_key(user_id, session))
+            .map(|session| session_key(user_id.as_str(), session))
             .collect();
         let weights = terms
             .iter()
@@ -187,7 +188,7 @@ impl SearchIndex {
                 for &(doc, freq) in postings {
                     let document = &batch.docs[doc as usize];
                     if !document.is_session()
-                        && document.user_id == user_id
+                        && document.user_id == *user_id
                         && wanted.contains(&document.key)
                     {
                         *scores.entry(doc).or_insert(0.0) +=

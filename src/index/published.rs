@@ -28,6 +28,8 @@ use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::SegmentId;
 use tantivy::tokenizer::Token;
 
+use crate::domain::UserId;
+
 /// Term -> (document, term frequency), documents ascending.
 pub(super) type Postings = FxHashMap<String, Vec<(u32, u32)>>;
 
@@ -44,7 +46,7 @@ pub(super) enum PublishedKind {
 /// A session document or a part written since the last commit.
 #[derive(Debug)]
 pub(super) struct PublishedDoc {
-    pub user_id: String,
+    pub user_id: UserId,
     /// The session's key (`session_key` of a session document,
     /// `part_session` of a part).
     pub key: String,
@@ -58,9 +60,9 @@ pub(super) struct PublishedDoc {
 impl PublishedDoc {
     /// A document of `user_id`'s session `key` (its length set when a
     /// batch takes it).
-    pub fn new(user_id: &str, key: String, kind: PublishedKind) -> PublishedDoc {
+    pub fn new(user_id: &UserId, key: String, kind: PublishedKind) -> PublishedDoc {
         PublishedDoc {
-            user_id: user_id.to_string(),
+            user_id: user_id.clone(),
             hash: super::session_hash(&key),
             key,
             kind,
@@ -160,13 +162,16 @@ pub(super) struct PublishedScope<'a> {
 const NOT_IN_SCOPE: u32 = u32::MAX;
 
 impl<'a> PublishedScope<'a> {
-    pub fn of(batches: &'a [std::sync::Arc<PublishedBatch>], user_id: &str) -> PublishedScope<'a> {
+    pub fn of(
+        batches: &'a [std::sync::Arc<PublishedBatch>],
+        user_id: &UserId,
+    ) -> PublishedScope<'a> {
         let mut seen: std::collections::HashSet<&'a str> = std::collections::HashSet::new();
         let mut docs = Vec::new();
         let mut keys = Vec::new();
         for (batch_ord, batch) in batches.iter().enumerate().rev() {
             for (doc, document) in batch.docs.iter().enumerate().rev() {
-                if document.user_id != user_id {
+                if document.user_id != *user_id {
                     continue;
                 }
                 if !document.is_session() {

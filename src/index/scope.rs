@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex};
 use tantivy::index::SegmentId;
 use tantivy::{DocId, DocSet, Opstamp, SegmentReader};
 
+use crate::domain::UserId;
+
 /// The live session documents and parts of one user in one segment state.
 #[derive(Debug, Default)]
 pub(super) struct SegmentScope {
@@ -135,23 +137,23 @@ impl SegmentScope {
 /// Names one segment state of one user's scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ScopeKey {
-    user_id: String,
+    user_id: UserId,
     segment: SegmentId,
     /// `None` while the segment has no deletes.
     delete_opstamp: Option<Opstamp>,
 }
 
 impl ScopeKey {
-    fn new(user_id: &str, segment: &SegmentReader) -> ScopeKey {
+    fn new(user_id: &UserId, segment: &SegmentReader) -> ScopeKey {
         ScopeKey {
-            user_id: user_id.to_string(),
+            user_id: user_id.clone(),
             segment: segment.segment_id(),
             delete_opstamp: segment.delete_opstamp(),
         }
     }
 
     fn num_bytes(&self) -> usize {
-        std::mem::size_of::<ScopeKey>() + self.user_id.capacity()
+        std::mem::size_of::<ScopeKey>() + self.user_id.len()
     }
 }
 
@@ -198,7 +200,7 @@ impl ScopeCache {
     pub fn scopes(
         &self,
         searcher: &tantivy::Searcher,
-        user_id: &str,
+        user_id: &UserId,
         compute: impl FnOnce(&[usize]) -> tantivy::Result<Vec<SegmentScope>>,
     ) -> tantivy::Result<Vec<Arc<SegmentScope>>> {
         let segments = searcher.segment_readers();

@@ -17,6 +17,7 @@ use tantivy::{DocSet, Term};
 
 use super::scope::{ScopeColumns, SegmentScope};
 use super::{IndexError, KIND_PART, KIND_SESSION, SearchIndex, View};
+use crate::domain::UserId;
 
 /// Distinct query terms, the rarest, a search for the best-matching
 /// parts of known sessions uses.
@@ -134,7 +135,7 @@ impl SearchIndex {
         self.visible_seq.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    pub(super) fn scoped(&self, user_id: &str, kind: &str) -> Vec<(Occur, Box<dyn Query>)> {
+    pub(super) fn scoped(&self, user_id: &UserId, kind: &str) -> Vec<(Occur, Box<dyn Query>)> {
         let constant = |field: Field, value: &str| -> Box<dyn Query> {
             Box::new(ConstScoreQuery::new(
                 Box::new(TermQuery::new(
@@ -145,7 +146,7 @@ impl SearchIndex {
             ))
         };
         vec![
-            (Occur::Must, constant(self.fields.user_id, user_id)),
+            (Occur::Must, constant(self.fields.user_id, user_id.as_str())),
             (Occur::Must, constant(self.fields.doc_kind, kind)),
         ]
     }
@@ -183,7 +184,7 @@ impl SearchIndex {
     pub(super) fn scope_documents(
         &self,
         searcher: &tantivy::Searcher,
-        user_id: &str,
+        user_id: &UserId,
     ) -> Result<ScopeDocuments, IndexError> {
         let segments = self.scopes.scopes(searcher, user_id, |ordinals| {
             let constant = |query: Box<dyn Query>| -> Box<dyn Query> {
@@ -200,7 +201,10 @@ impl SearchIndex {
                 (Occur::Should, term(self.fields.doc_kind, KIND_PART)),
             ]);
             let scope = BooleanQuery::new(vec![
-                (Occur::Must, constant(term(self.fields.user_id, user_id))),
+                (
+                    Occur::Must,
+                    constant(term(self.fields.user_id, user_id.as_str())),
+                ),
                 (Occur::Must, constant(Box::new(kinds))),
             ]);
             let weight = scope.weight(tantivy::query::EnableScoring::disabled_from_searcher(

@@ -28,6 +28,7 @@ use super::search::{
     DocKey, MAX_MESSAGE_QUERY_TERMS, ScopeDocuments, bm25, bm25_idf, scope_postings,
 };
 use super::{IndexError, SearchIndex, View};
+use crate::domain::UserId;
 
 /// Distinct query terms a session search uses, the first ones of a task
 /// statement: enough for the whole of a usual issue (an issue template's
@@ -438,7 +439,7 @@ impl SearchIndex {
     /// session's document.
     pub fn search_sessions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         terms: &[String],
         limit: usize,
         known: &dyn Fn(&DocKey) -> bool,

@@ -13,6 +13,7 @@ use tantivy::{DocSet, Term};
 use super::search::bm25_idf;
 use super::sessions::SessionCandidates;
 use super::{DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, SearchIndex, SessionDoc, open};
+use crate::domain::testing::{key, sid, uid};
 
 /// BM25 statistics of one scope, for tantivy's own query.
 struct ScopeStatistics {
@@ -56,8 +57,8 @@ impl Numbers {
 
 fn session(user_id: &str, session_id: &str, text: &str) -> SessionDoc {
     SessionDoc {
-        user_id: user_id.to_string(),
-        session_id: session_id.to_string(),
+        user_id: uid(user_id),
+        session_id: sid(session_id),
         last_seq: 1,
         profile_json: format!("{{\"session\":\"{session_id}\"}}"),
         text: text.to_string(),
@@ -76,7 +77,7 @@ fn commit(writer: &mut IndexWriterHandle, index: &SearchIndex, sessions: &[Sessi
 
 fn search(index: &SearchIndex, user_id: &str, words: &[&str], limit: usize) -> SessionCandidates {
     index
-        .search_sessions(user_id, &terms(words), limit, &|_: &DocKey| false)
+        .search_sessions(&uid(user_id), &terms(words), limit, &|_: &DocKey| false)
         .expect("search")
 }
 
@@ -101,7 +102,7 @@ fn reference_search(
     limit: usize,
 ) -> (u64, f32, Vec<(DocKey, u32, f32)>) {
     let searcher = index.view().searcher.clone();
-    let scope_query = BooleanQuery::new(index.scoped(user_id, KIND_SESSION));
+    let scope_query = BooleanQuery::new(index.scoped(&uid(user_id), KIND_SESSION));
     let weight = scope_query
         .weight(tantivy::query::EnableScoring::disabled_from_searcher(
             &searcher,
@@ -180,7 +181,7 @@ fn reference_search(
             (Occur::Should, query)
         })
         .collect();
-    let mut clauses = index.scoped(user_id, KIND_SESSION);
+    let mut clauses = index.scoped(&uid(user_id), KIND_SESSION);
     clauses.push((Occur::Must, Box::new(BooleanQuery::new(should))));
     let top = searcher
         .search_with_statistics_provider(
@@ -274,7 +275,7 @@ fn num_scopes(index: &SearchIndex, users: &[&str], dense: bool) -> usize {
     users
         .iter()
         .map(|user| {
-            let scope = index.scope_documents(&searcher, user).expect("scope");
+            let scope = index.scope_documents(&searcher, &uid(user)).expect("scope");
             scope
                 .segments
                 .iter()
@@ -336,7 +337,7 @@ fn scores_and_orders_as_tantivy(users: &[&str]) -> (tempfile::TempDir, SearchInd
         }
     }
     writer
-        .forget(&[], &[(users[1].to_string(), "s3".to_string())], &index)
+        .forget(&[], &[key(users[1], "s3")], &index)
         .expect("forget a session");
     for user in users {
         assert_same_as_reference(&index, user, &WORDS, 100);
@@ -401,7 +402,7 @@ fn a_remembered_scope_follows_commits_replaced_records_and_forgotten_users() {
 
     // A forgotten user: nothing of theirs is seen again.
     writer
-        .forget(&["ada".to_string()], &[], &index)
+        .forget(&[uid("ada")], &[], &index)
         .expect("forget ada");
     let after_forget = search(&index, "ada", &["parser", "cache", "render"], 10);
     assert_eq!(after_forget.scope_size, 0);
@@ -461,7 +462,9 @@ fn a_search_on_an_older_reader_leaves_no_stale_scope_to_newer_ones() {
     assert_eq!(search(&index, "ada", &["parser"], 10).hits.len(), 1);
     // A search still holding the older reader remembers that reader's
     // scope (where "one" was alive) after the newer one was seen.
-    let older_scope = index.scope_documents(&older, "ada").expect("older scope");
+    let older_scope = index
+        .scope_documents(&older, &uid("ada"))
+        .expect("older scope");
     let older_sessions: usize = older_scope
         .segments
         .iter()
@@ -530,7 +533,7 @@ fn answer(index: &SearchIndex, user_id: &str, words: &[&str]) -> Answer {
     let session_ids: Vec<String> = (0..30).map(|number| format!("s{number}")).collect();
     let session_refs: Vec<&str> = session_ids.iter().map(String::as_str).collect();
     let mut messages: Vec<(i64, f32)> = index
-        .search_parts_in(user_id, &session_refs, &terms(words), 1000)
+        .search_parts_in(&uid(user_id), &session_refs, &terms(words), 1000)
         .expect("parts")
         .into_iter()
         .map(|hit| (hit.seq, hit.score))
@@ -554,8 +557,8 @@ fn message(
     crate::store::StoredMessage {
         message_id,
         seq: message_id,
-        user_id: user_id.to_string(),
-        session_id: session_id.to_string(),
+        user_id: uid(user_id),
+        session_id: sid(session_id),
         request_id: format!("r{message_id}"),
         message_index: 0,
         role: crate::domain::Role::User,

@@ -27,6 +27,7 @@ use super::{
     Fields, INDEX_DIR, IndexError, KIND_PART, KIND_SESSION, SCHEMA_VERSION, SearchIndex,
     SessionDoc, SharedView, View, directory, io_error, part_range, session_key,
 };
+use crate::domain::{SessionId, SessionKey, UserId};
 use crate::store::StoredMessage;
 
 /// What the index reads of a message: the Add it came with, its place in
@@ -37,9 +38,9 @@ pub trait MessageToIndex {
     /// Sequence number of its Add.
     fn seq(&self) -> i64;
     /// Its scope.
-    fn user_id(&self) -> &str;
+    fn user_id(&self) -> &UserId;
     /// Its session.
-    fn session_id(&self) -> &str;
+    fn session_id(&self) -> &SessionId;
     /// Its index within the Add.
     fn message_index(&self) -> usize;
     /// Its text.
@@ -51,11 +52,11 @@ impl MessageToIndex for StoredMessage {
         self.seq
     }
 
-    fn user_id(&self) -> &str {
+    fn user_id(&self) -> &UserId {
         &self.user_id
     }
 
-    fn session_id(&self) -> &str {
+    fn session_id(&self) -> &SessionId {
         &self.session_id
     }
 
@@ -433,7 +434,7 @@ impl IndexWriterHandle {
                 }
                 push_indexed(&mut text, message.content());
             }
-            let key = session_key(first.user_id(), first.session_id());
+            let key = session_key(first.user_id().as_str(), first.session_id().as_str());
             let last_index = part
                 .last()
                 .map_or(first.message_index(), |last| last.message_index());
@@ -456,7 +457,7 @@ impl IndexWriterHandle {
     /// Queues session documents, each replacing the one of the same session.
     pub fn upsert_sessions(&mut self, sessions: &[SessionDoc]) -> Result<(), IndexError> {
         for session in sessions {
-            let key = session_key(&session.user_id, &session.session_id);
+            let key = session_key(session.user_id.as_str(), session.session_id.as_str());
             self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.session_key,
                 &key,
@@ -587,18 +588,18 @@ impl IndexWriterHandle {
         directory::sync_dir(data_dir).map_err(io_error(data_dir))
     }
 
-    /// Deletes every document of these users and of these `(user_id,
-    /// session_id)` sessions (their records and their messages), then
-    /// commits (the published sequence number does not change).
+    /// Deletes every document of these users and of these sessions (their
+    /// records and their messages), then commits (the published sequence
+    /// number does not change).
     pub fn forget(
         &mut self,
-        user_ids: &[String],
-        sessions: &[(String, String)],
+        user_ids: &[UserId],
+        sessions: &[SessionKey],
         search_index: &SearchIndex,
     ) -> Result<(), IndexError> {
         self.delete_users(user_ids);
-        for (user_id, session_id) in sessions {
-            let key = session_key(user_id, session_id);
+        for session in sessions {
+            let key = session_key(session.user_id.as_str(), session.session_id.as_str());
             self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.session_key,
                 &key,
@@ -613,11 +614,11 @@ impl IndexWriterHandle {
 
     /// Queues the deletion of every document of these users (applied with
     /// the next commit, before the documents queued after it).
-    pub fn delete_users(&mut self, user_ids: &[String]) {
+    pub fn delete_users(&mut self, user_ids: &[UserId]) {
         for user_id in user_ids {
             self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.user_id,
-                user_id,
+                user_id.as_str(),
             )));
         }
     }

@@ -6,6 +6,7 @@
 //! Architecture invariant: nothing here writes.
 
 use super::ReadError;
+use crate::domain::{SessionId, UserId};
 use crate::ingest::{self, SessionRecord};
 use crate::store::{self, ListCursor, StoreConn, StoredSession, StoredUser};
 
@@ -101,7 +102,7 @@ impl SessionSummary {
             }
         }
         Some(SessionSummary {
-            session_id: session.session_id.clone(),
+            session_id: session.session_id.to_string(),
             task: first_line.chars().take(SUMMARY_TASK_CHARS).collect(),
             language: record.language,
             status: record
@@ -156,7 +157,7 @@ impl SessionDetail {
     ) -> Result<SessionDetail, ReadError> {
         let record: SessionRecord = session.record()?;
         Ok(SessionDetail {
-            session_id: session.session_id.clone(),
+            session_id: session.session_id.to_string(),
             num_messages: session.num_messages,
             updated_at_ms: record.last_message_at_ms.unwrap_or(session.updated_at_ms),
             record,
@@ -197,7 +198,7 @@ impl<T> PageSink<T> for Vec<T> {
 /// of the page, and the page still goes on after it.
 pub fn session_summaries(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after: Option<&ListCursor>,
     limit: usize,
 ) -> Result<Page<SessionSummary>, ReadError> {
@@ -212,7 +213,7 @@ pub fn session_summaries(
 /// Answers where the next page starts, `None` when nothing follows.
 pub fn visit_session_summaries(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after: Option<&ListCursor>,
     limit: usize,
     sink: &mut impl PageSink<SessionSummary>,
@@ -306,8 +307,8 @@ impl MessageView {
 /// the user does not have, has none.
 pub fn visit_session_messages(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
     after: Option<&ListCursor>,
     limit: usize,
     sink: &mut impl PageSink<MessageView>,
@@ -365,8 +366,8 @@ pub fn users(
 /// such session.
 pub fn session_detail(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<Option<SessionDetail>, ReadError> {
     if store::user_deletion_pending(conn, user_id)? {
         return Ok(None);
@@ -381,11 +382,12 @@ pub fn session_detail(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::testing::{sid, uid};
 
     fn stored(record_json: &str) -> StoredSession {
         StoredSession {
-            user_id: "u".to_string(),
-            session_id: "claude-code:s1".to_string(),
+            user_id: uid("u"),
+            session_id: sid("claude-code:s1"),
             record_json: record_json.to_string(),
             diagnostics_json: "[]".to_string(),
             num_messages: 4,

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::ReadError;
-use crate::domain::{MemoryItem, SearchRequest};
+use crate::domain::{MemoryItem, SearchRequest, SessionId, UserId};
 use crate::index::{self, SearchIndex};
 use crate::ingest::{Clock, SessionRecord};
 use crate::rank;
@@ -243,7 +243,7 @@ impl Searcher {
     fn mark_stale(
         &self,
         root: &std::path::Path,
-        user_id: &str,
+        user_id: &UserId,
         read: &HashMap<&str, &SessionRecord>,
         items: &mut [MemoryItem],
     ) -> Result<(), ReadError> {
@@ -280,13 +280,17 @@ impl Searcher {
     fn staleness_of(
         &self,
         root: &std::path::Path,
-        user_id: &str,
+        user_id: &UserId,
         sessions: &[String],
     ) -> Result<std::collections::BTreeMap<String, super::stale::Staleness>, ReadError> {
         let stored = self.with_reader(|conn| {
             sessions
                 .iter()
-                .map(|session_id| Ok(store::session(conn, user_id, session_id)?))
+                .map(|session_id| {
+                    // Named by the index, which holds stored sessions.
+                    let session_id = SessionId::from_stored(session_id.as_str());
+                    Ok(store::session(conn, user_id, &session_id)?)
+                })
                 .collect::<Result<Vec<_>, ReadError>>()
         })?;
         let mut marks = std::collections::BTreeMap::new();
@@ -294,7 +298,10 @@ impl Searcher {
             let Ok(record) = stored.record::<SessionRecord>() else {
                 continue;
             };
-            marks.insert(stored.session_id, super::stale::check(root, &record));
+            marks.insert(
+                stored.session_id.into_string(),
+                super::stale::check(root, &record),
+            );
         }
         Ok(marks)
     }
@@ -445,7 +452,7 @@ impl<'a> Loaded<'a> {
     /// chooses for `terms`.
     fn read(
         conn: &StoreConn,
-        user_id: &str,
+        user_id: &UserId,
         shown: &[rank::assemble::ShownSession<'a>],
         parts: &[index::PartHit],
         terms: &[String],
@@ -453,7 +460,8 @@ impl<'a> Loaded<'a> {
         let stored = shown
             .iter()
             .map(|session| {
-                let session_id = &session.scored.session_id;
+                // Named by the index, which holds stored sessions.
+                let session_id = &SessionId::from_stored(session.scored.session_id.as_str());
                 if !session.needs_record() {
                     let first = store::session_first_source(conn, user_id, session_id)?;
                     return Ok((session, None, first.into_iter().collect()));
@@ -476,7 +484,7 @@ impl<'a> Loaded<'a> {
             if let Some(best) = rank::assemble::best_message(contents, terms) {
                 let message = held.swap_remove(best);
                 messages
-                    .entry(message.session_id.clone())
+                    .entry(message.session_id.to_string())
                     .or_default()
                     .push(message);
             }

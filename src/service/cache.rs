@@ -54,6 +54,7 @@ use std::sync::Mutex;
 use super::ServiceError;
 use super::derive::{readable_session_doc, rederive};
 use super::writer::Writer;
+use crate::domain::UserId;
 use crate::index::{IndexWriterHandle, SearchIndex};
 use crate::store::{self, StoreConn, StoredSession, UserState};
 use crate::time::now_ms;
@@ -98,9 +99,9 @@ struct Recency {
     /// Most users kept.
     capacity: usize,
     /// Each user's mark and the tick of its last use.
-    marks: HashMap<String, (Mark, u64)>,
+    marks: HashMap<UserId, (Mark, u64)>,
     /// Users by the tick of their last use, oldest first.
-    by_use: BTreeMap<u64, String>,
+    by_use: BTreeMap<u64, UserId>,
     /// The tick the next use gets.
     next_tick: u64,
 }
@@ -114,25 +115,25 @@ impl Recency {
     }
 
     /// The user's mark, moved to the most recently used.
-    fn touch(&mut self, user_id: &str) -> Option<Mark> {
+    fn touch(&mut self, user_id: &UserId) -> Option<Mark> {
         let tick = self.next_tick;
         let (mark, used) = self.marks.get_mut(user_id)?;
         self.by_use.remove(used);
         *used = tick;
-        self.by_use.insert(tick, user_id.to_string());
+        self.by_use.insert(tick, user_id.clone());
         self.next_tick += 1;
         Some(*mark)
     }
 
     /// Sets the user's mark (the most recently used); answers how many
     /// marks were dropped to make room.
-    fn insert(&mut self, user_id: &str, mark: Mark) -> usize {
+    fn insert(&mut self, user_id: &UserId, mark: Mark) -> usize {
         let tick = self.next_tick;
         self.next_tick += 1;
-        if let Some((_, previous_tick)) = self.marks.insert(user_id.to_string(), (mark, tick)) {
+        if let Some((_, previous_tick)) = self.marks.insert(user_id.clone(), (mark, tick)) {
             self.by_use.remove(&previous_tick);
         }
-        self.by_use.insert(tick, user_id.to_string());
+        self.by_use.insert(tick, user_id.clone());
         let mut evicted = 0;
         while self.marks.len() > self.capacity {
             let Some((_, oldest)) = self.by_use.pop_first() else {
@@ -160,13 +161,13 @@ impl UserMarks {
 
     /// The mark of a user, `None` when this node has not indexed them (or
     /// dropped their mark since); counts as a use.
-    pub(super) fn get(&self, user_id: &str) -> Option<Mark> {
+    pub(super) fn get(&self, user_id: &UserId) -> Option<Mark> {
         self.inner.lock().ok()?.touch(user_id)
     }
 
     /// Sets a user's mark; answers how many marks of other users were
     /// dropped to make room.
-    fn set(&self, user_id: &str, mark: Mark) -> usize {
+    fn set(&self, user_id: &UserId, mark: Mark) -> usize {
         self.inner
             .lock()
             .map_or(0, |mut inner| inner.insert(user_id, mark))
@@ -178,7 +179,7 @@ impl UserMarks {
     }
 
     /// Whether the index holds everything the store holds of the user.
-    pub(super) fn is_current(&self, user_id: &str, state: UserState) -> bool {
+    pub(super) fn is_current(&self, user_id: &UserId, state: UserState) -> bool {
         self.get(user_id)
             .is_some_and(|mark| mark.generation == state.generation && mark.seq >= state.last_seq)
     }
@@ -207,8 +208,10 @@ impl UserMarks {
         match serde_json::from_str::<MarksFile>(&text) {
             Ok(file) => {
                 tracing::info!(num_users = file.users.len(), "user marks loaded");
-                for (user_id, mark) in &file.users {
-                    marks.set(user_id, *mark);
+                // The file holds ids of users this node indexed from the
+                // store.
+                for (user_id, mark) in file.users {
+                    marks.set(&UserId::from_stored(user_id), mark);
                 }
                 marks
             }
@@ -229,7 +232,7 @@ impl UserMarks {
                 inner
                     .marks
                     .iter()
-                    .map(|(user_id, (mark, _))| (user_id.clone(), *mark))
+                    .map(|(user_id, (mark, _))| (user_id.to_string(), *mark))
                     .collect()
             })
             .unwrap_or_default();
@@ -255,7 +258,7 @@ impl Writer {
     /// Brings the index up to what the store holds of one user, on the
     /// writer thread: see the module's documentation. Nothing to do on
     /// SQLite (no marks), whose index follows every Add.
-    pub(super) fn catch_up_user(&mut self, user_id: &str) -> Result<(), ServiceError> {
+    pub(super) fn catch_up_user(&mut self, user_id: &UserId) -> Result<(), ServiceError> {
         let Some(marks) = self.marks.clone() else {
             return Ok(());
         };
@@ -354,7 +357,8 @@ impl Writer {
     fn rederive_sessions(&mut self, sessions: &[StoredSession]) -> Result<(), ServiceError> {
         let mut derived = Vec::with_capacity(sessions.len());
         for session in sessions {
-            derived.extend(rederive(&self.conn, &session.user_id, &session.session_id)?);
+            let key = session.key();
+            derived.extend(rederive(&self.conn, &key.user_id, &key.session_id)?);
         }
         let stored = self.rederived(&derived)?;
         tracing::info!(
@@ -369,7 +373,7 @@ impl Writer {
     /// last Add when every Add of the user past the mark is one of them (no
     /// other node's Add in between, same generation). A failure leaves the
     /// marks where they are: the next Search catches up.
-    pub(super) fn advance_after_own_adds(&self, indexed: &BTreeMap<String, BTreeSet<i64>>) {
+    pub(super) fn advance_after_own_adds(&self, indexed: &BTreeMap<UserId, BTreeSet<i64>>) {
         let Some(marks) = &self.marks else {
             return;
         };
@@ -401,12 +405,12 @@ fn index_user(
     snapshot: &StoreConn,
     index: &mut IndexWriterHandle,
     search_index: &SearchIndex,
-    user_id: &str,
+    user_id: &UserId,
     from: Option<i64>,
     state: UserState,
 ) -> Result<CaughtUp, ServiceError> {
     if from.is_none() {
-        index.delete_users(&[user_id.to_string()]);
+        index.delete_users(std::slice::from_ref(user_id));
     }
     let mut after = from.unwrap_or(0);
     let mut num_adds = 0usize;
@@ -446,7 +450,7 @@ fn index_user(
 /// otherwise.
 fn advanced_mark(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     mark: Mark,
     seqs: &BTreeSet<i64>,
 ) -> Result<Option<Mark>, ServiceError> {
@@ -468,6 +472,7 @@ fn advanced_mark(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::testing::uid;
 
     fn mark(seq: i64) -> Mark {
         Mark { seq, generation: 0 }
@@ -476,18 +481,18 @@ mod tests {
     #[test]
     fn marks_past_the_capacity_drop_the_least_recently_used() {
         let marks = UserMarks::new(2);
-        assert_eq!(marks.set("a", mark(1)), 0);
-        assert_eq!(marks.set("b", mark(2)), 0);
+        assert_eq!(marks.set(&uid("a"), mark(1)), 0);
+        assert_eq!(marks.set(&uid("b"), mark(2)), 0);
         // A use of a makes b the least recently used.
-        assert_eq!(marks.get("a"), Some(mark(1)));
-        assert_eq!(marks.set("c", mark(3)), 1);
+        assert_eq!(marks.get(&uid("a")), Some(mark(1)));
+        assert_eq!(marks.set(&uid("c"), mark(3)), 1);
         assert_eq!(marks.len(), 2);
-        assert_eq!(marks.get("b"), None, "b was dropped");
-        assert_eq!(marks.get("a"), Some(mark(1)));
-        assert_eq!(marks.get("c"), Some(mark(3)));
+        assert_eq!(marks.get(&uid("b")), None, "b was dropped");
+        assert_eq!(marks.get(&uid("a")), Some(mark(1)));
+        assert_eq!(marks.get(&uid("c")), Some(mark(3)));
         // Setting a user kept moves its mark and drops nothing.
-        assert_eq!(marks.set("a", mark(4)), 0);
-        assert_eq!(marks.get("a"), Some(mark(4)));
+        assert_eq!(marks.set(&uid("a"), mark(4)), 0);
+        assert_eq!(marks.get(&uid("a")), Some(mark(4)));
         assert_eq!(marks.len(), 2);
     }
 
@@ -498,19 +503,19 @@ mod tests {
             last_seq: 5,
             generation: 0,
         };
-        marks.set("a", mark(5));
-        assert!(marks.is_current("a", state));
-        marks.set("b", mark(7));
-        assert!(!marks.is_current("a", state), "a's mark was dropped");
-        assert_eq!(marks.get("a"), None);
+        marks.set(&uid("a"), mark(5));
+        assert!(marks.is_current(&uid("a"), state));
+        marks.set(&uid("b"), mark(7));
+        assert!(!marks.is_current(&uid("a"), state), "a's mark was dropped");
+        assert_eq!(marks.get(&uid("a")), None);
     }
 
     #[test]
     fn saved_marks_load_within_the_capacity() {
         let dir = tempfile::tempdir().expect("temp dir");
         let marks = UserMarks::new(10);
-        for (index, user) in ["a", "b", "c", "d"].into_iter().enumerate() {
-            marks.set(user, mark(index as i64));
+        for (index, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            marks.set(&uid(name), mark(index as i64));
         }
         marks.save(dir.path()).expect("save");
         let loaded = UserMarks::load(dir.path(), true, 3);
@@ -518,6 +523,6 @@ mod tests {
         assert!(!dir.path().join(MARKS_FILE).exists(), "the file is removed");
         marks.save(dir.path()).expect("save");
         let loaded = UserMarks::load(dir.path(), true, 10);
-        assert_eq!(loaded.get("c"), Some(mark(2)));
+        assert_eq!(loaded.get(&uid("c")), Some(mark(2)));
     }
 }

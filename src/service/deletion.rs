@@ -21,6 +21,7 @@ use tokio::sync::oneshot;
 
 use super::ServiceError;
 use super::writer::{WriteJob, Writer};
+use crate::domain::UserId;
 use crate::store::{self, StoreConn};
 
 /// How long one turn's slice of a deletion may take, about.
@@ -38,7 +39,7 @@ type Reply = oneshot::Sender<Result<store::Deleted, ServiceError>>;
 
 /// One user's deletion under way.
 struct Deletion {
-    user_id: String,
+    user_id: UserId,
     /// What was removed so far.
     deleted: store::Deleted,
     /// Who waits for it (several, when the deletion was asked again).
@@ -88,10 +89,10 @@ impl UserDeletions {
     }
 
     /// Whether the user's deletion is under way.
-    pub(super) fn holds(&self, user_id: &str) -> bool {
+    pub(super) fn holds(&self, user_id: &UserId) -> bool {
         self.under_way
             .iter()
-            .any(|deletion| deletion.user_id == user_id)
+            .any(|deletion| deletion.user_id == *user_id)
     }
 
     /// Keeps a job of a user being deleted until the deletion is finished.
@@ -128,7 +129,7 @@ impl Writer {
     /// Begins deleting a user (or joins the deletion under way): recorded
     /// as pending in the store, forgotten by the index. `reply` is answered
     /// when the last row is gone.
-    pub(super) fn begin_user_deletion(&mut self, user_id: String, reply: Reply) {
+    pub(super) fn begin_user_deletion(&mut self, user_id: UserId, reply: Reply) {
         if let Some(deletion) = self
             .deletions
             .under_way
@@ -207,8 +208,8 @@ impl Writer {
 
     /// Ends a deletion whose rows are all gone: the index forgets the user
     /// (again), then the pending record goes.
-    fn finish_user_deletion(&mut self, user_id: &str) -> Result<(), ServiceError> {
-        self.forget(&[user_id.to_string()], &[])?;
+    fn finish_user_deletion(&mut self, user_id: &UserId) -> Result<(), ServiceError> {
+        self.forget(std::slice::from_ref(user_id), &[])?;
         let tx = self.conn.transaction()?;
         store::finish_user_deletion(&tx, user_id)?;
         tx.commit()?;
@@ -217,7 +218,7 @@ impl Writer {
 }
 
 /// The user a held job is for (`None`: a job of no single user).
-fn job_user(job: &WriteJob) -> Option<&str> {
+fn job_user(job: &WriteJob) -> Option<&UserId> {
     match job {
         WriteJob::Add(add) => Some(add.request.user_id()),
         WriteJob::CatchUpUser { user_id, .. } => Some(user_id),
@@ -227,7 +228,7 @@ fn job_user(job: &WriteJob) -> Option<&str> {
 
 /// Deletes rows of the user for about [`SLICE_TIME`], in one transaction.
 /// `None`: nothing was left.
-fn slice(conn: &mut StoreConn, user_id: &str) -> Result<Option<store::Deleted>, ServiceError> {
+fn slice(conn: &mut StoreConn, user_id: &UserId) -> Result<Option<store::Deleted>, ServiceError> {
     let started = std::time::Instant::now();
     let tx = conn.transaction()?;
     let mut removed = store::Deleted::default();

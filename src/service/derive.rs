@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use super::ServiceError;
 use super::writer::Writer;
-use crate::domain::AddRequest;
+use crate::domain::{AddRequest, SessionId, SessionKey, UserId};
 use crate::index::SessionDoc;
 use crate::ingest::incremental::SessionExtractor;
 use crate::ingest::{self, Clock, IngestMessage, SessionRecord};
@@ -56,14 +56,14 @@ impl DerivedAdd {
     /// at `updated_at_ms`: the document the stored record gives.
     pub(super) fn into_session_doc(
         self,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         last_seq: i64,
         updated_at_ms: i64,
     ) -> Option<SessionDoc> {
         finish_doc(
-            user_id.to_string(),
-            session_id.to_string(),
+            user_id.clone(),
+            session_id.clone(),
             self.text,
             *self.profile,
             last_seq,
@@ -100,7 +100,7 @@ pub(super) struct ExtractorCache {
 
 #[derive(Default)]
 struct CacheEntries {
-    by_session: HashMap<(String, String), CachedExtractor>,
+    by_session: HashMap<SessionKey, CachedExtractor>,
     bytes: usize,
     clock: u64,
 }
@@ -124,12 +124,12 @@ impl ExtractorCache {
     /// Takes out the state of a session whose last Add is `last_seq`.
     fn take(
         &self,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         last_seq: i64,
     ) -> Option<Box<SessionExtractor>> {
         let mut entries = self.entries.lock().ok()?;
-        let key = (user_id.to_string(), session_id.to_string());
+        let key = SessionKey::new(user_id.clone(), session_id.clone());
         let cached = entries.by_session.remove(&key)?;
         entries.bytes -= cached.bytes;
         (cached.last_seq == last_seq).then_some(cached.extractor)
@@ -138,8 +138,8 @@ impl ExtractorCache {
     /// Keeps the state of a session whose last Add is now `last_seq`.
     pub(super) fn put(
         &self,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         last_seq: i64,
         extractor: Box<SessionExtractor>,
     ) {
@@ -152,7 +152,7 @@ impl ExtractorCache {
         };
         entries.clock += 1;
         let used = entries.clock;
-        let key = (user_id.to_string(), session_id.to_string());
+        let key = SessionKey::new(user_id.clone(), session_id.clone());
         if let Some(old) = entries.by_session.insert(
             key,
             CachedExtractor {
@@ -330,9 +330,9 @@ pub(super) fn admit_with_record(
 #[derive(Debug, Clone)]
 pub(super) struct Rederived {
     /// Scope.
-    pub(super) user_id: String,
+    pub(super) user_id: UserId,
     /// The session.
-    pub(super) session_id: String,
+    pub(super) session_id: SessionId,
     /// The record.
     pub(super) derived: Derived,
     /// When its last Add was stored (kept: re-deriving does not make a
@@ -344,8 +344,8 @@ pub(super) struct Rederived {
 /// caller's thread; `None` when the session is gone.
 pub(super) fn rederive(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<Option<Rederived>, ServiceError> {
     let snapshot = conn.snapshot()?;
     let Some(session) = store::session(&snapshot, user_id, session_id)? else {
@@ -355,8 +355,8 @@ pub(super) fn rederive(
     drop(snapshot);
     let (record_json, diagnostics_json) = extract_json(&messages)?;
     Ok(Some(Rederived {
-        user_id: user_id.to_string(),
-        session_id: session_id.to_string(),
+        user_id: user_id.clone(),
+        session_id: session_id.clone(),
         derived: Derived {
             base_last_seq: session.last_seq,
             record_json,
@@ -374,9 +374,9 @@ pub(super) fn store_rederived(
     tx: &StoreTx<'_>,
     sessions: &[Rederived],
 ) -> Result<usize, ServiceError> {
-    let keys: Vec<(String, String)> = sessions
+    let keys: Vec<SessionKey> = sessions
         .iter()
-        .map(|session| (session.user_id.clone(), session.session_id.clone()))
+        .map(|session| SessionKey::new(session.user_id.clone(), session.session_id.clone()))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -467,10 +467,17 @@ impl Writer {
 /// out).
 pub(super) fn session_docs(
     conn: &StoreConn,
-    sessions: std::collections::BTreeMap<(String, String), Option<SessionDoc>>,
+    sessions: std::collections::BTreeMap<SessionKey, Option<SessionDoc>>,
 ) -> Result<Vec<SessionDoc>, ServiceError> {
     let mut docs = Vec::with_capacity(sessions.len());
-    for ((user_id, session_id), doc) in sessions {
+    for (
+        SessionKey {
+            user_id,
+            session_id,
+        },
+        doc,
+    ) in sessions
+    {
         if let Some(doc) = doc {
             docs.push(doc);
         } else if let Some(session) = store::session(conn, &user_id, &session_id)? {
@@ -500,8 +507,8 @@ fn extract_json(messages: &[store::StoredMessage]) -> Result<(String, String), S
 /// stores it, inside the caller's transaction (or alone).
 pub(super) fn derive_session(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
     now_ms: i64,
 ) -> Result<(), ServiceError> {
     let messages = store::session_messages(conn, user_id, session_id)?;
@@ -543,13 +550,9 @@ pub(super) fn session_doc(
         Ok(record) => record,
         Err(error) => {
             tracing::warn!(%error, "stored session record unreadable; deriving it again");
-            derive_session(
-                conn,
-                &session.user_id,
-                &session.session_id,
-                session.updated_at_ms,
-            )?;
-            let Some(again) = store::session(conn, &session.user_id, &session.session_id)? else {
+            let key = session.key();
+            derive_session(conn, &key.user_id, &key.session_id, session.updated_at_ms)?;
+            let Some(again) = store::session(conn, &key.user_id, &key.session_id)? else {
                 return Ok(None);
             };
             match again.record() {
@@ -606,8 +609,8 @@ fn doc_parts(session_id: &str, record: &SessionRecord) -> (String, rank::Session
 /// The index document of a session whose record includes the Adds up to
 /// `last_seq`, last changed at `updated_at_ms`.
 fn finish_doc(
-    user_id: String,
-    session_id: String,
+    user_id: UserId,
+    session_id: SessionId,
     text: String,
     mut profile: rank::SessionProfile,
     last_seq: i64,
@@ -634,6 +637,7 @@ fn finish_doc(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::testing::{sid, uid};
     use crate::domain::{Message, Role};
 
     fn message(role: Role, content: &str) -> Message {
@@ -695,11 +699,11 @@ mod tests {
             let Verdict::Admission(Admission::Inserted { seq }) = verdict else {
                 panic!("stored: {verdict:?}");
             };
-            let stored = store::session(&conn, "ada", "s1")
+            let stored = store::session(&conn, &uid("ada"), &sid("s1"))
                 .expect("read")
                 .expect("stored session");
             let from_store = session_doc(&conn, stored).expect("document");
-            let carried = derived.into_session_doc("ada", "s1", seq, stored_at_ms);
+            let carried = derived.into_session_doc(&uid("ada"), &sid("s1"), seq, stored_at_ms);
             assert!(carried.is_some());
             assert_eq!(carried, from_store);
         }

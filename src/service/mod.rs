@@ -42,7 +42,9 @@ use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
 use self::writer::{AddAnswer, AddJob, WriteJob, Writer};
-use crate::domain::{AddOutcome, AddRequest, MemoryItem, SearchRequest, SessionId, UserId};
+use crate::domain::{
+    AddOutcome, AddRequest, MemoryItem, RequestId, SearchRequest, SessionId, UserId,
+};
 use crate::index::{IndexError, SearchIndex};
 use crate::ingest;
 use crate::rank;
@@ -56,13 +58,15 @@ use crate::store::{self, ReaderPool, StoreConn, StoreError, StoreLocation};
 pub enum ServiceError {
     /// The request id was used before with a different body.
     #[error(
-        "request_id {request_id:?} was already used for user_id {user_id:?} with a different body"
+        "request_id {:?} was already used for user_id {:?} with a different body",
+        .request_id.as_str(),
+        .user_id.as_str()
     )]
     Conflict {
         /// The request id.
-        request_id: String,
+        request_id: RequestId,
         /// The scope.
-        user_id: String,
+        user_id: UserId,
     },
     /// The Add would take its session past the size limit: nothing of it
     /// was stored.
@@ -505,7 +509,6 @@ impl Service {
     /// Deletes everything of a user from store and index; answers what it
     /// removed.
     pub async fn delete_user(&self, user_id: UserId) -> Result<store::Deleted, ServiceError> {
-        let user_id = user_id.to_string();
         self.ask_writer(|reply| WriteJob::DeleteUser { user_id, reply })
             .await
     }
@@ -551,7 +554,7 @@ impl Service {
     /// SQLite there is nothing to check.
     async fn read_current<T: Send + 'static>(
         self: &Arc<Self>,
-        user_id: String,
+        user_id: UserId,
         read: impl Fn(&Searcher) -> Result<T, ReadError> + Send + Sync + 'static,
         empty: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
@@ -592,7 +595,7 @@ impl Service {
         request: SearchRequest,
     ) -> Result<Vec<MemoryItem>, ServiceError> {
         self.read_current(
-            request.user_id().to_string(),
+            request.user_id().clone(),
             move |searcher| searcher.search(&request),
             Vec::new,
         )
@@ -607,7 +610,7 @@ impl Service {
     ) -> Result<Explained, ServiceError> {
         let query = request.query().to_string();
         self.read_current(
-            request.user_id().to_string(),
+            request.user_id().clone(),
             move |searcher| searcher.explain(&request),
             move || Explained::nothing_stored(&query),
         )
@@ -935,4 +938,22 @@ pub fn directory_bytes(directory: &Path, depth: usize) -> u64 {
             _ => 0,
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::testing::uid;
+
+    #[test]
+    fn a_conflict_names_its_ids_as_text() {
+        let conflict = ServiceError::Conflict {
+            request_id: RequestId::new("r1").expect("a valid request id"),
+            user_id: uid("ada"),
+        };
+        assert_eq!(
+            conflict.to_string(),
+            r#"request_id "r1" was already used for user_id "ada" with a different body"#
+        );
+    }
 }

@@ -97,11 +97,11 @@ fn rederive_all(
             break;
         }
         let mut sessions = Vec::with_capacity(outdated.len());
-        for (user_id, session_id) in &outdated {
+        for key in &outdated {
             if stop.load(Ordering::Acquire) {
                 return Ok(());
             }
-            sessions.extend(rederive(conn, user_id, session_id)?);
+            sessions.extend(rederive(conn, &key.user_id, &key.session_id)?);
         }
         let (reply, answer) = oneshot::channel();
         writer

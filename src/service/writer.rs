@@ -32,7 +32,7 @@ use super::derive::{
     DerivedAdd, Rederived, Verdict, admit_with_record, derive_session, session_docs,
 };
 use super::{ServiceError, ServiceOptions, WriterMetrics};
-use crate::domain::{AddOutcome, AddRequest};
+use crate::domain::{AddOutcome, AddRequest, SessionId, SessionKey, UserId};
 use crate::index::{self, IndexWriterHandle, OpenState, SearchIndex, SessionDoc};
 use crate::store::{self, Admission, StoreConn, StoreError, StoreLocation, StoreTx, StoredMessage};
 use crate::time::now_ms;
@@ -73,13 +73,13 @@ pub(super) enum WriteJob {
     },
     /// Delete everything of a user.
     DeleteUser {
-        user_id: String,
+        user_id: UserId,
         reply: oneshot::Sender<Result<store::Deleted, ServiceError>>,
     },
     /// Bring the index up to what the store holds of a user (a node of a
     /// shared store, before it answers for the user).
     CatchUpUser {
-        user_id: String,
+        user_id: UserId,
         reply: oneshot::Sender<Result<(), ServiceError>>,
     },
     /// Store records derived again (a newer extractor) for sessions that
@@ -167,8 +167,8 @@ struct SlicedAdd {
 /// One message of an Add the writer stored, as the index takes it.
 struct AddedMessage<'a> {
     seq: i64,
-    user_id: &'a str,
-    session_id: &'a str,
+    user_id: &'a UserId,
+    session_id: &'a SessionId,
     /// Its index within the Add.
     index: usize,
     content: &'a str,
@@ -179,11 +179,11 @@ impl crate::index::MessageToIndex for AddedMessage<'_> {
         self.seq
     }
 
-    fn user_id(&self) -> &str {
+    fn user_id(&self) -> &UserId {
         self.user_id
     }
 
-    fn session_id(&self) -> &str {
+    fn session_id(&self) -> &SessionId {
         self.session_id
     }
 
@@ -206,11 +206,11 @@ struct Admitted {
     /// just took, not read back.
     small: Vec<(i64, AddRequest)>,
     /// Per user, the sequence numbers of those Adds.
-    own_indexed: BTreeMap<String, BTreeSet<i64>>,
-    /// The `(user_id, session_id)` sessions the stored Adds changed, each
+    own_indexed: BTreeMap<UserId, BTreeSet<i64>>,
+    /// The sessions the stored Adds changed, each
     /// with its document when the record stored is the one derived before
     /// the writer (`None`: read from the store).
-    sessions: BTreeMap<(String, String), Option<SessionDoc>>,
+    sessions: BTreeMap<SessionKey, Option<SessionDoc>>,
 }
 
 impl Writer {
@@ -564,12 +564,12 @@ impl Writer {
         let tx = self.conn.transaction()?;
         // Other processes may write the same database: each session's
         // checks below hold until the commit.
-        let sessions: BTreeSet<(String, String)> = adds
+        let sessions: BTreeSet<SessionKey> = adds
             .iter()
             .map(|job| {
-                (
-                    job.request.user_id().to_string(),
-                    job.request.session_id().to_string(),
+                SessionKey::new(
+                    job.request.user_id().clone(),
+                    job.request.session_id().clone(),
                 )
             })
             .collect();
@@ -610,8 +610,8 @@ impl Writer {
                     max_session_bytes: self.max_session_bytes,
                 }),
                 Verdict::Admission(Admission::Conflict) => Err(ServiceError::Conflict {
-                    request_id: job.request.request_id().to_string(),
-                    user_id: job.request.user_id().to_string(),
+                    request_id: job.request.request_id().clone(),
+                    user_id: job.request.user_id().clone(),
                 }),
                 Verdict::Admission(Admission::Duplicate { seq }) => {
                     let answer = AddAnswer::Done(AddOutcome::AlreadyStored, None);
@@ -636,10 +636,7 @@ impl Writer {
                     // The last Add of a session stored in the group gives
                     // its document.
                     admitted.sessions.insert(
-                        (
-                            request.user_id().to_string(),
-                            request.session_id().to_string(),
-                        ),
+                        SessionKey::new(request.user_id().clone(), request.session_id().clone()),
                         doc,
                     );
                     let answer = AddAnswer::Done(AddOutcome::Stored, derived_before.then_some(seq));
@@ -656,7 +653,7 @@ impl Writer {
                     }
                     admitted
                         .own_indexed
-                        .entry(request.user_id().to_string())
+                        .entry(request.user_id().clone())
                         .or_default()
                         .insert(seq);
                     admitted.small.push((seq, job.request));
@@ -700,7 +697,7 @@ impl Writer {
     fn index_adds(
         &mut self,
         small: &[(i64, AddRequest)],
-        sessions: BTreeMap<(String, String), Option<SessionDoc>>,
+        sessions: BTreeMap<SessionKey, Option<SessionDoc>>,
         all: bool,
     ) -> Result<Vec<SlicedAdd>, ServiceError> {
         if self.index_may_hold_unrecorded {
@@ -722,7 +719,7 @@ impl Writer {
     fn index_turn(
         &mut self,
         small: &[(i64, AddRequest)],
-        sessions: BTreeMap<(String, String), Option<SessionDoc>>,
+        sessions: BTreeMap<SessionKey, Option<SessionDoc>>,
         all: bool,
     ) -> Result<Vec<SlicedAdd>, ServiceError> {
         for (seq, request) in small {
@@ -829,12 +826,12 @@ impl Writer {
         Ok(())
     }
 
-    /// Makes the index forget these users and `(user_id, session_id)`
-    /// sessions, committed; on failure, drops what it queued.
+    /// Makes the index forget these users and sessions, committed; on
+    /// failure, drops what it queued.
     pub(super) fn forget(
         &mut self,
-        users: &[String],
-        sessions: &[(String, String)],
+        users: &[UserId],
+        sessions: &[SessionKey],
     ) -> Result<(), ServiceError> {
         let forgotten = self.index.forget(users, sessions, &self.search_index);
         self.roll_back_on_error(forgotten)
@@ -866,8 +863,8 @@ fn derive_missing(conn: &mut StoreConn) -> Result<(), ServiceError> {
         return Ok(());
     }
     let tx = conn.transaction()?;
-    for (user_id, session_id) in &missing {
-        derive_session(&tx, user_id, session_id, now_ms())?;
+    for key in &missing {
+        derive_session(&tx, &key.user_id, &key.session_id, now_ms())?;
     }
     tx.commit()?;
     tracing::info!(

@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use rows::{Db, Param, SqlRow};
 use sql::Sql;
 
-use crate::domain::{AddRequest, Role};
+use crate::domain::{AddRequest, Role, SessionId, SessionKey, UserId};
 
 pub use self::pool::ReaderPool;
 pub use self::sessions::{
@@ -451,12 +451,12 @@ pub fn content_bytes(request: &AddRequest) -> i64 {
 /// Bytes of message content a session holds (over its Adds).
 pub fn session_content_bytes(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<i64, StoreError> {
     conn.one_row(
         &sql::SESSION_CONTENT_BYTES,
-        &[&user_id, &session_id],
+        &[&user_id.as_str(), &session_id.as_str()],
         rows::integer,
     )
 }
@@ -472,14 +472,14 @@ pub fn admit(
     dispatch!(tx.conn, admit(request, body_sha256, stored_at_ms))
 }
 
-/// Locks these `(user_id, session_id)` for the rest of the writer's
+/// Locks these sessions for the rest of the writer's
 /// transaction, so that a session's check-then-insert (is the request
 /// known, is the session within its limit, did it move on since its record
 /// was derived) holds while other processes write the same database. Call
 /// it first in the transaction, with every session the transaction will
 /// write: the locks are taken in one order, and [`admit`] takes the
 /// sequence lock only after them.
-pub fn lock_sessions(tx: &StoreTx<'_>, sessions: &[(String, String)]) -> Result<(), StoreError> {
+pub fn lock_sessions(tx: &StoreTx<'_>, sessions: &[SessionKey]) -> Result<(), StoreError> {
     dispatch!(tx.conn, lock_sessions(sessions))
 }
 
@@ -491,9 +491,9 @@ pub struct StoredMessage {
     /// Sequence number of the Add it came with.
     pub seq: i64,
     /// Scope.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Trajectory.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The Add's request id.
     pub request_id: String,
     /// Index within the Add.
@@ -532,7 +532,7 @@ pub fn messages_of_add(conn: &StoreConn, seq: i64) -> Result<Vec<StoredMessage>,
 /// deliberate: an Add named by another scope's index still yields nothing.
 pub fn messages_of_add_in(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     seq: i64,
     first_index: usize,
     end_index: usize,
@@ -541,7 +541,7 @@ pub fn messages_of_add_in(
     let end = i64::try_from(end_index).unwrap_or(i64::MAX);
     conn.rows(
         &sql::MESSAGES_OF_ADD_IN,
-        &[&seq, &first, &end, &user_id],
+        &[&seq, &first, &end, &user_id.as_str()],
         rows::message,
     )
 }
@@ -555,12 +555,12 @@ pub fn last_seq(conn: &StoreConn) -> Result<i64, StoreError> {
 /// by index within the Add).
 pub fn session_messages(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<Vec<StoredMessage>, StoreError> {
     conn.rows(
         &sql::SESSION_MESSAGES,
-        &[&user_id, &session_id],
+        &[&user_id.as_str(), &session_id.as_str()],
         rows::message,
     )
 }
@@ -570,8 +570,8 @@ pub fn session_messages(
 /// of the session's messages.
 pub fn session_messages_page(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
     after: Option<(i64, i64)>,
     limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
@@ -579,8 +579,8 @@ pub fn session_messages_page(
     conn.rows(
         &sql::SESSION_MESSAGES_PAGE,
         &[
-            &user_id,
-            &session_id,
+            &user_id.as_str(),
+            &session_id.as_str(),
             &after_seq,
             &after_index,
             &to_i64(limit),
@@ -605,12 +605,12 @@ pub struct Deleted {
 /// the user are refused with [`StoreError::UserBeingDeleted`]) and bumps
 /// the user's generation. The rows go in slices ([`delete_user_slice`]),
 /// then [`finish_user_deletion`].
-pub fn begin_user_deletion(tx: &StoreTx<'_>, user_id: &str) -> Result<(), StoreError> {
+pub fn begin_user_deletion(tx: &StoreTx<'_>, user_id: &UserId) -> Result<(), StoreError> {
     dispatch!(tx.conn, begin_user_deletion(user_id))
 }
 
 /// Whether a deletion of the user is under way (begun, not finished).
-pub fn user_deletion_pending(conn: &StoreConn, user_id: &str) -> Result<bool, StoreError> {
+pub fn user_deletion_pending(conn: &StoreConn, user_id: &UserId) -> Result<bool, StoreError> {
     deletion_pending(conn, user_id)
 }
 
@@ -651,9 +651,13 @@ pub fn num_adds(messages: &[StoredMessage]) -> usize {
 
 /// [`user_deletion_pending`] on a backend's own connection (its `admit`
 /// asks too).
-fn deletion_pending(conn: &impl Db, user_id: &str) -> Result<bool, StoreError> {
+fn deletion_pending(conn: &impl Db, user_id: &UserId) -> Result<bool, StoreError> {
     Ok(conn
-        .first_row(&sql::USER_DELETION_PENDING, &[&user_id], rows::exists)?
+        .first_row(
+            &sql::USER_DELETION_PENDING,
+            &[&user_id.as_str()],
+            rows::exists,
+        )?
         .is_some())
 }
 
@@ -662,27 +666,27 @@ fn deletion_pending(conn: &impl Db, user_id: &str) -> Result<bool, StoreError> {
 /// removed; nothing removed means nothing is left.
 pub fn delete_user_slice(
     tx: &StoreTx<'_>,
-    user_id: &str,
+    user_id: &UserId,
     rows: usize,
 ) -> Result<Deleted, StoreError> {
     let rows = to_i64(rows);
-    let messages = tx.run(&sql::DELETE_USER_MESSAGES, &[&user_id, &rows])?;
+    let messages = tx.run(&sql::DELETE_USER_MESSAGES, &[&user_id.as_str(), &rows])?;
     if messages > 0 {
         return Ok(Deleted {
             messages,
             ..Deleted::default()
         });
     }
-    let requests = tx.run(&sql::DELETE_USER_REQUESTS, &[&user_id, &rows])?;
+    let requests = tx.run(&sql::DELETE_USER_REQUESTS, &[&user_id.as_str(), &rows])?;
     if requests > 0 {
         return Ok(Deleted {
             requests,
             ..Deleted::default()
         });
     }
-    let sessions = tx.run(&sql::DELETE_USER_SESSIONS, &[&user_id, &rows])?;
+    let sessions = tx.run(&sql::DELETE_USER_SESSIONS, &[&user_id.as_str(), &rows])?;
     if sessions == 0 {
-        tx.run(&sql::DELETE_USER_PENDING_INDEX, &[&user_id])?;
+        tx.run(&sql::DELETE_USER_PENDING_INDEX, &[&user_id.as_str()])?;
     }
     Ok(Deleted {
         sessions,
@@ -693,7 +697,7 @@ pub fn delete_user_slice(
 /// Ends a user's deletion once [`delete_user_slice`] finds nothing left:
 /// the pending record goes (the index must have forgotten the user before
 /// the commit) and the generation is bumped again.
-pub fn finish_user_deletion(tx: &StoreTx<'_>, user_id: &str) -> Result<(), StoreError> {
+pub fn finish_user_deletion(tx: &StoreTx<'_>, user_id: &UserId) -> Result<(), StoreError> {
     dispatch!(tx.conn, finish_user_deletion(user_id))
 }
 
@@ -717,22 +721,25 @@ pub fn purge_sessions_before(tx: &StoreTx<'_>, cutoff_ms: i64) -> Result<Deleted
 }
 
 /// Sessions purged from the store whose index documents may remain.
-pub fn pending_session_deletions(conn: &StoreConn) -> Result<Vec<(String, String)>, StoreError> {
-    conn.rows(&sql::PENDING_SESSION_DELETIONS, &[], rows::pair)
+pub fn pending_session_deletions(conn: &StoreConn) -> Result<Vec<SessionKey>, StoreError> {
+    conn.rows(&sql::PENDING_SESSION_DELETIONS, &[], rows::session_key)
 }
 
 /// The index forgot these sessions.
 pub fn clear_session_deletions(
     conn: &StoreConn,
-    sessions: &[(String, String)],
+    sessions: &[SessionKey],
 ) -> Result<(), StoreError> {
-    for (user_id, session_id) in sessions {
-        conn.run(&sql::CLEAR_SESSION_DELETION, &[user_id, session_id])?;
+    for key in sessions {
+        conn.run(
+            &sql::CLEAR_SESSION_DELETION,
+            &[&key.user_id.as_str(), &key.session_id.as_str()],
+        )?;
     }
     Ok(())
 }
 
 /// Users deleted from the store whose index documents may remain.
-pub fn pending_user_deletions(conn: &StoreConn) -> Result<Vec<String>, StoreError> {
-    conn.rows(&sql::PENDING_USER_DELETIONS, &[], rows::text)
+pub fn pending_user_deletions(conn: &StoreConn) -> Result<Vec<UserId>, StoreError> {
+    conn.rows(&sql::PENDING_USER_DELETIONS, &[], rows::user_id)
 }

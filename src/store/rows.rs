@@ -7,7 +7,7 @@
 
 use super::sql::Sql;
 use super::{StoreError, StoredMessage, StoredSession, StoredUser, UserState};
-use crate::domain::Role;
+use crate::domain::{Role, SessionId, SessionKey, UserId};
 
 /// A statement parameter both drivers can bind.
 pub(super) trait Param: Sync {
@@ -86,8 +86,8 @@ pub(super) trait Db {
 /// becomes of it.
 pub(super) fn session(row: &dyn SqlRow) -> Result<StoredSession, StoreError> {
     Ok(StoredSession {
-        user_id: row.text(0)?,
-        session_id: row.text(1)?,
+        user_id: UserId::from_stored(row.text(0)?),
+        session_id: SessionId::from_stored(row.text(1)?),
         record_json: json_or_empty(row.packed_text(2)?, "record_json"),
         diagnostics_json: json_or_empty(row.packed_text(3)?, "diagnostics_json"),
         num_messages: row.integer(4)?,
@@ -121,8 +121,8 @@ pub(super) fn message(row: &dyn SqlRow) -> Result<StoredMessage, StoreError> {
     Ok(StoredMessage {
         message_id: row.integer(0)?,
         seq: row.integer(1)?,
-        user_id: row.text(2)?,
-        session_id: row.text(3)?,
+        user_id: UserId::from_stored(row.text(2)?),
+        session_id: SessionId::from_stored(row.text(3)?),
         request_id: row.text(4)?,
         message_index: usize::try_from(message_index).unwrap_or(0),
         role,
@@ -135,7 +135,7 @@ pub(super) fn message(row: &dyn SqlRow) -> Result<StoredMessage, StoreError> {
 /// A line of the users' listing.
 pub(super) fn user(row: &dyn SqlRow) -> Result<StoredUser, StoreError> {
     Ok(StoredUser {
-        user_id: row.text(0)?,
+        user_id: UserId::from_stored(row.text(0)?),
         num_sessions: row.integer(1)?,
         num_messages: row.integer(2)?,
         updated_at_ms: row.integer(3)?,
@@ -157,19 +157,19 @@ pub(super) fn source(row: &dyn SqlRow) -> Result<(String, usize), StoreError> {
     Ok((row.text(0)?, usize::try_from(index).unwrap_or(0)))
 }
 
-/// Two text columns: a `(user_id, session_id)`.
-pub(super) fn pair(row: &dyn SqlRow) -> Result<(String, String), StoreError> {
-    Ok((row.text(0)?, row.text(1)?))
+/// Two text columns, a stored `(user_id, session_id)`: a session's key.
+pub(super) fn session_key(row: &dyn SqlRow) -> Result<SessionKey, StoreError> {
+    Ok(SessionKey::from_stored(row.text(0)?, row.text(1)?))
+}
+
+/// The first column, a stored user id.
+pub(super) fn user_id(row: &dyn SqlRow) -> Result<UserId, StoreError> {
+    Ok(UserId::from_stored(row.text(0)?))
 }
 
 /// The first column, an integer.
 pub(super) fn integer(row: &dyn SqlRow) -> Result<i64, StoreError> {
     row.integer(0)
-}
-
-/// The first column, a text.
-pub(super) fn text(row: &dyn SqlRow) -> Result<String, StoreError> {
-    row.text(0)
 }
 
 /// Nothing of the row: that there is one.

@@ -4,15 +4,16 @@
 
 use super::rows::{self, Db};
 use super::{StoreConn, StoreError, codec, sql, to_i64};
+use crate::domain::{SessionId, SessionKey, UserId};
 
 /// A derived session record as it is written ([`upsert_session`]),
 /// borrowed from whoever holds it: a record is not copied to be stored.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionRow<'a> {
     /// Scope.
-    pub user_id: &'a str,
+    pub user_id: &'a UserId,
     /// The session.
-    pub session_id: &'a str,
+    pub session_id: &'a SessionId,
     /// The record, serialized by the service.
     pub record_json: &'a str,
     /// What the extractors could not parse, serialized by the service.
@@ -31,9 +32,9 @@ pub struct SessionRow<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {
     /// Scope.
-    pub user_id: String,
+    pub user_id: UserId,
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The record, serialized by the service (stored compressed: see
     /// `store::codec`; empty when the stored bytes cannot be read), read
     /// by [`StoredSession::record`].
@@ -53,6 +54,11 @@ pub struct StoredSession {
 }
 
 impl StoredSession {
+    /// The session's key.
+    pub fn key(&self) -> SessionKey {
+        SessionKey::new(self.user_id.clone(), self.session_id.clone())
+    }
+
     /// The session as [`upsert_session`] writes it (the store's tests
     /// write whole stored sessions).
     #[cfg(test)]
@@ -109,8 +115,8 @@ pub fn upsert_session(conn: &StoreConn, session: SessionRow<'_>) -> Result<(), S
     conn.run(
         &sql::UPSERT_SESSION,
         &[
-            &session.user_id,
-            &session.session_id,
+            &session.user_id.as_str(),
+            &session.session_id.as_str(),
             &codec::pack(session.record_json),
             &codec::pack(session.diagnostics_json),
             &session.num_messages,
@@ -126,29 +132,29 @@ pub fn upsert_session(conn: &StoreConn, session: SessionRow<'_>) -> Result<(), S
 /// the session has no record.
 pub fn session_last_seq(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<i64, StoreError> {
     Ok(conn
         .first_row(
             &sql::SESSION_LAST_SEQ,
-            &[&user_id, &session_id],
+            &[&user_id.as_str(), &session_id.as_str()],
             rows::integer,
         )?
         .unwrap_or(0))
 }
 
 /// Up to `limit` sessions whose record an extractor older than `version`
-/// derived, as `(user_id, session_id)`, most recently changed first.
+/// derived, most recently changed first.
 pub fn sessions_derived_before(
     conn: &StoreConn,
     version: i64,
     limit: usize,
-) -> Result<Vec<(String, String)>, StoreError> {
+) -> Result<Vec<SessionKey>, StoreError> {
     conn.rows(
         &sql::SESSIONS_DERIVED_BEFORE,
         &[&version, &to_i64(limit)],
-        rows::pair,
+        rows::session_key,
     )
 }
 
@@ -165,10 +171,13 @@ pub fn count_sessions_derived_before(conn: &StoreConn, version: i64) -> Result<i
 /// index document is replaced (inside the caller's transaction).
 pub fn mark_session_for_index(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<(), StoreError> {
-    conn.run(&sql::MARK_SESSION_FOR_INDEX, &[&user_id, &session_id])?;
+    conn.run(
+        &sql::MARK_SESSION_FOR_INDEX,
+        &[&user_id.as_str(), &session_id.as_str()],
+    )?;
     Ok(())
 }
 
@@ -198,29 +207,33 @@ pub fn sessions_changed_between(
 }
 
 /// Sessions that have messages but no derived record (stored before records
-/// existed), as `(user_id, session_id)`.
-pub fn sessions_missing(conn: &StoreConn) -> Result<Vec<(String, String)>, StoreError> {
-    conn.rows(&sql::SESSIONS_MISSING, &[], rows::pair)
+/// existed).
+pub fn sessions_missing(conn: &StoreConn) -> Result<Vec<SessionKey>, StoreError> {
+    conn.rows(&sql::SESSIONS_MISSING, &[], rows::session_key)
 }
 
 /// One session of a user.
 pub fn session(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<Option<StoredSession>, StoreError> {
-    conn.first_row(&sql::SESSION, &[&user_id, &session_id], rows::session)
+    conn.first_row(
+        &sql::SESSION,
+        &[&user_id.as_str(), &session_id.as_str()],
+        rows::session,
+    )
 }
 
 /// `(request_id, index within that Add)` of a session's first message.
 pub fn session_first_source(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<Option<(String, usize)>, StoreError> {
     conn.first_row(
         &sql::SESSION_FIRST_SOURCE,
-        &[&user_id, &session_id],
+        &[&user_id.as_str(), &session_id.as_str()],
         rows::source,
     )
 }

@@ -16,7 +16,7 @@ use super::sql::{self, Sql};
 use super::{
     Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, codec, database_path, to_i64,
 };
-use crate::domain::AddRequest;
+use crate::domain::{AddRequest, SessionKey, UserId};
 
 /// The size the write-ahead log is cut back to once a checkpoint has
 /// copied it into the database. SQLite reuses the log from its start but
@@ -119,20 +119,17 @@ pub(super) fn admit(
 
 /// Nothing to do: one process writes a SQLite store (the data
 /// directory's lock file), and SQLite's write lock serialises it.
-pub(super) fn lock_sessions(
-    _tx: &Connection,
-    _sessions: &[(String, String)],
-) -> Result<(), StoreError> {
+pub(super) fn lock_sessions(_tx: &Connection, _sessions: &[SessionKey]) -> Result<(), StoreError> {
     Ok(())
 }
 
-pub(super) fn begin_user_deletion(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
-    tx.run(&sql::INSERT_PENDING_USER_DELETION, &[&user_id])?;
+pub(super) fn begin_user_deletion(tx: &Connection, user_id: &UserId) -> Result<(), StoreError> {
+    tx.run(&sql::INSERT_PENDING_USER_DELETION, &[&user_id.as_str()])?;
     bump_generation(tx, user_id)
 }
 
-pub(super) fn finish_user_deletion(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
-    tx.run(&sql::DELETE_PENDING_USER_DELETION, &[&user_id])?;
+pub(super) fn finish_user_deletion(tx: &Connection, user_id: &UserId) -> Result<(), StoreError> {
+    tx.run(&sql::DELETE_PENDING_USER_DELETION, &[&user_id.as_str()])?;
     bump_generation(tx, user_id)
 }
 
@@ -170,10 +167,11 @@ pub(super) fn purge_sessions_before(
     let old = tx.rows(
         &sql::SESSIONS_UPDATED_BEFORE,
         &[&cutoff_ms],
-        super::rows::pair,
+        super::rows::session_key,
     )?;
     let mut deleted = Deleted::default();
-    for (user_id, session_id) in &old {
+    for key in &old {
+        let (user_id, session_id) = (key.user_id.as_str(), key.session_id.as_str());
         deleted.messages += tx.execute(
             "DELETE FROM messages WHERE user_id = ?1 AND session_id = ?2",
             params![user_id, session_id],
@@ -191,8 +189,7 @@ pub(super) fn purge_sessions_before(
             params![user_id, session_id],
         )?;
     }
-    let users: std::collections::BTreeSet<&String> =
-        old.iter().map(|(user_id, _)| user_id).collect();
+    let users: std::collections::BTreeSet<&UserId> = old.iter().map(|key| &key.user_id).collect();
     for user_id in users {
         bump_generation(tx, user_id)?;
     }
@@ -202,12 +199,12 @@ pub(super) fn purge_sessions_before(
 /// Moves a user to its next deletion generation (inside the caller's
 /// transaction; PostgreSQL moves several users in one statement of
 /// arrays).
-fn bump_generation(tx: &Connection, user_id: &str) -> Result<(), StoreError> {
+fn bump_generation(tx: &Connection, user_id: &UserId) -> Result<(), StoreError> {
     tx.prepare_cached(
         "INSERT INTO user_generations (user_id, generation) VALUES (?1, 1)
          ON CONFLICT (user_id) DO UPDATE SET generation = generation + 1",
     )?
-    .execute(params![user_id])?;
+    .execute(params![user_id.as_str()])?;
     Ok(())
 }
 

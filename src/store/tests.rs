@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::*;
-use crate::domain::{AddRequest, Message, Role};
+use crate::domain::testing::{key, sid, uid};
+use crate::domain::{AddRequest, Message, Role, SessionId, UserId};
 
 /// The environment variable naming the PostgreSQL database of the tests.
 const POSTGRES_URL_VAR: &str = "PRECEDENT_TEST_POSTGRES";
@@ -194,8 +195,8 @@ fn store(conn: &mut StoreConn, request: &AddRequest) -> i64 {
 
 fn record(user: &str, session: &str, last_seq: i64, updated_at_ms: i64) -> StoredSession {
     StoredSession {
-        user_id: user.to_string(),
-        session_id: session.to_string(),
+        user_id: uid(user),
+        session_id: sid(session),
         record_json: format!(r#"{{"task":"{session}","evidence":[1,2]}}"#),
         diagnostics_json: "[]".to_string(),
         num_messages: 2,
@@ -243,14 +244,17 @@ fn admission(conn: &mut StoreConn) {
     assert_eq!(last_seq(conn).unwrap(), elsewhere_seq);
     assert_eq!(messages_of_add(conn, seq).unwrap().len(), 2);
     assert_eq!(
-        session_content_bytes(conn, "u1", "s1").unwrap(),
+        session_content_bytes(conn, &uid("u1"), &sid("s1")).unwrap(),
         content_bytes(&first)
     );
     assert_eq!(
         content_bytes(&first),
         ("fix the bug".len() + "done".len()) as i64
     );
-    assert_eq!(session_content_bytes(conn, "u1", "nothing").unwrap(), 0);
+    assert_eq!(
+        session_content_bytes(conn, &uid("u1"), &sid("nothing")).unwrap(),
+        0
+    );
 }
 
 fn admission_rolled_back_leaves_nothing(conn: &mut StoreConn) {
@@ -334,36 +338,39 @@ fn messages_read_back(conn: &mut StoreConn) {
     assert_eq!(of_add[1].content, "fünf ünïcödé");
     assert!(messages_of_add(conn, foreign + 100).unwrap().is_empty());
 
-    let session = session_messages(conn, "u1", "s1").unwrap();
+    let session = session_messages(conn, &uid("u1"), &sid("s1")).unwrap();
     let contents: Vec<&str> = session.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(contents, vec!["one", "two", "four", "fünf ünïcödé"]);
     // A range of one Add's messages, only within the user.
     assert_eq!(
-        messages_of_add_in(conn, "u1", third, 1, 2).unwrap(),
+        messages_of_add_in(conn, &uid("u1"), third, 1, 2).unwrap(),
         vec![of_add[1].clone()]
     );
     assert_eq!(
-        messages_of_add_in(conn, "u1", third, 0, 10).unwrap(),
+        messages_of_add_in(conn, &uid("u1"), third, 0, 10).unwrap(),
         of_add
     );
     assert!(
-        messages_of_add_in(conn, "someone else", third, 0, 10)
+        messages_of_add_in(conn, &uid("someone else"), third, 0, 10)
             .unwrap()
             .is_empty()
     );
     assert!(
-        messages_of_add_in(conn, "u1", third, 2, 10)
+        messages_of_add_in(conn, &uid("u1"), third, 2, 10)
             .unwrap()
             .is_empty()
     );
 
     assert_eq!(
-        session_first_source(conn, "u1", "s1").unwrap(),
+        session_first_source(conn, &uid("u1"), &sid("s1")).unwrap(),
         Some(("a".to_string(), 0))
     );
-    assert_eq!(session_first_source(conn, "u1", "none").unwrap(), None);
     assert_eq!(
-        session_message_sources(conn, "u1", "s1").unwrap(),
+        session_first_source(conn, &uid("u1"), &sid("none")).unwrap(),
+        None
+    );
+    assert_eq!(
+        session_message_sources(conn, &uid("u1"), &sid("s1")).unwrap(),
         vec![
             ("a".to_string(), 0),
             ("a".to_string(), 1),
@@ -374,22 +381,21 @@ fn messages_read_back(conn: &mut StoreConn) {
     // Every session has messages and no record yet.
     assert_eq!(
         sorted(sessions_missing(conn).unwrap()),
-        vec![
-            ("u1".to_string(), "s1".to_string()),
-            ("u1".to_string(), "s2".to_string()),
-            ("u2".to_string(), "s1".to_string())
-        ]
+        vec![key("u1", "s1"), key("u1", "s2"), key("u2", "s1")]
     );
 }
 
 fn session_records(conn: &mut StoreConn) {
     let seq = store(conn, &add("u1", "a", "s1", &["one", "two"]));
-    assert_eq!(session(conn, "u1", "s1").unwrap(), None);
-    assert_eq!(session_last_seq(conn, "u1", "s1").unwrap(), 0);
+    assert_eq!(session(conn, &uid("u1"), &sid("s1")).unwrap(), None);
+    assert_eq!(session_last_seq(conn, &uid("u1"), &sid("s1")).unwrap(), 0);
     let first = record("u1", "s1", seq, 10);
     upsert_session(conn, first.row()).unwrap();
-    assert_eq!(session(conn, "u1", "s1").unwrap(), Some(first.clone()));
-    assert_eq!(session_last_seq(conn, "u1", "s1").unwrap(), seq);
+    assert_eq!(
+        session(conn, &uid("u1"), &sid("s1")).unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(session_last_seq(conn, &uid("u1"), &sid("s1")).unwrap(), seq);
     assert!(sessions_missing(conn).unwrap().is_empty());
 
     // An upsert replaces every field of the record.
@@ -406,17 +412,20 @@ fn session_records(conn: &mut StoreConn) {
     let tx = conn.transaction().unwrap();
     upsert_session(&tx, replaced.row()).unwrap();
     tx.commit().unwrap();
-    assert_eq!(session(conn, "u1", "s1").unwrap(), Some(replaced.clone()));
+    assert_eq!(
+        session(conn, &uid("u1"), &sid("s1")).unwrap(),
+        Some(replaced.clone())
+    );
 
     let other_seq = store(conn, &add("u1", "c", "s2", &["x"]));
     let other = record("u1", "s2", other_seq, 30);
     upsert_session(conn, other.row()).unwrap();
     assert_eq!(
-        sessions_of_user(conn, "u1", None, 100).unwrap(),
+        sessions_of_user(conn, &uid("u1"), None, 100).unwrap(),
         vec![other.clone(), replaced.clone()]
     );
     assert!(
-        sessions_of_user(conn, "nobody", None, 100)
+        sessions_of_user(conn, &uid("nobody"), None, 100)
             .unwrap()
             .is_empty()
     );
@@ -436,7 +445,10 @@ fn session_records(conn: &mut StoreConn) {
 
     // A snapshot reads what was committed.
     let snapshot = conn.snapshot().unwrap();
-    assert_eq!(session(&snapshot, "u1", "s1").unwrap(), Some(replaced));
+    assert_eq!(
+        session(&snapshot, &uid("u1"), &sid("s1")).unwrap(),
+        Some(replaced)
+    );
     drop(snapshot);
 }
 
@@ -460,25 +472,22 @@ fn extractor_versions_and_pending_index(conn: &mut StoreConn) {
     // Most recently changed first, at most `limit`.
     assert_eq!(
         sessions_derived_before(conn, 3, 10).unwrap(),
-        vec![
-            ("u1".to_string(), "s2".to_string()),
-            ("u1".to_string(), "s0".to_string())
-        ]
+        vec![key("u1", "s2"), key("u1", "s0")]
     );
     assert_eq!(
         sessions_derived_before(conn, 4, 1).unwrap(),
-        vec![("u1".to_string(), "s3".to_string())]
+        vec![key("u1", "s3")]
     );
 
     assert!(sessions_pending_index(conn).unwrap().is_empty());
     let tx = conn.transaction().unwrap();
-    mark_session_for_index(&tx, "u1", "s0").unwrap();
-    mark_session_for_index(&tx, "u1", "s0").unwrap();
-    mark_session_for_index(&tx, "u1", "s2").unwrap();
+    mark_session_for_index(&tx, &uid("u1"), &sid("s0")).unwrap();
+    mark_session_for_index(&tx, &uid("u1"), &sid("s0")).unwrap();
+    mark_session_for_index(&tx, &uid("u1"), &sid("s2")).unwrap();
     // Marked, then gone: left out.
-    mark_session_for_index(&tx, "u1", "never-stored").unwrap();
+    mark_session_for_index(&tx, &uid("u1"), &sid("never-stored")).unwrap();
     tx.commit().unwrap();
-    let mut pending: Vec<String> = sessions_pending_index(conn)
+    let mut pending: Vec<SessionId> = sessions_pending_index(conn)
         .unwrap()
         .into_iter()
         .map(|session| session.session_id)
@@ -491,6 +500,7 @@ fn extractor_versions_and_pending_index(conn: &mut StoreConn) {
 
 /// Deletes a user as the writer does: begun, two rows a slice, finished.
 fn delete_whole_user(conn: &mut StoreConn, user_id: &str) -> Deleted {
+    let user_id = &uid(user_id);
     let tx = conn.transaction().unwrap();
     begin_user_deletion(&tx, user_id).unwrap();
     tx.commit().unwrap();
@@ -522,15 +532,15 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
 
     // Begun: pending, hidden from the users' list, Adds of the user refused.
     let tx = conn.transaction().unwrap();
-    begin_user_deletion(&tx, "doomed").unwrap();
+    begin_user_deletion(&tx, &uid("doomed")).unwrap();
     tx.commit().unwrap();
-    assert!(user_deletion_pending(conn, "doomed").unwrap());
-    assert!(!user_deletion_pending(conn, "kept").unwrap());
+    assert!(user_deletion_pending(conn, &uid("doomed")).unwrap());
+    assert!(!user_deletion_pending(conn, &uid("kept")).unwrap());
     assert_eq!(
         pending_user_deletions(conn).unwrap(),
         vec!["doomed".to_string()]
     );
-    let listed: Vec<String> = users(conn, None, 10)
+    let listed: Vec<UserId> = users(conn, None, 10)
         .unwrap()
         .into_iter()
         .map(|user| user.user_id)
@@ -549,7 +559,7 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
     let mut steps = Vec::new();
     loop {
         let tx = conn.transaction().unwrap();
-        let step = delete_user_slice(&tx, "doomed", 2).unwrap();
+        let step = delete_user_slice(&tx, &uid("doomed"), 2).unwrap();
         tx.commit().unwrap();
         if step == Deleted::default() {
             break;
@@ -572,9 +582,13 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
         steps,
         vec![messages(2), messages(1), requests(2), sessions(2)]
     );
-    assert!(session_messages(conn, "doomed", "s1").unwrap().is_empty());
     assert!(
-        sessions_of_user(conn, "doomed", None, 100)
+        session_messages(conn, &uid("doomed"), &sid("s1"))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        sessions_of_user(conn, &uid("doomed"), None, 100)
             .unwrap()
             .is_empty()
     );
@@ -583,12 +597,17 @@ fn delete_user_records_pending(conn: &mut StoreConn) {
         prior_admission(conn, &request, &request.body_sha256()).unwrap(),
         None
     );
-    assert_eq!(sessions_of_user(conn, "kept", None, 100).unwrap().len(), 1);
+    assert_eq!(
+        sessions_of_user(conn, &uid("kept"), None, 100)
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(messages_after(conn, 0, 10).unwrap().len(), 1);
     // Still pending until finished; then the user's Adds are taken again.
-    assert!(user_deletion_pending(conn, "doomed").unwrap());
+    assert!(user_deletion_pending(conn, &uid("doomed")).unwrap());
     let tx = conn.transaction().unwrap();
-    finish_user_deletion(&tx, "doomed").unwrap();
+    finish_user_deletion(&tx, &uid("doomed")).unwrap();
     tx.commit().unwrap();
     assert!(pending_user_deletions(conn).unwrap().is_empty());
     store(conn, &late);
@@ -619,24 +638,25 @@ fn purge_records_pending(conn: &mut StoreConn) {
             sessions: 2
         }
     );
-    assert!(session_messages(conn, "u1", "old").unwrap().is_empty());
+    assert!(
+        session_messages(conn, &uid("u1"), &sid("old"))
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
-        sessions_of_user(conn, "u1", None, 100)
+        sessions_of_user(conn, &uid("u1"), None, 100)
             .unwrap()
             .into_iter()
             .map(|session| session.session_id)
             .collect::<Vec<_>>(),
         vec!["fresh"]
     );
-    assert_eq!(session_content_bytes(conn, "u1", "old").unwrap(), 0);
-    let pending = sorted(pending_session_deletions(conn).unwrap());
     assert_eq!(
-        pending,
-        vec![
-            ("u1".to_string(), "old".to_string()),
-            ("u2".to_string(), "old".to_string())
-        ]
+        session_content_bytes(conn, &uid("u1"), &sid("old")).unwrap(),
+        0
     );
+    let pending = sorted(pending_session_deletions(conn).unwrap());
+    assert_eq!(pending, vec![key("u1", "old"), key("u2", "old")]);
 
     // Nothing older: nothing removed.
     let tx = conn.transaction().unwrap();
@@ -653,7 +673,7 @@ fn purge_records_pending(conn: &mut StoreConn) {
 }
 
 fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
-    assert_eq!(user_state(conn, "u").unwrap(), UserState::default());
+    assert_eq!(user_state(conn, &uid("u")).unwrap(), UserState::default());
     let first = store(conn, &add("u", "a", "s1", &["one", "two"]));
     let other = store(conn, &add("v", "b", "s1", &["three"]));
     let second = store(conn, &add("u", "c", "s2", &["four"]));
@@ -661,21 +681,21 @@ fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
     upsert_session(conn, record("v", "s1", other, 100).row()).unwrap();
     upsert_session(conn, record("u", "s2", second, 300).row()).unwrap();
     assert_eq!(
-        user_state(conn, "u").unwrap(),
+        user_state(conn, &uid("u")).unwrap(),
         UserState {
             last_seq: second,
             generation: 0
         }
     );
     assert_eq!(
-        user_seqs_between(conn, "u", 0, second).unwrap(),
+        user_seqs_between(conn, &uid("u"), 0, second).unwrap(),
         vec![first, second]
     );
     assert_eq!(
-        user_seqs_between(conn, "u", first, second).unwrap(),
+        user_seqs_between(conn, &uid("u"), first, second).unwrap(),
         vec![second]
     );
-    let messages = user_messages_between(conn, "u", 0, second, 10).unwrap();
+    let messages = user_messages_between(conn, &uid("u"), 0, second, 10).unwrap();
     assert_eq!(
         messages
             .iter()
@@ -685,20 +705,20 @@ fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
     );
     assert!(messages.iter().all(|message| message.user_id == "u"));
     assert_eq!(
-        user_messages_between(conn, "u", 0, second, 1)
+        user_messages_between(conn, &uid("u"), 0, second, 1)
             .unwrap()
             .len(),
         2,
         "the limit counts Adds"
     );
     assert!(
-        user_messages_between(conn, "u", 0, first, 10)
+        user_messages_between(conn, &uid("u"), 0, first, 10)
             .unwrap()
             .iter()
             .all(|message| message.seq == first)
     );
     assert_eq!(
-        user_sessions_changed_after(conn, "u", first)
+        user_sessions_changed_after(conn, &uid("u"), first)
             .unwrap()
             .into_iter()
             .map(|session| session.session_id)
@@ -711,21 +731,21 @@ fn user_state_follows_adds_deletions_and_purges(conn: &mut StoreConn) {
     let tx = conn.transaction().unwrap();
     purge_sessions_before(&tx, 200).unwrap();
     tx.commit().unwrap();
-    assert_eq!(user_state(conn, "u").unwrap().generation, 1);
-    assert_eq!(user_state(conn, "v").unwrap().generation, 1);
-    assert_eq!(user_state(conn, "u").unwrap().last_seq, second);
+    assert_eq!(user_state(conn, &uid("u")).unwrap().generation, 1);
+    assert_eq!(user_state(conn, &uid("v")).unwrap().generation, 1);
+    assert_eq!(user_state(conn, &uid("u")).unwrap().last_seq, second);
 
     // A deletion too (its beginning and its end), and the user then holds
     // no Add.
     delete_whole_user(conn, "u");
     assert_eq!(
-        user_state(conn, "u").unwrap(),
+        user_state(conn, &uid("u")).unwrap(),
         UserState {
             last_seq: 0,
             generation: 3
         }
     );
-    assert_eq!(user_state(conn, "v").unwrap().generation, 1);
+    assert_eq!(user_state(conn, &uid("v")).unwrap().generation, 1);
 }
 
 fn users_listed(conn: &mut StoreConn) {
@@ -763,14 +783,14 @@ fn users_listed(conn: &mut StoreConn) {
     .unwrap();
     // Most recently active (highest last seq) first.
     let alice = StoredUser {
-        user_id: "alice".to_string(),
+        user_id: uid("alice"),
         num_sessions: 2,
         num_messages: 6,
         updated_at_ms: 60,
         last_seq: c,
     };
     let bob = StoredUser {
-        user_id: "bob".to_string(),
+        user_id: uid("bob"),
         num_sessions: 1,
         num_messages: 1,
         updated_at_ms: 70,
@@ -785,7 +805,7 @@ fn users_listed(conn: &mut StoreConn) {
     assert_eq!(users(conn, None, 1).unwrap(), vec![alice.clone()]);
     let after_alice = ListCursor {
         last_seq: alice.last_seq,
-        key: alice.user_id.clone(),
+        key: alice.user_id.to_string(),
     };
     assert_eq!(
         users(conn, Some(&after_alice), 1).unwrap(),
@@ -793,7 +813,7 @@ fn users_listed(conn: &mut StoreConn) {
     );
     let after_bob = ListCursor {
         last_seq: bob.last_seq,
-        key: bob.user_id.clone(),
+        key: bob.user_id.to_string(),
     };
     assert!(users(conn, Some(&after_bob), 10).unwrap().is_empty());
 }
@@ -813,7 +833,7 @@ fn sessions_listed_in_pages(conn: &mut StoreConn) {
         upsert_session(conn, record("u2", &other, seq, index).row()).unwrap();
     }
     expected.reverse();
-    let whole: Vec<String> = sessions_of_user(conn, "u1", None, 100)
+    let whole: Vec<SessionId> = sessions_of_user(conn, &uid("u1"), None, 100)
         .unwrap()
         .into_iter()
         .map(|session| session.session_id)
@@ -823,18 +843,22 @@ fn sessions_listed_in_pages(conn: &mut StoreConn) {
         let mut listed = Vec::new();
         let mut after: Option<ListCursor> = None;
         loop {
-            let page = sessions_of_user(conn, "u1", after.as_ref(), size).unwrap();
+            let page = sessions_of_user(conn, &uid("u1"), after.as_ref(), size).unwrap();
             assert!(page.len() <= size);
             let Some(last) = page.last() else { break };
             after = Some(ListCursor {
                 last_seq: last.last_seq,
-                key: last.session_id.clone(),
+                key: last.session_id.to_string(),
             });
             listed.extend(page.into_iter().map(|session| session.session_id));
         }
         assert_eq!(listed, expected, "pages of {size}");
     }
-    assert!(sessions_of_user(conn, "u1", None, 0).unwrap().is_empty());
+    assert!(
+        sessions_of_user(conn, &uid("u1"), None, 0)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A sink that takes `room` summaries, then has no room.
@@ -875,7 +899,7 @@ fn summaries_end_where_the_sink_is_full(conn: &mut StoreConn) {
             };
             let next = crate::read::inspect::visit_session_summaries(
                 conn,
-                "u1",
+                &uid("u1"),
                 after.as_ref(),
                 1_000,
                 &mut sink,
@@ -899,7 +923,7 @@ fn session_messages_read_in_pages(conn: &mut StoreConn) {
     store(conn, &add("u1", "r2", "s2", &["other session"]));
     store(conn, &add("u2", "r1", "s1", &["other user"]));
     store(conn, &add("u1", "r3", "s1", &["d", "e"]));
-    let whole: Vec<String> = session_messages(conn, "u1", "s1")
+    let whole: Vec<String> = session_messages(conn, &uid("u1"), &sid("s1"))
         .unwrap()
         .into_iter()
         .map(|message| message.content)
@@ -909,7 +933,7 @@ fn session_messages_read_in_pages(conn: &mut StoreConn) {
         let mut listed = Vec::new();
         let mut after = None;
         loop {
-            let page = session_messages_page(conn, "u1", "s1", after, size).unwrap();
+            let page = session_messages_page(conn, &uid("u1"), &sid("s1"), after, size).unwrap();
             assert!(page.len() <= size);
             let Some(last) = page.last() else { break };
             after = Some((last.seq, last.message_index as i64));
@@ -1050,7 +1074,7 @@ fn insert_plain_record(conn: &StoreConn, session: &StoredSession, as_text: bool)
             let kind: String = sqlite
                 .query_row(
                     "SELECT typeof(record_json) FROM sessions WHERE session_id = ?1",
-                    [&session.session_id],
+                    [session.session_id.as_str()],
                     |row| row.get(0),
                 )
                 .unwrap();
@@ -1072,9 +1096,12 @@ fn records_stored_compressed_and_old_rows_read(conn: &mut StoreConn) {
     let seq = store(conn, &add("u1", "a", "s1", &["one"]));
     let large = large_record("u1", "s1", seq);
     upsert_session(conn, large.row()).unwrap();
-    assert_eq!(session(conn, "u1", "s1").unwrap(), Some(large.clone()));
     assert_eq!(
-        sessions_of_user(conn, "u1", None, 100).unwrap(),
+        session(conn, &uid("u1"), &sid("s1")).unwrap(),
+        Some(large.clone())
+    );
+    assert_eq!(
+        sessions_of_user(conn, &uid("u1"), None, 100).unwrap(),
         vec![large.clone()]
     );
     let stored = stored_record_bytes(conn, "s1");
@@ -1093,7 +1120,10 @@ fn records_stored_compressed_and_old_rows_read(conn: &mut StoreConn) {
         stored_record_bytes(conn, "s-old"),
         old.record_json.len() as i64
     );
-    assert_eq!(session(conn, "u1", "s-old").unwrap(), Some(old.clone()));
+    assert_eq!(
+        session(conn, &uid("u1"), &sid("s-old")).unwrap(),
+        Some(old.clone())
+    );
     assert_eq!(
         sessions_changed_between(conn, 0, old_seq).unwrap(),
         vec![large.clone(), old.clone()]
@@ -1101,7 +1131,7 @@ fn records_stored_compressed_and_old_rows_read(conn: &mut StoreConn) {
     assert_eq!(count_evidence(conn).unwrap(), 100);
     upsert_session(conn, old.row()).unwrap();
     assert!(stored_record_bytes(conn, "s-old") * 4 < old.record_json.len() as i64);
-    assert_eq!(session(conn, "u1", "s-old").unwrap(), Some(old));
+    assert_eq!(session(conn, &uid("u1"), &sid("s-old")).unwrap(), Some(old));
     assert_eq!(count_evidence(conn).unwrap(), 100);
 }
 
@@ -1136,7 +1166,10 @@ fn records_of_schema_6_read_after_migration(conn: &mut StoreConn) {
             ))
         }
     };
-    assert_eq!(session(&reopened, "u1", "s1").unwrap(), Some(old.clone()));
+    assert_eq!(
+        session(&reopened, &uid("u1"), &sid("s1")).unwrap(),
+        Some(old.clone())
+    );
     assert_eq!(count_evidence(&reopened).unwrap(), 50);
     let replaced = StoredSession {
         updated_at_ms: 20,
@@ -1144,7 +1177,10 @@ fn records_of_schema_6_read_after_migration(conn: &mut StoreConn) {
     };
     upsert_session(&reopened, replaced.row()).unwrap();
     assert!(stored_record_bytes(&reopened, "s1") * 4 < replaced.record_json.len() as i64);
-    assert_eq!(session(&reopened, "u1", "s1").unwrap(), Some(replaced));
+    assert_eq!(
+        session(&reopened, &uid("u1"), &sid("s1")).unwrap(),
+        Some(replaced)
+    );
 }
 
 fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
@@ -1164,7 +1200,7 @@ fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
     }
     let expected = [long.as_str(), "short", like_zlib.as_str(), old.as_str()];
 
-    let session = session_messages(conn, "u1", "s1").unwrap();
+    let session = session_messages(conn, &uid("u1"), &sid("s1")).unwrap();
     let contents: Vec<&str> = session.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(contents, expected);
     let contents: Vec<String> = messages_after(conn, 0, 10)
@@ -1176,7 +1212,7 @@ fn long_messages_read_back_whole_and_by_prefix(conn: &mut StoreConn) {
     for message in &session {
         let found = messages_of_add_in(
             conn,
-            "u1",
+            &uid("u1"),
             message.seq,
             message.message_index,
             message.message_index + 1,
@@ -1396,10 +1432,10 @@ fn postgres_session_locks_hold_a_sessions_checks_until_commit() {
     };
     let mut second = second_connection(&first);
     let tx = first.conn.transaction().unwrap();
-    let key = ("u1".to_string(), "s1".to_string());
-    lock_sessions(&tx, std::slice::from_ref(&key)).unwrap();
+    let held = key("u1", "s1");
+    lock_sessions(&tx, std::slice::from_ref(&held)).unwrap();
     // The first writer reads the session and stores an Add to it.
-    assert_eq!(session_last_seq(&tx, "u1", "s1").unwrap(), 0);
+    assert_eq!(session_last_seq(&tx, &uid("u1"), &sid("s1")).unwrap(), 0);
     let a = add("u1", "a", "s1", &["one"]);
     let Admission::Inserted { seq } = admit(&tx, &a, &a.body_sha256(), 1).unwrap() else {
         panic!("a new Add");
@@ -1409,10 +1445,10 @@ fn postgres_session_locks_hold_a_sessions_checks_until_commit() {
     let other = std::thread::spawn(move || {
         let tx = second.transaction().unwrap();
         // Another session of the same user is not held up.
-        lock_sessions(&tx, &[("u1".to_string(), "s0".to_string())]).unwrap();
-        lock_sessions(&tx, &[("u1".to_string(), "s1".to_string())]).unwrap();
+        lock_sessions(&tx, &[key("u1", "s0")]).unwrap();
+        lock_sessions(&tx, &[key("u1", "s1")]).unwrap();
         // Past the lock, the other process's Add is visible.
-        let last = session_last_seq(&tx, "u1", "s1").unwrap();
+        let last = session_last_seq(&tx, &uid("u1"), &sid("s1")).unwrap();
         tx.commit().unwrap();
         finished.send(last).unwrap();
     });

@@ -3,6 +3,7 @@
 
 use super::rows::{self, Db};
 use super::{StoreConn, StoreError, StoredMessage, StoredSession, sql, to_i64};
+use crate::domain::{SessionId, UserId};
 
 /// Where a listing goes on: after the item of this last sequence number
 /// and key (a session id in a user's sessions, a user id in the users).
@@ -22,7 +23,7 @@ impl StoredSession {
     pub fn cursor(&self) -> ListCursor {
         ListCursor {
             last_seq: self.last_seq,
-            key: self.session_id.clone(),
+            key: self.session_id.to_string(),
         }
     }
 }
@@ -32,7 +33,7 @@ impl StoredUser {
     pub fn cursor(&self) -> ListCursor {
         ListCursor {
             last_seq: self.last_seq,
-            key: self.user_id.clone(),
+            key: self.user_id.to_string(),
         }
     }
 }
@@ -49,14 +50,14 @@ fn cursor_bounds(after: Option<&ListCursor>) -> (i64, String) {
 /// first.
 pub fn sessions_of_user(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after: Option<&ListCursor>,
     limit: usize,
 ) -> Result<Vec<StoredSession>, StoreError> {
     let (after_seq, after_key) = cursor_bounds(after);
     conn.rows(
         &sql::SESSIONS_OF_USER,
-        &[&user_id, &after_seq, &after_key, &to_i64(limit)],
+        &[&user_id.as_str(), &after_seq, &after_key, &to_i64(limit)],
         rows::session,
     )
 }
@@ -86,7 +87,7 @@ pub fn sessions_per_user(conn: &StoreConn) -> Result<Vec<i64>, StoreError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredUser {
     /// Scope.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Sessions stored.
     pub num_sessions: i64,
     /// Messages over those sessions.
@@ -101,12 +102,12 @@ pub struct StoredUser {
 /// Add it came with and its index within that Add.
 pub fn session_message_sources(
     conn: &StoreConn,
-    user_id: &str,
-    session_id: &str,
+    user_id: &UserId,
+    session_id: &SessionId,
 ) -> Result<Vec<(String, usize)>, StoreError> {
     conn.rows(
         &sql::SESSION_SOURCES,
-        &[&user_id, &session_id],
+        &[&user_id.as_str(), &session_id.as_str()],
         rows::source,
     )
 }
@@ -133,21 +134,21 @@ pub struct UserState {
 
 /// The user's last sequence number and deletion generation: one indexed
 /// lookup each.
-pub fn user_state(conn: &StoreConn, user_id: &str) -> Result<UserState, StoreError> {
-    conn.one_row(&sql::USER_STATE, &[&user_id], rows::user_state)
+pub fn user_state(conn: &StoreConn, user_id: &UserId) -> Result<UserState, StoreError> {
+    conn.one_row(&sql::USER_STATE, &[&user_id.as_str()], rows::user_state)
 }
 
 /// The sequence numbers of the user's Adds in `(after_seq, up_to_seq]`, in
 /// order.
 pub fn user_seqs_between(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after_seq: i64,
     up_to_seq: i64,
 ) -> Result<Vec<i64>, StoreError> {
     conn.rows(
         &sql::USER_SEQS_BETWEEN,
-        &[&user_id, &after_seq, &up_to_seq],
+        &[&user_id.as_str(), &after_seq, &up_to_seq],
         rows::integer,
     )
 }
@@ -156,14 +157,14 @@ pub fn user_seqs_between(
 /// up_to_seq]`, at most `limit` Adds' worth, in sequence and source order.
 pub fn user_messages_between(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after_seq: i64,
     up_to_seq: i64,
     limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
     conn.rows(
         &sql::USER_MESSAGES_BETWEEN,
-        &[&user_id, &after_seq, &up_to_seq, &to_i64(limit)],
+        &[&user_id.as_str(), &after_seq, &up_to_seq, &to_i64(limit)],
         rows::message,
     )
 }
@@ -171,12 +172,12 @@ pub fn user_messages_between(
 /// The user's session records changed by an Add after `after_seq`.
 pub fn user_sessions_changed_after(
     conn: &StoreConn,
-    user_id: &str,
+    user_id: &UserId,
     after_seq: i64,
 ) -> Result<Vec<StoredSession>, StoreError> {
     conn.rows(
         &sql::USER_SESSIONS_CHANGED_AFTER,
-        &[&user_id, &after_seq],
+        &[&user_id.as_str(), &after_seq],
         rows::session,
     )
 }

@@ -9,7 +9,7 @@
 use postgres::types::ToSql;
 
 use super::PgConn;
-use crate::domain::AddRequest;
+use crate::domain::{AddRequest, SessionKey, UserId};
 use crate::store::rows::{self, Db};
 use crate::store::{Admission, Deleted, StoreError, sql, to_i64};
 
@@ -40,14 +40,14 @@ fn lock_sequence(tx: &PgConn) -> Result<(), StoreError> {
 /// check-then-insert and never deadlock on each other's sessions.
 pub(in crate::store) fn lock_sessions(
     tx: &PgConn,
-    sessions: &[(String, String)],
+    sessions: &[SessionKey],
 ) -> Result<(), StoreError> {
     if sessions.is_empty() {
         return Ok(());
     }
     let (user_ids, session_ids): (Vec<&str>, Vec<&str>) = sessions
         .iter()
-        .map(|(user_id, session_id)| (user_id.as_str(), session_id.as_str()))
+        .map(|key| (key.user_id.as_str(), key.session_id.as_str()))
         .unzip();
     // The subquery is sorted and fenced (OFFSET 0), so the locks are taken
     // in key order.
@@ -115,17 +115,23 @@ pub(in crate::store) fn admit(
     Ok(Admission::Inserted { seq })
 }
 
-pub(in crate::store) fn begin_user_deletion(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
+pub(in crate::store) fn begin_user_deletion(
+    tx: &PgConn,
+    user_id: &UserId,
+) -> Result<(), StoreError> {
     // Every Add checks for a pending deletion after taking the sequence
     // lock: one of another process either committed before this (and is
     // deleted with the rest) or sees the deletion and is refused.
     lock_sequence(tx)?;
-    tx.run(&sql::INSERT_PENDING_USER_DELETION, &[&user_id])?;
+    tx.run(&sql::INSERT_PENDING_USER_DELETION, &[&user_id.as_str()])?;
     bump_generations(tx, &[user_id.to_string()])
 }
 
-pub(in crate::store) fn finish_user_deletion(tx: &PgConn, user_id: &str) -> Result<(), StoreError> {
-    tx.run(&sql::DELETE_PENDING_USER_DELETION, &[&user_id])?;
+pub(in crate::store) fn finish_user_deletion(
+    tx: &PgConn,
+    user_id: &UserId,
+) -> Result<(), StoreError> {
+    tx.run(&sql::DELETE_PENDING_USER_DELETION, &[&user_id.as_str()])?;
     bump_generations(tx, &[user_id.to_string()])
 }
 
@@ -133,7 +139,13 @@ pub(in crate::store) fn purge_sessions_before(
     tx: &PgConn,
     cutoff_ms: i64,
 ) -> Result<Deleted, StoreError> {
-    let select_old = || tx.rows(&sql::SESSIONS_UPDATED_BEFORE, &[&cutoff_ms], rows::pair);
+    let select_old = || {
+        tx.rows(
+            &sql::SESSIONS_UPDATED_BEFORE,
+            &[&cutoff_ms],
+            rows::session_key,
+        )
+    };
     // Locked as an Add locks them, then read again: a session another
     // process added to meanwhile is no longer old.
     lock_sessions(tx, &select_old()?)?;
@@ -141,7 +153,10 @@ pub(in crate::store) fn purge_sessions_before(
     if old.is_empty() {
         return Ok(Deleted::default());
     }
-    let (user_ids, session_ids): (Vec<String>, Vec<String>) = old.into_iter().unzip();
+    let (user_ids, session_ids): (Vec<String>, Vec<String>) = old
+        .into_iter()
+        .map(|key| (key.user_id.to_string(), key.session_id.to_string()))
+        .unzip();
     let params: [&(dyn ToSql + Sync); 2] = [&user_ids, &session_ids];
     let delete = |table: &str| {
         tx.execute(
