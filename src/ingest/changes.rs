@@ -36,13 +36,7 @@ impl SessionBuilder {
         content: &str,
         calls: &[toolcall::ToolCall],
     ) -> bool {
-        let commands: Vec<String> = self
-            .commands
-            .iter()
-            .rev()
-            .take_while(|command| command.message_index == message_index)
-            .map(|command| command.command.clone())
-            .collect();
+        let commands = self.commands.latest_of_message(message_index);
         let mut problems = Vec::new();
         let rendered = self
             .edits

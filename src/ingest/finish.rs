@@ -321,15 +321,6 @@ impl SessionBuilder {
     }
 
     pub(super) fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
-        if self.tools_mark_failures {
-            // Claude Code marks a failed Bash result (`is_error`, `Exit code
-            // N`): an unmarked answer is the command's success.
-            for index in std::mem::take(&mut self.unmarked_answers) {
-                if let Some(command) = self.commands.get_mut(index) {
-                    command.exit_code.get_or_insert(0);
-                }
-            }
-        }
         // symbols_referenced: diff references, then the task's, the agent's, viewed code.
         let mut referenced = UniqueList::default();
         for bucket in [
@@ -399,7 +390,7 @@ impl SessionBuilder {
             symbols_referenced: referenced.values,
             errors: self.errors,
             tests: record_tests,
-            commands: self.commands,
+            commands: self.commands.into_records(),
             outcome,
             evidence,
             last_message_at_ms: self.last_message_at_ms,

@@ -1,14 +1,16 @@
 //! The builder's small ledgers, each the owner of one kind of fact and its
-//! caps: the evidence spans, the test outcomes, the votes for the session's
-//! language.
+//! caps: the evidence spans, the commands, the test outcomes, the votes for
+//! the session's language.
 
 use std::collections::{HashMap, HashSet};
 
 use super::testrun::{self, TestStatus};
 use super::text::{TextView, truncate_to_bytes};
+use super::toolcall::ToolCall;
 use super::{
-    Evidence, MAX_ERROR_EVIDENCE, MAX_EVIDENCE, MAX_EVIDENCE_TEXT_BYTES, MAX_FIX_EVIDENCE,
-    MAX_LANGUAGE_MENTIONS, MAX_TESTS_PER_STATUS, TestCounts, TestsRecord, mentions,
+    CommandRecord, Evidence, MAX_COMMANDS, MAX_ERROR_EVIDENCE, MAX_EVIDENCE,
+    MAX_EVIDENCE_TEXT_BYTES, MAX_FIX_EVIDENCE, MAX_LANGUAGE_MENTIONS, MAX_TESTS_PER_STATUS,
+    TestCounts, TestsRecord, mentions,
 };
 use crate::language::Language;
 
@@ -65,6 +67,131 @@ impl EvidenceLedger {
         selected
     }
 }
+
+/// The commands a session ran (at most [`MAX_COMMANDS`]), the one the
+/// next observation answers, and whether an answer without an exit code
+/// means success (the session's tools mark a failed result).
+#[derive(Default, Clone)]
+pub(super) struct CommandLedger {
+    commands: Vec<CommandRecord>,
+    /// (command index, step evidence index) of the previous agent message's last command.
+    pending: Option<(usize, usize)>,
+    /// Commands whose answer gave no exit code and was not marked failed.
+    unmarked_answers: Vec<usize>,
+    /// The session's tools mark a failed result (Claude Code's `is_error`,
+    /// rendered with the error prefix): an unmarked answer is a success.
+    tools_mark_failures: bool,
+}
+
+impl CommandLedger {
+    /// A new agent message: the previous one's command is no longer the
+    /// one the next observation answers.
+    pub(super) fn start_agent_message(&mut self) {
+        self.pending = None;
+    }
+
+    /// Records `command` of agent message `message_index`, whose `step`
+    /// evidence is at that index, as the one the next observation
+    /// answers; false (and nothing recorded) once [`MAX_COMMANDS`] are.
+    pub(super) fn push(&mut self, command: String, message_index: usize, step: usize) -> bool {
+        if self.commands.len() >= MAX_COMMANDS {
+            return false;
+        }
+        self.commands.push(CommandRecord {
+            command,
+            exit_code: None,
+            message_index,
+        });
+        self.pending = Some((self.commands.len() - 1, step));
+        true
+    }
+
+    /// The command the next observation answers.
+    pub(super) fn pending_command(&self) -> Option<usize> {
+        self.pending.map(|(command, _)| command)
+    }
+
+    /// Takes the command the next observation answers, and its step evidence.
+    pub(super) fn take_pending(&mut self) -> Option<(usize, usize)> {
+        self.pending.take()
+    }
+
+    /// The observation answering `command` gave `exit_code`; `marked`, it
+    /// says the tool failed.
+    pub(super) fn answer(&mut self, command: usize, exit_code: Option<i32>, marked: bool) {
+        if let Some(record) = self.commands.get_mut(command) {
+            record.exit_code = exit_code;
+        }
+        if exit_code.is_none() && !marked && self.unmarked_answers.len() < MAX_COMMANDS {
+            self.unmarked_answers.push(command);
+        }
+    }
+
+    /// A tool result reported an error for `command`: its exit code is 1
+    /// unless the output gave one. Returns whether it was set.
+    pub(super) fn fail_unless_known(&mut self, command: usize) -> bool {
+        match self.commands.get_mut(command) {
+            Some(record) if record.exit_code.is_none() => {
+                record.exit_code = Some(1);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Notes the tools a message calls: Claude Code's own mark failed results.
+    pub(super) fn see_tool_calls(&mut self, calls: &[ToolCall]) {
+        self.tools_mark_failures |= calls
+            .iter()
+            .any(|call| MARKING_TOOLS.contains(&call.name.as_str()));
+    }
+
+    /// The commands of agent message `message_index`, the latest first.
+    pub(super) fn latest_of_message(&self, message_index: usize) -> Vec<String> {
+        self.commands
+            .iter()
+            .rev()
+            .take_while(|command| command.message_index == message_index)
+            .map(|command| command.command.clone())
+            .collect()
+    }
+
+    /// Bytes the commands hold, roughly.
+    pub(super) fn approx_bytes(&self) -> usize {
+        self.commands
+            .iter()
+            .map(|command| command.command.len() + 32)
+            .sum()
+    }
+
+    /// The record's commands: where the tools mark failed results, an
+    /// unmarked answer without an exit code is the command's success.
+    pub(super) fn into_records(self) -> Vec<CommandRecord> {
+        let mut commands = self.commands;
+        if self.tools_mark_failures {
+            for index in self.unmarked_answers {
+                if let Some(command) = commands.get_mut(index) {
+                    command.exit_code.get_or_insert(0);
+                }
+            }
+        }
+        commands
+    }
+}
+
+/// Claude Code's own tools (besides Bash): a session that calls them ran
+/// in Claude Code, whose tool results say `is_error` when they failed.
+const MARKING_TOOLS: &[&str] = &[
+    "Read",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Glob",
+    "Grep",
+    "TodoWrite",
+    "NotebookEdit",
+    "LS",
+];
 
 /// The tests a session ran and its last test run.
 #[derive(Default, Clone)]
@@ -183,5 +310,59 @@ impl LanguageVotes {
             .iter()
             .max_by_key(|(_, (weight, order))| (*weight, usize::MAX - *order))
             .map(|(language, _)| *language)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str) -> ToolCall {
+        ToolCall {
+            name: name.to_string(),
+            arguments: serde_json::Map::new(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    #[test]
+    fn commands_stop_at_their_cap() {
+        let mut commands = CommandLedger::default();
+        for index in 0..MAX_COMMANDS {
+            assert!(commands.push(format!("echo {index}"), 1, index));
+        }
+        assert!(!commands.push("echo over".to_string(), 2, MAX_COMMANDS));
+        // The last command kept is still the one answered.
+        assert_eq!(
+            commands.take_pending(),
+            Some((MAX_COMMANDS - 1, MAX_COMMANDS - 1))
+        );
+        let records = commands.into_records();
+        assert_eq!(records.len(), MAX_COMMANDS);
+        assert!(records.iter().all(|record| record.message_index == 1));
+    }
+
+    #[test]
+    fn an_unmarked_answer_is_a_success_only_where_tools_mark_failures() {
+        let answered = |marking: bool| {
+            let mut commands = CommandLedger::default();
+            if marking {
+                commands.see_tool_calls(&[call("Read")]);
+            }
+            commands.push("ls".to_string(), 1, 0);
+            commands.push("make".to_string(), 1, 1);
+            commands.push("cargo test".to_string(), 3, 2);
+            commands.answer(0, None, false);
+            commands.answer(1, None, true);
+            commands.answer(2, Some(101), false);
+            commands
+                .into_records()
+                .into_iter()
+                .map(|record| record.exit_code)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(answered(true), [Some(0), None, Some(101)]);
+        assert_eq!(answered(false), [None, None, Some(101)]);
     }
 }

@@ -30,7 +30,7 @@ pub mod edits;
 mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
 pub mod incremental;
-/// The builder's ledgers: evidence, tests, language votes.
+/// The builder's ledgers: evidence, commands, tests, language votes.
 mod ledgers;
 /// Type-checker and linter diagnostics as error records.
 pub mod lint;
@@ -64,7 +64,7 @@ use crate::domain::Role;
 use crate::language::{Grammar, Language};
 
 pub use self::clock::Clock;
-use self::ledgers::{EvidenceLedger, LanguageVotes, TestLedger};
+use self::ledgers::{CommandLedger, EvidenceLedger, LanguageVotes, TestLedger};
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
@@ -246,9 +246,7 @@ struct SessionBuilder {
     /// that message, until the next observation says whether the tool
     /// applied them (no observation: applied).
     unsettled_edits: Option<(usize, Vec<String>)>,
-    commands: Vec<CommandRecord>,
-    /// (command index, step evidence index) of the previous agent message's last command.
-    pending_command: Option<(usize, Option<usize>)>,
+    commands: CommandLedger,
     evidence: EvidenceLedger,
     languages: LanguageVotes,
     snippet_bytes_scanned: usize,
@@ -288,11 +286,6 @@ struct SessionBuilder {
     /// Replacements of the last agent message whose diff named no changed
     /// definition (the file's text unknown around them): path, old, new.
     blind_replacements: Vec<(String, String, String)>,
-    /// Commands whose answer gave no exit code and was not marked failed.
-    unmarked_answers: Vec<usize>,
-    /// The session's tools mark a failed result (Claude Code's `is_error`,
-    /// rendered with the error prefix): an unmarked answer is a success.
-    tools_mark_failures: bool,
     /// Files a written diff shows as new, and of them those shown as binary.
     diff_added: HashSet<String>,
     diff_binary: HashSet<String>,
@@ -350,10 +343,7 @@ impl SessionBuilder {
             self.add_task(message);
         }
         let tool_calls = toolcall::parse(content);
-        self.tools_mark_failures |= tool_calls
-            .calls
-            .iter()
-            .any(|call| MARKING_TOOLS.contains(&call.name.as_str()));
+        self.commands.see_tool_calls(&tool_calls.calls);
         for problem in &tool_calls.problems {
             self.diagnose(message_index, problem.clone());
         }
@@ -362,7 +352,7 @@ impl SessionBuilder {
             self.settle_edits(false);
         } else {
             let refused_before = self.edits.num_refused();
-            let answered = self.pending_command.map(|(command_index, _)| command_index);
+            let answered = self.commands.pending_command();
             self.attach_observation(message);
             self.add_tool_results(answered, &tool_calls.results);
             if is_task {
@@ -471,22 +461,17 @@ impl SessionBuilder {
 
     /// An observation after an agent message: exit code and output of its last command.
     fn attach_observation(&mut self, message: &IngestMessage<'_>) {
-        let Some((command_index, evidence_index)) = self.pending_command.take() else {
+        let Some((command_index, step_index)) = self.commands.take_pending() else {
             return;
         };
         let exit_code = command::parse_exit_code(message.content);
-        if let Some(record) = self.commands.get_mut(command_index) {
-            record.exit_code = exit_code;
-        }
         let marked = message
             .content
             .trim_start()
             .starts_with(crate::tool::render::ERROR_RESULT_PREFIX);
-        if exit_code.is_none() && !marked && self.unmarked_answers.len() < MAX_COMMANDS {
-            self.unmarked_answers.push(command_index);
-        }
+        self.commands.answer(command_index, exit_code, marked);
         self.last_message_failed_command = exit_code.is_some_and(|code| code != 0);
-        if let Some(evidence) = evidence_index.and_then(|index| self.evidence.step.get_mut(index)) {
+        if let Some(evidence) = self.evidence.step.get_mut(step_index) {
             let output = head_and_tail(message.content.trim(), MAX_STEP_OUTPUT_BYTES);
             evidence.text.push('\n');
             evidence.text.push_str(&output);
@@ -494,13 +479,9 @@ impl SessionBuilder {
     }
 
     fn add_commands(&mut self, message_index: usize, content: &str) {
-        self.pending_command = None;
+        self.commands.start_agent_message();
         for parsed in command::parse_commands(content) {
-            if self.commands.len() >= MAX_COMMANDS {
-                break;
-            }
-            let step_index = self.evidence.step.len();
-            self.evidence.step.push(Evidence {
+            let step = Evidence {
                 kind: EvidenceKind::Step,
                 text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),
                 message_index,
@@ -508,13 +489,14 @@ impl SessionBuilder {
                 byte_end: parsed.end,
                 file: mentions::file_paths(&parsed.command).into_iter().next(),
                 symbols: Vec::new(),
-            });
-            self.commands.push(CommandRecord {
-                command: parsed.command,
-                exit_code: None,
-                message_index,
-            });
-            self.pending_command = Some((self.commands.len() - 1, Some(step_index)));
+            };
+            if !self
+                .commands
+                .push(parsed.command, message_index, self.evidence.step.len())
+            {
+                break;
+            }
+            self.evidence.step.push(step);
         }
     }
 
@@ -522,11 +504,10 @@ impl SessionBuilder {
     /// it answers when the output gives none.
     fn add_tool_results(&mut self, answered: Option<usize>, results: &[toolcall::ToolResult]) {
         let failed = results.iter().any(|result| result.is_error);
-        if let Some(command) = answered.and_then(|index| self.commands.get_mut(index))
-            && failed
-            && command.exit_code.is_none()
+        if failed
+            && let Some(command) = answered
+            && self.commands.fail_unless_known(command)
         {
-            command.exit_code = Some(1);
             self.last_message_failed_command = true;
         }
         for result in results {
@@ -626,20 +607,6 @@ impl SessionBuilder {
         }
     }
 }
-
-/// Claude Code's own tools (besides Bash): a session that calls them ran
-/// in Claude Code, whose tool results say `is_error` when they failed.
-const MARKING_TOOLS: &[&str] = &[
-    "Read",
-    "Edit",
-    "MultiEdit",
-    "Write",
-    "Glob",
-    "Grep",
-    "TodoWrite",
-    "NotebookEdit",
-    "LS",
-];
 
 /// The first project-looking path (relative, not in site-packages or
 /// node_modules), else the first path.
