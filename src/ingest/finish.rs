@@ -388,7 +388,7 @@ impl SessionBuilder {
             files_changed: self.files_changed.values,
             symbols_changed: self.symbols_changed.values,
             symbols_referenced: referenced.values,
-            errors: self.errors,
+            errors: self.errors.into_records(),
             tests: record_tests,
             commands: self.commands.into_records(),
             outcome,

@@ -1,6 +1,6 @@
 //! The builder's small ledgers, each the owner of one kind of fact and its
-//! caps: the evidence spans, the commands, the test outcomes, the votes for
-//! the session's language.
+//! caps: the evidence spans, the commands, the errors, the test outcomes,
+//! the votes for the session's language.
 
 use std::collections::{HashMap, HashSet};
 
@@ -8,9 +8,9 @@ use super::testrun::{self, TestStatus};
 use super::text::{TextView, truncate_to_bytes};
 use super::toolcall::ToolCall;
 use super::{
-    CommandRecord, Evidence, MAX_COMMANDS, MAX_ERROR_EVIDENCE, MAX_EVIDENCE,
-    MAX_EVIDENCE_TEXT_BYTES, MAX_FIX_EVIDENCE, MAX_LANGUAGE_MENTIONS, MAX_TESTS_PER_STATUS,
-    TestCounts, TestsRecord, mentions,
+    CommandRecord, ErrorRecord, Evidence, MAX_COMMANDS, MAX_ERROR_EVIDENCE, MAX_ERRORS,
+    MAX_EVIDENCE, MAX_EVIDENCE_TEXT_BYTES, MAX_FIX_EVIDENCE, MAX_LANGUAGE_MENTIONS,
+    MAX_TESTS_PER_STATUS, TestCounts, TestsRecord, mentions,
 };
 use crate::language::Language;
 
@@ -193,6 +193,44 @@ const MARKING_TOOLS: &[&str] = &[
     "LS",
 ];
 
+/// The errors a session showed, each once (by type, message and frames),
+/// at most [`MAX_ERRORS`].
+#[derive(Default, Clone)]
+pub(super) struct ErrorLedger {
+    errors: Vec<ErrorRecord>,
+    /// The keys of the errors kept.
+    keys: HashSet<String>,
+}
+
+impl ErrorLedger {
+    /// Keeps `error` unless the cap is reached or the same error was kept
+    /// before; answers the error kept.
+    pub(super) fn add(&mut self, error: ErrorRecord) -> Option<&ErrorRecord> {
+        if self.errors.len() >= MAX_ERRORS {
+            return None;
+        }
+        let key = format!(
+            "{}\u{0}{}\u{0}{:?}",
+            error.error_type, error.message, error.frames
+        );
+        if !self.keys.insert(key) {
+            return None;
+        }
+        self.errors.push(error);
+        self.errors.last()
+    }
+
+    /// Errors kept.
+    pub(super) fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// The record's errors, in the order first seen.
+    pub(super) fn into_records(self) -> Vec<ErrorRecord> {
+        self.errors
+    }
+}
+
 /// The tests a session ran and its last test run.
 #[derive(Default, Clone)]
 pub(super) struct TestLedger {
@@ -324,6 +362,41 @@ mod tests {
             start: 0,
             end: 0,
         }
+    }
+
+    fn error(message: &str, line: u32) -> ErrorRecord {
+        ErrorRecord {
+            error_type: "ValueError".to_string(),
+            message: message.to_string(),
+            frames: vec![super::super::Frame {
+                file: "config.py".to_string(),
+                line: Some(line),
+                function: Some("parse".to_string()),
+            }],
+        }
+    }
+
+    #[test]
+    fn an_error_is_kept_once() {
+        let mut errors = ErrorLedger::default();
+        assert!(errors.add(error("empty", 3)).is_some());
+        assert!(errors.add(error("empty", 3)).is_none());
+        // Another line is another error.
+        assert!(errors.add(error("empty", 4)).is_some());
+        assert!(errors.add(error("empty", 4)).is_none());
+        let records = errors.into_records();
+        assert_eq!(records, [error("empty", 3), error("empty", 4)]);
+    }
+
+    #[test]
+    fn errors_stop_at_their_cap() {
+        let mut errors = ErrorLedger::default();
+        for index in 0..MAX_ERRORS {
+            assert!(errors.add(error(&format!("e{index}"), 1)).is_some());
+        }
+        assert!(errors.add(error("over", 1)).is_none());
+        assert_eq!(errors.len(), MAX_ERRORS);
+        assert_eq!(errors.into_records().len(), MAX_ERRORS);
     }
 
     #[test]

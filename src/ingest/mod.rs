@@ -30,7 +30,7 @@ pub mod edits;
 mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
 pub mod incremental;
-/// The builder's ledgers: evidence, commands, tests, language votes.
+/// The builder's ledgers: evidence, commands, errors, tests, language votes.
 mod ledgers;
 /// Type-checker and linter diagnostics as error records.
 pub mod lint;
@@ -64,7 +64,7 @@ use crate::domain::Role;
 use crate::language::{Grammar, Language};
 
 pub use self::clock::Clock;
-use self::ledgers::{CommandLedger, EvidenceLedger, LanguageVotes, TestLedger};
+use self::ledgers::{CommandLedger, ErrorLedger, EvidenceLedger, LanguageVotes, TestLedger};
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
@@ -235,8 +235,7 @@ struct SessionBuilder {
     referenced_from_task: UniqueList,
     referenced_from_agent: UniqueList,
     referenced_from_code: UniqueList,
-    errors: Vec<ErrorRecord>,
-    error_keys: HashSet<String>,
+    errors: ErrorLedger,
     tests: TestLedger,
     /// Per file edit operations changed, the last agent message whose edit
     /// changed it (an edit the tool refused does not count; a diff written
@@ -544,23 +543,18 @@ impl SessionBuilder {
                     "traceback without frames or exception line".to_string(),
                 );
             }
-            let key = format!(
-                "{}\u{0}{}\u{0}{:?}",
-                error.record.error_type, error.record.message, error.record.frames
-            );
-            if self.errors.len() >= MAX_ERRORS || !self.error_keys.insert(key) {
+            let Some(record) = self.errors.add(error.record) else {
                 continue;
-            }
+            };
             let (byte_start, byte_end) = view.raw_range(content, error.start, error.end);
             let error_text = view.text.get(error.start..error.end).unwrap_or("");
             let mut symbols = UniqueList::default();
-            for frame in error.record.frames.iter().rev() {
+            for frame in record.frames.iter().rev() {
                 if let Some(function) = &frame.function {
                     symbols.push(function, MAX_SYMBOLS_PER_EVIDENCE);
                 }
             }
-            let file = error
-                .record
+            let file = record
                 .frames
                 .iter()
                 .rev()
@@ -575,7 +569,6 @@ impl SessionBuilder {
                 file,
                 symbols: symbols.values,
             });
-            self.errors.push(error.record);
         }
         any
     }
