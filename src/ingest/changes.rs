@@ -5,8 +5,8 @@
 use super::text::head_and_tail;
 use super::{
     Evidence, EvidenceKind, Language, MAX_EVIDENCE_TEXT_BYTES, MAX_FILES_CHANGED,
-    MAX_SYMBOLS_CHANGED, MAX_SYMBOLS_PER_EVIDENCE, MAX_SYMBOLS_REFERENCED, SessionBuilder,
-    TextView, diff, edits, repo, symbols, text, toolcall,
+    MAX_SYMBOLS_CHANGED, MAX_SYMBOLS_PER_EVIDENCE, SessionBuilder, TextView, diff, edits, repo,
+    symbols, text, toolcall,
 };
 
 impl SessionBuilder {
@@ -262,8 +262,7 @@ impl SessionBuilder {
                     }
                 }
                 for symbol in &hunk_symbols.referenced {
-                    self.referenced_from_diffs
-                        .push(symbol, MAX_SYMBOLS_REFERENCED);
+                    self.references.add_from_diff(symbol);
                 }
                 let (byte_start, byte_end) = raw_range(hunk.start, hunk.end);
                 let full_text = format!("{header}{hunk_text}");

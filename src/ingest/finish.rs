@@ -5,8 +5,7 @@
 use std::collections::HashSet;
 
 use super::{
-    Diagnostic, MAX_FILES_CHANGED, MAX_SYMBOLS_REFERENCED, SessionBuilder, SessionRecord,
-    UniqueList, outcome, scratch,
+    Diagnostic, MAX_FILES_CHANGED, SessionBuilder, SessionRecord, UniqueList, outcome, scratch,
 };
 
 impl SessionBuilder {
@@ -321,18 +320,7 @@ impl SessionBuilder {
     }
 
     pub(super) fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
-        // symbols_referenced: diff references, then the task's, the agent's, viewed code.
-        let mut referenced = UniqueList::default();
-        for bucket in [
-            &self.referenced_from_diffs,
-            &self.referenced_from_task,
-            &self.referenced_from_agent,
-            &self.referenced_from_code,
-        ] {
-            for symbol in &bucket.values {
-                referenced.push(symbol, MAX_SYMBOLS_REFERENCED);
-            }
-        }
+        let symbols_referenced = self.references.merged();
 
         let record_tests = self.tests.take_record();
 
@@ -387,7 +375,7 @@ impl SessionBuilder {
             file_blobs,
             files_changed: self.files_changed.values,
             symbols_changed: self.symbols_changed.values,
-            symbols_referenced: referenced.values,
+            symbols_referenced,
             errors: self.errors.into_records(),
             tests: record_tests,
             commands: self.commands.into_records(),

@@ -1,6 +1,6 @@
 //! The builder's small ledgers, each the owner of one kind of fact and its
-//! caps: the evidence spans, the commands, the errors, the test outcomes,
-//! the votes for the session's language.
+//! caps: the evidence spans, the commands, the errors, the symbols
+//! referenced, the test outcomes, the votes for the session's language.
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,7 +10,7 @@ use super::toolcall::ToolCall;
 use super::{
     CommandRecord, ErrorRecord, Evidence, MAX_COMMANDS, MAX_ERROR_EVIDENCE, MAX_ERRORS,
     MAX_EVIDENCE, MAX_EVIDENCE_TEXT_BYTES, MAX_FIX_EVIDENCE, MAX_LANGUAGE_MENTIONS,
-    MAX_TESTS_PER_STATUS, TestCounts, TestsRecord, mentions,
+    MAX_SYMBOLS_REFERENCED, MAX_TESTS_PER_STATUS, TestCounts, TestsRecord, UniqueList, mentions,
 };
 use crate::language::Language;
 
@@ -231,6 +231,57 @@ impl ErrorLedger {
     }
 }
 
+/// The symbols a session referenced, by where: its diffs, its task, the
+/// agent's messages, the code it viewed; each source keeps at most
+/// [`MAX_SYMBOLS_REFERENCED`], and so does their merge.
+#[derive(Default, Clone)]
+pub(super) struct ReferenceLedger {
+    diffs: UniqueList,
+    task: UniqueList,
+    agent: UniqueList,
+    code: UniqueList,
+}
+
+impl ReferenceLedger {
+    /// A symbol a diff's hunk referenced.
+    pub(super) fn add_from_diff(&mut self, symbol: &str) {
+        self.diffs.push(symbol, MAX_SYMBOLS_REFERENCED);
+    }
+
+    /// A symbol the task named.
+    pub(super) fn add_from_task(&mut self, symbol: &str) {
+        self.task.push(symbol, MAX_SYMBOLS_REFERENCED);
+    }
+
+    /// A symbol an agent message named.
+    pub(super) fn add_from_agent(&mut self, symbol: &str) {
+        self.agent.push(symbol, MAX_SYMBOLS_REFERENCED);
+    }
+
+    /// A symbol code the session viewed defines.
+    pub(super) fn add_from_code(&mut self, symbol: &str) {
+        self.code.push(symbol, MAX_SYMBOLS_REFERENCED);
+    }
+
+    /// Whether viewed code can add no more symbols.
+    pub(super) fn code_is_full(&self) -> bool {
+        self.code.values.len() >= MAX_SYMBOLS_REFERENCED
+    }
+
+    /// The record's `symbols_referenced`: the diffs', then the task's, the
+    /// agent's and the viewed code's, each once, at most
+    /// [`MAX_SYMBOLS_REFERENCED`].
+    pub(super) fn merged(&self) -> Vec<String> {
+        let mut referenced = UniqueList::default();
+        for source in [&self.diffs, &self.task, &self.agent, &self.code] {
+            for symbol in &source.values {
+                referenced.push(symbol, MAX_SYMBOLS_REFERENCED);
+            }
+        }
+        referenced.values
+    }
+}
+
 /// The tests a session ran and its last test run.
 #[derive(Default, Clone)]
 pub(super) struct TestLedger {
@@ -397,6 +448,35 @@ mod tests {
         assert!(errors.add(error("over", 1)).is_none());
         assert_eq!(errors.len(), MAX_ERRORS);
         assert_eq!(errors.into_records().len(), MAX_ERRORS);
+    }
+
+    #[test]
+    fn references_merge_diffs_task_agent_code_each_once() {
+        let mut references = ReferenceLedger::default();
+        references.add_from_code("load");
+        references.add_from_agent("parse");
+        references.add_from_agent("load");
+        references.add_from_task("Config");
+        references.add_from_task("parse");
+        references.add_from_diff("read_file");
+        assert_eq!(
+            references.merged(),
+            ["read_file", "Config", "parse", "load"]
+        );
+    }
+
+    #[test]
+    fn merged_references_stop_at_their_cap() {
+        let mut references = ReferenceLedger::default();
+        for index in 0..MAX_SYMBOLS_REFERENCED + 5 {
+            references.add_from_code(&format!("code_{index}"));
+        }
+        assert!(references.code_is_full());
+        references.add_from_task("task_symbol");
+        let merged = references.merged();
+        assert_eq!(merged.len(), MAX_SYMBOLS_REFERENCED);
+        assert_eq!(merged.first().map(String::as_str), Some("task_symbol"));
+        assert!(!merged.contains(&format!("code_{}", MAX_SYMBOLS_REFERENCED - 1)));
     }
 
     #[test]

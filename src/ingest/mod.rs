@@ -30,7 +30,8 @@ pub mod edits;
 mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
 pub mod incremental;
-/// The builder's ledgers: evidence, commands, errors, tests, language votes.
+/// The builder's ledgers: evidence, commands, errors, references, tests,
+/// language votes.
 mod ledgers;
 /// Type-checker and linter diagnostics as error records.
 pub mod lint;
@@ -64,7 +65,9 @@ use crate::domain::Role;
 use crate::language::{Grammar, Language};
 
 pub use self::clock::Clock;
-use self::ledgers::{CommandLedger, ErrorLedger, EvidenceLedger, LanguageVotes, TestLedger};
+use self::ledgers::{
+    CommandLedger, ErrorLedger, EvidenceLedger, LanguageVotes, ReferenceLedger, TestLedger,
+};
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
@@ -231,10 +234,7 @@ struct SessionBuilder {
     last_message_at_ms: Option<i64>,
     files_changed: UniqueList,
     symbols_changed: UniqueList,
-    referenced_from_diffs: UniqueList,
-    referenced_from_task: UniqueList,
-    referenced_from_agent: UniqueList,
-    referenced_from_code: UniqueList,
+    references: ReferenceLedger,
     errors: ErrorLedger,
     tests: TestLedger,
     /// Per file edit operations changed, the last agent message whose edit
@@ -394,12 +394,10 @@ impl SessionBuilder {
                 );
             }
             for symbol in mentions::identifiers(content) {
-                self.referenced_from_agent
-                    .push(&symbol, MAX_SYMBOLS_REFERENCED);
+                self.references.add_from_agent(&symbol);
             }
             for symbol in mentions::json_symbol_fields(content) {
-                self.referenced_from_agent
-                    .push(&symbol, MAX_SYMBOLS_REFERENCED);
+                self.references.add_from_agent(&symbol);
             }
         }
 
@@ -436,8 +434,7 @@ impl SessionBuilder {
         }
         let identifiers = mentions::identifiers(content);
         for symbol in &identifiers {
-            self.referenced_from_task
-                .push(symbol, MAX_SYMBOLS_REFERENCED);
+            self.references.add_from_task(symbol);
         }
         let symbols: Vec<String> = identifiers
             .into_iter()
@@ -574,9 +571,7 @@ impl SessionBuilder {
     }
 
     fn add_code_snippets(&mut self, view: &TextView<'_>) {
-        if self.referenced_from_code.values.len() >= MAX_SYMBOLS_REFERENCED
-            || self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES
-        {
+        if self.references.code_is_full() || self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES {
             return;
         }
         for snippet in mentions::code_snippets(&view.text) {
@@ -591,8 +586,7 @@ impl SessionBuilder {
                 &mut self.snippet_parse_budget,
             );
             for name in names {
-                self.referenced_from_code
-                    .push(&name, MAX_SYMBOLS_REFERENCED);
+                self.references.add_from_code(&name);
             }
             if self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES {
                 break;
