@@ -21,9 +21,7 @@ impl SessionBuilder {
             view.raw_range(content, start, end)
         });
         self.edits.diff_seen(&paths);
-        self.files_from_written_diffs.extend(paths.iter().cloned());
-        self.message_written_diff_files
-            .extend(paths.iter().cloned());
+        self.written_diffs.note_paths(&paths);
         !paths.is_empty()
     }
 
@@ -191,26 +189,7 @@ impl SessionBuilder {
             paths.push(path.to_string());
             if written {
                 let file_text = text.get(file.start..file.end).unwrap_or("");
-                let binary = file.change == diff::FileChange::Binary;
-                let added = file.change == diff::FileChange::Added
-                    || (binary
-                        && (file_text.contains("\nnew file mode")
-                            || file_text.contains("Binary files /dev/null ")));
-                if added {
-                    if !self.diff_existing.contains(path) {
-                        self.diff_added.insert(path.to_string());
-                    }
-                    if binary {
-                        self.diff_binary.insert(path.to_string());
-                    }
-                } else if !self.diff_added.contains(path) {
-                    self.diff_existing.insert(path.to_string());
-                }
-                if let Some(old) = file.old_path.as_deref()
-                    && file.change == diff::FileChange::Renamed
-                {
-                    self.diff_existing.insert(old.to_string());
-                }
+                self.written_diffs.note_file(path, file, file_text);
             }
             // A later diff without the id leaves the content unknown.
             match &file.new_blob {

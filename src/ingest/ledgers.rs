@@ -1,9 +1,11 @@
 //! The builder's small ledgers, each the owner of one kind of fact and its
 //! caps: the evidence spans, the commands, the errors, the symbols
-//! referenced, the test outcomes, the votes for the session's language.
+//! referenced, what written diffs show, the test outcomes, the votes for
+//! the session's language.
 
 use std::collections::{HashMap, HashSet};
 
+use super::diff::{FileChange, FileDiff};
 use super::testrun::{self, TestStatus};
 use super::text::{TextView, truncate_to_bytes};
 use super::toolcall::ToolCall;
@@ -282,6 +284,100 @@ impl ReferenceLedger {
     }
 }
 
+/// What the diffs written out (by the agent or a tool; not edits rendered
+/// as diffs) show: the files they change, which of them were new (and
+/// binary) and which existed, and the files of the last agent message's.
+#[derive(Default, Clone)]
+pub(super) struct WrittenDiffs {
+    /// Files a written diff changed.
+    files: HashSet<String>,
+    /// Files a written diff shows as new (and none before as existing),
+    /// and of them those shown as binary.
+    added: HashSet<String>,
+    binary: HashSet<String>,
+    /// Files a written diff shows existed (changed, deleted, renamed),
+    /// unless one showed them new before.
+    existing: HashSet<String>,
+    /// Files of the diffs written in the message being read.
+    message_files: Vec<String>,
+    /// Files of the diff the last agent message wrote.
+    final_files: Vec<String>,
+}
+
+impl WrittenDiffs {
+    /// A new message: no diff of it read yet.
+    pub(super) fn start_message(&mut self) {
+        self.message_files.clear();
+    }
+
+    /// The agent message read is the last one: its diffs' files are the
+    /// final diff's.
+    pub(super) fn end_agent_message(&mut self) {
+        self.final_files = std::mem::take(&mut self.message_files);
+    }
+
+    /// What `file`, the diff of `path` written as `file_text`, shows of it:
+    /// new (binary) or existing.
+    pub(super) fn note_file(&mut self, path: &str, file: &FileDiff, file_text: &str) {
+        let binary = file.change == FileChange::Binary;
+        let added = file.change == FileChange::Added
+            || (binary
+                && (file_text.contains("\nnew file mode")
+                    || file_text.contains("Binary files /dev/null ")));
+        if added {
+            if !self.existing.contains(path) {
+                self.added.insert(path.to_string());
+            }
+            if binary {
+                self.binary.insert(path.to_string());
+            }
+        } else if !self.added.contains(path) {
+            self.existing.insert(path.to_string());
+        }
+        if let Some(old) = file.old_path.as_deref()
+            && file.change == FileChange::Renamed
+        {
+            self.existing.insert(old.to_string());
+        }
+    }
+
+    /// The files a written diff of the message being read changed.
+    pub(super) fn note_paths(&mut self, paths: &[String]) {
+        self.files.extend(paths.iter().cloned());
+        self.message_files.extend(paths.iter().cloned());
+    }
+
+    /// Whether a written diff changed `path`.
+    pub(super) fn changed(&self, path: &str) -> bool {
+        self.files.contains(path)
+    }
+
+    /// Whether a written diff shows `path` as new.
+    pub(super) fn is_added(&self, path: &str) -> bool {
+        self.added.contains(path)
+    }
+
+    /// Whether a written diff shows `path` as a new binary file.
+    pub(super) fn is_binary(&self, path: &str) -> bool {
+        self.binary.contains(path)
+    }
+
+    /// Files a written diff shows existed.
+    pub(super) fn existing(&self) -> &HashSet<String> {
+        &self.existing
+    }
+
+    /// Files a written diff shows as new or as existing.
+    pub(super) fn added_or_existing(&self) -> HashSet<String> {
+        self.added.union(&self.existing).cloned().collect()
+    }
+
+    /// Files of the diff the last agent message wrote.
+    pub(super) fn final_files(&self) -> &[String] {
+        &self.final_files
+    }
+}
+
 /// The tests a session ran and its last test run.
 #[derive(Default, Clone)]
 pub(super) struct TestLedger {
@@ -477,6 +573,53 @@ mod tests {
         assert_eq!(merged.len(), MAX_SYMBOLS_REFERENCED);
         assert_eq!(merged.first().map(String::as_str), Some("task_symbol"));
         assert!(!merged.contains(&format!("code_{}", MAX_SYMBOLS_REFERENCED - 1)));
+    }
+
+    fn note_diffs(written: &mut WrittenDiffs, text: &str) {
+        let parsed = super::super::diff::parse_diffs(text);
+        for file in &parsed.files {
+            let path = file.path().unwrap_or("");
+            written.note_file(path, file, text.get(file.start..file.end).unwrap_or(""));
+        }
+    }
+
+    #[test]
+    fn a_file_shown_existing_first_is_never_new() {
+        let mut written = WrittenDiffs::default();
+        note_diffs(
+            &mut written,
+            "--- a/lib.py\n+++ b/lib.py\n@@ -1 +1 @@\n-a\n+b\n",
+        );
+        for path in ["lib.py", "new.py"] {
+            let text = format!(
+                "diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+b\n"
+            );
+            note_diffs(&mut written, &text);
+        }
+        note_diffs(
+            &mut written,
+            "--- a/new.py\n+++ b/new.py\n@@ -1 +1 @@\n-c\n+d\n",
+        );
+        assert!(!written.is_added("lib.py"));
+        assert!(written.existing().contains("lib.py"));
+        // Shown new first, it stays new and not existing.
+        assert!(written.is_added("new.py"));
+        assert!(!written.existing().contains("new.py"));
+        assert_eq!(written.added_or_existing().len(), 2);
+    }
+
+    #[test]
+    fn the_final_files_are_the_last_agent_messages() {
+        let mut written = WrittenDiffs::default();
+        written.start_message();
+        written.note_paths(&["a.py".to_string()]);
+        written.end_agent_message();
+        written.start_message();
+        written.note_paths(&["b.py".to_string()]);
+        assert_eq!(written.final_files(), ["a.py"]);
+        written.end_agent_message();
+        assert_eq!(written.final_files(), ["b.py"]);
+        assert!(written.changed("a.py") && written.changed("b.py"));
     }
 
     #[test]

@@ -30,8 +30,8 @@ pub mod edits;
 mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
 pub mod incremental;
-/// The builder's ledgers: evidence, commands, errors, references, tests,
-/// language votes.
+/// The builder's ledgers: evidence, commands, errors, references, written
+/// diffs, tests, language votes.
 mod ledgers;
 /// Type-checker and linter diagnostics as error records.
 pub mod lint;
@@ -67,6 +67,7 @@ use crate::language::{Grammar, Language};
 pub use self::clock::Clock;
 use self::ledgers::{
     CommandLedger, ErrorLedger, EvidenceLedger, LanguageVotes, ReferenceLedger, TestLedger,
+    WrittenDiffs,
 };
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
@@ -262,12 +263,8 @@ struct SessionBuilder {
     last_agent_diff_from_edits_only: bool,
     /// Files that edit operations changed.
     files_from_edits: HashSet<String>,
-    /// Files that a diff written out (by the agent or a tool) changed.
-    files_from_written_diffs: HashSet<String>,
-    /// Files of the diff the last agent message wrote.
-    final_written_diff_files: Vec<String>,
-    /// Files of the diffs written in the message being read.
-    message_written_diff_files: Vec<String>,
+    /// What the diffs written out (by the agent or a tool) show.
+    written_diffs: WrittenDiffs,
     /// Set by `add_diffs` for the message being read.
     message_diff_edits_existing: bool,
     last_message_has_error: bool,
@@ -285,11 +282,6 @@ struct SessionBuilder {
     /// Replacements of the last agent message whose diff named no changed
     /// definition (the file's text unknown around them): path, old, new.
     blind_replacements: Vec<(String, String, String)>,
-    /// Files a written diff shows as new, and of them those shown as binary.
-    diff_added: HashSet<String>,
-    diff_binary: HashSet<String>,
-    /// Files a written diff shows existed (changed, deleted, renamed).
-    diff_existing: HashSet<String>,
 }
 
 impl SessionBuilder {
@@ -367,7 +359,7 @@ impl SessionBuilder {
         let mut message_has_diff = false;
         let mut message_has_error = false;
         self.message_diff_edits_existing = false;
-        self.message_written_diff_files.clear();
+        self.written_diffs.start_message();
         for view in &views {
             message_has_diff |= self.add_diffs(message_index, content, view);
             message_has_error |=
@@ -385,7 +377,7 @@ impl SessionBuilder {
             message_has_diff |= self.add_edits(message_index, content, &tool_calls.calls);
             self.last_agent_message_has_diff = message_has_diff;
             self.last_agent_diff_from_edits_only = message_has_diff && !written_diff;
-            self.final_written_diff_files = std::mem::take(&mut self.message_written_diff_files);
+            self.written_diffs.end_agent_message();
             self.last_agent_diff_edits_existing = self.message_diff_edits_existing;
             if content.trim_start().starts_with('{') && text::json_spans(content).is_empty() {
                 self.diagnose(
