@@ -5,8 +5,8 @@
 use super::text::head_and_tail;
 use super::{
     Evidence, EvidenceKind, Language, MAX_EVIDENCE_TEXT_BYTES, MAX_FILES_CHANGED,
-    MAX_SYMBOLS_CHANGED, MAX_SYMBOLS_PER_EVIDENCE, MAX_SYMBOLS_REFERENCED, SessionBuilder,
-    TextView, diff, edits, repo, symbols, text, toolcall,
+    MAX_SYMBOLS_CHANGED, MAX_SYMBOLS_PER_EVIDENCE, SessionBuilder, TextView, diff, edits, repo,
+    symbols, text, toolcall,
 };
 
 impl SessionBuilder {
@@ -21,9 +21,7 @@ impl SessionBuilder {
             view.raw_range(content, start, end)
         });
         self.edits.diff_seen(&paths);
-        self.files_from_written_diffs.extend(paths.iter().cloned());
-        self.message_written_diff_files
-            .extend(paths.iter().cloned());
+        self.written_diffs.note_paths(&paths);
         !paths.is_empty()
     }
 
@@ -36,13 +34,7 @@ impl SessionBuilder {
         content: &str,
         calls: &[toolcall::ToolCall],
     ) -> bool {
-        let commands: Vec<String> = self
-            .commands
-            .iter()
-            .rev()
-            .take_while(|command| command.message_index == message_index)
-            .map(|command| command.command.clone())
-            .collect();
+        let commands = self.commands.latest_of_message(message_index);
         let mut problems = Vec::new();
         let rendered = self
             .edits
@@ -197,26 +189,7 @@ impl SessionBuilder {
             paths.push(path.to_string());
             if written {
                 let file_text = text.get(file.start..file.end).unwrap_or("");
-                let binary = file.change == diff::FileChange::Binary;
-                let added = file.change == diff::FileChange::Added
-                    || (binary
-                        && (file_text.contains("\nnew file mode")
-                            || file_text.contains("Binary files /dev/null ")));
-                if added {
-                    if !self.diff_existing.contains(path) {
-                        self.diff_added.insert(path.to_string());
-                    }
-                    if binary {
-                        self.diff_binary.insert(path.to_string());
-                    }
-                } else if !self.diff_added.contains(path) {
-                    self.diff_existing.insert(path.to_string());
-                }
-                if let Some(old) = file.old_path.as_deref()
-                    && file.change == diff::FileChange::Renamed
-                {
-                    self.diff_existing.insert(old.to_string());
-                }
+                self.written_diffs.note_file(path, file, file_text);
             }
             // A later diff without the id leaves the content unknown.
             match &file.new_blob {
@@ -268,8 +241,7 @@ impl SessionBuilder {
                     }
                 }
                 for symbol in &hunk_symbols.referenced {
-                    self.referenced_from_diffs
-                        .push(symbol, MAX_SYMBOLS_REFERENCED);
+                    self.references.add_from_diff(symbol);
                 }
                 let (byte_start, byte_end) = raw_range(hunk.start, hunk.end);
                 let full_text = format!("{header}{hunk_text}");

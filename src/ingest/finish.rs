@@ -5,8 +5,7 @@
 use std::collections::HashSet;
 
 use super::{
-    Diagnostic, MAX_FILES_CHANGED, MAX_SYMBOLS_REFERENCED, SessionBuilder, SessionRecord,
-    UniqueList, outcome, scratch,
+    Diagnostic, MAX_FILES_CHANGED, SessionBuilder, SessionRecord, UniqueList, outcome, scratch,
 };
 
 impl SessionBuilder {
@@ -25,7 +24,7 @@ impl SessionBuilder {
     fn drop_scratch_by_use(&mut self) {
         let mut scratch = self.edits.scratch_by_use();
         scratch.extend(self.outside_files.iter().cloned());
-        scratch.retain(|path| !self.files_from_written_diffs.contains(path));
+        scratch.retain(|path| !self.written_diffs.changed(path));
         // The same script named another way (`reproduce.py` created, then
         // edited as `/sympy__sympy/reproduce.py` in the editor's window).
         let twins: Vec<String> = self
@@ -33,7 +32,7 @@ impl SessionBuilder {
             .values
             .iter()
             .filter(|path| {
-                !self.files_from_written_diffs.contains(*path)
+                !self.written_diffs.changed(path)
                     && scratch.iter().any(|scratch| {
                         path.strip_suffix(scratch.as_str())
                             .is_some_and(|head| head.ends_with('/'))
@@ -49,25 +48,28 @@ impl SessionBuilder {
     /// [`scratch`]), even when a written diff holds them. Only for a
     /// session that shows files the repository had before it.
     fn drop_scratch_by_place(&mut self) {
-        let git_root =
-            scratch::root_from_git_diffs(&self.files_from_edits, &self.diff_added_or_existing());
+        let git_root = scratch::root_from_git_diffs(
+            &self.files_from_edits,
+            &self.written_diffs.added_or_existing(),
+        );
         let relative = |path: &str| -> Option<String> {
             match &git_root {
                 Some(root) => path.strip_prefix(root.as_str()).map(str::to_string),
                 None => Some(path.to_string()),
             }
         };
-        let mut existing: HashSet<String> = self.diff_existing.clone();
+        let mut existing: HashSet<String> = self.written_diffs.existing().clone();
         existing.extend(
             self.edits
                 .existing_files()
                 .filter_map(|path| relative(path)),
         );
         // What git shows as new was not there, though the session viewed it.
-        existing.retain(|path| !self.diff_added.contains(path));
+        existing.retain(|path| !self.written_diffs.is_added(path));
         // Only a session that changed files the repository had (a new
         // project's files are all new).
-        let changed_existing = self.edits.edits_existing() || !self.diff_existing.is_empty();
+        let changed_existing =
+            self.edits.edits_existing() || !self.written_diffs.existing().is_empty();
         if existing.is_empty() || !changed_existing {
             return;
         }
@@ -87,22 +89,22 @@ impl SessionBuilder {
         for path in &self.files_changed.values {
             if let Some(root) = &git_root
                 && !path.starts_with(root.as_str())
-                && !self.files_from_written_diffs.contains(path)
+                && !self.written_diffs.changed(path)
             {
                 // Edited outside the checkout git printed diffs of.
                 scratch.insert(path.clone());
                 continue;
             }
             let written = written_by_edit(path);
-            let is_new = (written || self.diff_added.contains(path)) && !existing.contains(path);
+            let is_new = (written || self.written_diffs.is_added(path)) && !existing.contains(path);
             if !is_new {
                 continue;
             }
             let Some(inside) = relative(path)
-                .filter(|_| !self.diff_added.contains(path))
+                .filter(|_| !self.written_diffs.is_added(path))
                 .or_else(|| {
                     // A diff's path is already relative to the checkout.
-                    self.diff_added.contains(path).then(|| path.clone())
+                    self.written_diffs.is_added(path).then(|| path.clone())
                 })
             else {
                 // An edit outside the checkout git printed diffs of.
@@ -121,7 +123,7 @@ impl SessionBuilder {
                 // files: its runs made it.
                 written_by_edit: written || !self.edits.has_edits(),
                 run: self.edits.was_run(&full) || self.edits.was_run(&inside),
-                binary: self.diff_binary.contains(path),
+                binary: self.written_diffs.is_binary(path),
                 imported,
                 tests_in_folders,
             };
@@ -154,13 +156,6 @@ impl SessionBuilder {
         self.drop_files(&scratch);
     }
 
-    fn diff_added_or_existing(&self) -> HashSet<String> {
-        self.diff_added
-            .union(&self.diff_existing)
-            .cloned()
-            .collect()
-    }
-
     /// With no root named, the one the session's directories and files
     /// show: changed paths under it become relative, and absolute ones
     /// outside it are not the repository's (a diagnostic says so).
@@ -176,7 +171,7 @@ impl SessionBuilder {
                 Some(inside) => {
                     kept.push(&inside, MAX_FILES_CHANGED);
                 }
-                None if path.starts_with('/') && !self.files_from_written_diffs.contains(&path) => {
+                None if path.starts_with('/') && !self.written_diffs.changed(&path) => {
                     outside.insert(path);
                 }
                 None => {
@@ -254,7 +249,7 @@ impl SessionBuilder {
     fn drop_edits_outside_final_diff(&mut self) {
         if !self.last_agent_message_has_diff
             || self.last_agent_diff_from_edits_only
-            || self.final_written_diff_files.is_empty()
+            || self.written_diffs.final_files().is_empty()
             || self.files_from_edits.is_empty()
         {
             return;
@@ -268,9 +263,10 @@ impl SessionBuilder {
             .files_from_edits
             .iter()
             .filter(|path| {
-                !self.files_from_written_diffs.contains(*path)
+                !self.written_diffs.changed(path)
                     && !self
-                        .final_written_diff_files
+                        .written_diffs
+                        .final_files()
                         .iter()
                         .any(|kept| same_file(path, kept))
             })
@@ -285,14 +281,14 @@ impl SessionBuilder {
     /// file: the name a written diff gave is kept, else the relative one.
     fn merge_path_twins(&mut self) {
         let values = &self.files_changed.values;
-        let written = &self.files_from_written_diffs;
+        let written = &self.written_diffs;
         let twins: HashSet<String> = values
             .iter()
-            .filter(|path| !written.contains(*path) && self.files_from_edits.contains(*path))
+            .filter(|path| !written.changed(path) && self.files_from_edits.contains(*path))
             .filter(|path| {
                 values.iter().any(|other| {
                     other != *path
-                        && (written.contains(other)
+                        && (written.changed(other)
                             || (path.starts_with('/') && !other.starts_with('/')))
                         && (path
                             .strip_suffix(other.as_str())
@@ -321,27 +317,7 @@ impl SessionBuilder {
     }
 
     pub(super) fn finish(mut self) -> (SessionRecord, Vec<Diagnostic>) {
-        if self.tools_mark_failures {
-            // Claude Code marks a failed Bash result (`is_error`, `Exit code
-            // N`): an unmarked answer is the command's success.
-            for index in std::mem::take(&mut self.unmarked_answers) {
-                if let Some(command) = self.commands.get_mut(index) {
-                    command.exit_code.get_or_insert(0);
-                }
-            }
-        }
-        // symbols_referenced: diff references, then the task's, the agent's, viewed code.
-        let mut referenced = UniqueList::default();
-        for bucket in [
-            &self.referenced_from_diffs,
-            &self.referenced_from_task,
-            &self.referenced_from_agent,
-            &self.referenced_from_code,
-        ] {
-            for symbol in &bucket.values {
-                referenced.push(symbol, MAX_SYMBOLS_REFERENCED);
-            }
-        }
+        let symbols_referenced = self.references.merged();
 
         let record_tests = self.tests.take_record();
 
@@ -352,7 +328,7 @@ impl SessionBuilder {
         self.drop_scratch_files();
         self.drop_scratch_by_use();
         let mut refused = self.edits.refused_files();
-        refused.retain(|path| !self.files_from_written_diffs.contains(path));
+        refused.retain(|path| !self.written_diffs.changed(path));
         self.drop_files(&refused);
         self.drop_edits_outside_final_diff();
         self.merge_path_twins();
@@ -396,10 +372,10 @@ impl SessionBuilder {
             file_blobs,
             files_changed: self.files_changed.values,
             symbols_changed: self.symbols_changed.values,
-            symbols_referenced: referenced.values,
-            errors: self.errors,
+            symbols_referenced,
+            errors: self.errors.into_records(),
             tests: record_tests,
-            commands: self.commands,
+            commands: self.commands.into_records(),
             outcome,
             evidence,
             last_message_at_ms: self.last_message_at_ms,

@@ -89,11 +89,7 @@ impl SessionExtractor {
         .flat_map(|list| list.iter())
         .map(|evidence| evidence.text.len() + 64)
         .sum();
-        let commands: usize = builder
-            .commands
-            .iter()
-            .map(|command| command.command.len() + 32)
-            .sum();
+        let commands = builder.commands.approx_bytes();
         OVERHEAD_BYTES
             + keys
             + evidence

@@ -30,7 +30,8 @@ pub mod edits;
 mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
 pub mod incremental;
-/// The builder's ledgers: evidence, tests, language votes.
+/// The builder's ledgers: evidence, commands, errors, references, written
+/// diffs, tests, language votes.
 mod ledgers;
 /// Type-checker and linter diagnostics as error records.
 pub mod lint;
@@ -64,7 +65,10 @@ use crate::domain::Role;
 use crate::language::{Grammar, Language};
 
 pub use self::clock::Clock;
-use self::ledgers::{EvidenceLedger, LanguageVotes, TestLedger};
+use self::ledgers::{
+    CommandLedger, ErrorLedger, EvidenceLedger, LanguageVotes, ReferenceLedger, TestLedger,
+    WrittenDiffs,
+};
 pub use self::outcome::OutcomeStatus;
 pub use self::record::{
     CommandRecord, Diagnostic, ErrorRecord, Evidence, EvidenceKind, Frame, Outcome, SessionRecord,
@@ -231,12 +235,8 @@ struct SessionBuilder {
     last_message_at_ms: Option<i64>,
     files_changed: UniqueList,
     symbols_changed: UniqueList,
-    referenced_from_diffs: UniqueList,
-    referenced_from_task: UniqueList,
-    referenced_from_agent: UniqueList,
-    referenced_from_code: UniqueList,
-    errors: Vec<ErrorRecord>,
-    error_keys: HashSet<String>,
+    references: ReferenceLedger,
+    errors: ErrorLedger,
     tests: TestLedger,
     /// Per file edit operations changed, the last agent message whose edit
     /// changed it (an edit the tool refused does not count; a diff written
@@ -246,9 +246,7 @@ struct SessionBuilder {
     /// that message, until the next observation says whether the tool
     /// applied them (no observation: applied).
     unsettled_edits: Option<(usize, Vec<String>)>,
-    commands: Vec<CommandRecord>,
-    /// (command index, step evidence index) of the previous agent message's last command.
-    pending_command: Option<(usize, Option<usize>)>,
+    commands: CommandLedger,
     evidence: EvidenceLedger,
     languages: LanguageVotes,
     snippet_bytes_scanned: usize,
@@ -265,12 +263,8 @@ struct SessionBuilder {
     last_agent_diff_from_edits_only: bool,
     /// Files that edit operations changed.
     files_from_edits: HashSet<String>,
-    /// Files that a diff written out (by the agent or a tool) changed.
-    files_from_written_diffs: HashSet<String>,
-    /// Files of the diff the last agent message wrote.
-    final_written_diff_files: Vec<String>,
-    /// Files of the diffs written in the message being read.
-    message_written_diff_files: Vec<String>,
+    /// What the diffs written out (by the agent or a tool) show.
+    written_diffs: WrittenDiffs,
     /// Set by `add_diffs` for the message being read.
     message_diff_edits_existing: bool,
     last_message_has_error: bool,
@@ -288,16 +282,6 @@ struct SessionBuilder {
     /// Replacements of the last agent message whose diff named no changed
     /// definition (the file's text unknown around them): path, old, new.
     blind_replacements: Vec<(String, String, String)>,
-    /// Commands whose answer gave no exit code and was not marked failed.
-    unmarked_answers: Vec<usize>,
-    /// The session's tools mark a failed result (Claude Code's `is_error`,
-    /// rendered with the error prefix): an unmarked answer is a success.
-    tools_mark_failures: bool,
-    /// Files a written diff shows as new, and of them those shown as binary.
-    diff_added: HashSet<String>,
-    diff_binary: HashSet<String>,
-    /// Files a written diff shows existed (changed, deleted, renamed).
-    diff_existing: HashSet<String>,
 }
 
 impl SessionBuilder {
@@ -350,10 +334,7 @@ impl SessionBuilder {
             self.add_task(message);
         }
         let tool_calls = toolcall::parse(content);
-        self.tools_mark_failures |= tool_calls
-            .calls
-            .iter()
-            .any(|call| MARKING_TOOLS.contains(&call.name.as_str()));
+        self.commands.see_tool_calls(&tool_calls.calls);
         for problem in &tool_calls.problems {
             self.diagnose(message_index, problem.clone());
         }
@@ -362,7 +343,7 @@ impl SessionBuilder {
             self.settle_edits(false);
         } else {
             let refused_before = self.edits.num_refused();
-            let answered = self.pending_command.map(|(command_index, _)| command_index);
+            let answered = self.commands.pending_command();
             self.attach_observation(message);
             self.add_tool_results(answered, &tool_calls.results);
             if is_task {
@@ -378,7 +359,7 @@ impl SessionBuilder {
         let mut message_has_diff = false;
         let mut message_has_error = false;
         self.message_diff_edits_existing = false;
-        self.message_written_diff_files.clear();
+        self.written_diffs.start_message();
         for view in &views {
             message_has_diff |= self.add_diffs(message_index, content, view);
             message_has_error |=
@@ -396,7 +377,7 @@ impl SessionBuilder {
             message_has_diff |= self.add_edits(message_index, content, &tool_calls.calls);
             self.last_agent_message_has_diff = message_has_diff;
             self.last_agent_diff_from_edits_only = message_has_diff && !written_diff;
-            self.final_written_diff_files = std::mem::take(&mut self.message_written_diff_files);
+            self.written_diffs.end_agent_message();
             self.last_agent_diff_edits_existing = self.message_diff_edits_existing;
             if content.trim_start().starts_with('{') && text::json_spans(content).is_empty() {
                 self.diagnose(
@@ -405,12 +386,10 @@ impl SessionBuilder {
                 );
             }
             for symbol in mentions::identifiers(content) {
-                self.referenced_from_agent
-                    .push(&symbol, MAX_SYMBOLS_REFERENCED);
+                self.references.add_from_agent(&symbol);
             }
             for symbol in mentions::json_symbol_fields(content) {
-                self.referenced_from_agent
-                    .push(&symbol, MAX_SYMBOLS_REFERENCED);
+                self.references.add_from_agent(&symbol);
             }
         }
 
@@ -447,8 +426,7 @@ impl SessionBuilder {
         }
         let identifiers = mentions::identifiers(content);
         for symbol in &identifiers {
-            self.referenced_from_task
-                .push(symbol, MAX_SYMBOLS_REFERENCED);
+            self.references.add_from_task(symbol);
         }
         let symbols: Vec<String> = identifiers
             .into_iter()
@@ -471,22 +449,17 @@ impl SessionBuilder {
 
     /// An observation after an agent message: exit code and output of its last command.
     fn attach_observation(&mut self, message: &IngestMessage<'_>) {
-        let Some((command_index, evidence_index)) = self.pending_command.take() else {
+        let Some((command_index, step_index)) = self.commands.take_pending() else {
             return;
         };
         let exit_code = command::parse_exit_code(message.content);
-        if let Some(record) = self.commands.get_mut(command_index) {
-            record.exit_code = exit_code;
-        }
         let marked = message
             .content
             .trim_start()
             .starts_with(crate::tool::render::ERROR_RESULT_PREFIX);
-        if exit_code.is_none() && !marked && self.unmarked_answers.len() < MAX_COMMANDS {
-            self.unmarked_answers.push(command_index);
-        }
+        self.commands.answer(command_index, exit_code, marked);
         self.last_message_failed_command = exit_code.is_some_and(|code| code != 0);
-        if let Some(evidence) = evidence_index.and_then(|index| self.evidence.step.get_mut(index)) {
+        if let Some(evidence) = self.evidence.step.get_mut(step_index) {
             let output = head_and_tail(message.content.trim(), MAX_STEP_OUTPUT_BYTES);
             evidence.text.push('\n');
             evidence.text.push_str(&output);
@@ -494,13 +467,9 @@ impl SessionBuilder {
     }
 
     fn add_commands(&mut self, message_index: usize, content: &str) {
-        self.pending_command = None;
+        self.commands.start_agent_message();
         for parsed in command::parse_commands(content) {
-            if self.commands.len() >= MAX_COMMANDS {
-                break;
-            }
-            let step_index = self.evidence.step.len();
-            self.evidence.step.push(Evidence {
+            let step = Evidence {
                 kind: EvidenceKind::Step,
                 text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),
                 message_index,
@@ -508,13 +477,14 @@ impl SessionBuilder {
                 byte_end: parsed.end,
                 file: mentions::file_paths(&parsed.command).into_iter().next(),
                 symbols: Vec::new(),
-            });
-            self.commands.push(CommandRecord {
-                command: parsed.command,
-                exit_code: None,
-                message_index,
-            });
-            self.pending_command = Some((self.commands.len() - 1, Some(step_index)));
+            };
+            if !self
+                .commands
+                .push(parsed.command, message_index, self.evidence.step.len())
+            {
+                break;
+            }
+            self.evidence.step.push(step);
         }
     }
 
@@ -522,11 +492,10 @@ impl SessionBuilder {
     /// it answers when the output gives none.
     fn add_tool_results(&mut self, answered: Option<usize>, results: &[toolcall::ToolResult]) {
         let failed = results.iter().any(|result| result.is_error);
-        if let Some(command) = answered.and_then(|index| self.commands.get_mut(index))
-            && failed
-            && command.exit_code.is_none()
+        if failed
+            && let Some(command) = answered
+            && self.commands.fail_unless_known(command)
         {
-            command.exit_code = Some(1);
             self.last_message_failed_command = true;
         }
         for result in results {
@@ -563,23 +532,18 @@ impl SessionBuilder {
                     "traceback without frames or exception line".to_string(),
                 );
             }
-            let key = format!(
-                "{}\u{0}{}\u{0}{:?}",
-                error.record.error_type, error.record.message, error.record.frames
-            );
-            if self.errors.len() >= MAX_ERRORS || !self.error_keys.insert(key) {
+            let Some(record) = self.errors.add(error.record) else {
                 continue;
-            }
+            };
             let (byte_start, byte_end) = view.raw_range(content, error.start, error.end);
             let error_text = view.text.get(error.start..error.end).unwrap_or("");
             let mut symbols = UniqueList::default();
-            for frame in error.record.frames.iter().rev() {
+            for frame in record.frames.iter().rev() {
                 if let Some(function) = &frame.function {
                     symbols.push(function, MAX_SYMBOLS_PER_EVIDENCE);
                 }
             }
-            let file = error
-                .record
+            let file = record
                 .frames
                 .iter()
                 .rev()
@@ -594,15 +558,12 @@ impl SessionBuilder {
                 file,
                 symbols: symbols.values,
             });
-            self.errors.push(error.record);
         }
         any
     }
 
     fn add_code_snippets(&mut self, view: &TextView<'_>) {
-        if self.referenced_from_code.values.len() >= MAX_SYMBOLS_REFERENCED
-            || self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES
-        {
+        if self.references.code_is_full() || self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES {
             return;
         }
         for snippet in mentions::code_snippets(&view.text) {
@@ -617,8 +578,7 @@ impl SessionBuilder {
                 &mut self.snippet_parse_budget,
             );
             for name in names {
-                self.referenced_from_code
-                    .push(&name, MAX_SYMBOLS_REFERENCED);
+                self.references.add_from_code(&name);
             }
             if self.snippet_bytes_scanned >= MAX_SNIPPET_SCAN_BYTES {
                 break;
@@ -626,20 +586,6 @@ impl SessionBuilder {
         }
     }
 }
-
-/// Claude Code's own tools (besides Bash): a session that calls them ran
-/// in Claude Code, whose tool results say `is_error` when they failed.
-const MARKING_TOOLS: &[&str] = &[
-    "Read",
-    "Edit",
-    "MultiEdit",
-    "Write",
-    "Glob",
-    "Grep",
-    "TodoWrite",
-    "NotebookEdit",
-    "LS",
-];
 
 /// The first project-looking path (relative, not in site-packages or
 /// node_modules), else the first path.
