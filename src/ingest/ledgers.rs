@@ -92,11 +92,16 @@ impl CommandLedger {
         self.pending = None;
     }
 
+    /// Whether [`MAX_COMMANDS`] are recorded: no more will be.
+    pub(super) fn is_full(&self) -> bool {
+        self.commands.len() >= MAX_COMMANDS
+    }
+
     /// Records `command` of agent message `message_index`, whose `step`
     /// evidence is at that index, as the one the next observation
     /// answers; false (and nothing recorded) once [`MAX_COMMANDS`] are.
     pub(super) fn push(&mut self, command: String, message_index: usize, step: usize) -> bool {
-        if self.commands.len() >= MAX_COMMANDS {
+        if self.is_full() {
             return false;
         }
         self.commands.push(CommandRecord {
