@@ -22,8 +22,13 @@ const MAX_DEFINITION_LOOK_BACK: usize = 120;
 /// Lines looked back for the type that encloses that definition.
 const MAX_TYPE_LOOK_BACK: usize = 2_000;
 /// Time the diff algorithm may take, when the caller passes a clock, before
-/// it settles for a coarser diff.
+/// it settles for a coarser diff: only for texts of more than
+/// [`MAX_UNTIMED_DIFF_LINES`].
 const MAX_DIFF_TIME: Duration = Duration::from_millis(20);
+/// Lines of the two texts together up to which the diff runs to the end
+/// whatever the clock says: its work is bounded by their square, and a
+/// wall-clock limit would make a loaded machine record a coarser diff.
+const MAX_UNTIMED_DIFF_LINES: usize = 2_000;
 
 /// What the diff does to the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +73,13 @@ pub fn unified_diff(
     )
 }
 
+/// Lines of `text`, as the line diff splits it (a last line without its
+/// newline counts).
+fn line_count(text: &str) -> usize {
+    let newlines = text.bytes().filter(|&byte| byte == b'\n').count();
+    newlines + usize::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
 /// [`unified_diff`], with what is known around the text: a hunk whose
 /// enclosing definition or type is above the text takes its header from the
 /// lines seen there, or from a traceback frame inside the text.
@@ -82,7 +94,9 @@ pub fn unified_diff_in(
 ) -> String {
     let mut config = TextDiff::configure();
     config.algorithm(Algorithm::Myers);
-    if let Some(deadline) = clock.deadline(MAX_DIFF_TIME) {
+    if line_count(old) + line_count(new) > MAX_UNTIMED_DIFF_LINES
+        && let Some(deadline) = clock.deadline(MAX_DIFF_TIME)
+    {
         config.deadline(deadline);
     }
     let diff = config.diff_lines(old, new);
