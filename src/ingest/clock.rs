@@ -3,7 +3,9 @@
 //! clock, which bounds latency on pathological input; a tool that compares
 //! records passes none. With a clock, a tree-sitter parse's limit counts
 //! the parsing thread's own CPU time ([`Clock::thread_now`]), not the
-//! wall clock's, so that how loaded the machine is changes no record.
+//! wall clock's, and only a line diff of large texts has a wall-clock
+//! deadline, so that how loaded the machine is changes no record of
+//! ordinary size.
 
 use std::time::{Duration, Instant};
 
