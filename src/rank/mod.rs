@@ -83,9 +83,9 @@ pub struct Scored {
     pub evidence: f32,
     /// The answer score, by which an answer is ordered: session BM25
     /// relative to the best, scaled up by shared code structure at most
-    /// twice (`relevance::answer_score`).
+    /// twice (`relevance::Scores::answer`).
     pub score: f32,
-    /// The fitted model's score (`relevance::rank_score`): the gate reads
+    /// The fitted model's score (`relevance::Scores::fitted`): the gate reads
     /// it (the probability, the distance from the best), and an answer
     /// shares its room by it.
     pub fit_score: f32,
@@ -294,29 +294,22 @@ fn stand_for_duplicates(scored: &mut [Scored]) {
     }
 }
 
-/// A candidate's two scores (see [`Scored::score`], [`Scored::fit_score`]).
-#[derive(Debug, Clone, Copy)]
-struct Scores {
-    answer: f32,
-    fitted: f32,
-}
-
 /// Each candidate's scores: relevance's, the issue met again lifted above
 /// every other in both.
-fn rank_scores(features: &[Features], facts: &[relevance::CandidateFacts]) -> Vec<Scores> {
+fn rank_scores(
+    features: &[Features],
+    facts: &[relevance::CandidateFacts],
+) -> Vec<relevance::Scores> {
     features
         .iter()
         .zip(facts)
         .map(|(features, facts)| {
-            let lift = if features.same_task {
-                weight::SAME_TASK
-            } else {
-                0.0
-            };
-            Scores {
-                answer: relevance::answer_score(features, *facts) + lift,
-                fitted: relevance::rank_score(features, *facts) + lift,
+            let mut scores = relevance::scores(features, *facts);
+            if features.same_task {
+                scores.answer += weight::SAME_TASK;
+                scores.fitted += weight::SAME_TASK;
             }
+            scores
         })
         .collect()
 }

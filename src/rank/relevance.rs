@@ -136,25 +136,44 @@ const STRUCTURE_INPUTS: std::ops::Range<usize> = 3..9;
 /// little structure and never reaches the bound.
 pub const MAX_STRUCTURE: f32 = 3.0;
 
-/// The fitted score of a candidate, which the gate reads (its probability
-/// of relevance, its distance from the best) and the answer's room is
-/// shared by: its text part, and its structure part saturating at
-/// [`MAX_STRUCTURE`].
-pub fn rank_score(features: &Features, facts: CandidateFacts) -> f32 {
-    let inputs = rank_inputs(features, facts);
-    let structure = structure_of(&inputs);
-    dot(&RANK, &inputs) - structure + saturated(structure)
+/// A candidate's two scores, from one reading of its inputs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scores {
+    /// The answer score, by which an answer is ordered: its session BM25
+    /// relative to the best candidate's (`text_rel`), scaled up by the
+    /// code structure it shares with the query, at most twice:
+    /// `text_rel * (1 + saturated / MAX_STRUCTURE)`. Structure re-ranks
+    /// candidates of comparable text and lifts one the query's code names;
+    /// it never ranks a candidate above one with more than twice its BM25.
+    pub answer: f32,
+    /// The fitted score, which the gate reads (its probability of
+    /// relevance, its distance from the best) and the answer's room is
+    /// shared by: its text part, and its structure part saturating at
+    /// [`MAX_STRUCTURE`].
+    pub fitted: f32,
 }
 
-/// The answer score of a candidate, by which an answer is ordered: its
-/// session BM25 relative to the best candidate's (`text_rel`), scaled up
-/// by the code structure it shares with the query, at most twice:
-/// `text_rel * (1 + saturated / MAX_STRUCTURE)`. Structure re-ranks
-/// candidates of comparable text and lifts one the query's code names;
-/// it never ranks a candidate above one with more than twice its BM25.
-pub fn answer_score(features: &Features, facts: CandidateFacts) -> f32 {
-    let structure = structure_of(&rank_inputs(features, facts));
-    features.text_rel * (1.0 + saturated(structure).max(0.0) / MAX_STRUCTURE)
+/// A candidate's scores (see [`Scores`]).
+pub fn scores(features: &Features, facts: CandidateFacts) -> Scores {
+    let inputs = rank_inputs(features, facts);
+    let structure = structure_of(&inputs);
+    let saturated = saturated(structure);
+    Scores {
+        answer: features.text_rel * (1.0 + saturated.max(0.0) / MAX_STRUCTURE),
+        fitted: dot(&RANK, &inputs) - structure + saturated,
+    }
+}
+
+/// The fitted score alone (see [`Scores::fitted`]).
+#[cfg(test)]
+fn rank_score(features: &Features, facts: CandidateFacts) -> f32 {
+    scores(features, facts).fitted
+}
+
+/// The answer score alone (see [`Scores::answer`]).
+#[cfg(test)]
+fn answer_score(features: &Features, facts: CandidateFacts) -> f32 {
+    scores(features, facts).answer
 }
 
 /// The fitted weights' sum over the structure inputs.
