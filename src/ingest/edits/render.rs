@@ -94,8 +94,8 @@ pub fn unified_diff_in(
 ) -> String {
     let mut config = TextDiff::configure();
     config.algorithm(Algorithm::Myers);
-    if line_count(old) + line_count(new) > MAX_UNTIMED_DIFF_LINES
-        && let Some(deadline) = clock.deadline(MAX_DIFF_TIME)
+    if let Some(deadline) = clock.deadline(MAX_DIFF_TIME)
+        && line_count(old) + line_count(new) > MAX_UNTIMED_DIFF_LINES
     {
         config.deadline(deadline);
     }
