@@ -403,6 +403,35 @@ mod tests {
         }
     }
 
+    /// A session that says the semicolon bug's words, with no code.
+    fn semicolon_session() -> SessionRecord {
+        record(
+            "links with a semicolon in their url are cut short",
+            &[],
+            &[],
+            "python",
+        )
+    }
+
+    /// A commit that changed `parse_header_links` in `requests/utils.py`.
+    fn utils_commit(task: &str) -> SessionRecord {
+        record(
+            task,
+            &["requests/utils.py"],
+            &["parse_header_links"],
+            "python",
+        )
+    }
+
+    /// The ids of the kept candidates, in answer order.
+    fn kept_ids(ranked: &[Scored]) -> Vec<String> {
+        ranked
+            .iter()
+            .filter(|entry| entry.dropped.is_none())
+            .map(|entry| entry.session_id.clone())
+            .collect()
+    }
+
     fn candidate(id: &str, record: &SessionRecord, text_bm25: f32) -> Candidate {
         Candidate {
             profile: std::sync::Arc::new(SessionProfile::from_record(id, record, 1, 0)),
@@ -684,22 +713,10 @@ mod tests {
             "the `parse_header_links` helper drops links whose url holds a semicolon",
             crate::ingest::Clock::Ignored,
         );
-        let session = record(
-            "links with a semicolon in their url are cut short",
-            &[],
-            &[],
-            "python",
-        );
+        let session = semicolon_session();
         let mut candidates = vec![candidate("hook-session", &session, 20.0)];
         let commits: Vec<SessionRecord> = (0..14)
-            .map(|i| {
-                record(
-                    &format!("Tidy utils {i}"),
-                    &["requests/utils.py"],
-                    &["parse_header_links"],
-                    "python",
-                )
-            })
+            .map(|i| utils_commit(&format!("Tidy utils {i}")))
             .collect();
         for (i, commit) in commits.iter().enumerate() {
             candidates.push(candidate(
@@ -733,28 +750,14 @@ mod tests {
             "the `parse_header_links` helper in requests/utils.py drops links whose url holds a semicolon",
             crate::ingest::Clock::Ignored,
         );
-        let session = record(
-            "links with a semicolon in their url are cut short",
-            &[],
-            &[],
-            "python",
-        );
-        let commit = record(
-            "Tidy utils",
-            &["requests/utils.py"],
-            &["parse_header_links"],
-            "python",
-        );
+        let session = semicolon_session();
+        let commit = utils_commit("Tidy utils");
         let ranked_with = |bm25_of_commit: f32| {
             let candidates = vec![
                 candidate("session", &session, 20.0),
                 candidate("commit", &commit, bm25_of_commit),
             ];
-            rank(&query, &candidates, candidates.len(), 30.0, &[])
-                .iter()
-                .filter(|entry| entry.dropped.is_none())
-                .map(|entry| entry.session_id.clone())
-                .collect::<Vec<_>>()
+            kept_ids(&rank(&query, &candidates, candidates.len(), 30.0, &[]))
         };
         assert_eq!(ranked_with(9.9), ["session", "commit"]);
         assert_eq!(ranked_with(16.0), ["commit", "session"]);
@@ -785,11 +788,7 @@ mod tests {
             candidate("other-task", &other, 19.0),
         ];
         let ranked = rank(&query, &candidates, candidates.len(), 30.0, &[]);
-        let kept: Vec<&str> = ranked
-            .iter()
-            .filter(|entry| entry.dropped.is_none())
-            .map(|entry| entry.session_id.as_str())
-            .collect();
+        let kept = kept_ids(&ranked);
         let worded_run = ranked
             .iter()
             .find(|entry| entry.session_id == "worded-run")
