@@ -31,13 +31,7 @@ impl SessionBuilder {
             .files_changed
             .values
             .iter()
-            .filter(|path| {
-                !self.written_diffs.changed(path)
-                    && scratch.iter().any(|scratch| {
-                        path.strip_suffix(scratch.as_str())
-                            .is_some_and(|head| head.ends_with('/'))
-                    })
-            })
+            .filter(|path| !self.written_diffs.changed(path) && is_twin_of_any(path, &scratch))
             .cloned()
             .collect();
         scratch.extend(twins);
@@ -144,12 +138,7 @@ impl SessionBuilder {
                     .filter_map(|evidence| evidence.file.as_ref()),
             )
             .filter(|file| !self.files_changed.values.contains(*file))
-            .filter(|file| {
-                scratch.iter().any(|path| {
-                    file.strip_suffix(path.as_str())
-                        .is_some_and(|head| head.ends_with('/'))
-                })
-            })
+            .filter(|file| is_twin_of_any(file, &scratch))
             .cloned()
             .collect();
         scratch.extend(twins);
@@ -254,11 +243,7 @@ impl SessionBuilder {
         {
             return;
         }
-        let same_file = |a: &str, b: &str| {
-            a == b
-                || a.strip_suffix(b).is_some_and(|head| head.ends_with('/'))
-                || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
-        };
+        let same_file = |a: &str, b: &str| a == b || is_under_folder(a, b) || is_under_folder(b, a);
         let dropped: HashSet<String> = self
             .files_from_edits
             .iter()
@@ -290,12 +275,7 @@ impl SessionBuilder {
                     other != *path
                         && (written.changed(other)
                             || (path.starts_with('/') && !other.starts_with('/')))
-                        && (path
-                            .strip_suffix(other.as_str())
-                            .is_some_and(|head| head.ends_with('/'))
-                            || other
-                                .strip_suffix(path.as_str())
-                                .is_some_and(|head| head.ends_with('/')))
+                        && (is_under_folder(path, other) || is_under_folder(other, path))
                 })
             })
             .cloned()
@@ -382,4 +362,16 @@ impl SessionBuilder {
         };
         (record, self.diagnostics)
     }
+}
+
+/// Whether `path` is `name` under a folder more (`/repo/x.py` for
+/// `x.py`): the same file as the session named it another way.
+fn is_under_folder(path: &str, name: &str) -> bool {
+    path.strip_suffix(name)
+        .is_some_and(|head| head.ends_with('/'))
+}
+
+/// Whether `path` is one of `names` under a folder more.
+fn is_twin_of_any(path: &str, names: &HashSet<String>) -> bool {
+    names.iter().any(|name| is_under_folder(path, name))
 }
