@@ -164,7 +164,7 @@ pub fn attach(data_dir: &Path) -> Result<Attached, LocalError> {
         let path = path.to_path_buf();
         move |source| LocalError::DataDir { path, source }
     };
-    crate::files::private_dir(data_dir).map_err(data_dir_error(data_dir))?;
+    precedent_core::files::private_dir(data_dir).map_err(data_dir_error(data_dir))?;
     let data_dir = data_dir.canonicalize().map_err(data_dir_error(data_dir))?;
     if let Some(attached) = recorded_and_alive(&data_dir) {
         return Ok(attached);
@@ -469,7 +469,7 @@ pub fn wait_for_index_commit(data_dir: &Path, url: &str, deadline: Duration) -> 
         return false;
     };
     let started = Instant::now();
-    while crate::index::committed_seq(data_dir) < visible_seq {
+    while precedent_index::committed_seq(data_dir) < visible_seq {
         if started.elapsed() >= deadline {
             return false;
         }

@@ -33,9 +33,9 @@ use crate::api::error::FieldError;
 use crate::api::listing::{self, PageRequest};
 use crate::api::{self, dto};
 use crate::client::encode;
-use crate::domain::{SessionId, UserId};
 use crate::local::LocalServer;
-use crate::service::Service;
+use precedent_core::domain::{SessionId, UserId};
+use precedent_service::Service;
 
 /// Items `search_memory` returns unless asked otherwise.
 pub const DEFAULT_TOP_K: u64 = 5;
@@ -268,8 +268,8 @@ impl ToolFailure {
     }
 }
 
-impl From<crate::service::ServiceError> for ToolFailure {
-    fn from(error: crate::service::ServiceError) -> ToolFailure {
+impl From<precedent_service::ServiceError> for ToolFailure {
+    fn from(error: precedent_service::ServiceError) -> ToolFailure {
         let api_error = crate::api::error::ApiError::from(error);
         ToolFailure::Refused {
             status: api_error.status().as_u16(),
@@ -380,7 +380,7 @@ impl Backend {
 }
 
 /// A tool argument a `domain` check refused, as the API answers it (422).
-fn invalid_argument(invalid: crate::domain::Invalid) -> ToolFailure {
+fn invalid_argument(invalid: precedent_core::domain::Invalid) -> ToolFailure {
     ToolFailure::invalid(vec![invalid.into()])
 }
 
@@ -609,7 +609,7 @@ impl MemoryServer {
         let request_id = note_digest.unwrap_or_else(|| {
             format!(
                 "mcp-{}-{}",
-                crate::time::now_ms(),
+                precedent_core::time::now_ms(),
                 NEXT_REQUEST.fetch_add(1, Ordering::Relaxed)
             )
         });

@@ -17,7 +17,7 @@ and the worst repository per condition. Without it: in-sample figures.
 --rust: print the weights table of the model fitted on everything, as Rust.
 --write: fit on everything given and ship it: write model.json (weights,
 thresholds, what they were fitted on) and its region of
-src/rank/relevance.rs. --render writes the region from model.json alone
+crates/precedent-rank/src/relevance.rs. --render writes the region from model.json alone
 (no dumps); --check exits 1 when the two disagree (a Rust test checks it
 too).
 --githist DUMP...: git-history dumps (`collect_githist.py`), a second source
@@ -795,7 +795,7 @@ def print_summary(title, summary):
 # --------------------------------------------------------------------------- the shipped model
 
 MODEL_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model.json")
-RUST_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../src/rank/relevance.rs")
+RUST_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../crates/precedent-rank/src/relevance.rs")
 REGION_BEGIN = "// BEGIN written by `scripts/relevance/fit.py --render` from model.json: do not edit."
 REGION_END = "// END written by fit.py."
 
@@ -806,7 +806,7 @@ def model_of(w_rank, w_gate, params, fitted_on):
     gate_names = GATE_FEATURES + tuple(GATE_EXTRA) + tuple(f"best_{name}" for name in GATE_EXTRA)
     return {
         "about": "The shipped relevance model. Written by `scripts/relevance/fit.py --write` with the dumps it "
-                 "was fitted on; `fit.py --render` writes its region of src/rank/relevance.rs; a test in that "
+                 "was fitted on; `fit.py --render` writes its region of crates/precedent-rank/src/relevance.rs; a test in that "
                  "file fails when the two disagree.",
         "fitted_on": fitted_on,
         "rank_inputs": [names[i] for i in rank_indices()],

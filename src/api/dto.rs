@@ -8,9 +8,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::FieldError;
-use crate::domain::{self, AddRequest, Invalid, MemoryItem, Message, Role, SearchRequest};
-use crate::read::inspect::{SessionDetail, SessionSummary};
-use crate::time::rfc3339_from_ms;
+use precedent_core::domain::{self, AddRequest, Invalid, MemoryItem, Message, Role, SearchRequest};
+use precedent_core::time::rfc3339_from_ms;
+use precedent_service::read::inspect::{SessionDetail, SessionSummary};
 
 /// Collects field errors while a body is read.
 #[derive(Default)]
@@ -162,9 +162,9 @@ fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, 
             .find_map(|key| object.get(*key))
             .or_else(|| function.and_then(|function| function.get("arguments")))
             .unwrap_or(&Value::Null);
-        return Ok(Some(crate::tool::render::render_call_compact(
+        return Ok(Some(precedent_core::tool::render::render_call_compact(
             &name,
-            &crate::tool::render::call_arguments(arguments),
+            &precedent_core::tool::render::call_arguments(arguments),
         )));
     }
     if RESULT_PART_TYPES.contains(&kind) {
@@ -176,9 +176,11 @@ fn part_text(part: &Value, part_field: &str) -> Result<Option<String>, (String, 
         let output = object
             .get("content")
             .or_else(|| object.get("output"))
-            .map(crate::tool::render::result_text)
+            .map(precedent_core::tool::render::result_text)
             .unwrap_or_default();
-        return Ok(Some(crate::tool::render::render_result(&output, is_error)));
+        return Ok(Some(precedent_core::tool::render::render_result(
+            &output, is_error,
+        )));
     }
     match object.get("text") {
         Some(Value::String(text)) => Ok(Some(text.clone())),
@@ -516,13 +518,13 @@ pub struct ItemDto {
     /// The trajectory it came from.
     pub session_id: String,
     /// What kind of memory.
-    pub kind: crate::domain::MemoryKind,
+    pub kind: precedent_core::domain::MemoryKind,
     /// Provenance.
     pub source: SourceDto,
     /// How the experience stands against the checkout the Search named
     /// (`repo`); absent when it named none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stale: Option<crate::domain::Staleness>,
+    pub stale: Option<precedent_core::domain::Staleness>,
 }
 
 impl From<MemoryItem> for ItemDto {
@@ -555,7 +557,7 @@ pub struct SessionSummaryDto {
     /// Dominant language.
     pub language: Option<String>,
     /// `resolved`, `failed` or `unknown`.
-    pub status: crate::ingest::OutcomeStatus,
+    pub status: precedent_ingest::OutcomeStatus,
     /// Files changed.
     pub num_files_changed: usize,
     /// Symbols changed.
@@ -609,8 +611,8 @@ pub struct UserSummaryDto {
     pub updated_at: String,
 }
 
-impl From<crate::store::StoredUser> for UserSummaryDto {
-    fn from(user: crate::store::StoredUser) -> UserSummaryDto {
+impl From<precedent_store::StoredUser> for UserSummaryDto {
+    fn from(user: precedent_store::StoredUser) -> UserSummaryDto {
         UserSummaryDto {
             user_id: user.user_id.into_string(),
             num_sessions: user.num_sessions,
@@ -869,8 +871,8 @@ pub struct MessageDto {
     pub stored_at: String,
 }
 
-impl From<crate::read::inspect::MessageView> for MessageDto {
-    fn from(message: crate::read::inspect::MessageView) -> MessageDto {
+impl From<precedent_service::read::inspect::MessageView> for MessageDto {
+    fn from(message: precedent_service::read::inspect::MessageView) -> MessageDto {
         MessageDto {
             request_id: message.request_id,
             message_index: message.message_index,

@@ -6,9 +6,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::domain::Invalid;
-use crate::service::ServiceError;
-use crate::store::StoreError;
+use precedent_core::domain::Invalid;
+use precedent_service::ServiceError;
+use precedent_store::StoreError;
 
 /// One field that failed validation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{ApiError, FieldError};
-use crate::read::inspect::PageSink;
-use crate::store::ListCursor;
+use precedent_service::read::inspect::PageSink;
+use precedent_store::ListCursor;
 
 /// Items a page holds when the request names no `limit`.
 pub const DEFAULT_PAGE_LIMIT: usize = 1_000;

@@ -43,10 +43,10 @@ use self::dto::ItemDto;
 use self::dto::{AddResponse, SearchResponse, SessionSummaryDto};
 use self::error::ApiError;
 use self::listing::PageRequest;
-use crate::domain::{SessionId, UserId};
-use crate::read::search::Explained;
-use crate::service::{Health, Service};
-use crate::store;
+use precedent_core::domain::{SessionId, UserId};
+use precedent_service::read::search::Explained;
+use precedent_service::{Health, Service};
+use precedent_store as store;
 
 /// Knobs of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -126,12 +126,12 @@ struct AppState {
     max_body_bytes: usize,
     refuse_secret_ids: bool,
     checkouts: Arc<Checkouts>,
-    http_metrics: Arc<crate::metrics::HttpMetrics>,
+    http_metrics: Arc<precedent_service::metrics::HttpMetrics>,
 }
 
 /// The whole HTTP application over a running service.
 pub fn app(service: Arc<Service>, options: ApiOptions) -> Router {
-    let http_metrics = Arc::new(crate::metrics::HttpMetrics::default());
+    let http_metrics = Arc::new(precedent_service::metrics::HttpMetrics::default());
     let state = AppState {
         service,
         max_body_bytes: options.max_body_bytes,
@@ -246,7 +246,7 @@ fn trusted_origins_cors(origins: &[String]) -> Option<tower_http::cors::CorsLaye
 
 /// Middleware: counts every answer by route template, method and status.
 async fn record_metrics(
-    State(metrics): State<Arc<crate::metrics::HttpMetrics>>,
+    State(metrics): State<Arc<precedent_service::metrics::HttpMetrics>>,
     request: axum::extract::Request,
     next: middleware::Next,
 ) -> axum::response::Response {
@@ -255,7 +255,7 @@ async fn record_metrics(
         .get::<axum::extract::MatchedPath>()
         .map_or("unmatched", |path| path.as_str())
         .to_string();
-    let method = crate::metrics::method_label(request.method().as_str());
+    let method = precedent_service::metrics::method_label(request.method().as_str());
     let started = std::time::Instant::now();
     let response = next.run(request).await;
     metrics.observe(
@@ -330,7 +330,7 @@ async fn add(
 }
 
 /// 422 when an id of the Add holds what looks like a credential.
-fn refuse_secret_ids(request: &crate::domain::AddRequest) -> Result<(), ApiError> {
+fn refuse_secret_ids(request: &precedent_core::domain::AddRequest) -> Result<(), ApiError> {
     let errors: Vec<error::FieldError> = [
         ("request_id", request.request_id().as_str()),
         ("user_id", request.user_id().as_str()),
@@ -338,7 +338,7 @@ fn refuse_secret_ids(request: &crate::domain::AddRequest) -> Result<(), ApiError
     ]
     .into_iter()
     .filter_map(|(field, id)| {
-        crate::redact::find_secret(id).map(|kind| error::FieldError {
+        precedent_core::redact::find_secret(id).map(|kind| error::FieldError {
             field: field.to_string(),
             message: format!(
                 "holds what looks like a credential ({kind}); ids are stored as sent, so it is refused"
@@ -392,7 +392,10 @@ async fn explain(
 /// A Search's `repo` is read only by the local server its owner's clients
 /// reach, or within the roots the operator named, and must be a directory
 /// there.
-fn check_repo(state: &AppState, request: &crate::domain::SearchRequest) -> Result<(), ApiError> {
+fn check_repo(
+    state: &AppState,
+    request: &precedent_core::domain::SearchRequest,
+) -> Result<(), ApiError> {
     let Some(repo) = &request.repo() else {
         return Ok(());
     };
@@ -552,7 +555,7 @@ async fn session_messages(
     let session_id = SessionId::new(listing::required_single(&pairs, "session_id")?)?;
     let page = PageRequest::from_pairs(&pairs)?;
     let writer = listing::PageWriter::new(
-        crate::read::inspect::MessageView::cursor,
+        precedent_service::read::inspect::MessageView::cursor,
         dto::MessageDto::from,
     );
     let (writer, next) = state
@@ -578,9 +581,9 @@ pub async fn sessions_page(
     service: &Arc<Service>,
     user_id: UserId,
     page: PageRequest,
-) -> Result<Vec<u8>, crate::service::ServiceError> {
+) -> Result<Vec<u8>, precedent_service::ServiceError> {
     let writer = listing::PageWriter::new(
-        crate::read::inspect::SessionSummary::cursor,
+        precedent_service::read::inspect::SessionSummary::cursor,
         SessionSummaryDto::from,
     );
     let (writer, next) = service
@@ -685,7 +688,7 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
     writer
         .write_turn
         .write(&mut out, "precedent_index_commit_duration_seconds", "");
-    crate::metrics::write_single(
+    precedent_service::metrics::write_single(
         &mut out,
         "precedent_adds_written_total",
         "counter",
@@ -732,7 +735,7 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
             &writer.cache_evictions,
         ),
     ] {
-        crate::metrics::write_single(
+        precedent_service::metrics::write_single(
             &mut out,
             name,
             kind,
@@ -767,8 +770,8 @@ async fn metrics(State(state): State<AppState>) -> axum::response::Response {
 /// Bounds of the sessions-per-user histogram.
 const SESSIONS_PER_USER_BUCKETS: [i64; 7] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000];
 
-fn write_figures(out: &mut String, figures: &crate::service::ServiceFigures) {
-    use crate::metrics::write_single;
+fn write_figures(out: &mut String, figures: &precedent_service::ServiceFigures) {
+    use precedent_service::metrics::write_single;
     use std::fmt::Write as _;
     write_single(
         out,

@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 use utoipa::openapi::{RefOr, Response, ResponseBuilder, content::ContentBuilder};
 
 use super::dto;
-use crate::domain::{MAX_CONTENT_BYTES, MAX_ID_BYTES, MAX_MESSAGES_PER_ADD, MAX_TOP_K};
+use precedent_core::domain::{MAX_CONTENT_BYTES, MAX_ID_BYTES, MAX_MESSAGES_PER_ADD, MAX_TOP_K};
 
 /// The body of an Add (`POST /add`, `POST /v1/add`).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -284,7 +284,7 @@ pub struct MessageList {
 pub struct SessionDetailBody {
     /// The record.
     #[serde(flatten)]
-    pub record: crate::ingest::SessionRecord,
+    pub record: precedent_ingest::SessionRecord,
     /// The session.
     pub session_id: String,
     /// Messages stored.
@@ -294,7 +294,7 @@ pub struct SessionDetailBody {
     /// when its record was last derived.
     pub updated_at: String,
     /// What the extractors could not parse.
-    pub diagnostics: Vec<crate::ingest::Diagnostic>,
+    pub diagnostics: Vec<precedent_ingest::Diagnostic>,
 }
 
 /// Every candidate of a search with its features and the gate's verdict.
@@ -318,7 +318,7 @@ pub struct Explanation {
     pub standout_margin: f32,
     /// With `repo`: how each kept candidate stands against the checkout,
     /// by session id (the same fields as an item's `stale`).
-    pub stale: Option<std::collections::BTreeMap<String, crate::domain::Staleness>>,
+    pub stale: Option<std::collections::BTreeMap<String, precedent_core::domain::Staleness>>,
 }
 
 /// What a user deletion removed.

@@ -213,7 +213,7 @@ fn other_add(base_url: &str, counter: &mut usize) -> anyhow::Result<Duration> {
 
 /// The database file and its write-ahead log, MB.
 fn file_mb(data_dir: &Path) -> f64 {
-    let bytes: u64 = [crate::store::DATABASE_FILE, "precedent.sqlite3-wal"]
+    let bytes: u64 = [precedent_store::DATABASE_FILE, "precedent.sqlite3-wal"]
         .iter()
         .filter_map(|name| std::fs::metadata(data_dir.join(name)).ok())
         .map(|metadata| metadata.len())

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::domain::Role;
-use crate::ingest::{self, OutcomeStatus, SessionRecord};
+use precedent_core::domain::Role;
+use precedent_ingest::{self as ingest, OutcomeStatus, SessionRecord};
 
 /// Where to read and what to write besides the report.
 #[derive(Debug, Clone)]

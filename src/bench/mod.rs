@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Deserialize;
 
-use crate::domain::Role;
-use crate::ingest::{self, Clock, IngestMessage};
+use precedent_core::domain::Role;
+use precedent_ingest::{self as ingest, Clock, IngestMessage};
 
 /// The platform's chunking: at most this many messages per Add.
 const CHUNK_MAX_MESSAGES: usize = 20;
@@ -177,7 +177,7 @@ pub fn write_records(bench_dir: &Path, out: &Path) -> anyhow::Result<usize> {
     for (number, session) in sessions.iter().enumerate() {
         let (record, diagnostics) = ingest::extract_session(&inputs(session), Clock::Ignored);
         let profile =
-            crate::rank::SessionProfile::from_record(&format!("s{number}"), &record, 0, 0);
+            precedent_rank::SessionProfile::from_record(&format!("s{number}"), &record, 0, 0);
         let line = serde_json::json!({
             "record": record,
             "diagnostics": diagnostics,

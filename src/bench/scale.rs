@@ -33,7 +33,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use super::{chunk_ends, percentile, read_sessions};
-use crate::domain::Role;
+use precedent_core::domain::Role;
 
 /// Sessions per small scope.
 pub const SMALL_SCOPE_SESSIONS: usize = 20;
@@ -439,7 +439,7 @@ fn measure(
     let (small, small_errors, _) = send_searches(&server.base_url, small_queries, same_task);
     let rss_peak_mb = server.rss_peak_mb();
     server.stop()?;
-    let disk = crate::service::directory_bytes(data_dir, 8);
+    let disk = precedent_service::directory_bytes(data_dir, 8);
     progress(&format!("{what}: restart on the full store"));
     let (server, startup) = Server::start(start(), what, &log)?;
     progress(&format!(
@@ -819,7 +819,7 @@ pub fn run(options: &ScaleOptions, progress: &dyn Fn(&str)) -> anyhow::Result<Sc
         &workload,
         progress,
     )?;
-    let location = crate::store::StoreLocation::parse(options.store.as_deref(), &precedent_dir)?;
+    let location = precedent_store::StoreLocation::parse(options.store.as_deref(), &precedent_dir)?;
     let evidence_items = count_evidence(&location).unwrap_or(0);
     let fts5 = if options.skip_reference {
         None
@@ -853,16 +853,16 @@ pub(super) fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!(
         "precedent-bench-scale-{}-{}",
         std::process::id(),
-        crate::time::now_ms()
+        precedent_core::time::now_ms()
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
 }
 
 /// Evidence items of every stored session record.
-fn count_evidence(location: &crate::store::StoreLocation) -> anyhow::Result<i64> {
+fn count_evidence(location: &precedent_store::StoreLocation) -> anyhow::Result<i64> {
     let conn = location.open_reader()?;
-    Ok(crate::store::count_evidence(&conn)?)
+    Ok(precedent_store::count_evidence(&conn)?)
 }
 
 /// A line of the table: its label and the figure it shows.

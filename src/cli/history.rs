@@ -9,7 +9,7 @@ use anyhow::Context;
 use super::ImportArgs;
 use crate::import::{self, Sink};
 use crate::local;
-use crate::service::{self, Service, ServiceOptions};
+use precedent_service::{self as service, Service, ServiceOptions};
 
 /// How long an import through the local server waits, at most, for the
 /// index to commit what it added.
@@ -227,7 +227,7 @@ enum Opened {
 /// directory's local server, else the data directory itself.
 fn open_sink(
     args: &ImportArgs,
-    store: crate::store::StoreLocation,
+    store: precedent_store::StoreLocation,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<(Arc<dyn Sink>, Opened)> {
     if let Some(url) = &args.backend.server {

@@ -253,7 +253,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn context_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
     let deadline = Duration::from_millis(args.timeout_ms);
     let runtime = runtime()?;
-    let local: Arc<std::sync::Mutex<Option<Arc<crate::service::Service>>>> = Arc::default();
+    let local: Arc<std::sync::Mutex<Option<Arc<precedent_service::Service>>>> = Arc::default();
     let answered = runtime.block_on(async {
         tokio::time::timeout(deadline, search_context(args, event, Arc::clone(&local))).await
     });
@@ -284,7 +284,7 @@ fn context_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
 async fn search_context(
     args: &HookArgs,
     event: Event,
-    local: Arc<std::sync::Mutex<Option<Arc<crate::service::Service>>>>,
+    local: Arc<std::sync::Mutex<Option<Arc<precedent_service::Service>>>>,
 ) -> anyhow::Result<Ran> {
     let bytes = tokio::task::spawn_blocking(read_payload_bytes).await??;
     let payload = HookPayload::parse(&bytes).map_err(anyhow::Error::msg)?;
@@ -480,7 +480,7 @@ fn import_hook(args: &HookArgs, event: Event) -> anyhow::Result<Ran> {
     }
     let user_id = user_scope(args, &payload)?;
     let data_dir = args.backend.storage.data_dir();
-    crate::files::private_dir(data_dir)
+    precedent_core::files::private_dir(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let _lock = ImportLock::acquire(&data_dir.join(IMPORT_LOCK), budget)?;
     let runtime = runtime()?;

@@ -266,13 +266,13 @@ struct ServeArgs {
 
     /// Bytes of message content one session may hold; an Add that would
     /// take its session past it gets 413 and nothing of it is stored.
-    #[arg(long, env = "PRECEDENT_MAX_SESSION_BYTES", default_value_t = crate::service::DEFAULT_MAX_SESSION_BYTES)]
+    #[arg(long, env = "PRECEDENT_MAX_SESSION_BYTES", default_value_t = precedent_service::DEFAULT_MAX_SESSION_BYTES)]
     max_session_bytes: usize,
 
     /// On a shared store (PostgreSQL), users whose index marks this node
     /// keeps; the least recently searched is dropped past it and filled
     /// again from the store on its next Search.
-    #[arg(long, env = "PRECEDENT_MAX_CACHED_USERS", default_value_t = crate::service::DEFAULT_MAX_CACHED_USERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "PRECEDENT_MAX_CACHED_USERS", default_value_t = precedent_service::DEFAULT_MAX_CACHED_USERS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_cached_users: usize,
 
     /// Most Adds written together in one group commit.
@@ -445,7 +445,7 @@ pub fn main() -> ExitCode {
     init_logging(cli.log_format, default_level);
     // What precedent creates (the data directory's store, index, logs and
     // records) is its user's alone, whatever the umask.
-    crate::files::restrict_umask();
+    precedent_core::files::restrict_umask();
     for warning in deprecations {
         tracing::warn!("{warning}");
     }

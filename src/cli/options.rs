@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::store::StoreLocation;
+use precedent_store::StoreLocation;
 
 /// `--data-dir`: where precedent keeps its data.
 #[derive(Debug, Args)]
@@ -132,9 +132,9 @@ pub(super) struct SearchBudgetArgs {
         visible_alias = "max-chars",
         env = "PRECEDENT_SEARCH_BUDGET",
         value_name = "CHARS",
-        default_value_t = crate::rank::assemble::DEFAULT_BUDGET_CHARS,
+        default_value_t = precedent_rank::assemble::DEFAULT_BUDGET_CHARS,
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
-            .range(1..=crate::domain::MAX_CHARS_LIMIT)
+            .range(1..=precedent_core::domain::MAX_CHARS_LIMIT)
     )]
     pub(super) search_budget: usize,
 }

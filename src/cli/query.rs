@@ -5,9 +5,9 @@ use anyhow::Context;
 
 use super::{InspectArgs, SearchArgs, print_out, render};
 use crate::api;
-use crate::domain::{SearchRequest, SessionId, UserId};
-use crate::read::inspect;
-use crate::read::search::Searcher;
+use precedent_core::domain::{SearchRequest, SessionId, UserId};
+use precedent_service::read::inspect;
+use precedent_service::read::search::Searcher;
 
 pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let user_id = super::memory_key(args.user_id.as_deref(), None)?;
@@ -27,7 +27,7 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
     let conn = location.open_reader()?;
     // An id that fails the check names no stored user.
     let user_id = match UserId::new(user_id.as_str()) {
-        Ok(checked) if crate::store::user_state(&conn, &checked)?.last_seq > 0 => checked,
+        Ok(checked) if precedent_store::user_state(&conn, &checked)?.last_seq > 0 => checked,
         _ => {
             let users = inspect::users(&conn, None, USERS_NAMED)?;
             anyhow::bail!("{}", unknown_user_message(&user_id, &users));
@@ -67,7 +67,7 @@ pub(super) fn inspect(args: InspectArgs) -> anyhow::Result<()> {
 
 /// Every session summary of a user, read page by page.
 fn all_summaries(
-    conn: &crate::store::StoreConn,
+    conn: &precedent_store::StoreConn,
     user_id: &UserId,
 ) -> anyhow::Result<Vec<inspect::SessionSummary>> {
     let mut summaries = Vec::new();
@@ -96,7 +96,7 @@ fn unknown_user(searcher: &Searcher, user_id: &str) -> anyhow::Result<Option<Str
     let found = searcher.with_reader(|conn| {
         // An id that fails the check names no stored user.
         if let Ok(checked) = UserId::new(user_id)
-            && crate::store::user_state(conn, &checked)?.last_seq > 0
+            && precedent_store::user_state(conn, &checked)?.last_seq > 0
         {
             return Ok(None);
         }
@@ -105,7 +105,10 @@ fn unknown_user(searcher: &Searcher, user_id: &str) -> anyhow::Result<Option<Str
     Ok(found.map(|users| unknown_user_message(user_id, &users)))
 }
 
-fn unknown_user_message(user_id: &str, users: &inspect::Page<crate::store::StoredUser>) -> String {
+fn unknown_user_message(
+    user_id: &str,
+    users: &inspect::Page<precedent_store::StoredUser>,
+) -> String {
     if users.items.is_empty() {
         return format!("no memory for {user_id:?} yet: this store holds nothing");
     }
@@ -182,7 +185,7 @@ fn search_all(searcher: &Searcher, args: &SearchArgs) -> anyhow::Result<()> {
     if user_ids.is_empty() {
         anyhow::bail!("this store holds no memory yet");
     }
-    let mut found: Vec<(String, crate::domain::MemoryItem)> = Vec::new();
+    let mut found: Vec<(String, precedent_core::domain::MemoryItem)> = Vec::new();
     for user_id in user_ids {
         let request = search_request(args, &user_id)?;
         found.extend(

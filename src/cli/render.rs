@@ -1,12 +1,12 @@
 //! The text renderers of `precedent inspect` and `precedent search` (the JSON
 //! forms are the API's).
 
-use crate::domain::MemoryItem;
-use crate::language::Language;
-use crate::rank;
-use crate::read::inspect::{SessionDetail, SessionSummary};
-use crate::read::search::Explained;
-use crate::time::rfc3339_from_ms;
+use precedent_core::domain::MemoryItem;
+use precedent_core::language::Language;
+use precedent_core::time::rfc3339_from_ms;
+use precedent_rank as rank;
+use precedent_service::read::inspect::{SessionDetail, SessionSummary};
+use precedent_service::read::search::Explained;
 
 /// The items of a Search answer: a header line each, then the content
 /// indented.
@@ -274,7 +274,7 @@ pub(super) fn write_detail(out: &mut String, detail: &SessionDetail) {
 }
 
 /// A record's errors (with their innermost frames) and commands.
-fn write_errors_and_commands(out: &mut String, record: &crate::ingest::SessionRecord) {
+fn write_errors_and_commands(out: &mut String, record: &precedent_ingest::SessionRecord) {
     use std::fmt::Write;
     let _ = writeln!(out, "errors ({}):", record.errors.len());
     for error in &record.errors {

@@ -13,7 +13,7 @@ use super::{McpArgs, ServeArgs};
 use crate::api::auth::ApiKeys;
 use crate::api::{self, ApiOptions};
 use crate::local::{self, ServerRecord};
-use crate::service::{self, Service, ServiceOptions};
+use precedent_service::{self as service, Service, ServiceOptions};
 
 pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let user_id = match super::memory_key(args.user_id.as_deref(), None) {
@@ -245,7 +245,7 @@ fn api_keys(args: &ServeArgs) -> anyhow::Result<ApiKeys> {
 }
 
 /// The service `serve` opens on `store`.
-fn service_options(args: &ServeArgs, store: crate::store::StoreLocation) -> ServiceOptions {
+fn service_options(args: &ServeArgs, store: precedent_store::StoreLocation) -> ServiceOptions {
     let mut options = ServiceOptions::new(args.storage.data_dir());
     options.store = store;
     options.search_budget_chars = args.budget.search_budget;

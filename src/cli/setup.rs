@@ -6,7 +6,7 @@
 //!
 //! The hooks are `cli::hooks`' to install and remove; the MCP entry's text
 //! is `hooks::mcp_config`'s. This module finds the agent's MCP
-//! configuration file and writes it through [`crate::files::write_replacing`].
+//! configuration file and writes it through [`precedent_core::files::write_replacing`].
 
 use std::path::PathBuf;
 
@@ -230,7 +230,7 @@ fn register(args: &SetupArgs) -> anyhow::Result<()> {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("cannot create {}", parent.display()))?;
             }
-            crate::files::write_replacing(&path, text.as_bytes(), NEW_CONFIG_MODE)?;
+            precedent_core::files::write_replacing(&path, text.as_bytes(), NEW_CONFIG_MODE)?;
             print_out(&format!(
                 "registered the MCP server {} in {} ({where_in}): {command}",
                 mcp_config::SERVER_NAME,
@@ -271,7 +271,7 @@ fn unregister(agent: Agent) -> anyhow::Result<()> {
             path.display()
         )),
         UnregisterOutcome::Changed(text) => {
-            crate::files::write_replacing(&path, text.as_bytes(), NEW_CONFIG_MODE)?;
+            precedent_core::files::write_replacing(&path, text.as_bytes(), NEW_CONFIG_MODE)?;
             print_out(&format!(
                 "removed the MCP server {} from {}",
                 mcp_config::SERVER_NAME,

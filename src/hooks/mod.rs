@@ -121,11 +121,11 @@ impl HookPayload {
 }
 
 /// The search text of a prompt: `None` when it names no task of its own
-/// ([`crate::rank::query::prompt_names_task`]: a follow-up, a go-ahead, a
+/// ([`precedent_rank::query::prompt_names_task`]: a follow-up, a go-ahead, a
 /// chore); at most [`MAX_QUERY_CHARS`] characters.
 pub fn prompt_query(prompt: &str) -> Option<String> {
     let query: String = prompt.trim().chars().take(MAX_QUERY_CHARS).collect();
-    crate::rank::query::prompt_names_task(&query).then_some(query)
+    precedent_rank::query::prompt_names_task(&query).then_some(query)
 }
 
 /// Bytes of a transcript's end read to see whether it holds a reply.
@@ -405,7 +405,7 @@ impl HookLog {
     /// be written is skipped, as a hook must not fail for it.
     pub fn write(&self, event: &str, message: &str) {
         if let Some(parent) = self.path.parent()
-            && crate::files::private_dir(parent).is_err()
+            && precedent_core::files::private_dir(parent).is_err()
         {
             return;
         }
@@ -414,7 +414,7 @@ impl HookLog {
         }
         let line = format!(
             "{} {event} {}\n",
-            crate::time::rfc3339_from_ms(crate::time::now_ms()),
+            precedent_core::time::rfc3339_from_ms(precedent_core::time::now_ms()),
             escape_controls(message)
         );
         if let Ok(mut file) = std::fs::OpenOptions::new()
@@ -483,7 +483,7 @@ impl GivenItems {
         let Some(parent) = self.path.parent() else {
             return;
         };
-        if crate::files::private_dir(parent).is_err() {
+        if precedent_core::files::private_dir(parent).is_err() {
             return;
         }
         if !self.path.exists() {
@@ -498,7 +498,7 @@ impl GivenItems {
         let mut ids: Vec<&String> = self.ids.iter().collect();
         ids.sort();
         let text: String = ids.iter().map(|id| format!("{id}\n")).collect();
-        let _ = crate::files::write_replacing(&self.path, text.as_bytes(), 0o600);
+        let _ = precedent_core::files::write_replacing(&self.path, text.as_bytes(), 0o600);
     }
 }
 

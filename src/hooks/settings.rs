@@ -667,19 +667,8 @@ fn shell_words(command: &str) -> Vec<String> {
     words
 }
 
-/// A word for a POSIX shell: as it is when it holds only safe characters,
-/// else single-quoted.
-pub fn quote(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c));
-    if safe {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
+/// A word for a POSIX shell (the data directory's messages quote with it too).
+pub use precedent_core::files::quote;
 
 // ---- rendering -------------------------------------------------------
 

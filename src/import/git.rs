@@ -24,7 +24,7 @@ use git2::{Commit, DiffFormat, DiffOptions, Oid, Repository, Sort};
 
 use super::Progress;
 use super::sink::{AddPool, Sink};
-use crate::domain::{AddRequest, Message, Role};
+use precedent_core::domain::{AddRequest, Message, Role};
 
 /// What to import.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::domain::{AddRequest, SessionId, UserId};
+use precedent_core::domain::{AddRequest, SessionId, UserId};
 
 /// Where the Adds go.
 pub trait Sink: Send + Sync {
@@ -27,16 +27,16 @@ pub trait Sink: Send + Sync {
 
 /// Writes straight into a data directory no server holds.
 pub struct DirectSink {
-    service: Arc<crate::service::Service>,
+    service: Arc<precedent_service::Service>,
     runtime: tokio::runtime::Handle,
     // A std Mutex: held only for one short read, never across an await.
-    reader: Mutex<crate::store::StoreConn>,
+    reader: Mutex<precedent_store::StoreConn>,
 }
 
 impl DirectSink {
     /// A sink over an opened service, driven on `runtime`.
     pub fn new(
-        service: Arc<crate::service::Service>,
+        service: Arc<precedent_service::Service>,
         runtime: tokio::runtime::Handle,
     ) -> anyhow::Result<DirectSink> {
         let reader = service.store_location().open_reader()?;
@@ -59,7 +59,7 @@ impl Sink for DirectSink {
         else {
             return Ok(0);
         };
-        let session = crate::store::session(&reader, &user_id, &session_id)?;
+        let session = precedent_store::session(&reader, &user_id, &session_id)?;
         Ok(session.map_or(0, |session| {
             usize::try_from(session.num_messages).unwrap_or(0)
         }))
@@ -103,7 +103,7 @@ impl ServerSink {
     /// an import resumes whichever of the two made the earlier run.
     pub fn local(
         attached: &crate::local::Attached,
-        store: &crate::store::StoreLocation,
+        store: &precedent_store::StoreLocation,
     ) -> ServerSink {
         let mut sink = ServerSink::new(attached.url(), attached.api_key().map(str::to_string));
         sink.target = format!("store:{}", store.describe());

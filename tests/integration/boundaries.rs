@@ -1,48 +1,98 @@
-//! The architecture's boundaries, checked on the source: extraction
-//! (`ingest`), ranking (`rank`) and their helpers are pure, so they name no
-//! store, index, service, HTTP or IO module of the crate and use no crate
-//! that does IO. A module boundary inside one crate is otherwise only a
-//! convention; this makes it a failing test.
+//! The architecture's boundaries that crates cannot express, checked on
+//! the source. Which crate may use which is each crate's manifest: a
+//! dependency the map forbids does not compile (ARCHITECTURE.md, "Code
+//! map"); the first test holds the manifests to that map. What is left is
+//! finer than a crate:
+//!
+//! - extraction (`precedent-ingest`), ranking (`precedent-rank`) and the
+//!   pure modules of `precedent-core` do no IO through `std` (files,
+//!   sockets, processes) and read no clock: they are given a `Clock`;
+//! - the pure modules of `precedent-core` name none of its IO modules
+//!   (`files`, `time`);
+//! - the read side (`precedent-service`'s `read`) names only the store's
+//!   and the index's reading API: read writes nothing.
 //!
 //! The source is parsed (`syn`), not matched as text: every `use` (grouped,
 //! renamed, `self::`, `super::` or `crate::`, at any depth) and every path
 //! in code, types, attributes and comma-separated macro arguments is
-//! resolved against the module it is written in, so `use super::store::X`
-//! in `rank` and `use crate::{store, ...}` are both seen.
+//! resolved against the module it is written in, so `use super::files::X`
+//! and `use crate::{files, ...}` are both seen.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use syn::punctuated::Punctuated;
 use syn::visit::{self, Visit};
 
-/// The pure parts of the crate.
-const PURE: &[&str] = &[
-    "src/ingest",
-    "src/rank",
-    "src/language.rs",
-    "src/tokenize.rs",
-    "src/tool",
-    "src/redact.rs",
+/// The pure parts of the workspace, each with the folder of its crate's
+/// `src` (module paths are resolved from there).
+const PURE: &[(&str, &str)] = &[
+    ("crates/precedent-ingest/src", ""),
+    ("crates/precedent-rank/src", ""),
+    ("crates/precedent-core/src", "language.rs"),
+    ("crates/precedent-core/src", "tokenize.rs"),
+    ("crates/precedent-core/src", "tool"),
+    ("crates/precedent-core/src", "redact.rs"),
 ];
 
-/// Modules of the crate that hold IO or state.
-const STATEFUL_MODULES: &[&str] = &[
-    "api", "bench", "cli", "client", "hooks", "import", "index", "mcp", "metrics", "read",
-    "service", "store",
+/// Modules of `precedent-core` that hold IO or read the clock.
+const STATEFUL_MODULES: &[&str] = &["files", "time"];
+
+/// What in `std` (and the one IO crate the pure crates' manifests allow a
+/// crate beside them) does IO.
+const IO_CRATES: &[&str] = &["std::fs", "std::net", "std::process", "tempfile"];
+
+/// The crates of the workspace, each with the crates of the workspace it
+/// may depend on: the map of ARCHITECTURE.md.
+const MAP: &[(&str, &[&str])] = &[
+    ("precedent-core", &[]),
+    ("precedent-ingest", &["precedent-core"]),
+    ("precedent-rank", &["precedent-core", "precedent-ingest"]),
+    ("precedent-store", &["precedent-core"]),
+    ("precedent-index", &["precedent-core", "precedent-store"]),
+    (
+        "precedent-service",
+        &[
+            "precedent-core",
+            "precedent-ingest",
+            "precedent-rank",
+            "precedent-store",
+            "precedent-index",
+        ],
+    ),
 ];
 
-/// Crates and std modules that do IO.
-const IO_CRATES: &[&str] = &[
-    "axum",
-    "git2",
-    "hyper",
-    "rusqlite",
-    "std::fs",
-    "std::net",
-    "std::process",
-    "tantivy",
-    "tokio",
-    "ureq",
+/// Crates that do IO, which no pure crate may list.
+const IO_DEPENDENCIES: &[&str] = &[
+    "axum", "git2", "hyper", "postgres", "rusqlite", "tantivy", "tempfile", "tokio", "ureq",
+];
+
+/// What the read side may name of the store and the index: their reading
+/// API. A write function added here is a decision a reviewer sees.
+const READ_API: &[&str] = &[
+    // precedent-store
+    "ListCursor",
+    "ReaderPool",
+    "StoreConn",
+    "StoreError",
+    "StoreLocation",
+    "StoredMessage",
+    "StoredSession",
+    "StoredUser",
+    "messages_of_add_in",
+    "session",
+    "session_first_source",
+    "session_message_sources",
+    "session_messages_page",
+    "sessions_of_user",
+    "user_deletion_pending",
+    "users",
+    // precedent-index
+    "DocKey",
+    "IndexError",
+    "PartHit",
+    "SearchIndex",
+    "open_read_only",
 ];
 
 fn rust_files(path: &Path, files: &mut Vec<PathBuf>) {
@@ -88,6 +138,8 @@ struct Checker {
     violations: Vec<String>,
     /// Inside a `#[cfg(test)]` module: tests may time themselves.
     in_test: bool,
+    /// Every path named outside tests, as written.
+    named: Vec<Vec<String>>,
 }
 
 /// Clocks a pure module must be given, not read: `Type::now`.
@@ -101,6 +153,9 @@ impl Checker {
             if leading_colon { "::" } else { "" },
             segments.join("::")
         );
+        if !self.in_test {
+            self.named.push(segments.to_vec());
+        }
         if let Some(problem) = problem(&self.module, leading_colon, segments) {
             self.violations.push(format!("{problem} ({written})"));
         }
@@ -235,37 +290,47 @@ fn problem(module: &[String], leading_colon: bool, segments: &[String]) -> Optio
     }
 }
 
-/// What the source of `module` breaks, one line each.
-fn violations(module: Vec<String>, source: &str) -> Vec<String> {
+/// The walk of one file's source, as the module `module`.
+fn walk(module: Vec<String>, source: &str) -> Checker {
     let file = syn::parse_file(source).expect("the source parses");
     let mut checker = Checker {
         module,
         violations: Vec::new(),
         in_test: false,
+        named: Vec::new(),
     };
     checker.visit_file(&file);
-    checker.violations
+    checker
+}
+
+/// What the source of `module` breaks, one line each.
+fn violations(module: Vec<String>, source: &str) -> Vec<String> {
+    walk(module, source).violations
+}
+
+fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 #[test]
-fn extraction_and_ranking_do_no_io_and_name_no_stateful_module() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for part in PURE {
-        rust_files(&root.join(part), &mut files);
-    }
-    assert!(
-        files.len() > 20,
-        "the pure modules are where this test looks"
-    );
+fn extraction_and_ranking_do_no_io_and_read_no_clock() {
+    let root = workspace_root();
     let mut broken = Vec::new();
-    for file in &files {
-        let relative = file.strip_prefix(root).unwrap_or(file);
-        let text = std::fs::read_to_string(file).expect("read source file");
-        for problem in violations(module_of(relative), &text) {
-            broken.push(format!("{}: {problem}", relative.display()));
+    let mut checked = 0;
+    for (src, part) in PURE {
+        let src = root.join(src);
+        let mut files = Vec::new();
+        rust_files(&src.join(part), &mut files);
+        for file in &files {
+            let relative = file.strip_prefix(&src).unwrap_or(file);
+            let text = std::fs::read_to_string(file).expect("read source file");
+            for problem in violations(module_of(relative), &text) {
+                broken.push(format!("{}: {problem}", file.display()));
+            }
+            checked += 1;
         }
     }
+    assert!(checked > 20, "the pure crates are where this test looks");
     assert!(
         broken.is_empty(),
         "boundaries broken:\n{}",
@@ -273,44 +338,151 @@ fn extraction_and_ranking_do_no_io_and_name_no_stateful_module() {
     );
 }
 
+/// Every dependency a manifest's `[dependencies]` lists.
+fn dependencies(manifest: &str) -> Vec<String> {
+    let mut listed = Vec::new();
+    let mut in_dependencies = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+            continue;
+        }
+        if in_dependencies && !line.is_empty() && !line.starts_with('#') {
+            let name = line
+                .split(['=', '.', ' '])
+                .next()
+                .expect("a dependency line names a crate");
+            listed.push(name.to_string());
+        }
+    }
+    listed
+}
+
+#[test]
+fn each_crate_depends_on_what_the_map_allows_and_the_map_is_documented() {
+    let root = workspace_root();
+    let architecture =
+        std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("read ARCHITECTURE.md");
+    for (name, allowed) in MAP {
+        let manifest = std::fs::read_to_string(root.join("crates").join(name).join("Cargo.toml"))
+            .expect("read a crate's manifest");
+        let listed = dependencies(&manifest);
+        let mut internal: Vec<&str> = listed
+            .iter()
+            .map(String::as_str)
+            .filter(|dependency| dependency.starts_with("precedent"))
+            .collect();
+        internal.sort_unstable();
+        let mut expected = allowed.to_vec();
+        expected.sort_unstable();
+        assert_eq!(internal, expected, "{name}'s crates of the workspace");
+        if matches!(*name, "precedent-ingest" | "precedent-rank") {
+            let io: Vec<&String> = listed
+                .iter()
+                .filter(|dependency| IO_DEPENDENCIES.contains(&dependency.as_str()))
+                .collect();
+            assert!(io.is_empty(), "{name} is pure but lists {io:?}");
+        }
+        assert!(
+            architecture.contains(&format!("`{name}`")),
+            "ARCHITECTURE.md's code map names {name}"
+        );
+    }
+}
+
+#[test]
+fn the_read_side_names_only_the_reading_api_of_the_store_and_the_index() {
+    let root = workspace_root();
+    let src = root.join("crates/precedent-service/src");
+    let mut files = Vec::new();
+    rust_files(&src.join("read"), &mut files);
+    assert!(files.len() >= 3, "the read side is where this test looks");
+    let mut broken = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap_or(file);
+        let text = std::fs::read_to_string(file).expect("read source file");
+        for problem in writes_named(module_of(relative), &text) {
+            broken.push(format!("{}: {problem}", file.display()));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "the read side names what writes:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// What `source`, the module `module` of `precedent-service`, names
+/// outside its tests of the writer's modules, and of the store's and the
+/// index's items outside [`READ_API`].
+fn writes_named(module: Vec<String>, source: &str) -> Vec<String> {
+    let named = walk(module.clone(), source).named;
+    let mut found = BTreeMap::new();
+    for path in named {
+        // Of its own crate, the read side names only itself and `metrics`,
+        // never the writer's modules.
+        let own = resolve(&module, &path);
+        if let Some(first) = own.as_ref().and_then(|own| own.first())
+            && !matches!(first.as_str(), "read" | "metrics")
+        {
+            found.insert(path.join("::"), ());
+        }
+        let [first, item, ..] = path.as_slice() else {
+            continue;
+        };
+        let of_store_or_index = matches!(
+            first.as_str(),
+            "store" | "index" | "precedent_store" | "precedent_index"
+        );
+        if of_store_or_index && item != "self" && !READ_API.contains(&item.as_str()) {
+            found.insert(path.join("::"), ());
+        }
+    }
+    found.into_keys().collect()
+}
+
 #[test]
 fn the_check_catches_what_it_looks_for() {
     let module = |path: &str| -> Vec<String> { path.split("::").map(String::from).collect() };
     let caught = |in_module: &str, source: &str| !violations(module(in_module), source).is_empty();
     // Each form of naming a stateful module, or using an IO crate.
-    assert!(caught("rank", "use crate::store::{self, StoreError};"));
-    assert!(caught("rank", "use super::store::StoredSession;"));
-    assert!(caught("ingest::symbols", "use super::super::index::Index;"));
-    assert!(caught("rank", "use self::super::store;"));
-    assert!(caught("rank", "use crate::{language, store};"));
+    assert!(caught("rank", "use crate::files::{self, WriteError};"));
+    assert!(caught("rank", "use super::files::private_dir;"));
+    assert!(caught("ingest::symbols", "use super::super::time::now_ms;"));
+    assert!(caught("rank", "use self::super::files;"));
+    assert!(caught("rank", "use crate::{language, files};"));
     assert!(caught(
         "rank",
-        "use crate::{language::Language, service::{Service}};"
+        "use crate::{language::Language, time::{now_ms}};"
     ));
-    assert!(caught("rank::weight", "use super::super::{read};"));
+    assert!(caught("rank::weight", "use super::super::{time};"));
     assert!(caught(
         "rank",
-        "fn f() { let conn = crate::index::open(dir); }"
+        "fn f() { let written = crate::files::write_replacing(path, text); }"
     ));
-    assert!(caught("rank", "fn f() -> crate::store::Conn { todo!() }"));
     assert!(caught(
         "rank",
-        "fn f() { format!(\"{}\", crate::store::NAME); }"
+        "fn f() -> crate::files::WriteError { todo!() }"
     ));
-    assert!(caught("rank", "mod inner { use super::super::store; }"));
+    assert!(caught(
+        "rank",
+        "fn f() { format!(\"{}\", crate::time::now_ms()); }"
+    ));
+    assert!(caught("rank", "mod inner { use super::super::files; }"));
     assert!(caught("rank", "use std::fs::File;"));
     assert!(caught("rank", "use std::{fs, io};"));
-    assert!(caught("rank", "use ::tokio::sync::Mutex;"));
-    assert!(caught("rank", "use tantivy::Index;"));
+    assert!(caught("rank", "use ::std::net::TcpStream;"));
+    assert!(caught("rank", "use tempfile::tempdir;"));
     assert!(caught("rank", "fn f() { let _ = std::fs::read(\"x\"); }"));
     // What it must leave alone.
-    assert!(!caught("rank", "// crate::store:: in a comment\nfn f() {}"));
+    assert!(!caught("rank", "// crate::files:: in a comment\nfn f() {}"));
     assert!(!caught("rank", "use crate::language::Language;"));
     assert!(!caught(
         "rank",
         "const NAMES: &[&str] = &[\"tokio::sync::Mutex\"];"
     ));
-    assert!(!caught("ingest::edits", "use super::store::Edit;"));
+    assert!(!caught("ingest::edits", "use super::files::Edit;"));
     assert!(!caught("rank", "use std::io::Read;"));
     assert!(caught(
         "rank",
@@ -329,13 +501,35 @@ fn the_check_catches_what_it_looks_for() {
         "rank",
         "fn f(clock: Clock) { let _ = clock.now(); }"
     ));
-    assert_eq!(
-        module_of(Path::new("src/ingest/symbols/mod.rs")),
-        module("ingest::symbols")
-    );
+    assert_eq!(module_of(Path::new("symbols/mod.rs")), module("symbols"));
     assert_eq!(module_of(Path::new("src/language.rs")), module("language"));
     assert_eq!(
         resolve(&module("ingest::symbols"), &module("super::super::rank::x")),
         Some(module("rank::x"))
     );
+    // The read side's check: the store's and the index's writing API.
+    let writes = |source: &str| writes_named(module("read::search"), source);
+    assert_eq!(
+        writes("fn f(conn: &StoreConn) { store::upsert_session(conn, row); }"),
+        vec!["store::upsert_session"]
+    );
+    assert_eq!(
+        writes("use precedent_store::{self as store, admit, StoreConn};"),
+        vec!["precedent_store::admit"]
+    );
+    assert_eq!(
+        writes("fn f() -> index::IndexWriterHandle { todo!() }"),
+        vec!["index::IndexWriterHandle"]
+    );
+    assert_eq!(
+        writes("use crate::writer::Writer;"),
+        vec!["crate::writer::Writer"]
+    );
+    assert_eq!(
+        writes("use super::super::derive;"),
+        vec!["super::super::derive"]
+    );
+    assert!(writes("use super::ReadError; use crate::metrics::Histogram;").is_empty());
+    assert!(writes("fn f(conn: &StoreConn) { store::session(conn, key); }").is_empty());
+    assert!(writes("#[cfg(test)]\nmod tests { use precedent_store::admit; }").is_empty());
 }

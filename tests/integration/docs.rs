@@ -218,10 +218,14 @@ fn a_flag_missing_from_the_table_or_unknown_to_the_command_is_reported() {
     );
 }
 
-/// Each Rust source under `src/`, with its path.
+/// Each Rust source of the workspace (`src/` and every crate's
+/// `crates/*/src/`), with its path.
 fn sources() -> Vec<(PathBuf, String)> {
     let mut sources = Vec::new();
     let mut pending = vec![repository().join("src")];
+    for entry in std::fs::read_dir(repository().join("crates")).expect("read crates") {
+        pending.push(entry.expect("entry").path().join("src"));
+    }
     while let Some(directory) = pending.pop() {
         for entry in std::fs::read_dir(&directory).expect("read src") {
             let path = entry.expect("entry").path();
@@ -245,7 +249,7 @@ fn every_variable_read_outside_the_command_line_is_one_the_code_names() {
         for variable in code_words(&row[0], "") {
             assert!(
                 sources.contains(&variable),
-                "docs/configuration.md names {variable}, which src/ never mentions"
+                "docs/configuration.md names {variable}, which no source mentions"
             );
         }
     }

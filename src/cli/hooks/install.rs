@@ -145,7 +145,7 @@ impl InstalledFiles {
     }
 
     fn save(&self, data_dir: &Path) -> anyhow::Result<()> {
-        crate::files::private_dir(data_dir)
+        precedent_core::files::private_dir(data_dir)
             .with_context(|| format!("cannot create {}", data_dir.display()))?;
         let bytes = serde_json::to_vec_pretty(self)?;
         let path = data_dir.join(INSTALLED_FILE);
@@ -156,7 +156,7 @@ impl InstalledFiles {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
         }
-        crate::files::write_replacing(&path, bytes.as_slice(), 0o600)?;
+        precedent_core::files::write_replacing(&path, bytes.as_slice(), 0o600)?;
         Ok(())
     }
 }
@@ -167,7 +167,7 @@ const NEW_SETTINGS_MODE: u32 = 0o644;
 /// The settings file as it is: a symbolic link (settings kept with one's
 /// dotfiles), or one in a linked directory, is resolved to the file it
 /// names, and the caller says so. The file itself is never written through
-/// a link ([`crate::files::write_replacing`] refuses one).
+/// a link ([`precedent_core::files::write_replacing`] refuses one).
 pub(in crate::cli) fn resolve(path: &Path) -> PathBuf {
     if let Ok(resolved) = std::fs::canonicalize(path) {
         return resolved;
@@ -304,7 +304,7 @@ pub(in crate::cli) fn install(args: &HooksArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    crate::files::write_replacing(&path, text.as_bytes(), NEW_SETTINGS_MODE)?;
+    precedent_core::files::write_replacing(&path, text.as_bytes(), NEW_SETTINGS_MODE)?;
     let record = InstalledFile::after(state.files.remove(&key), installed, created_directory);
     state.files.insert(key, record);
     state.save(&data_dir)?;
@@ -355,7 +355,7 @@ pub(in crate::cli) fn uninstall(args: &HooksArgs) -> anyhow::Result<()> {
             )
         }
         UninstallOutcome::Write(text) => {
-            crate::files::write_replacing(&path, text.as_bytes(), NEW_SETTINGS_MODE)?;
+            precedent_core::files::write_replacing(&path, text.as_bytes(), NEW_SETTINGS_MODE)?;
             format!("removed precedent's hooks from {}", path.display())
         }
         UninstallOutcome::Delete => {

@@ -5,7 +5,7 @@
 //! is the assistant's reply. Lines inside a code fence stay with the text
 //! around them.
 
-use crate::domain::Role;
+use precedent_core::domain::Role;
 
 use super::render::Messages;
 

@@ -2,13 +2,13 @@
 //! each message capped to the size one message keeps, the messages the
 //! store holds already skipped.
 
-use crate::domain::{AddRequest, Message};
 use crate::import::sink::AddPool;
+use precedent_core::domain::{AddRequest, Message};
 
 /// Messages an imported Add holds at most: a tenth of what the API takes
-/// ([`crate::domain::MAX_MESSAGES_PER_ADD`]), so an Add is one short
+/// ([`precedent_core::domain::MAX_MESSAGES_PER_ADD`]), so an Add is one short
 /// write turn.
-const MESSAGES_PER_IMPORTED_ADD: usize = crate::domain::MAX_MESSAGES_PER_ADD / 10;
+const MESSAGES_PER_IMPORTED_ADD: usize = precedent_core::domain::MAX_MESSAGES_PER_ADD / 10;
 /// Bytes of content one Add holds at most (the API's body limit is 64 MiB).
 const MAX_CONTENT_BYTES_PER_ADD: usize = 8 * 1024 * 1024;
 /// Bytes one message keeps (the API allows 16 MiB); the rest is cut.
@@ -164,7 +164,7 @@ pub(super) struct Batched {
 mod tests {
     use super::super::Transcript;
     use super::*;
-    use crate::domain::Role;
+    use precedent_core::domain::Role;
 
     fn transcript(num_messages: usize) -> Transcript {
         Transcript {

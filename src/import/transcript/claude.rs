@@ -12,8 +12,8 @@
 use serde_json::Value;
 
 use super::render::{Messages, content_text, timestamp_of};
-use crate::domain::Role;
-use crate::tool::render::{render_call_or_command, render_result};
+use precedent_core::domain::Role;
+use precedent_core::tool::render::{render_call_or_command, render_result};
 
 /// The messages of the events (complete JSON lines) of one transcript.
 #[cfg(test)]
@@ -192,7 +192,7 @@ mod tests {
 
     /// The record extracted from a Claude Code fixture, as the importer
     /// renders its messages.
-    fn fixture_record(name: &str) -> crate::ingest::SessionRecord {
+    fn fixture_record(name: &str) -> precedent_ingest::SessionRecord {
         let path = format!(
             "{}/fixtures/transcripts/claude-code/{name}",
             env!("CARGO_MANIFEST_DIR")
@@ -203,10 +203,11 @@ mod tests {
             .map(|line| serde_json::from_str(line).expect("json line"))
             .collect();
         let messages = messages(&events).turns();
-        let ingest: Vec<crate::ingest::IngestMessage<'_>> = crate::ingest::IngestMessage::in_order(
-            messages.iter().map(|(role, text)| (*role, text.as_str())),
-        );
-        crate::ingest::extract_session(&ingest, crate::ingest::Clock::Ignored).0
+        let ingest: Vec<precedent_ingest::IngestMessage<'_>> =
+            precedent_ingest::IngestMessage::in_order(
+                messages.iter().map(|(role, text)| (*role, text.as_str())),
+            );
+        precedent_ingest::extract_session(&ingest, precedent_ingest::Clock::Ignored).0
     }
 
     /// Issue 40's hand-written session (`fixtures/transcripts/claude-code/
@@ -220,7 +221,7 @@ mod tests {
         assert_eq!(record.symbols_changed, vec!["restock"]);
         assert_eq!(
             record.tests.last_run,
-            Some(crate::ingest::TestCounts {
+            Some(precedent_ingest::TestCounts {
                 passed: 8,
                 failed: 0
             })

@@ -11,8 +11,8 @@
 use serde_json::Value;
 
 use super::render::{Messages, content_text, parse_arguments, timestamp_of};
-use crate::domain::Role;
-use crate::tool::render::{render_call_or_command, render_result};
+use precedent_core::domain::Role;
+use precedent_core::tool::render::{render_call_or_command, render_result};
 
 /// User messages Codex writes itself, not the person.
 const INJECTED_PREFIXES: &[&str] = &[

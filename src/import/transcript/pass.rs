@@ -24,9 +24,9 @@ use super::{
     Transcript, TranscriptOptions, TranscriptReport, TranscriptScope, Watched, needs_reading,
     stamp_of,
 };
-use crate::domain::Message;
 use crate::import::Progress;
 use crate::import::sink::{AddPool, Sink};
+use precedent_core::domain::Message;
 
 /// How a log is imported: from where its last import stopped, or from its
 /// start (the previous session if the state knew one, and why it is not

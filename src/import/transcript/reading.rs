@@ -13,7 +13,7 @@ use super::reader::{self, Line, Lines};
 use super::{
     Format, MAX_LINE_BYTES, SkippedLine, Transcript, aider, claude, codex, render, trajectory,
 };
-use crate::domain::Message;
+use precedent_core::domain::Message;
 
 /// The first JSON lines that tell a log's format and session.
 const NUM_HEAD_EVENTS: usize = 50;
@@ -515,7 +515,7 @@ pub(super) fn recorded_directory(path: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Role;
+    use precedent_core::domain::Role;
 
     /// The user messages of the one transcript of `lines`, written to
     /// `path` as a log and read back.

@@ -1,14 +1,14 @@
 //! What every transcript format renders into: messages in the shapes the
 //! ingest extractors read. A tool call goes in the assistant's message and
 //! its result in the next user message, both written by
-//! [`crate::tool::render`] (a shell command as a ```` ```bash ```` fence,
+//! [`precedent_core::tool::render`] (a shell command as a ```` ```bash ```` fence,
 //! any other call as a JSON object, a failed result marked); this module
 //! gathers them and reads contents, arguments and timestamps.
 
 use serde_json::Value;
 
-use crate::domain::{Message, Role};
-use crate::tool::render::{part_texts, render_result};
+use precedent_core::domain::{Message, Role};
+use precedent_core::tool::render::{part_texts, render_result};
 
 /// One transcript read from a file: one session.
 #[derive(Debug, Clone, PartialEq)]

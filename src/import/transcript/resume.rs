@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::reader::{Identity, hex};
-use crate::domain::Message;
+use precedent_core::domain::Message;
 
 /// The state file's name inside the data directory.
 const STATE_FILE: &str = "import-transcripts.json";

@@ -13,8 +13,8 @@
 use serde_json::Value;
 
 use super::render::{Messages, content_text, parse_arguments, timestamp_of};
-use crate::domain::Role;
-use crate::tool::render::{render_call_or_command, render_command};
+use precedent_core::domain::Role;
+use precedent_core::tool::render::{render_call_or_command, render_command};
 
 /// The two trajectory formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
