@@ -391,7 +391,7 @@ fn measure(
     let missed = unmatched(
         &truth.files_changed,
         &record.files_changed,
-        |truth, found| ingest::edits::same_file(found, truth),
+        |truth, found| ingest::same_file(found, truth),
     );
     group.files_truth += truth.files_changed.len();
     group.files_found += truth.files_changed.len() - missed.len();
@@ -401,7 +401,7 @@ fn measure(
     let outside = unmatched(
         &record.files_changed,
         &truth.files_changed,
-        ingest::edits::same_file,
+        ingest::same_file,
     );
     group.files_named += record.files_changed.len();
     group.files_named_right += record.files_changed.len() - outside.len();

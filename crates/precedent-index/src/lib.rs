@@ -33,7 +33,7 @@
 //! time: the searcher of the last commit and the turns published since
 //! ([`published`]).
 
-pub mod directory;
+mod directory;
 mod parts;
 mod published;
 mod scope;

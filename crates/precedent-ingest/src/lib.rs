@@ -21,11 +21,11 @@ mod changes;
 /// The clock extraction's time limits read, passed in by the caller.
 mod clock;
 /// Commands the agent ran and the exit codes observations report.
-pub mod command;
+mod command;
 /// Unified and git diffs: files, hunks, changed lines.
-pub mod diff;
+mod diff;
 /// Edit operations (editor tools, SEARCH/REPLACE, apply_patch) as diffs.
-pub mod edits;
+mod edits;
 /// What the record keeps at the end of the session.
 mod finish;
 /// A session's extraction, resumable: an Add extracts only its new messages.
@@ -34,27 +34,27 @@ pub mod incremental;
 /// diffs, tests, language votes.
 mod ledgers;
 /// Type-checker and linter diagnostics as error records.
-pub mod lint;
+mod lint;
 /// Paths, test ids, identifiers and code views mentioned in text.
 pub mod mentions;
 /// The session outcome from its final diff, tests and errors.
-pub mod outcome;
+mod outcome;
 /// The repository root of a session, and paths relative to it.
 pub mod repo;
 /// Scratch files by what the repository is.
-pub mod scratch;
+mod scratch;
 
 mod record;
 /// Tree-sitter tags and the definitions enclosing changed lines.
 pub mod symbols;
 /// The issue inside a task prompt's wrapper.
-pub mod task;
+mod task;
 /// Test outcomes and run verdicts in tool output.
-pub mod testrun;
+mod testrun;
 /// Lines, fences, truncation and decoded JSON views of a message.
 pub mod text;
 /// Tool calls and tool results in a message, whatever their shape.
-pub mod toolcall;
+mod toolcall;
 /// Error traces of Python, pytest, Rust, Go, Java and JavaScript.
 pub mod trace;
 
@@ -65,6 +65,7 @@ use precedent_core::domain::Role;
 use precedent_core::language::{Grammar, Language};
 
 pub use self::clock::Clock;
+pub use self::edits::same_file;
 use self::ledgers::{
     CommandLedger, ErrorLedger, EvidenceLedger, LanguageVotes, ReferenceLedger, TestLedger,
     WrittenDiffs,
