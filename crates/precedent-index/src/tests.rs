@@ -60,7 +60,7 @@ fn session(user_id: &str, session_id: &str, text: &str) -> SessionDoc {
         user_id: uid(user_id),
         session_id: sid(session_id),
         last_seq: 1,
-        profile_json: format!("{{\"session\":\"{session_id}\"}}"),
+        profile: format!("{{\"session\":\"{session_id}\"}}").into_bytes(),
         text: text.to_string(),
     }
 }
@@ -81,12 +81,17 @@ fn search(index: &SearchIndex, user_id: &str, words: &[&str], limit: usize) -> S
         .expect("search")
 }
 
+/// A test profile's text (these tests store text as the profile's bytes).
+fn profile_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 /// The sessions a search found, by their profile's session id.
 fn found_sessions(candidates: &SessionCandidates) -> Vec<String> {
     let mut sessions: Vec<String> = candidates
         .hits
         .iter()
-        .filter_map(|hit| hit.profile_json.clone())
+        .filter_map(|hit| hit.profile.as_deref().map(profile_text))
         .collect();
     sessions.sort();
     sessions
@@ -519,7 +524,7 @@ fn answer(index: &SearchIndex, user_id: &str, words: &[&str]) -> Answer {
         .iter()
         .map(|hit| {
             (
-                hit.profile_json.clone().unwrap_or_default(),
+                hit.profile.as_deref().map(profile_text).unwrap_or_default(),
                 hit.text_score.to_bits(),
                 hit.matched_weight.to_bits(),
             )

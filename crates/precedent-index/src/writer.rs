@@ -360,16 +360,13 @@ impl IndexWriterHandle {
                 Pending::Document { document, text } => (document, text),
             };
             ops.push(Op::Add(match &document.kind {
-                PublishedKind::Session {
-                    profile_json,
-                    last_seq,
-                } => doc!(
+                PublishedKind::Session { profile, last_seq } => doc!(
                     fields.user_id => document.user_id.as_str(),
                     fields.doc_kind => KIND_SESSION,
                     fields.seq => seq_term(*last_seq),
                     fields.session_key => document.key.as_str(),
                     fields.session_hash => document.hash,
-                    fields.profile => profile_json.as_str(),
+                    fields.profile => profile.as_slice(),
                     fields.session_text => text.as_str(),
                 ),
                 PublishedKind::Part { seq, range } => doc!(
@@ -467,7 +464,7 @@ impl IndexWriterHandle {
                     &session.user_id,
                     key,
                     PublishedKind::Session {
-                        profile_json: session.profile_json.clone(),
+                        profile: session.profile.clone(),
                         last_seq: session.last_seq,
                     },
                 ),
