@@ -212,7 +212,8 @@ pub struct SessionDoc {
     pub text: String,
 }
 
-fn session_key(user_id: &str, session_id: &str) -> String {
+/// The `session_key` term of `session_id` of `user_id`.
+fn session_key(user_id: &UserId, session_id: &SessionId) -> String {
     // Length-prefixed: no choice of ids can make two pairs collide.
     format!("{}:{user_id}{session_id}", user_id.len())
 }

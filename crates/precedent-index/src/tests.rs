@@ -13,6 +13,7 @@ use tantivy::{DocSet, Term};
 use super::search::bm25_idf;
 use super::sessions::SessionCandidates;
 use super::{DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, SearchIndex, SessionDoc, open};
+use precedent_core::domain::SessionId;
 use precedent_core::domain::testing::{key, sid, uid};
 
 /// BM25 statistics of one scope, for tantivy's own query.
@@ -536,7 +537,7 @@ fn answer(index: &SearchIndex, user_id: &str, words: &[&str]) -> Answer {
             .then(left.0.cmp(&right.0))
     });
     let session_ids: Vec<String> = (0..30).map(|number| format!("s{number}")).collect();
-    let session_refs: Vec<&str> = session_ids.iter().map(String::as_str).collect();
+    let session_refs: Vec<SessionId> = session_ids.iter().map(|id| sid(id)).collect();
     let mut messages: Vec<(i64, f32)> = index
         .search_parts_in(&uid(user_id), &session_refs, &terms(words), 1000)
         .expect("parts")

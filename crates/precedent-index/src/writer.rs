@@ -431,7 +431,7 @@ impl IndexWriterHandle {
                 }
                 push_indexed(&mut text, message.content());
             }
-            let key = session_key(first.user_id().as_str(), first.session_id().as_str());
+            let key = session_key(first.user_id(), first.session_id());
             let last_index = part
                 .last()
                 .map_or(first.message_index(), |last| last.message_index());
@@ -454,7 +454,7 @@ impl IndexWriterHandle {
     /// Queues session documents, each replacing the one of the same session.
     pub fn upsert_sessions(&mut self, sessions: &[SessionDoc]) -> Result<(), IndexError> {
         for session in sessions {
-            let key = session_key(session.user_id.as_str(), session.session_id.as_str());
+            let key = session_key(&session.user_id, &session.session_id);
             self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.session_key,
                 &key,
@@ -596,7 +596,7 @@ impl IndexWriterHandle {
     ) -> Result<(), IndexError> {
         self.delete_users(user_ids);
         for session in sessions {
-            let key = session_key(session.user_id.as_str(), session.session_id.as_str());
+            let key = session_key(&session.user_id, &session.session_id);
             self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.session_key,
                 &key,

@@ -196,10 +196,12 @@ impl Searcher {
         // The best-matching messages of the sessions that show them, as
         // they are: what the query names may sit in any message, not only
         // in the task, the fix or an error.
-        let with_messages: Vec<&str> = shown
+        // The profiles' session ids were read back from the index, which
+        // holds only ids the store had.
+        let with_messages: Vec<SessionId> = shown
             .iter()
             .filter(|session| session.shows_messages())
-            .map(|session| session.scored.session_id.as_str())
+            .map(|session| SessionId::from_stored(session.scored.session_id.as_str()))
             .collect();
         let parts = self.index.search_parts_in(
             request.user_id(),
