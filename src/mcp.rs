@@ -138,7 +138,12 @@ impl RemoteServer {
     /// `GET` or `POST` (with `body`) on `path` for `user_id`, through
     /// [`RemoteServer::call_at`], again after attaching anew when the
     /// local server could not be reached.
-    fn call(&self, user_id: &str, path: &str, body: Option<&Value>) -> Result<Value, ToolFailure> {
+    fn call(
+        &self,
+        user_id: &UserId,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ToolFailure> {
         match &self.target {
             Target::Fixed { base_url, api_key } => {
                 self.call_at(base_url, api_key.as_deref(), user_id, path, body)
@@ -168,7 +173,7 @@ impl RemoteServer {
         &self,
         base_url: &str,
         api_key: Option<&str>,
-        user_id: &str,
+        user_id: &UserId,
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ToolFailure> {
@@ -179,7 +184,7 @@ impl RemoteServer {
                 let mut request = self
                     .agent
                     .post(&url)
-                    .header(crate::client::USER_HEADER, user_id);
+                    .header(crate::client::USER_HEADER, user_id.as_str());
                 if let Some(value) = &authorization {
                     request = request.header("Authorization", value);
                 }
@@ -189,7 +194,7 @@ impl RemoteServer {
                 let mut request = self
                     .agent
                     .get(&url)
-                    .header(crate::client::USER_HEADER, user_id);
+                    .header(crate::client::USER_HEADER, user_id.as_str());
                 if let Some(value) = &authorization {
                     request = request.header("Authorization", value);
                 }
@@ -280,7 +285,7 @@ impl From<precedent_service::ServiceError> for ToolFailure {
 }
 
 impl Backend {
-    async fn add(&self, body: Value) -> Result<Value, ToolFailure> {
+    async fn add(&self, user_id: &UserId, body: Value) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
                 let request = dto::parse_add(&body).map_err(ToolFailure::invalid)?;
@@ -293,13 +298,11 @@ impl Backend {
                 service.add(request).await?;
                 Ok(response)
             }
-            Backend::Remote(server) => {
-                remote(server, &body_user(&body), "/v1/add", Some(body)).await
-            }
+            Backend::Remote(server) => remote(server, user_id, "/v1/add", Some(body)).await,
         }
     }
 
-    async fn search(&self, body: Value) -> Result<Value, ToolFailure> {
+    async fn search(&self, user_id: &UserId, body: Value) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
                 let request = dto::parse_search(&body).map_err(ToolFailure::invalid)?;
@@ -307,13 +310,11 @@ impl Backend {
                 let data: Vec<dto::ItemDto> = items.into_iter().map(Into::into).collect();
                 Ok(json!({ "data": data }))
             }
-            Backend::Remote(server) => {
-                remote(server, &body_user(&body), "/v1/search", Some(body)).await
-            }
+            Backend::Remote(server) => remote(server, user_id, "/v1/search", Some(body)).await,
         }
     }
 
-    async fn explain(&self, body: Value) -> Result<Value, ToolFailure> {
+    async fn explain(&self, user_id: &UserId, body: Value) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
                 let request = dto::parse_search(&body).map_err(ToolFailure::invalid)?;
@@ -322,16 +323,19 @@ impl Backend {
                     .map_err(|error| ToolFailure::Unavailable(error.to_string()))
             }
             Backend::Remote(server) => {
-                remote(server, &body_user(&body), "/v1/search/explain", Some(body)).await
+                remote(server, user_id, "/v1/search/explain", Some(body)).await
             }
         }
     }
 
-    async fn list_sessions(&self, user_id: &str, page: PageRequest) -> Result<Value, ToolFailure> {
+    async fn list_sessions(
+        &self,
+        user_id: &UserId,
+        page: PageRequest,
+    ) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
-                let user_id = UserId::new(user_id).map_err(invalid_argument)?;
-                let page = api::sessions_page(service, user_id, page).await?;
+                let page = api::sessions_page(service, user_id.clone(), page).await?;
                 Ok(serde_json::from_slice(&page).unwrap_or(Value::Null))
             }
             Backend::Remote(server) => {
@@ -349,20 +353,19 @@ impl Backend {
         }
     }
 
-    async fn session(&self, user_id: &str, session_id: &str) -> Result<Value, ToolFailure> {
+    async fn session(
+        &self,
+        user_id: &UserId,
+        session_id: &SessionId,
+    ) -> Result<Value, ToolFailure> {
         match self {
             Backend::Local(service) => {
-                let ids = (UserId::new(user_id), SessionId::new(session_id));
-                let (user_id, session) = match ids {
-                    (Ok(user_id), Ok(session)) => (user_id, session),
-                    (Err(invalid), _) | (_, Err(invalid)) => return Err(invalid_argument(invalid)),
-                };
                 let detail = service
-                    .session_detail(user_id, session)
+                    .session_detail(user_id.clone(), session_id.clone())
                     .await?
                     .ok_or_else(|| ToolFailure::Refused {
                         status: 404,
-                        reason: format!("no session {session_id:?} for this user_id"),
+                        reason: format!("no session {:?} for this user_id", session_id.as_str()),
                         errors: Value::Null,
                     })?;
                 Ok(dto::session_detail_json(&detail))
@@ -384,24 +387,15 @@ fn invalid_argument(invalid: precedent_core::domain::Invalid) -> ToolFailure {
     ToolFailure::invalid(vec![invalid.into()])
 }
 
-/// The body's `user_id` (empty when it has none: the server refuses such a
-/// body and says why).
-fn body_user(body: &Value) -> String {
-    body.get("user_id")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// A blocking HTTP call for `user_id`, off the async workers.
 async fn remote(
     server: &RemoteServer,
-    user_id: &str,
+    user_id: &UserId,
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, ToolFailure> {
     let server = server.clone();
-    let user_id = user_id.to_string();
+    let user_id = user_id.clone();
     let path = path.to_string();
     tokio::task::spawn_blocking(move || server.call(&user_id, &path, body.as_ref()))
         .await
@@ -411,7 +405,7 @@ async fn remote(
 /// The MCP server: one user scope over one backend.
 pub struct MemoryServer {
     backend: Backend,
-    user_id: String,
+    user_id: UserId,
     /// The agent's checkout, which answers are checked against.
     checkout: Option<std::path::PathBuf>,
     /// The backend refused to read the checkout (a server started by hand
@@ -422,7 +416,7 @@ pub struct MemoryServer {
 
 impl MemoryServer {
     /// A server answering for `user_id` from `backend`.
-    pub fn new(backend: Backend, user_id: String) -> MemoryServer {
+    pub fn new(backend: Backend, user_id: UserId) -> MemoryServer {
         MemoryServer {
             backend,
             user_id,
@@ -476,6 +470,7 @@ impl MemoryServer {
             }
             "get_session" => {
                 let session_id = required_string(arguments, "session_id")?;
+                let session_id = SessionId::new(session_id).map_err(invalid_argument)?;
                 self.backend.session(&self.user_id, &session_id).await
             }
             _ => Err(ToolFailure::Refused {
@@ -558,9 +553,9 @@ impl MemoryServer {
             body["repo"] = Value::String(root.to_string_lossy().into_owned());
         }
         let answer = if explain {
-            self.backend.explain(body.clone()).await
+            self.backend.explain(&self.user_id, body.clone()).await
         } else {
-            self.backend.search(body.clone()).await
+            self.backend.search(&self.user_id, body.clone()).await
         };
         match answer {
             // A server that reads no checkouts (one started by hand,
@@ -576,9 +571,9 @@ impl MemoryServer {
                     object.remove("repo");
                 }
                 if explain {
-                    self.backend.explain(body).await
+                    self.backend.explain(&self.user_id, body).await
                 } else {
-                    self.backend.search(body).await
+                    self.backend.search(&self.user_id, body).await
                 }
             }
             answer => answer,
@@ -619,7 +614,7 @@ impl MemoryServer {
             "request_id": request_id,
             "messages": messages,
         });
-        self.backend.add(body).await
+        self.backend.add(&self.user_id, body).await
     }
 }
 
@@ -743,7 +738,7 @@ pub fn tools() -> Vec<Tool> {
 }
 
 /// What a search in a scope holding no session answers.
-fn no_memory_text(user_id: &str) -> String {
+fn no_memory_text(user_id: &UserId) -> String {
     format!(
         "No memory for {user_id} yet: no session was recorded or imported under this key \
          (record_experience adds one; `precedent import` imports a repository's history \
@@ -787,7 +782,7 @@ impl ServerHandler for MemoryServer {
                 "precedent remembers past coding sessions of user scope {:?}. Before working on \
                  a task, call search_memory with the task's text; after finishing, call \
                  record_experience with what was done.",
-                self.user_id
+                self.user_id.as_str()
             ))
     }
 

@@ -128,7 +128,7 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
             let import::TranscriptScope::Fixed(user_id) = scope else {
                 anyhow::bail!("a repository's history goes to one memory");
             };
-            eprintln!("import: into the memory {user_id:?}");
+            eprintln!("import: into the memory {:?}", user_id.as_str());
             let options = import::ImportOptions {
                 repo_path,
                 user_id,
@@ -181,16 +181,18 @@ pub(super) fn import(args: ImportArgs) -> anyhow::Result<()> {
 /// for transcripts without `--user-id`, the key each one records.
 fn scope_of(args: &ImportArgs, source: &Source) -> anyhow::Result<import::TranscriptScope> {
     Ok(match source {
-        Source::Repository(repo_path) => import::TranscriptScope::Fixed(super::memory_key(
+        Source::Repository(repo_path) => import::TranscriptScope::Fixed(super::memory_user(
             args.user_id.as_deref(),
             Some(repo_path),
         )?),
         Source::Transcripts => match args.user_id.as_deref() {
             Some(_) => {
-                import::TranscriptScope::Fixed(super::memory_key(args.user_id.as_deref(), None)?)
+                import::TranscriptScope::Fixed(super::memory_user(args.user_id.as_deref(), None)?)
             }
             None => import::TranscriptScope::Recorded {
-                fallback: crate::scope::of_working_directory().ok(),
+                fallback: crate::scope::of_working_directory()
+                    .ok()
+                    .and_then(|key| precedent_core::domain::UserId::new(key).ok()),
             },
         },
     })

@@ -29,6 +29,7 @@ use crate::import::{self, Sink};
 use crate::mcp::{Backend, MemoryServer};
 use install::status;
 pub(super) use install::{install, resolve, uninstall};
+use precedent_core::domain::UserId;
 
 /// Bytes of hook input read at most (a payload is a few hundred bytes;
 /// a prompt with a pasted log, more).
@@ -231,12 +232,12 @@ fn read_payload_bytes() -> anyhow::Result<Vec<u8>> {
 
 /// The user scope: `--user-id`, else the repository of the agent's
 /// working directory.
-fn user_scope(args: &HookArgs, payload: &HookPayload) -> anyhow::Result<String> {
+fn user_scope(args: &HookArgs, payload: &HookPayload) -> anyhow::Result<UserId> {
     if args.user_id.is_none() && payload.cwd.is_none() {
         anyhow::bail!("the hook input names no cwd and no --user-id is given");
     }
     // The same key as mcp, import, search and inspect derive.
-    super::memory_key(args.user_id.as_deref(), payload.cwd.as_deref())
+    super::memory_user(args.user_id.as_deref(), payload.cwd.as_deref())
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

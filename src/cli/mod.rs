@@ -413,6 +413,21 @@ pub(crate) fn memory_key(
     }
 }
 
+/// [`memory_key`] checked as a user id: the scope every command below the
+/// command line is given.
+pub(crate) fn memory_user(
+    user_id: Option<&str>,
+    directory: Option<&std::path::Path>,
+) -> anyhow::Result<precedent_core::domain::UserId> {
+    checked_user(memory_key(user_id, directory)?)
+}
+
+/// A memory key checked as a user id; the error says why it is not one.
+pub(crate) fn checked_user(key: String) -> anyhow::Result<precedent_core::domain::UserId> {
+    precedent_core::domain::UserId::new(key)
+        .map_err(|invalid| anyhow::anyhow!("invalid memory key: {invalid}"))
+}
+
 /// Parses the arguments, runs the command, maps errors to an exit code.
 pub fn main() -> ExitCode {
     let deprecations = legacy::adopt_legacy_environment();

@@ -92,12 +92,9 @@ const USERS_NAMED: usize = 5;
 
 /// When `user_id` holds nothing in this store: why, naming some of the
 /// users that do (a misspelt id is not "nothing passes the gate").
-fn unknown_user(searcher: &Searcher, user_id: &str) -> anyhow::Result<Option<String>> {
+fn unknown_user(searcher: &Searcher, user_id: &UserId) -> anyhow::Result<Option<String>> {
     let found = searcher.with_reader(|conn| {
-        // An id that fails the check names no stored user.
-        if let Ok(checked) = UserId::new(user_id)
-            && precedent_store::user_state(conn, &checked)?.last_seq > 0
-        {
+        if precedent_store::user_state(conn, user_id)?.last_seq > 0 {
             return Ok(None);
         }
         Ok(Some(inspect::users(conn, None, USERS_NAMED)?))
@@ -140,6 +137,8 @@ pub(super) fn search(args: SearchArgs) -> anyhow::Result<()> {
     let Some(user_id) = user_id else {
         return search_all(&searcher, &args);
     };
+    let user_id =
+        UserId::new(user_id).map_err(|invalid| anyhow::anyhow!("invalid search: {invalid}"))?;
     let request = search_request(&args, &user_id)?;
     if let Some(unknown) = unknown_user(&searcher, &user_id)? {
         anyhow::bail!("{unknown}");
@@ -230,7 +229,7 @@ fn checkout_of(args: &SearchArgs) -> Option<std::path::PathBuf> {
 
 /// The Search `args` ask for in `user_id`'s memory, built through the
 /// contract's checks.
-fn search_request(args: &SearchArgs, user_id: &str) -> anyhow::Result<SearchRequest> {
+fn search_request(args: &SearchArgs, user_id: &UserId) -> anyhow::Result<SearchRequest> {
     SearchRequest::new(
         args.query.clone(),
         user_id.to_string(),

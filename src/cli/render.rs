@@ -1,7 +1,7 @@
 //! The text renderers of `precedent inspect` and `precedent search` (the JSON
 //! forms are the API's).
 
-use precedent_core::domain::MemoryItem;
+use precedent_core::domain::{MemoryItem, UserId};
 use precedent_core::language::Language;
 use precedent_core::time::rfc3339_from_ms;
 use precedent_rank as rank;
@@ -196,9 +196,14 @@ fn truncate(text: &str, max: usize) -> String {
     }
 }
 
-pub(super) fn write_summaries(out: &mut String, user_id: &str, summaries: &[SessionSummary]) {
+pub(super) fn write_summaries(out: &mut String, user_id: &UserId, summaries: &[SessionSummary]) {
     use std::fmt::Write;
-    let _ = writeln!(out, "{} session(s) of user {user_id:?}", summaries.len());
+    let _ = writeln!(
+        out,
+        "{} session(s) of user {:?}",
+        summaries.len(),
+        user_id.as_str()
+    );
     for summary in summaries {
         let _ = writeln!(
             out,

@@ -34,6 +34,7 @@ pub(super) fn mcp(args: McpArgs) -> anyhow::Result<()> {
         }
         Err(error) => return Err(error),
     };
+    let user_id = super::checked_user(user_id)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

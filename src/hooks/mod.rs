@@ -441,12 +441,14 @@ pub struct GivenItems {
 }
 
 impl GivenItems {
-    /// The items given so far in `session_id`; none when `fresh` (the
+    /// The items given so far in the agent's session `agent_session` (the
+    /// hook input's `session_id`, the agent's own text, not a precedent
+    /// session id: only its digest names a file); none when `fresh` (the
     /// agent's context was cleared or compacted: everything may be given
     /// again).
-    pub fn load(data_dir: &Path, session_id: &str, fresh: bool) -> GivenItems {
+    pub fn load(data_dir: &Path, agent_session: &str, fresh: bool) -> GivenItems {
         use sha2::Digest;
-        let digest = sha2::Sha256::digest(session_id.as_bytes());
+        let digest = sha2::Sha256::digest(agent_session.as_bytes());
         let name: String = digest
             .iter()
             .take(16)

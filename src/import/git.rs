@@ -24,7 +24,7 @@ use git2::{Commit, DiffFormat, DiffOptions, Oid, Repository, Sort};
 
 use super::Progress;
 use super::sink::{AddPool, Sink};
-use precedent_core::domain::{AddRequest, Message, Role};
+use precedent_core::domain::{AddRequest, Message, Role, SessionId, UserId};
 
 /// What to import.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub struct ImportOptions {
     /// The repository (its work tree or its `.git` directory).
     pub repo_path: PathBuf,
     /// The scope the sessions are stored under.
-    pub user_id: String,
+    pub user_id: UserId,
     /// The revision whose first-parent history is walked.
     pub rev: String,
     /// Stop at this revision (not imported) or at commits older than this
@@ -334,7 +334,12 @@ fn commit_add(
         .collect::<Result<Vec<_>, _>>()
         .and_then(|messages| {
             let request_id = format!("import:{session_id}");
-            AddRequest::new(request_id, options.user_id.clone(), session_id, messages)
+            AddRequest::new(
+                request_id,
+                options.user_id.to_string(),
+                session_id,
+                messages,
+            )
         })
         .with_context(|| format!("commit {oid} cannot be imported"))?;
     Ok(Some(CommitAdd {
@@ -382,9 +387,6 @@ pub fn import_history(
     let started = Instant::now();
     let repo = Repository::open(&options.repo_path)
         .with_context(|| format!("{} is not a git repository", options.repo_path.display()))?;
-    if options.user_id.is_empty() {
-        bail!("--user-id must not be empty");
-    }
     let repository = repository_name(&repo);
     let commits = first_parent_commits(&repo, options)?;
     let mut report = ImportReport {
@@ -406,7 +408,8 @@ pub fn import_history(
         if pool.failed() {
             break;
         }
-        let session = session_id(&repository, *oid);
+        let session = SessionId::new(session_id(&repository, *oid))
+            .with_context(|| format!("commit {oid} cannot be imported"))?;
         if sink.stored_messages(&options.user_id, &session)? > 0 {
             report.already_imported += 1;
         } else {

@@ -15,7 +15,7 @@ pub trait Sink: Send + Sync {
     /// How many messages the session holds already (0 when it does not
     /// exist): a commit whose session exists is skipped, a transcript adds
     /// only the messages past this count.
-    fn stored_messages(&self, user_id: &str, session_id: &str) -> anyhow::Result<usize>;
+    fn stored_messages(&self, user_id: &UserId, session_id: &SessionId) -> anyhow::Result<usize>;
     /// Stores one Add, durably, before returning.
     fn add(&self, request: AddRequest) -> anyhow::Result<()>;
     /// Where the Adds go, as a name that tells destinations apart (the
@@ -49,17 +49,12 @@ impl DirectSink {
 }
 
 impl Sink for DirectSink {
-    fn stored_messages(&self, user_id: &str, session_id: &str) -> anyhow::Result<usize> {
+    fn stored_messages(&self, user_id: &UserId, session_id: &SessionId) -> anyhow::Result<usize> {
         let reader = self
             .reader
             .lock()
             .map_err(|_| anyhow::anyhow!("store reader poisoned"))?;
-        // Ids that fail the check name no stored session.
-        let (Ok(user_id), Ok(session_id)) = (UserId::new(user_id), SessionId::new(session_id))
-        else {
-            return Ok(0);
-        };
-        let session = precedent_store::session(&reader, &user_id, &session_id)?;
+        let session = precedent_store::session(&reader, user_id, session_id)?;
         Ok(session.map_or(0, |session| {
             usize::try_from(session.num_messages).unwrap_or(0)
         }))
@@ -116,7 +111,7 @@ impl ServerSink {
 }
 
 impl Sink for ServerSink {
-    fn stored_messages(&self, user_id: &str, session_id: &str) -> anyhow::Result<usize> {
+    fn stored_messages(&self, user_id: &UserId, session_id: &SessionId) -> anyhow::Result<usize> {
         let url = format!(
             "{}/v1/sessions/{}?user_id={}",
             self.base_url,
@@ -126,7 +121,7 @@ impl Sink for ServerSink {
         let mut request = self
             .agent
             .get(&url)
-            .header(crate::client::USER_HEADER, user_id);
+            .header(crate::client::USER_HEADER, user_id.as_str());
         if let Some(value) = self.authorization() {
             request = request.header("Authorization", value);
         }

@@ -13,7 +13,7 @@
 //!   that brought it made; nothing later rewrites it.
 //! - a **session document** (`doc_kind` = `session`) holds what the record
 //!   makes of the whole session and is small: the task statement as text,
-//!   and the stored ranking profile (the record's symbols, paths, error
+//!   and the stored ranking profile (bytes, the record's symbols, paths, error
 //!   types, tests and outcome as match keys, which ranking weighs),
 //!   replaced whole whenever the record is derived again.
 //!
@@ -102,7 +102,9 @@ const CODE_TOKENIZER: &str = "code";
 /// task, and there are no message documents.
 /// 13: the words precedent writes into stored text (a failed tool result's
 /// prefix, the mark of no output) are not indexed.
-const SCHEMA_VERSION: u64 = 13;
+/// 14: the ranking profile is stored as bytes in postcard's binary form
+/// instead of JSON text.
+const SCHEMA_VERSION: u64 = 14;
 /// Memory the writer may buffer before it flushes a segment.
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
 /// Decompressed document store blocks each segment's reader keeps (tantivy
@@ -161,7 +163,7 @@ struct Fields {
     /// Parts: the messages they hold within their Add, first and end
     /// index ([`part_range`]).
     part_range: Field,
-    /// Session documents: the ranking profile (JSON, stored only).
+    /// Session documents: the ranking profile (bytes, stored only).
     profile: Field,
     /// Session documents: the task statement; parts: the text of their
     /// messages.
@@ -188,7 +190,7 @@ fn schema() -> (Schema, Fields) {
         part_session: builder.add_text_field("part_session", STRING),
         session_hash: builder.add_u64_field("session_hash", FAST),
         part_range: builder.add_u64_field("part_range", FAST),
-        profile: builder.add_text_field("profile", STORED),
+        profile: builder.add_bytes_field("profile", STORED),
         session_text: builder.add_text_field("session_text", code_text),
     };
     (builder.build(), fields)
@@ -203,13 +205,15 @@ pub struct SessionDoc {
     pub session_id: SessionId,
     /// Last Add the record includes.
     pub last_seq: i64,
-    /// The ranking profile, JSON.
-    pub profile_json: String,
+    /// The ranking profile, encoded (the index keeps the bytes as they
+    /// are; `rank::SessionProfile::encode` makes them).
+    pub profile: Vec<u8>,
     /// Task statement.
     pub text: String,
 }
 
-fn session_key(user_id: &str, session_id: &str) -> String {
+/// The `session_key` term of `session_id` of `user_id`.
+fn session_key(user_id: &UserId, session_id: &SessionId) -> String {
     // Length-prefixed: no choice of ids can make two pairs collide.
     format!("{}:{user_id}{session_id}", user_id.len())
 }

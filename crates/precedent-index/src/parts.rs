@@ -11,7 +11,7 @@ use tantivy::{DocAddress, Term};
 use super::published::{PublishedBatch, PublishedKind};
 use super::search::MAX_MESSAGE_QUERY_TERMS;
 use super::{IndexError, KIND_PART, SearchIndex, View, part_bounds, session_key};
-use precedent_core::domain::UserId;
+use precedent_core::domain::{SessionId, UserId};
 
 /// One matching part: its messages and BM25 score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,7 +87,7 @@ impl SearchIndex {
     pub fn search_parts_in(
         &self,
         user_id: &UserId,
-        session_ids: &[&str],
+        session_ids: &[SessionId],
         terms: &[String],
         limit: usize,
     ) -> Result<Vec<PartHit>, IndexError> {
@@ -124,7 +124,12 @@ impl SearchIndex {
 
     /// `user AND part AND (session OR ...) AND (term OR ...)`, scored by
     /// the terms alone.
-    fn part_query(&self, user_id: &UserId, session_ids: &[&str], terms: &[String]) -> BooleanQuery {
+    fn part_query(
+        &self,
+        user_id: &UserId,
+        session_ids: &[SessionId],
+        terms: &[String],
+    ) -> BooleanQuery {
         let any_of = |field: Field, values: &mut dyn Iterator<Item = String>, option| {
             let clauses: Vec<(Occur, Box<dyn Query>)> = values
                 .map(|value| {
@@ -140,7 +145,7 @@ impl SearchIndex {
             self.fields.part_session,
             &mut session_ids
                 .iter()
-                .map(|session| session_key(user_id.as_str(), session)),
+                .map(|session| session_key(user_id, session)),
             IndexRecordOption::Basic,
         );
         clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(sessions, 0.0))));
@@ -162,12 +167,12 @@ impl SearchIndex {
         view: &View,
         statistics: &PartStatistics<'_>,
         user_id: &UserId,
-        session_ids: &[&str],
+        session_ids: &[SessionId],
         terms: &[String],
     ) -> Result<Vec<ScoredPart>, IndexError> {
         let wanted: std::collections::HashSet<String> = session_ids
             .iter()
-            .map(|session| session_key(user_id.as_str(), session))
+            .map(|session| session_key(user_id, session))
             .collect();
         let weights = terms
             .iter()

@@ -38,7 +38,7 @@ pub(super) type Postings = FxHashMap<String, Vec<(u32, u32)>>;
 pub(super) enum PublishedKind {
     /// A session record's document; `last_seq`: the last Add its record
     /// includes.
-    Session { profile_json: String, last_seq: i64 },
+    Session { profile: Vec<u8>, last_seq: i64 },
     /// A part: messages `range` (see `part_range`) of the Add `seq`.
     Part { seq: i64, range: u64 },
 }
@@ -114,8 +114,8 @@ impl PublishedBatch {
         let num_tokens = index_terms(tokens, doc, &mut self.postings);
         self.text_bytes += text_bytes;
         self.num_tokens += u64::from(num_tokens);
-        if let PublishedKind::Session { profile_json, .. } = &document.kind {
-            self.text_bytes += profile_json.len();
+        if let PublishedKind::Session { profile, .. } = &document.kind {
+            self.text_bytes += profile.len();
         }
         document.fieldnorm_id = FieldNormReader::fieldnorm_to_id(num_tokens);
         self.docs.push(document);

@@ -68,9 +68,9 @@ pub struct SessionHit {
     /// Names the document for as long as the index lives (segments never
     /// change; a merge makes new ones with new keys).
     pub key: DocKey,
-    /// Its stored ranking profile (JSON); `None` when the caller knew the
+    /// Its stored ranking profile (encoded); `None` when the caller knew the
     /// key already (see [`SearchIndex::search_sessions`]).
-    pub profile_json: Option<String>,
+    pub profile: Option<Vec<u8>>,
     /// BM25 of the query terms over its whole text (its document's and
     /// its parts').
     pub text_score: f32,
@@ -216,7 +216,7 @@ impl<'a> ScopeSlots<'a> {
 
     /// The key of a slot's session document at `address`, with its
     /// profile when it is a published one.
-    fn key(&self, slot: usize, address: tantivy::DocAddress) -> (DocKey, Option<&'a String>) {
+    fn key(&self, slot: usize, address: tantivy::DocAddress) -> (DocKey, Option<&'a [u8]>) {
         if slot < self.num_committed {
             let segment = self.view.searcher.segment_reader(address.segment_ord);
             let key = DocKey {
@@ -232,7 +232,7 @@ impl<'a> ScopeSlots<'a> {
             doc,
         };
         let profile = match &batch.docs[doc as usize].kind {
-            PublishedKind::Session { profile_json, .. } => Some(profile_json),
+            PublishedKind::Session { profile, .. } => Some(profile.as_slice()),
             PublishedKind::Part { .. } => None,
         };
         (key, profile)
@@ -608,23 +608,23 @@ impl SearchIndex {
         known: &dyn Fn(&DocKey) -> bool,
     ) -> Result<Option<SessionHit>, IndexError> {
         let (key, stored_profile) = slots.key(slot, found.address);
-        let profile_json = if known(&key) {
+        let profile = if known(&key) {
             None
-        } else if let Some(json) = stored_profile {
-            Some(json.clone())
+        } else if let Some(bytes) = stored_profile {
+            Some(bytes.to_vec())
         } else {
             let document: TantivyDocument = slots.view.searcher.doc(found.address)?;
-            let Some(json) = document
+            let Some(bytes) = document
                 .get_first(self.fields.profile)
-                .and_then(|value| value.as_str())
+                .and_then(|value| value.as_bytes())
             else {
                 return Ok(None);
             };
-            Some(json.to_string())
+            Some(bytes.to_vec())
         };
         Ok(Some(SessionHit {
             key,
-            profile_json,
+            profile,
             text_score: found.score.text_score,
             matched_weight: found.score.matched_weight,
         }))

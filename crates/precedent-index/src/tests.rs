@@ -13,6 +13,7 @@ use tantivy::{DocSet, Term};
 use super::search::bm25_idf;
 use super::sessions::SessionCandidates;
 use super::{DocKey, IndexWriterHandle, KIND_SESSION, ScopeCache, SearchIndex, SessionDoc, open};
+use precedent_core::domain::SessionId;
 use precedent_core::domain::testing::{key, sid, uid};
 
 /// BM25 statistics of one scope, for tantivy's own query.
@@ -60,7 +61,7 @@ fn session(user_id: &str, session_id: &str, text: &str) -> SessionDoc {
         user_id: uid(user_id),
         session_id: sid(session_id),
         last_seq: 1,
-        profile_json: format!("{{\"session\":\"{session_id}\"}}"),
+        profile: format!("{{\"session\":\"{session_id}\"}}").into_bytes(),
         text: text.to_string(),
     }
 }
@@ -81,12 +82,17 @@ fn search(index: &SearchIndex, user_id: &str, words: &[&str], limit: usize) -> S
         .expect("search")
 }
 
+/// A test profile's text (these tests store text as the profile's bytes).
+fn profile_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 /// The sessions a search found, by their profile's session id.
 fn found_sessions(candidates: &SessionCandidates) -> Vec<String> {
     let mut sessions: Vec<String> = candidates
         .hits
         .iter()
-        .filter_map(|hit| hit.profile_json.clone())
+        .filter_map(|hit| hit.profile.as_deref().map(profile_text))
         .collect();
     sessions.sort();
     sessions
@@ -519,7 +525,7 @@ fn answer(index: &SearchIndex, user_id: &str, words: &[&str]) -> Answer {
         .iter()
         .map(|hit| {
             (
-                hit.profile_json.clone().unwrap_or_default(),
+                hit.profile.as_deref().map(profile_text).unwrap_or_default(),
                 hit.text_score.to_bits(),
                 hit.matched_weight.to_bits(),
             )
@@ -531,7 +537,7 @@ fn answer(index: &SearchIndex, user_id: &str, words: &[&str]) -> Answer {
             .then(left.0.cmp(&right.0))
     });
     let session_ids: Vec<String> = (0..30).map(|number| format!("s{number}")).collect();
-    let session_refs: Vec<&str> = session_ids.iter().map(String::as_str).collect();
+    let session_refs: Vec<SessionId> = session_ids.iter().map(|id| sid(id)).collect();
     let mut messages: Vec<(i64, f32)> = index
         .search_parts_in(&uid(user_id), &session_refs, &terms(words), 1000)
         .expect("parts")

@@ -360,16 +360,13 @@ impl IndexWriterHandle {
                 Pending::Document { document, text } => (document, text),
             };
             ops.push(Op::Add(match &document.kind {
-                PublishedKind::Session {
-                    profile_json,
-                    last_seq,
-                } => doc!(
+                PublishedKind::Session { profile, last_seq } => doc!(
                     fields.user_id => document.user_id.as_str(),
                     fields.doc_kind => KIND_SESSION,
                     fields.seq => seq_term(*last_seq),
                     fields.session_key => document.key.as_str(),
                     fields.session_hash => document.hash,
-                    fields.profile => profile_json.as_str(),
+                    fields.profile => profile.as_slice(),
                     fields.session_text => text.as_str(),
                 ),
                 PublishedKind::Part { seq, range } => doc!(
@@ -434,7 +431,7 @@ impl IndexWriterHandle {
                 }
                 push_indexed(&mut text, message.content());
             }
-            let key = session_key(first.user_id().as_str(), first.session_id().as_str());
+            let key = session_key(first.user_id(), first.session_id());
             let last_index = part
                 .last()
                 .map_or(first.message_index(), |last| last.message_index());
@@ -457,7 +454,7 @@ impl IndexWriterHandle {
     /// Queues session documents, each replacing the one of the same session.
     pub fn upsert_sessions(&mut self, sessions: &[SessionDoc]) -> Result<(), IndexError> {
         for session in sessions {
-            let key = session_key(session.user_id.as_str(), session.session_id.as_str());
+            let key = session_key(&session.user_id, &session.session_id);
             self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.session_key,
                 &key,
@@ -467,7 +464,7 @@ impl IndexWriterHandle {
                     &session.user_id,
                     key,
                     PublishedKind::Session {
-                        profile_json: session.profile_json.clone(),
+                        profile: session.profile.clone(),
                         last_seq: session.last_seq,
                     },
                 ),
@@ -599,7 +596,7 @@ impl IndexWriterHandle {
     ) -> Result<(), IndexError> {
         self.delete_users(user_ids);
         for session in sessions {
-            let key = session_key(session.user_id.as_str(), session.session_id.as_str());
+            let key = session_key(&session.user_id, &session.session_id);
             self.pending.push(Pending::Delete(Term::from_field_text(
                 self.fields.session_key,
                 &key,

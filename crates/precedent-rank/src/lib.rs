@@ -41,7 +41,7 @@ use self::query::QueryFacts;
 pub use self::features::Features;
 pub use self::gate::{DropReason, STANDOUT_MARGIN};
 pub use self::paths::is_test_path;
-pub use self::profile::{SessionProfile, task_digest};
+pub use self::profile::{ProfileCodecError, SessionProfile, task_digest};
 pub use self::relevance::KEEP_PROBABILITY;
 
 /// A session the index found for a query.

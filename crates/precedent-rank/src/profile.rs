@@ -4,6 +4,12 @@
 //! when its record is derived and stored with its index document.
 //!
 //! Matching keys against a query is left to [`super::features`].
+//!
+//! A profile is stored in postcard's binary form ([`SessionProfile::encode`]),
+//! which a search reads back without parsing text. The form is not
+//! self-describing: fields are read in order and enum variants by
+//! position, so every field is always written (no `skip_serializing_if`),
+//! and any change to these types needs the index schema version bumped.
 
 use precedent_core::language::Language;
 use std::collections::HashSet;
@@ -47,12 +53,10 @@ pub struct SessionProfile {
     /// Last Add of the session (recency).
     pub last_seq: i64,
     /// When its record was last derived, Unix ms.
-    #[serde(default)]
     pub updated_at_ms: i64,
     /// When its latest dated message was written, Unix ms (see
-    /// `SessionRecord::last_message_at_ms`); absent in profiles of older
+    /// `SessionRecord::last_message_at_ms`); `None` in profiles of older
     /// records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_message_at_ms: Option<i64>,
     /// Digest of the whitespace-normalized task statement: trajectories of
     /// the same task share it.
@@ -177,6 +181,41 @@ impl SessionProfile {
             task_digest: task_digest(&record.task),
             fix_digest: fix_digest(record),
         }
+    }
+}
+
+impl SessionProfile {
+    /// The profile in the binary form the index stores.
+    pub fn encode(&self) -> Result<Vec<u8>, ProfileCodecError> {
+        postcard::to_allocvec(self).map_err(ProfileCodecError)
+    }
+
+    /// A profile from the binary form [`SessionProfile::encode`] writes;
+    /// an error when `bytes` are not one (cut short, written by another
+    /// version of these types, or with bytes left over).
+    pub fn decode(bytes: &[u8]) -> Result<SessionProfile, ProfileCodecError> {
+        let (profile, rest) = postcard::take_from_bytes(bytes).map_err(ProfileCodecError)?;
+        if rest.is_empty() {
+            Ok(profile)
+        } else {
+            Err(ProfileCodecError(postcard::Error::DeserializeBadEncoding))
+        }
+    }
+}
+
+/// Why a profile could not be encoded or decoded.
+#[derive(Debug)]
+pub struct ProfileCodecError(postcard::Error);
+
+impl std::fmt::Display for ProfileCodecError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "session profile encoding: {}", self.0)
+    }
+}
+
+impl std::error::Error for ProfileCodecError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
     }
 }
 
@@ -305,5 +344,61 @@ mod tests {
         assert_eq!(task_digest("  Fix the\n parser "), "1ec87f4ff1945679");
         assert_eq!(digest(&["a", "bc"]), digest(&["a", "bc"]));
         assert_ne!(digest(&["a", "bc"]), digest(&["ab", "c"]));
+    }
+
+    /// A profile with every field set, lists and options included.
+    fn full_profile() -> SessionProfile {
+        let list = |prefix: &str| vec![format!("{prefix}_a"), format!("{prefix}_b")];
+        SessionProfile {
+            session_id: "s1".to_string(),
+            task_line: "Fix the parser".to_string(),
+            language: Some(Language::Rust),
+            files_changed: list("file"),
+            symbols_changed: list("symbol"),
+            has_files: true,
+            keys: ProfileKeys {
+                changed: list("changed"),
+                referenced: list("referenced"),
+                qualified_changed: list("qualified"),
+                stems: list("stem"),
+                location_words: list("word"),
+                files: list("files"),
+                source_files: list("source"),
+                error_types: list("error"),
+                tests: list("test"),
+            },
+            outcome: OutcomeStatus::Resolved,
+            last_seq: 42,
+            updated_at_ms: -7,
+            last_message_at_ms: Some(1_700_000_000_000),
+            task_digest: task_digest("Fix the parser"),
+            fix_digest: Some("00ff".to_string()),
+        }
+    }
+
+    #[test]
+    fn a_profile_reads_back_as_it_was_stored() {
+        let full = full_profile();
+        let bare = SessionProfile {
+            language: None,
+            last_message_at_ms: None,
+            fix_digest: None,
+            ..SessionProfile::default()
+        };
+        for profile in [full, bare] {
+            let bytes = profile.encode().expect("encodable");
+            assert_eq!(SessionProfile::decode(&bytes).expect("decodable"), profile);
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_profile_do_not_decode() {
+        let bytes = full_profile().encode().expect("encodable");
+        assert!(SessionProfile::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(SessionProfile::decode(&longer).is_err());
+        assert!(SessionProfile::decode(b"{\"session_id\":\"s1\"}").is_err());
+        assert!(SessionProfile::decode(&[]).is_err());
     }
 }

@@ -618,8 +618,8 @@ fn finish_doc(
 ) -> Option<SessionDoc> {
     profile.last_seq = last_seq;
     profile.updated_at_ms = updated_at_ms;
-    let profile_json = match serde_json::to_string(&profile) {
-        Ok(json) => json,
+    let profile = match profile.encode() {
+        Ok(bytes) => bytes,
         Err(error) => {
             tracing::error!(%error, "session profile not serializable; not indexed");
             return None;
@@ -629,7 +629,7 @@ fn finish_doc(
         user_id,
         session_id,
         last_seq,
-        profile_json,
+        profile,
         text,
     })
 }

@@ -3,7 +3,7 @@
 //! store holds already skipped.
 
 use crate::import::sink::AddPool;
-use precedent_core::domain::{AddRequest, Message};
+use precedent_core::domain::{AddRequest, Message, SessionId, UserId};
 
 /// Messages an imported Add holds at most: a tenth of what the API takes
 /// ([`precedent_core::domain::MAX_MESSAGES_PER_ADD`]), so an Add is one short
@@ -36,8 +36,8 @@ pub(super) fn capped(message: Message, num_cut: &mut usize) -> Message {
 /// with request id `<session>:<first>-<last>`, skipping the messages the
 /// store holds already.
 pub(super) struct Batcher<'a> {
-    user_id: String,
-    session_id: String,
+    user_id: UserId,
+    session_id: SessionId,
     pub(super) next_index: usize,
     skip: usize,
     batch: Vec<Message>,
@@ -50,13 +50,13 @@ pub(super) struct Batcher<'a> {
 
 impl<'a> Batcher<'a> {
     fn new(
-        user_id: &str,
-        session_id: String,
+        user_id: &UserId,
+        session_id: SessionId,
         skip: usize,
         send: Box<dyn FnMut(AddRequest) -> bool + 'a>,
     ) -> Batcher<'a> {
         Batcher {
-            user_id: user_id.to_string(),
+            user_id: user_id.clone(),
             session_id,
             next_index: 0,
             skip,
@@ -71,8 +71,8 @@ impl<'a> Batcher<'a> {
 
     /// Into the pool's workers, as one job streamed in order.
     pub(super) fn to_pool(
-        user_id: &str,
-        session_id: String,
+        user_id: &UserId,
+        session_id: SessionId,
         skip: usize,
         pool: &'a AddPool,
     ) -> Batcher<'a> {
@@ -120,8 +120,8 @@ impl<'a> Batcher<'a> {
         let last = first + self.batch.len() - 1;
         let add = AddRequest::new(
             format!("{}:{first}-{last}", self.session_id),
-            self.user_id.clone(),
-            self.session_id.clone(),
+            self.user_id.to_string(),
+            self.session_id.to_string(),
             std::mem::take(&mut self.batch),
         );
         self.batch_bytes = 0;
@@ -165,6 +165,7 @@ mod tests {
     use super::super::Transcript;
     use super::*;
     use precedent_core::domain::Role;
+    use precedent_core::domain::testing::{sid, uid};
 
     fn transcript(num_messages: usize) -> Transcript {
         Transcript {
@@ -185,11 +186,11 @@ mod tests {
 
     /// The Adds that bring a session from `stored` messages to all of the
     /// transcript's.
-    fn tail_adds(user_id: &str, transcript: &Transcript, stored: usize) -> Vec<AddRequest> {
+    fn tail_adds(user_id: &UserId, transcript: &Transcript, stored: usize) -> Vec<AddRequest> {
         let mut adds = Vec::new();
         let mut batcher = Batcher::new(
             user_id,
-            transcript.session_id.clone(),
+            sid(&transcript.session_id),
             stored,
             Box::new(|add| {
                 adds.push(add);
@@ -205,7 +206,7 @@ mod tests {
 
     #[test]
     fn the_tail_past_the_stored_messages_is_added_in_batches() {
-        let adds = tail_adds("u", &transcript(2_500), 300);
+        let adds = tail_adds(&uid("u"), &transcript(2_500), 300);
         let ids: Vec<&str> = adds.iter().map(|add| add.request_id().as_str()).collect();
         assert_eq!(
             ids,
@@ -216,8 +217,8 @@ mod tests {
             ]
         );
         assert_eq!(adds[0].messages()[0].content, "message 300");
-        assert!(tail_adds("u", &transcript(5), 5).is_empty());
-        assert!(tail_adds("u", &transcript(5), 9).is_empty());
+        assert!(tail_adds(&uid("u"), &transcript(5), 5).is_empty());
+        assert!(tail_adds(&uid("u"), &transcript(5), 9).is_empty());
     }
 
     #[test]

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::bail;
+use precedent_core::domain::UserId;
 use sha2::Sha256;
 
 use super::Progress;
@@ -87,7 +87,7 @@ pub struct TranscriptOptions {
 #[derive(Debug, Clone)]
 pub enum TranscriptScope {
     /// This key for every transcript (`--user-id`).
-    Fixed(String),
+    Fixed(UserId),
     /// The key of the repository of the working directory the transcript
     /// records (Claude Code's and Codex's logs record one), else
     /// `fallback` (the key of the directory the import runs in); a
@@ -95,7 +95,7 @@ pub enum TranscriptScope {
     Recorded {
         /// The key for transcripts that record no directory in a git
         /// repository of this machine.
-        fallback: Option<String>,
+        fallback: Option<UserId>,
     },
 }
 
@@ -257,11 +257,6 @@ pub fn import_transcripts(
     progress: &mut dyn Progress,
     stop: &AtomicBool,
 ) -> anyhow::Result<TranscriptReport> {
-    if let TranscriptScope::Fixed(user_id) = &options.scope
-        && user_id.is_empty()
-    {
-        bail!("--user-id must not be empty");
-    }
     let started = Instant::now();
     let mut report = TranscriptReport::default();
     let mut watched = Watched {

@@ -26,7 +26,7 @@ use super::{
 };
 use crate::import::Progress;
 use crate::import::sink::{AddPool, Sink};
-use precedent_core::domain::Message;
+use precedent_core::domain::{Message, UserId};
 
 /// How a log is imported: from where its last import stopped, or from its
 /// start (the previous session if the state knew one, and why it is not
@@ -41,7 +41,7 @@ enum LogPlan {
 
 /// Imports one JSON-lines log as it is read.
 struct LogImport<'a, 's> {
-    user_id: &'a str,
+    user_id: &'a UserId,
     sink: &'a dyn Sink,
     pool: &'a AddPool,
     path: &'a Path,
@@ -74,10 +74,10 @@ impl Collector for LogImport<'_, '_> {
                     num_messages: 0,
                     messages_sha256: String::new(),
                 };
-                match self
-                    .sink
-                    .stored_messages(self.user_id, &session.session_id())
-                {
+                let stored = session
+                    .checked_session_id()
+                    .and_then(|session_id| self.sink.stored_messages(self.user_id, &session_id));
+                match stored {
                     Ok(stored) => (session, stored),
                     Err(error) => {
                         self.error = Some(error);
@@ -86,8 +86,14 @@ impl Collector for LogImport<'_, '_> {
                 }
             }
         };
-        let session_id = session.session_id();
-        if let Some(other) = self.sessions_seen.get(&session_id) {
+        let session_id = match session.checked_session_id() {
+            Ok(session_id) => session_id,
+            Err(error) => {
+                self.error = Some(error);
+                return false;
+            }
+        };
+        if let Some(other) = self.sessions_seen.get(session_id.as_str()) {
             self.refused = Some(format!(
                 "the same session ({session_id}) as {}",
                 other.display()
@@ -95,7 +101,7 @@ impl Collector for LogImport<'_, '_> {
             return false;
         }
         self.sessions_seen
-            .insert(session_id.clone(), self.path.to_path_buf());
+            .insert(session_id.to_string(), self.path.to_path_buf());
         let mut batcher = Batcher::to_pool(self.user_id, session_id, skip, self.pool);
         if let LogPlan::Resume(session) = &self.plan {
             batcher.next_index = session.num_messages;
@@ -224,7 +230,7 @@ impl<'a> Pass<'a> {
     }
 
     /// The memory a file's sessions go to (see [`TranscriptScope`]).
-    fn user_for(&mut self, path: &Path, layout: Layout) -> Result<String, String> {
+    fn user_for(&mut self, path: &Path, layout: Layout) -> Result<UserId, String> {
         let fallback = match self.scope {
             TranscriptScope::Fixed(user_id) => return Ok(user_id.clone()),
             TranscriptScope::Recorded { fallback } => fallback,
@@ -238,7 +244,8 @@ impl<'a> Pass<'a> {
                 .entry(directory.clone())
                 .or_insert_with(|| crate::scope::repository_scope(&directory));
             if let Some(key) = key {
-                return Ok(key.clone());
+                return UserId::new(key.as_str())
+                    .map_err(|invalid| format!("the key of its repository: {invalid}"));
             }
         }
         fallback.clone().ok_or_else(|| {
@@ -251,7 +258,7 @@ impl<'a> Pass<'a> {
     #[allow(clippy::too_many_arguments)]
     fn import_log(
         &mut self,
-        user_id: &str,
+        user_id: &UserId,
         path: &Path,
         opened: &OpenedFile,
         key: String,
@@ -339,7 +346,7 @@ impl<'a> Pass<'a> {
     /// `None` when the store could not say (the error is kept).
     fn log_plan(
         &mut self,
-        user_id: &str,
+        user_id: &UserId,
         opened: &OpenedFile,
         key: &str,
         previous: Option<FileState>,
@@ -353,7 +360,10 @@ impl<'a> Pass<'a> {
                 if state.sessions.len() == 1 && Format::from_name(&state.format).is_some() =>
             {
                 let session = state.sessions[0].clone();
-                let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
+                let stored = session
+                    .checked_session_id()
+                    .and_then(|session_id| self.sink.stored_messages(user_id, &session_id));
+                let stored = match stored {
                     Ok(stored) => stored,
                     Err(error) => {
                         self.error = Some(error);
@@ -442,7 +452,7 @@ impl<'a> Pass<'a> {
     #[allow(clippy::too_many_arguments)]
     fn import_document(
         &mut self,
-        user_id: &str,
+        user_id: &UserId,
         path: &Path,
         opened: &OpenedFile,
         key: String,
@@ -550,18 +560,22 @@ impl<'a> Pass<'a> {
     /// holds (the error is kept).
     fn store_session(
         &mut self,
-        user_id: &str,
+        user_id: &UserId,
         session: &SessionState,
         messages: Vec<Message>,
     ) -> Option<bool> {
-        let stored = match self.sink.stored_messages(user_id, &session.session_id()) {
-            Ok(stored) => stored,
+        let checked = session.checked_session_id().and_then(|session_id| {
+            let stored = self.sink.stored_messages(user_id, &session_id)?;
+            Ok((session_id, stored))
+        });
+        let (session_id, stored) = match checked {
+            Ok(checked) => checked,
             Err(error) => {
                 self.error = Some(error);
                 return None;
             }
         };
-        let mut batcher = Batcher::to_pool(user_id, session.session_id(), stored, self.pool);
+        let mut batcher = Batcher::to_pool(user_id, session_id, stored, self.pool);
         for message in messages {
             if !batcher.message(message) {
                 break;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::reader::{Identity, hex};
-use precedent_core::domain::Message;
+use precedent_core::domain::{Message, SessionId, UserId};
 
 /// The state file's name inside the data directory.
 const STATE_FILE: &str = "import-transcripts.json";
@@ -35,6 +35,14 @@ impl SessionState {
     /// rewrite.
     pub fn session_id(&self) -> String {
         session_id(&self.base_id, self.generation)
+    }
+
+    /// The session id, checked; the error names it.
+    pub fn checked_session_id(&self) -> anyhow::Result<SessionId> {
+        let session_id = self.session_id();
+        SessionId::new(session_id.as_str()).map_err(|invalid| {
+            anyhow::anyhow!("session {session_id:?} cannot be imported: {invalid}")
+        })
     }
 }
 
@@ -116,7 +124,7 @@ impl ResumeStates {
 }
 
 /// The key of a file's state.
-pub fn key(target: &str, user_id: &str, canonical_path: &str) -> String {
+pub fn key(target: &str, user_id: &UserId, canonical_path: &str) -> String {
     format!("{target}\t{user_id}\t{canonical_path}")
 }
 

@@ -196,10 +196,12 @@ impl Searcher {
         // The best-matching messages of the sessions that show them, as
         // they are: what the query names may sit in any message, not only
         // in the task, the fix or an error.
-        let with_messages: Vec<&str> = shown
+        // The profiles' session ids were read back from the index, which
+        // holds only ids the store had.
+        let with_messages: Vec<SessionId> = shown
             .iter()
             .filter(|session| session.shows_messages())
-            .map(|session| session.scored.session_id.as_str())
+            .map(|session| SessionId::from_stored(session.scored.session_id.as_str()))
             .collect();
         let parts = self.index.search_parts_in(
             request.user_id(),
@@ -361,9 +363,9 @@ impl Searcher {
             .hits
             .into_iter()
             .filter_map(|hit| {
-                let profile = match &hit.profile_json {
-                    Some(json) => {
-                        let parsed: rank::SessionProfile = serde_json::from_str(json)
+                let profile = match &hit.profile {
+                    Some(bytes) => {
+                        let parsed = rank::SessionProfile::decode(bytes)
                             .inspect_err(|error| {
                                 tracing::error!(%error, "stored session profile unreadable; skipped");
                             })
@@ -560,4 +562,72 @@ fn session_time(record: Option<&SessionRecord>, scored: &rank::Scored) -> i64 {
         .and_then(|record| record.last_message_at_ms)
         .or(scored.last_message_at_ms)
         .unwrap_or(scored.updated_at_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use precedent_core::domain::testing::{sid, uid};
+    use precedent_index::SessionDoc;
+
+    /// A session document of `alice` about the parser, with `profile` as
+    /// its stored profile.
+    fn parser_session(session_id: &str, profile: Vec<u8>) -> SessionDoc {
+        SessionDoc {
+            user_id: uid("alice"),
+            session_id: sid(session_id),
+            last_seq: 1,
+            profile,
+            text: "the config parser rejects trailing commas".to_string(),
+        }
+    }
+
+    fn ranked_sessions(searcher: &Searcher) -> Vec<String> {
+        let request = SearchRequest::new(
+            "the config parser rejects trailing commas".to_string(),
+            "alice".to_string(),
+            10,
+            None,
+            None,
+        )
+        .expect("a valid search");
+        let ranked = searcher.rank(&request).expect("rank");
+        ranked
+            .candidates
+            .iter()
+            .map(|candidate| candidate.session_id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_stored_profile_that_does_not_decode_is_skipped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (search_index, mut writer, _) = index::open(dir.path()).expect("open index");
+        let search_index = Arc::new(search_index);
+        let profile = rank::SessionProfile {
+            session_id: "good".to_string(),
+            task_line: "the config parser rejects trailing commas".to_string(),
+            last_seq: 1,
+            ..rank::SessionProfile::default()
+        };
+        let good = parser_session("good", profile.encode().expect("encodable"));
+        let json = serde_json::to_vec(&profile).expect("serializable");
+        let sessions = [
+            good,
+            parser_session("json", json),
+            parser_session("empty", Vec::new()),
+        ];
+        writer.upsert_sessions(&sessions).expect("queue sessions");
+        let readers = Arc::new(ReaderPool::new(StoreLocation::Sqlite(
+            dir.path().to_path_buf(),
+        )));
+        // Read from the published batch, then from the committed segment.
+        writer.publish(1, &search_index).expect("publish");
+        let searcher = Searcher::new(Arc::clone(&search_index), Arc::clone(&readers), 12_000);
+        assert_eq!(ranked_sessions(&searcher), ["good"]);
+        writer.commit(1, &search_index).expect("commit");
+        let searcher = Searcher::new(search_index, readers, 12_000);
+        assert_eq!(ranked_sessions(&searcher), ["good"]);
+        assert_eq!(ranked_sessions(&searcher), ["good"], "from the cache");
+    }
 }
