@@ -54,6 +54,15 @@ struct LogImport<'a, 's> {
     error: Option<anyhow::Error>,
 }
 
+impl LogImport<'_, '_> {
+    /// Refuses the file for `reason` (it is reported); the import goes on
+    /// with the other files.
+    fn refuse(&mut self, reason: String) -> bool {
+        self.refused = Some(reason);
+        false
+    }
+}
+
 impl Collector for LogImport<'_, '_> {
     fn begin(&mut self, _: Format, base_id: &str) -> bool {
         let (session, skip) = match &self.plan {
@@ -74,10 +83,13 @@ impl Collector for LogImport<'_, '_> {
                     num_messages: 0,
                     messages_sha256: String::new(),
                 };
-                let stored = session
-                    .checked_session_id()
-                    .and_then(|session_id| self.sink.stored_messages(self.user_id, &session_id));
-                match stored {
+                // A session id that is not a valid one refuses this file
+                // (below), as a session seen twice does.
+                let session_id = match session.checked_session_id() {
+                    Ok(session_id) => session_id,
+                    Err(invalid) => return self.refuse(invalid.to_string()),
+                };
+                match self.sink.stored_messages(self.user_id, &session_id) {
                     Ok(stored) => (session, stored),
                     Err(error) => {
                         self.error = Some(error);
@@ -88,17 +100,13 @@ impl Collector for LogImport<'_, '_> {
         };
         let session_id = match session.checked_session_id() {
             Ok(session_id) => session_id,
-            Err(error) => {
-                self.error = Some(error);
-                return false;
-            }
+            Err(invalid) => return self.refuse(invalid.to_string()),
         };
         if let Some(other) = self.sessions_seen.get(session_id.as_str()) {
-            self.refused = Some(format!(
+            return self.refuse(format!(
                 "the same session ({session_id}) as {}",
                 other.display()
             ));
-            return false;
         }
         self.sessions_seen
             .insert(session_id.to_string(), self.path.to_path_buf());
