@@ -22,7 +22,6 @@ pub mod metrics;
 pub mod read;
 
 mod cache;
-mod deletion;
 mod derive;
 mod extract_pool;
 mod rederive;
@@ -40,7 +39,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::cache::DEFAULT_MAX_CACHED_USERS;
 use self::cache::UserMarks;
-use self::derive::{ExtractorCache, Prepared, prepare_add};
+use self::derive::{ExtractorCache, Preparation, Prepared, prepare_add};
 use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
@@ -387,7 +386,8 @@ impl Service {
     /// Stores an Add and answers once it is durable and searchable. Its
     /// session's record is derived first, on the extraction pool (Adds of
     /// different sessions in parallel); the writer only stores it, or sends
-    /// the Add back when another Add of the session landed in between.
+    /// the Add back (`Stale`) when another Add of the session landed in
+    /// between: the Add protocol, stated in the module `writer`.
     pub async fn add(
         self: &Arc<Self>,
         mut request: AddRequest,
@@ -479,8 +479,8 @@ impl Service {
             })
             .await?;
         match prepared? {
-            Ok(prepared) => Ok((prepared, request)),
-            Err(too_large) => Err(ServiceError::SessionTooLarge {
+            Preparation::Ready(prepared) => Ok((prepared, request)),
+            Preparation::TooLarge(too_large) => Err(ServiceError::SessionTooLarge {
                 stored_bytes: too_large.stored_bytes,
                 adding_bytes: too_large.adding_bytes,
                 max_session_bytes,
