@@ -9,14 +9,14 @@
 //! indexed lookup) and compares: when the store holds a later Add, or a
 //! newer generation (the user was deleted, or some of their sessions
 //! purged, by any node), the writer thread catches the user up
-//! (`writer::cache`): a new generation, or a user never indexed, drops
+//! (`Writer::catch_up_user`, in `writer::cache`): a new generation, or a user never indexed, drops
 //! every document of the user first; then the user's Adds after the mark
 //! are indexed (replacing any documents of the same Adds) and the user's
 //! changed session records upserted from the store (records are stored
 //! with the Add by whichever node took it: nothing is derived again). The
 //! writer's own Adds move the mark forward when they leave no gap
-//! (`writer::cache`), so a user routed to one node is caught up
-//! only after Adds other nodes took.
+//! (`Writer::advance_after_own_adds`), so a user routed to one node is
+//! caught up only after Adds other nodes took.
 //!
 //! A user with nothing stored (no Add in the store) is answered empty
 //! after the check, with no catch-up and no mark: searches for users that
