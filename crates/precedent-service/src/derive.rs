@@ -1,22 +1,22 @@
 //! derive: from stored messages to what searches read. A session's record
 //! is derived from all its messages; for an Add that happens before the
-//! writer (see [`prepare_add`]), on the caller's blocking thread, and the
-//! writer only checks that the session did not move on in between. The
-//! index catches up with every Add the store holds past its published
-//! sequence number (the parts of its messages and the changed sessions'
-//! documents), and with the sessions re-derived without an Add.
+//! writer (see [`prepare_add`]), on an extraction thread, against a read
+//! snapshot, and the writer only checks that the session did not move on
+//! in between (the Add protocol: see the module `writer`). Records of an
+//! older extractor are derived again here ([`rederive`]) and stored by the
+//! writer; a stored record becomes the session's index document here
+//! ([`session_doc`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::ServiceError;
-use super::writer::Writer;
 use precedent_core::domain::{AddRequest, SessionId, SessionKey, UserId};
 use precedent_index::SessionDoc;
 use precedent_ingest::incremental::SessionExtractor;
 use precedent_ingest::{self as ingest, Clock, IngestMessage, SessionRecord};
 use precedent_rank as rank;
-use precedent_store::{self as store, Admission, SessionRow, StoreConn, StoreTx, StoredSession};
+use precedent_store::{self as store, SessionRow, StoreConn, StoredSession};
 
 /// The version of the extraction that derives records (stored with each;
 /// records of an older one are derived again at start-up, see
@@ -70,6 +70,15 @@ impl DerivedAdd {
             updated_at_ms,
         )
     }
+}
+
+/// What preparing an Add before the writer came to.
+pub(super) enum Preparation {
+    /// For the writer: known already, or derived.
+    Ready(Prepared),
+    /// Refused on the fast path: the snapshot's session is too large for
+    /// it (the writer is not asked).
+    TooLarge(TooLarge),
 }
 
 /// What the store said of an Add before the writer saw it.
@@ -190,22 +199,21 @@ pub(super) struct TooLarge {
     pub(super) adding_bytes: i64,
 }
 
-/// Checks the Add against the request log and the session's size limit, and
-/// derives its session's record with it, on the caller's thread (a read
-/// connection: a consistent snapshot of the store).
+/// Prepares an Add for the writer, on the caller's thread (a read
+/// connection: a consistent snapshot of the store): the fast path's checks
+/// ([`fast_path_check`]), then its session's record derived from the
+/// snapshot's messages and the Add's. Optimistic: the writer's transaction
+/// checks again and decides.
 pub(super) fn prepare_add(
     conn: &StoreConn,
     cache: &ExtractorCache,
     request: &AddRequest,
     body_sha256: &[u8; 32],
     max_session_bytes: i64,
-) -> Result<Result<Prepared, TooLarge>, ServiceError> {
+) -> Result<Preparation, ServiceError> {
     let snapshot = conn.snapshot()?;
-    if store::prior_admission(&snapshot, request, body_sha256)?.is_some() {
-        return Ok(Ok(Prepared::Known));
-    }
-    if let Err(too_large) = check_size(&snapshot, request, max_session_bytes)? {
-        return Ok(Err(too_large));
+    if let Some(settled) = fast_path_check(&snapshot, request, body_sha256, max_session_bytes)? {
+        return Ok(settled);
     }
     let base_last_seq =
         store::session_last_seq(&snapshot, request.user_id(), request.session_id())?;
@@ -234,7 +242,7 @@ pub(super) fn prepare_add(
     let (record, diagnostics) = extractor.record();
     let encode = ServiceError::Encode;
     let (text, profile) = doc_parts(request.session_id(), &record);
-    Ok(Ok(Prepared::Derived {
+    Ok(Preparation::Ready(Prepared::Derived {
         derived: DerivedAdd {
             derived: Derived {
                 base_last_seq,
@@ -249,80 +257,52 @@ pub(super) fn prepare_add(
     }))
 }
 
-/// Whether the Add fits within its session's size limit.
+/// The fast path: the request log and the size limit checked on the read
+/// snapshot, before anything is derived. A request id taken already goes
+/// to the writer without a record ([`Prepared::Known`]; the writer answers
+/// from the request log), an Add past the limit is refused at once;
+/// `None`: derive. Decides nothing for the store: the writer's transaction
+/// checks both again (`writer::derive::admit_with_record`).
+fn fast_path_check(
+    snapshot: &StoreConn,
+    request: &AddRequest,
+    body_sha256: &[u8; 32],
+    max_session_bytes: i64,
+) -> Result<Option<Preparation>, ServiceError> {
+    if store::prior_admission(snapshot, request, body_sha256)?.is_some() {
+        return Ok(Some(Preparation::Ready(Prepared::Known)));
+    }
+    if let Fit::TooLarge(too_large) = check_size(snapshot, request, max_session_bytes)? {
+        return Ok(Some(Preparation::TooLarge(too_large)));
+    }
+    Ok(None)
+}
+
+/// Whether an Add fits within its session's size limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fit {
+    /// The session stays within the limit.
+    Fits,
+    /// The Add would take it past.
+    TooLarge(TooLarge),
+}
+
+/// Whether the Add fits within its session's size limit, as `conn` sees
+/// the session (a snapshot before the writer, the writer's transaction).
 pub(super) fn check_size(
     conn: &StoreConn,
     request: &AddRequest,
     max_session_bytes: i64,
-) -> Result<Result<(), TooLarge>, ServiceError> {
+) -> Result<Fit, ServiceError> {
     let adding_bytes = store::content_bytes(request);
     let stored_bytes = store::session_content_bytes(conn, request.user_id(), request.session_id())?;
     if stored_bytes.saturating_add(adding_bytes) > max_session_bytes {
-        return Ok(Err(TooLarge {
+        return Ok(Fit::TooLarge(TooLarge {
             stored_bytes,
             adding_bytes,
         }));
     }
-    Ok(Ok(()))
-}
-
-/// What the writer made of one Add.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
-    /// Stored now, stored before, or a conflict.
-    Admission(Admission),
-    /// Over the session's size limit: nothing stored.
-    TooLarge(TooLarge),
-    /// Its session moved on since the record was derived: nothing stored,
-    /// derive again.
-    Stale,
-}
-
-/// Stores one Add with its session's record inside the writer's
-/// transaction: from `derived` when it is still current, derived here from
-/// all the session's messages when there is none.
-pub(super) fn admit_with_record(
-    tx: &StoreTx<'_>,
-    request: &AddRequest,
-    derived: Option<&Derived>,
-    max_session_bytes: i64,
-    stored_at_ms: i64,
-) -> Result<Verdict, ServiceError> {
-    // Hashed once per request, by whichever asks first (`prepare`, on the
-    // extraction pool, unless the writer derives the record itself).
-    let body_sha256 = request.body_sha256();
-    if let Some(prior) = store::prior_admission(tx, request, &body_sha256)? {
-        return Ok(Verdict::Admission(prior));
-    }
-    if let Err(too_large) = check_size(tx, request, max_session_bytes)? {
-        return Ok(Verdict::TooLarge(too_large));
-    }
-    if let Some(derived) = derived
-        && store::session_last_seq(tx, request.user_id(), request.session_id())?
-            != derived.base_last_seq
-    {
-        return Ok(Verdict::Stale);
-    }
-    let admission = store::admit(tx, request, &body_sha256, stored_at_ms)?;
-    if let Admission::Inserted { seq } = admission {
-        match derived {
-            Some(derived) => store::upsert_session(
-                tx,
-                SessionRow {
-                    user_id: request.user_id(),
-                    session_id: request.session_id(),
-                    record_json: &derived.record_json,
-                    diagnostics_json: &derived.diagnostics_json,
-                    num_messages: derived.num_messages,
-                    last_seq: seq,
-                    updated_at_ms: stored_at_ms,
-                    extractor_version: EXTRACTOR_VERSION,
-                },
-            )?,
-            None => derive_session(tx, request.user_id(), request.session_id(), stored_at_ms)?,
-        }
-    }
-    Ok(Verdict::Admission(admission))
+    Ok(Fit::Fits)
 }
 
 /// A session's record re-derived without an Add (a newer extractor), valid
@@ -365,126 +345,6 @@ pub(super) fn rederive(
         },
         updated_at_ms: session.updated_at_ms,
     }))
-}
-
-/// Stores re-derived records whose sessions did not move on, inside the
-/// writer's transaction, and marks them for the index. Answers how many it
-/// stored.
-pub(super) fn store_rederived(
-    tx: &StoreTx<'_>,
-    sessions: &[Rederived],
-) -> Result<usize, ServiceError> {
-    let keys: Vec<SessionKey> = sessions
-        .iter()
-        .map(|session| SessionKey::new(session.user_id.clone(), session.session_id.clone()))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    store::lock_sessions(tx, &keys)?;
-    let mut stored = 0;
-    for session in sessions {
-        if store::session_last_seq(tx, &session.user_id, &session.session_id)?
-            != session.derived.base_last_seq
-        {
-            // An Add landed since: it derived the record with this
-            // extractor already (or the session is gone).
-            continue;
-        }
-        store::upsert_session(
-            tx,
-            SessionRow {
-                user_id: &session.user_id,
-                session_id: &session.session_id,
-                record_json: &session.derived.record_json,
-                diagnostics_json: &session.derived.diagnostics_json,
-                num_messages: session.derived.num_messages,
-                last_seq: session.derived.base_last_seq,
-                updated_at_ms: session.updated_at_ms,
-                extractor_version: EXTRACTOR_VERSION,
-            },
-        )?;
-        store::mark_session_for_index(tx, &session.user_id, &session.session_id)?;
-        stored += 1;
-    }
-    Ok(stored)
-}
-
-impl Writer {
-    /// Indexes every Add the store holds past the index's published
-    /// sequence number, in groups, committing each (replacing what the
-    /// index holds of those Adds past its last commit), then the sessions
-    /// re-derived without an Add. Returns how many Adds it indexed.
-    pub(super) fn catch_up(&mut self) -> Result<usize, ServiceError> {
-        const ADDS_PER_COMMIT: usize = 512;
-        let mut num_adds = 0;
-        loop {
-            let after = self.index.published_seq();
-            let messages = store::messages_after(&self.conn, after, ADDS_PER_COMMIT)?;
-            let Some(last) = messages.last() else {
-                break;
-            };
-            let last_seq = last.seq;
-            num_adds += store::num_adds(&messages);
-            let mut sessions: Vec<SessionDoc> = Vec::new();
-            for session in store::sessions_changed_between(&self.conn, after, last_seq)? {
-                sessions.extend(session_doc(&self.conn, session)?);
-            }
-            let indexed = self
-                .index
-                .add_messages(&messages, true)
-                .and_then(|()| self.index.upsert_sessions(&sessions))
-                .and_then(|()| self.index.commit(last_seq, &self.search_index));
-            self.roll_back_on_error(indexed)?;
-        }
-        self.index_rederived()?;
-        Ok(num_adds)
-    }
-
-    /// Replaces the index documents of the sessions re-derived without an
-    /// Add, committed, then clears their marks.
-    pub(super) fn index_rederived(&mut self) -> Result<(), ServiceError> {
-        let pending = store::sessions_pending_index(&self.conn)?;
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let mut sessions = Vec::with_capacity(pending.len());
-        for session in pending {
-            sessions.extend(session_doc(&self.conn, session)?);
-        }
-        let published_seq = self.index.published_seq();
-        let indexed = self
-            .index
-            .upsert_sessions(&sessions)
-            .and_then(|()| self.index.commit(published_seq, &self.search_index));
-        self.roll_back_on_error(indexed)?;
-        store::clear_sessions_pending_index(&self.conn)?;
-        Ok(())
-    }
-}
-
-/// The index documents of these `(user_id, session_id)` sessions' current
-/// records: the one given, else the stored record's (sessions gone are left
-/// out).
-pub(super) fn session_docs(
-    conn: &StoreConn,
-    sessions: std::collections::BTreeMap<SessionKey, Option<SessionDoc>>,
-) -> Result<Vec<SessionDoc>, ServiceError> {
-    let mut docs = Vec::with_capacity(sessions.len());
-    for (
-        SessionKey {
-            user_id,
-            session_id,
-        },
-        doc,
-    ) in sessions
-    {
-        if let Some(doc) = doc {
-            docs.push(doc);
-        } else if let Some(session) = store::session(conn, &user_id, &session_id)? {
-            docs.extend(session_doc(conn, session)?);
-        }
-    }
-    Ok(docs)
 }
 
 /// The record and diagnostics, JSON, of a session's messages in order.
@@ -567,17 +427,27 @@ pub(super) fn session_doc(
     doc_of_record(session, &record)
 }
 
+/// What a stored session's record gives on a read-only snapshot.
+pub(super) enum SessionDocLookup {
+    /// The record was read: its index document (`None`: its profile could
+    /// not be encoded, see [`finish_doc`]).
+    Read(Option<SessionDoc>),
+    /// The record cannot be read: the session back, for its record to be
+    /// derived again where it can be stored.
+    Unreadable(StoredSession),
+}
+
 /// A stored session's index document, or the session back when its record
 /// cannot be read: for a caller on a read-only snapshot, which cannot store
 /// the record derived again (see [`session_doc`]).
 pub(super) fn readable_session_doc(
     session: StoredSession,
-) -> Result<Result<Option<SessionDoc>, StoredSession>, ServiceError> {
+) -> Result<SessionDocLookup, ServiceError> {
     match session.record::<SessionRecord>() {
-        Ok(record) => Ok(Ok(doc_of_record(session, &record)?)),
+        Ok(record) => Ok(SessionDocLookup::Read(doc_of_record(session, &record)?)),
         Err(error) => {
             tracing::warn!(%error, "stored session record unreadable; left out and derived again");
-            Ok(Err(session))
+            Ok(SessionDocLookup::Unreadable(session))
         }
     }
 }
@@ -632,80 +502,4 @@ fn finish_doc(
         profile,
         text,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use precedent_core::domain::testing::{sid, uid};
-    use precedent_core::domain::{Message, Role};
-
-    fn message(role: Role, content: &str) -> Message {
-        Message {
-            role,
-            content: content.to_string(),
-            timestamp_ms: Some(1_700_000_000_000),
-        }
-    }
-
-    /// The index document an Add carries from its derivation is the one the
-    /// stored record gives, for a first Add and for one after it.
-    #[test]
-    fn an_adds_document_is_the_stored_records_document() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut conn = store::open_writer(dir.path()).expect("store");
-        let cache = ExtractorCache::new(1024 * 1024);
-        let turns = [
-            vec![
-                message(
-                    Role::User,
-                    "Fix the crash in src/parser.rs when the input ends early",
-                ),
-                message(
-                    Role::Assistant,
-                    "Running the tests.\n$ cargo test parser\nthread 'parser::tests::eof' panicked at src/parser.rs:42:9:\ncalled `Option::unwrap()` on a `None` value\ntest parser::tests::eof ... FAILED",
-                ),
-            ],
-            vec![message(
-                Role::Assistant,
-                "--- a/src/parser.rs\n+++ b/src/parser.rs\n@@ -40,3 +40,3 @@ fn next_token(&mut self) -> Option<Token> {\n-        let byte = self.input.get(self.at).unwrap();\n+        let byte = self.input.get(self.at)?;\n         self.at += 1;\n$ cargo test parser\ntest parser::tests::eof ... ok",
-            )],
-        ];
-        for (number, messages) in turns.into_iter().enumerate() {
-            let request = AddRequest::new(
-                format!("r{number}"),
-                "ada".to_string(),
-                "s1".to_string(),
-                messages,
-            )
-            .expect("a valid Add");
-            let prepared = prepare_add(&conn, &cache, &request, &request.body_sha256(), i64::MAX)
-                .expect("prepared")
-                .expect("fits");
-            let Prepared::Derived { derived, .. } = prepared else {
-                panic!("a new Add is derived");
-            };
-            let stored_at_ms = 1_700_000_000_500 + number as i64;
-            let tx = conn.transaction().expect("transaction");
-            let verdict = admit_with_record(
-                &tx,
-                &request,
-                Some(&derived.derived),
-                i64::MAX,
-                stored_at_ms,
-            )
-            .expect("admitted");
-            tx.commit().expect("commit");
-            let Verdict::Admission(Admission::Inserted { seq }) = verdict else {
-                panic!("stored: {verdict:?}");
-            };
-            let stored = store::session(&conn, &uid("ada"), &sid("s1"))
-                .expect("read")
-                .expect("stored session");
-            let from_store = session_doc(&conn, stored).expect("document");
-            let carried = derived.into_session_doc(&uid("ada"), &sid("s1"), seq, stored_at_ms);
-            assert!(carried.is_some());
-            assert_eq!(carried, from_store);
-        }
-    }
 }

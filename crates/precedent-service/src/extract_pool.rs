@@ -53,7 +53,12 @@ impl ExtractPool {
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
-        let sender = super::open_sender(&self.sender)?;
+        let sender = self
+            .sender
+            .lock()
+            .map_err(|_| ServiceError::ShuttingDown)?
+            .clone()
+            .ok_or(ServiceError::ShuttingDown)?;
         let (reply, answer) = oneshot::channel();
         sender
             .send(Box::new(move || {

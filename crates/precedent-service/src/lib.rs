@@ -22,28 +22,28 @@ pub mod metrics;
 pub mod read;
 
 mod cache;
-mod deletion;
 mod derive;
 mod extract_pool;
 mod rederive;
 mod retention;
+mod workers;
 mod writer;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
 pub use self::cache::DEFAULT_MAX_CACHED_USERS;
 use self::cache::UserMarks;
-use self::derive::{ExtractorCache, Prepared, prepare_add};
+use self::derive::{ExtractorCache, Preparation, Prepared, prepare_add};
 use self::extract_pool::ExtractPool;
 use self::rederive::Rederivation;
 use self::retention::Retention;
+use self::workers::Workers;
 use self::writer::{AddAnswer, AddJob, WriteJob, Writer};
 use crate::read::ReadError;
 use crate::read::inspect::{self, SessionDetail, SessionSummary};
@@ -246,16 +246,6 @@ pub struct Service {
     data_dir: PathBuf,
     store: StoreLocation,
     search_index: Arc<SearchIndex>,
-    /// Guarded by a std mutex: held only to clone or take the sender,
-    /// never across an await.
-    sender: Mutex<Option<mpsc::Sender<WriteJob>>>,
-    writer_thread: Mutex<Option<JoinHandle<()>>>,
-    /// The retention thread, when the service purges idle sessions; stopped
-    /// before the writer at shutdown (it holds a sender to the writer).
-    retention: Mutex<Option<Retention>>,
-    /// The thread re-deriving records of an older extractor, while it
-    /// runs; stopped before the writer at shutdown.
-    rederivation: Mutex<Option<Rederivation>>,
     max_session_bytes: i64,
     /// Listing pages being read at once: each holds up to a page's bytes
     /// and a store connection, so many clients walking huge memories wait
@@ -265,8 +255,13 @@ pub struct Service {
     extractors: ExtractorCache,
     /// Adds being prepared (checked and derived) before the writer.
     adds_preparing: Arc<AtomicUsize>,
-    /// The threads that prepare Adds; stopped first at shutdown.
+    /// The threads that prepare Adds; stopped first at shutdown (and
+    /// dropped before `workers`).
     extract_pool: ExtractPool,
+    /// The writer's queue and thread, and the retention and re-derivation
+    /// threads that send to it; stopped after the extraction pool, in
+    /// their order (see `workers`).
+    workers: Workers,
     writer_metrics: Arc<WriterMetrics>,
     /// What the index holds of each user, when the store is shared with
     /// other nodes (PostgreSQL); `None` on SQLite, whose only writer is
@@ -376,15 +371,12 @@ impl Service {
             data_dir,
             store: options.store,
             search_index,
-            sender: Mutex::new(Some(sender)),
-            writer_thread: Mutex::new(Some(writer_thread)),
-            retention: Mutex::new(retention),
-            rederivation: Mutex::new(rederivation),
             max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
             listings: tokio::sync::Semaphore::new(LISTINGS_AT_ONCE),
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             adds_preparing,
             extract_pool,
+            workers: Workers::new(sender, writer_thread, retention, rederivation),
             writer_metrics,
             marks,
             _lock: lock,
@@ -394,7 +386,8 @@ impl Service {
     /// Stores an Add and answers once it is durable and searchable. Its
     /// session's record is derived first, on the extraction pool (Adds of
     /// different sessions in parallel); the writer only stores it, or sends
-    /// the Add back when another Add of the session landed in between.
+    /// the Add back (`Stale`) when another Add of the session landed in
+    /// between: the Add protocol, stated in the module `writer`.
     pub async fn add(
         self: &Arc<Self>,
         mut request: AddRequest,
@@ -486,8 +479,8 @@ impl Service {
             })
             .await?;
         match prepared? {
-            Ok(prepared) => Ok((prepared, request)),
-            Err(too_large) => Err(ServiceError::SessionTooLarge {
+            Preparation::Ready(prepared) => Ok((prepared, request)),
+            Preparation::TooLarge(too_large) => Err(ServiceError::SessionTooLarge {
                 stored_bytes: too_large.stored_bytes,
                 adding_bytes: too_large.adding_bytes,
                 max_session_bytes,
@@ -500,7 +493,7 @@ impl Service {
         &self,
         job: impl FnOnce(oneshot::Sender<Result<T, ServiceError>>) -> WriteJob,
     ) -> Result<T, ServiceError> {
-        let sender = open_sender(&self.sender)?;
+        let sender = self.workers.sender()?;
         let (reply, answer) = oneshot::channel();
         sender
             .send(job(reply))
@@ -709,11 +702,7 @@ impl Service {
     /// connection, within [`HEALTH_STORE_TIMEOUT`]), and what the index
     /// holds.
     pub async fn health(self: &Arc<Self>) -> Health {
-        let writer_running = self
-            .writer_thread
-            .lock()
-            .map(|thread| thread.as_ref().is_some_and(|handle| !handle.is_finished()))
-            .unwrap_or(false);
+        let writer_running = self.workers.writer_running();
         let probe = self.read_store(|conn| Ok(store::last_seq(conn)?));
         let store_reachable = match tokio::time::timeout(HEALTH_STORE_TIMEOUT, probe).await {
             Ok(Ok(_)) => true,
@@ -746,19 +735,7 @@ impl Service {
 
     /// Queue depth, documents, store size and sessions per user, read now.
     pub async fn figures(self: &Arc<Self>) -> Result<ServiceFigures, ServiceError> {
-        let (queue_depth, queue_capacity) = self
-            .sender
-            .lock()
-            .ok()
-            .and_then(|sender| {
-                sender.as_ref().map(|sender| {
-                    (
-                        sender.max_capacity() - sender.capacity(),
-                        sender.max_capacity(),
-                    )
-                })
-            })
-            .unwrap_or((0, 0));
+        let (queue_depth, queue_capacity) = self.workers.queue();
         let num_docs = self.search_index.num_docs();
         let data_dir = self.data_dir.clone();
         let sessions_per_user = self
@@ -801,53 +778,10 @@ impl Service {
         if !matches!(joined, Ok(true)) {
             tracing::error!("an extraction thread ended abnormally");
         }
-        let retention = self
-            .retention
-            .lock()
-            .ok()
-            .and_then(|mut retention| retention.take());
-        let rederivation = self
-            .rederivation
-            .lock()
-            .ok()
-            .and_then(|mut rederivation| rederivation.take());
-        if let Some(rederivation) = rederivation {
-            let thread = rederivation.stop();
-            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
-            if !matches!(joined, Ok(Ok(()))) {
-                tracing::error!("re-derivation thread ended abnormally");
-            }
-        }
-        if let Some(retention) = retention {
-            let thread = retention.stop();
-            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
-            if !matches!(joined, Ok(Ok(()))) {
-                tracing::error!("retention thread ended abnormally");
-            }
-        }
-        let sender = self.sender.lock().ok().and_then(|mut sender| sender.take());
-        drop(sender);
-        let thread = self
-            .writer_thread
-            .lock()
-            .ok()
-            .and_then(|mut thread| thread.take());
-        if let Some(thread) = thread {
-            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
-            if !matches!(joined, Ok(Ok(()))) {
-                tracing::error!("writer thread ended abnormally");
-            }
-        }
+        // Then re-derivation, retention, and the writer, which finishes
+        // every queued job.
+        self.workers.shutdown().await;
     }
-}
-
-/// A sender the service takes when it stops: a clone while it is there,
-/// else `ShuttingDown`.
-fn open_sender<S: Clone>(slot: &Mutex<Option<S>>) -> Result<S, ServiceError> {
-    slot.lock()
-        .map_err(|_| ServiceError::ShuttingDown)?
-        .clone()
-        .ok_or(ServiceError::ShuttingDown)
 }
 
 /// Creates the data directory if need be and takes its exclusive lock,

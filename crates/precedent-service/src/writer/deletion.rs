@@ -14,15 +14,20 @@
 //! finished; a re-derivation leaves its sessions out. A crash leaves the
 //! pending record: start-up forgets the user in the index again and the
 //! writer resumes the slices ([`UserDeletions::resume`]).
+//!
+//! Purges (retention) are one transaction each, store first, then index
+//! ([`Writer::purge`]); sessions the store deleted and the index did not
+//! forget (a crash in between) are forgotten at start-up
+//! ([`Writer::forget_deleted`]).
 
 use std::collections::VecDeque;
 
 use tokio::sync::oneshot;
 
-use super::ServiceError;
-use super::writer::{WriteJob, Writer};
+use super::{WriteJob, Writer};
+use crate::ServiceError;
 use precedent_core::domain::UserId;
-use precedent_store::{self as store, StoreConn};
+use precedent_store::{self as store, StoreConn, StoreError, StoreTx};
 
 /// How long one turn's slice of a deletion may take, about.
 const SLICE_TIME: std::time::Duration = std::time::Duration::from_millis(10);
@@ -204,6 +209,51 @@ impl Writer {
                 Vec::new()
             }
         }
+    }
+
+    /// Purges the sessions last changed before `cutoff_ms` from the store,
+    /// then from the index: the store's transaction records them as
+    /// pending, so a crash in between leaves the index part to start-up
+    /// ([`Writer::forget_deleted`]).
+    pub(super) fn purge(&mut self, cutoff_ms: i64) -> Result<store::Deleted, ServiceError> {
+        let deleted = self.delete(|tx| store::purge_sessions_before(tx, cutoff_ms))?;
+        if deleted.sessions > 0 {
+            tracing::info!(
+                sessions = deleted.sessions,
+                requests = deleted.requests,
+                messages = deleted.messages,
+                "retention purged old sessions"
+            );
+        }
+        Ok(deleted)
+    }
+
+    /// Runs a store deletion in one transaction (which also records it as
+    /// pending), then makes the index forget what it deleted.
+    fn delete(
+        &mut self,
+        delete: impl FnOnce(&StoreTx<'_>) -> Result<store::Deleted, StoreError>,
+    ) -> Result<store::Deleted, ServiceError> {
+        let tx = self.conn.transaction()?;
+        let deleted = delete(&tx)?;
+        tx.commit()?;
+        self.forget_deleted()?;
+        Ok(deleted)
+    }
+
+    /// Removes from the index every user and session the store has deleted
+    /// or is deleting, and clears the pending records of the sessions.
+    pub(super) fn forget_deleted(&mut self) -> Result<(), ServiceError> {
+        let users = store::pending_user_deletions(&self.conn)?;
+        let sessions = store::pending_session_deletions(&self.conn)?;
+        if users.is_empty() && sessions.is_empty() {
+            return Ok(());
+        }
+        self.forget(&users, &sessions)?;
+        // A user's pending record goes when the last of its rows has
+        // (`UserDeletions`).
+        store::clear_session_deletions(&self.conn, &sessions)?;
+        Ok(())
     }
 
     /// Ends a deletion whose rows are all gone: the index forgets the user
