@@ -27,18 +27,18 @@ use tantivy::directory::{
 
 /// Marker file, beside the index directory, written after a clean shutdown
 /// synced the index, and removed at start-up.
-pub const CLEAN_MARKER: &str = "index.clean";
+pub(crate) const CLEAN_MARKER: &str = "index.clean";
 
 /// `MmapDirectory` for reading, plain unsynced files for writing.
 #[derive(Clone, Debug)]
-pub struct DerivedDirectory {
+pub(crate) struct DerivedDirectory {
     root: PathBuf,
     inner: MmapDirectory,
 }
 
 impl DerivedDirectory {
     /// Opens an existing directory.
-    pub fn open(root: &Path) -> Result<DerivedDirectory, OpenDirectoryError> {
+    pub(crate) fn open(root: &Path) -> Result<DerivedDirectory, OpenDirectoryError> {
         Ok(DerivedDirectory {
             root: root.to_path_buf(),
             inner: MmapDirectory::open(root)?,
@@ -124,7 +124,7 @@ impl Directory for DerivedDirectory {
 
 /// Syncs every file in `root` and `root` itself: what the directory skipped
 /// on each commit, done once.
-pub fn sync_tree(root: &Path) -> io::Result<()> {
+pub(crate) fn sync_tree(root: &Path) -> io::Result<()> {
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         if entry.file_type()?.is_file() {
@@ -135,6 +135,6 @@ pub fn sync_tree(root: &Path) -> io::Result<()> {
 }
 
 /// Syncs a directory's entries (file creations, renames, removals).
-pub fn sync_dir(path: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
 }

@@ -60,7 +60,7 @@ pub(super) struct PublishedDoc {
 impl PublishedDoc {
     /// A document of `user_id`'s session `key` (its length set when a
     /// batch takes it).
-    pub fn new(user_id: &UserId, key: String, kind: PublishedKind) -> PublishedDoc {
+    pub(crate) fn new(user_id: &UserId, key: String, kind: PublishedKind) -> PublishedDoc {
         PublishedDoc {
             user_id: user_id.clone(),
             hash: super::session_hash(&key),
@@ -70,7 +70,7 @@ impl PublishedDoc {
         }
     }
 
-    pub fn is_session(&self) -> bool {
+    pub(crate) fn is_session(&self) -> bool {
         matches!(self.kind, PublishedKind::Session { .. })
     }
 }
@@ -93,7 +93,7 @@ pub(super) struct PublishedBatch {
 }
 
 impl PublishedBatch {
-    pub fn new(number: u64) -> PublishedBatch {
+    pub(crate) fn new(number: u64) -> PublishedBatch {
         PublishedBatch {
             number,
             id: SegmentId::generate_random(),
@@ -105,11 +105,11 @@ impl PublishedBatch {
     }
 
     /// Documents, as they count in tantivy's `max_doc`.
-    pub fn num_docs(&self) -> u64 {
+    pub(crate) fn num_docs(&self) -> u64 {
         self.docs.len() as u64
     }
 
-    pub fn add(&mut self, mut document: PublishedDoc, tokens: &[Token], text_bytes: usize) {
+    pub(crate) fn add(&mut self, mut document: PublishedDoc, tokens: &[Token], text_bytes: usize) {
         let doc = self.docs.len() as u32;
         let num_tokens = index_terms(tokens, doc, &mut self.postings);
         self.text_bytes += text_bytes;
@@ -162,7 +162,7 @@ pub(super) struct PublishedScope<'a> {
 const NOT_IN_SCOPE: u32 = u32::MAX;
 
 impl<'a> PublishedScope<'a> {
-    pub fn of(
+    pub(crate) fn of(
         batches: &'a [std::sync::Arc<PublishedBatch>],
         user_id: &UserId,
     ) -> PublishedScope<'a> {
@@ -205,7 +205,7 @@ impl<'a> PublishedScope<'a> {
 
     /// Calls `found` with the position in `docs` and the term frequency of
     /// every document of the scope holding `term` in its `session_text`.
-    pub fn postings(
+    pub(crate) fn postings(
         &self,
         batches: &[std::sync::Arc<PublishedBatch>],
         term: &str,

@@ -74,7 +74,7 @@ impl DenseScope {
 
     /// The position of `doc` in the scope's `docs`, if it is there.
     #[inline]
-    pub fn position(&self, doc: DocId) -> Option<usize> {
+    pub(crate) fn position(&self, doc: DocId) -> Option<usize> {
         let index = doc as usize / 64;
         let word = *self.words.get(index)?;
         let bit = 1u64 << (doc % 64);
@@ -98,7 +98,7 @@ pub(super) struct ScopeColumns<'a> {
 
 impl SegmentScope {
     /// Collects the documents `matching` yields that are alive in `segment`.
-    pub fn collect(
+    pub(crate) fn collect(
         segment: &SegmentReader,
         matching: &mut dyn DocSet,
         columns: &ScopeColumns<'_>,
@@ -187,7 +187,7 @@ struct CacheState {
 
 impl ScopeCache {
     /// An empty cache that holds at most about `max_bytes`.
-    pub fn new(max_bytes: usize) -> ScopeCache {
+    pub(crate) fn new(max_bytes: usize) -> ScopeCache {
         ScopeCache {
             inner: Mutex::new(CacheState::default()),
             max_bytes,
@@ -197,7 +197,7 @@ impl ScopeCache {
     /// The scope of `user_id` in each of `searcher`'s segments, in its
     /// order: remembered ones, and the others computed with `compute`
     /// (given the segments' ordinals) and remembered.
-    pub fn scopes(
+    pub(crate) fn scopes(
         &self,
         searcher: &tantivy::Searcher,
         user_id: &UserId,
@@ -268,7 +268,7 @@ impl ScopeCache {
 
     /// Number of entries and their approximate bytes.
     #[cfg(test)]
-    pub fn usage(&self) -> (usize, usize) {
+    pub(crate) fn usage(&self) -> (usize, usize) {
         let state = self.lock();
         (state.entries.len(), state.num_bytes)
     }

@@ -18,7 +18,7 @@ use super::text::{
 use precedent_core::tool;
 
 /// Bytes kept of a command.
-pub const MAX_COMMAND_BYTES: usize = 2_000;
+pub(crate) const MAX_COMMAND_BYTES: usize = 2_000;
 /// Commands kept per message.
 const MAX_COMMANDS_PER_MESSAGE: usize = 64;
 /// JSON nesting walked when looking for tool calls.
@@ -26,7 +26,7 @@ const MAX_JSON_DEPTH: usize = 6;
 
 /// A command found in a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedCommand {
+pub(crate) struct ParsedCommand {
     /// The command text (trimmed, capped).
     pub command: String,
     /// Byte offset in the message where it starts.
@@ -48,7 +48,7 @@ const SHELL_FENCES: &[&str] = &[
 ];
 
 /// The commands in an agent message, in order.
-pub fn parse_commands(message: &str) -> Vec<ParsedCommand> {
+pub(crate) fn parse_commands(message: &str) -> Vec<ParsedCommand> {
     let mut commands = Vec::new();
     let blocks = fenced_blocks(message);
     for block in &blocks {
@@ -328,7 +328,7 @@ pub(super) fn warm_up() -> bool {
 }
 
 /// The exit code an observation reports, looked for near its start and end.
-pub fn parse_exit_code(observation: &str) -> Option<i32> {
+pub(crate) fn parse_exit_code(observation: &str) -> Option<i32> {
     const WINDOW: usize = 4_096;
     let head = truncate_to_bytes(observation, WINDOW);
     let tail_start =

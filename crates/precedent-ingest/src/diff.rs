@@ -17,7 +17,7 @@ const MAX_PROBLEMS: usize = 20;
 
 /// What a file diff does to its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileChange {
+pub(crate) enum FileChange {
     /// Content edited in place.
     Modified,
     /// A new file (`new file mode` or `--- /dev/null`).
@@ -82,7 +82,7 @@ impl Hunk {
 
 /// The diff of one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileDiff {
+pub(crate) struct FileDiff {
     /// Path on the old side (`a/` stripped); `None` for `/dev/null` or unknown.
     pub old_path: Option<String>,
     /// Path on the new side (`b/` stripped); `None` for `/dev/null` or unknown.
@@ -106,7 +106,7 @@ pub struct FileDiff {
 
 impl FileDiff {
     /// The path the diff is about: the new side, or the old side for a deletion.
-    pub fn path(&self) -> Option<&str> {
+    pub(crate) fn path(&self) -> Option<&str> {
         match self.change {
             FileChange::Deleted => self.old_path.as_deref().or(self.new_path.as_deref()),
             _ => self.new_path.as_deref().or(self.old_path.as_deref()),
@@ -116,7 +116,7 @@ impl FileDiff {
 
 /// File diffs of a text plus the problems met while parsing it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ParsedDiffs {
+pub(crate) struct ParsedDiffs {
     /// The file diffs in text order.
     pub files: Vec<FileDiff>,
     /// Human-readable notes on what could not be parsed (bounded).
@@ -124,14 +124,14 @@ pub struct ParsedDiffs {
 }
 
 /// Cheap test: could `text` contain a diff at all?
-pub fn may_contain_diff(text: &str) -> bool {
+pub(crate) fn may_contain_diff(text: &str) -> bool {
     contains_str!(text, "@@")
         || contains_str!(text, "diff --git")
         || contains_str!(text, "Binary files")
 }
 
 /// Finds every file diff in `text`.
-pub fn parse_diffs(text: &str) -> ParsedDiffs {
+pub(crate) fn parse_diffs(text: &str) -> ParsedDiffs {
     if !may_contain_diff(text) {
         return ParsedDiffs::default();
     }

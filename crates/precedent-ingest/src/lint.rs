@@ -155,7 +155,7 @@ fn may_name_script(line: &str) -> bool {
 }
 
 /// The diagnostics in `text`, in order, each with the byte range of its line.
-pub fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
+pub(crate) fn parse_diagnostics(text: &str) -> Vec<ParsedError> {
     if !may_contain(text) {
         return Vec::new();
     }

@@ -58,7 +58,7 @@ impl fmt::Display for OutcomeStatus {
 
 /// The signals the outcome is decided from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OutcomeSignals {
+pub(crate) struct OutcomeSignals {
     /// The last agent message carries a diff.
     pub final_diff: bool,
     /// That diff edits, deletes or renames a file that existed (it does not
@@ -75,7 +75,7 @@ pub struct OutcomeSignals {
 /// the end; unknown for a final diff that only adds new files (a
 /// reproduction script is not a fix); failed when there is no diff and the
 /// run ended in an error; else unknown.
-pub fn decide(signals: OutcomeSignals) -> Outcome {
+pub(crate) fn decide(signals: OutcomeSignals) -> Outcome {
     let status = if signals.last_test_run_passed == Some(false) {
         OutcomeStatus::Failed
     } else if signals.final_diff

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 /// What the session shows of one new file.
 #[derive(Debug, Clone, Default)]
-pub struct NewFile<'a> {
+pub(crate) struct NewFile<'a> {
     /// Its path, relative to the checkout's root.
     pub path: &'a str,
     /// An edit of the session wrote it (else only a diff or listing shows it).
@@ -29,7 +29,7 @@ pub struct NewFile<'a> {
 
 /// Whether a file's name is a test module's by the test runners'
 /// conventions (`test_x.py`, `x_test.go`, `x.test.ts`, `x.spec.js`).
-pub fn is_test_name(path: &str) -> bool {
+pub(crate) fn is_test_name(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     let Some((stem, _)) = name.rsplit_once('.') else {
         return false;
@@ -41,19 +41,21 @@ pub fn is_test_name(path: &str) -> bool {
 }
 
 /// Whether `path` is a test module inside a folder.
-pub fn is_test_in_folder(path: &str) -> bool {
+pub(crate) fn is_test_in_folder(path: &str) -> bool {
     path.contains('/') && is_test_name(path)
 }
 
 /// What the session did in folders (relative to the root).
-pub trait Workplace {
+pub(crate) trait Workplace {
     /// Whether the agent ran a file under `folder` or moved into it.
     fn worked_in(&self, folder: &str) -> bool;
 }
 
 /// The folders (relative to the root, without the root itself) that hold
 /// the `existing` files, each ancestor included.
-pub fn repository_folders<'a>(existing: impl IntoIterator<Item = &'a str>) -> HashSet<String> {
+pub(crate) fn repository_folders<'a>(
+    existing: impl IntoIterator<Item = &'a str>,
+) -> HashSet<String> {
     let mut folders = HashSet::new();
     for path in existing {
         let mut head = path;
@@ -70,7 +72,7 @@ pub fn repository_folders<'a>(existing: impl IntoIterator<Item = &'a str>) -> Ha
 /// Whether a new file is scratch, given the repository's folders: in a
 /// folder of its own, when the agent worked in that folder (ran a file
 /// there, moved there).
-pub fn is_scratch(
+pub(crate) fn is_scratch(
     file: &NewFile<'_>,
     folders: &HashSet<String>,
     workplace: &dyn Workplace,
@@ -108,7 +110,7 @@ pub fn is_scratch(
 /// when diffs git printed name the same files relative to that root
 /// (`./work/testbed/a/b.py` edited, `a/b.py` in `git diff`): the prefix
 /// most such pairs agree on.
-pub fn root_from_git_diffs<'a>(
+pub(crate) fn root_from_git_diffs<'a>(
     edited: impl IntoIterator<Item = &'a String>,
     diffed: &HashSet<String>,
 ) -> Option<String> {

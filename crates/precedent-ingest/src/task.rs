@@ -43,7 +43,7 @@ const ISSUE_TAGS: &[&str] = &[
 
 /// Where the issue is in a task message, and the root directory it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskText {
+pub(crate) struct TaskText {
     /// Byte offset of the issue's first byte.
     pub start: usize,
     /// Byte offset just past it.
@@ -59,7 +59,7 @@ pub struct TaskText {
 
 /// Whether a user message is only control lines (a slash command such as
 /// `<command-name>/clear</command-name>`, its output, a caveat): never a task.
-pub fn is_control(content: &str) -> bool {
+pub(crate) fn is_control(content: &str) -> bool {
     let content = repo::without_importer_markers(content);
     let mut any = false;
     for line in content.lines() {
@@ -80,7 +80,7 @@ pub fn is_control(content: &str) -> bool {
 }
 
 /// The issue's range in `content` (the whole content when no wrapper is found).
-pub fn issue_range(content: &str) -> TaskText {
+pub(crate) fn issue_range(content: &str) -> TaskText {
     let mut task = TaskText {
         start: 0,
         end: content.len(),

@@ -22,7 +22,7 @@ const MAX_RESULTS_PER_TEXT: usize = 5_000;
 
 /// Outcome of one test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TestStatus {
+pub(crate) enum TestStatus {
     /// The test passed.
     Passed,
     /// The test failed or errored.
@@ -31,7 +31,7 @@ pub enum TestStatus {
 
 /// A test outcome seen in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TestResult {
+pub(crate) struct TestResult {
     /// Test id (`tests/x.py::test_y`, `foo::bar::test_x`, `TestX`).
     pub test_id: String,
     /// Passed or failed.
@@ -42,7 +42,7 @@ pub struct TestResult {
 
 /// The verdict of one test run (a summary line or marker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TestRun {
+pub(crate) struct TestRun {
     /// True when the run had passing tests and no failures or errors.
     pub passed: bool,
     /// Byte offset of the summary line.
@@ -53,7 +53,7 @@ pub struct TestRun {
 
 /// Everything test-related in one text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TestObservations {
+pub(crate) struct TestObservations {
     /// Per-test outcomes in text order.
     pub results: Vec<TestResult>,
     /// Run verdicts in text order.
@@ -115,7 +115,7 @@ const OBSERVATION_STARTS: &[&str] = &[
 ];
 
 /// Reads the test outcomes and run verdicts of `text`.
-pub fn parse_test_observations(text: &str) -> TestObservations {
+pub(crate) fn parse_test_observations(text: &str) -> TestObservations {
     let hints = TextHints::of(text);
     let mut double_colon_lines = hints.double_colon.then(|| LiteralCursor::new("::", text));
     let mut maven_summary_lines = hints
@@ -514,7 +514,7 @@ fn summary_verdict(line: &str) -> Option<bool> {
 /// jest's `N passed, M failed`, cargo's `test result: ok. N passed; M
 /// failed`, unittest's `Ran N tests` (all passed unless `FAILED
 /// (failures=M)` follows on `next`).
-pub fn run_counts(line: &str, next: &str) -> Option<(u64, u64)> {
+pub(crate) fn run_counts(line: &str, next: &str) -> Option<(u64, u64)> {
     let line = line.trim();
     if let Some(rest) = line.strip_prefix("Ran ") {
         let total: u64 = rest.split_whitespace().next()?.parse().ok()?;

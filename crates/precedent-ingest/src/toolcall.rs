@@ -24,7 +24,7 @@ use precedent_core::tool::ToolKind;
 use precedent_core::tool::render::{ERROR_RESULT_PREFIX, result_text};
 
 /// Tool calls kept per message.
-pub const MAX_TOOL_CALLS_PER_MESSAGE: usize = 64;
+pub(crate) const MAX_TOOL_CALLS_PER_MESSAGE: usize = 64;
 /// Tool results kept per message.
 const MAX_TOOL_RESULTS_PER_MESSAGE: usize = 64;
 /// JSON nesting walked when looking for calls.
@@ -38,7 +38,7 @@ const MAX_NAME_LOOKBACK: usize = 160;
 
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     /// The tool's name as the agent wrote it (`str_replace_editor`, `Edit`, `bash`).
     pub name: String,
     /// The arguments (empty when they were missing or did not parse).
@@ -51,27 +51,27 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// The string argument under the first of `keys` that holds one.
-    pub fn string(&self, keys: &[&str]) -> Option<&str> {
+    pub(crate) fn string(&self, keys: &[&str]) -> Option<&str> {
         keys.iter()
             .find_map(|key| self.arguments.get(*key).and_then(Value::as_str))
     }
 
     /// Whether the tool is named one of `names` (ASCII case-insensitive).
-    pub fn is_named(&self, names: &[&str]) -> bool {
+    pub(crate) fn is_named(&self, names: &[&str]) -> bool {
         names
             .iter()
             .any(|name| self.name.eq_ignore_ascii_case(name))
     }
 
     /// What kind of tool it calls, if [`precedent_core::tool::TOOLS`] knows it.
-    pub fn kind(&self) -> Option<ToolKind> {
+    pub(crate) fn kind(&self) -> Option<ToolKind> {
         precedent_core::tool::kind_of(&self.name)
     }
 }
 
 /// One tool result (an Anthropic `tool_result` part).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolResult {
+pub(crate) struct ToolResult {
     /// Its text (text parts joined by newlines).
     pub text: String,
     /// Whether the tool reported an error.
@@ -80,7 +80,7 @@ pub struct ToolResult {
 
 /// The calls and results of one message, with what could not be read.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ToolCalls {
+pub(crate) struct ToolCalls {
     /// Calls in message order.
     pub calls: Vec<ToolCall>,
     /// Results in message order.
@@ -98,7 +98,7 @@ impl ToolCalls {
 }
 
 /// Every tool call and tool result in `message`.
-pub fn parse(message: &str) -> ToolCalls {
+pub(crate) fn parse(message: &str) -> ToolCalls {
     let mut found = ToolCalls {
         calls: xml_calls(message),
         ..ToolCalls::default()
@@ -163,7 +163,7 @@ pub fn parse(message: &str) -> ToolCalls {
 /// or `command: create` with `file_text`), `Write` (`file_path` with
 /// `content`), `apply_patch` (a patch under one of
 /// [`precedent_core::tool::PATCH_ARGUMENTS`]).
-pub fn edit_tool_of_arguments(object: &Map<String, Value>) -> Option<&'static str> {
+pub(crate) fn edit_tool_of_arguments(object: &Map<String, Value>) -> Option<&'static str> {
     let has = |key: &str| object.contains_key(key);
     let text = |key: &str| object.get(key).and_then(Value::as_str);
     if has("file_path") && (has("old_string") || has("new_string")) {
@@ -230,7 +230,7 @@ fn call_of_arguments(
 /// The tool the text just before a JSON object names: `Tool call: NAME`
 /// (or `Tool use:`, `Calling tool NAME`) on the line above or on the same
 /// line, `[tool_use: NAME]`, `Calling NAME with`.
-pub fn named_before(message: &str, start: usize) -> Option<&str> {
+pub(crate) fn named_before(message: &str, start: usize) -> Option<&str> {
     let from = super::text::floor_char_boundary(message, start.saturating_sub(MAX_NAME_LOOKBACK));
     let before = message.get(from..start)?.trim_end();
     let line = before.rsplit('\n').next().unwrap_or(before).trim();
@@ -311,7 +311,7 @@ fn inline_argument_objects(message: &str) -> Vec<(&str, usize, usize, Map<String
 /// SWE-agent's XML function calls:
 /// `<function=NAME>` then `<parameter=KEY>VALUE</parameter>` up to
 /// `</function>` (or the end of the message when it is missing).
-pub fn xml_calls(message: &str) -> Vec<ToolCall> {
+pub(crate) fn xml_calls(message: &str) -> Vec<ToolCall> {
     let mut calls = Vec::new();
     if !contains_str!(message, "<function=") {
         return calls;

@@ -29,26 +29,26 @@ use precedent_core::language::Language;
 /// share of the best match's text similarity and less than
 /// [`MIN_COVERAGE_WITHOUT_EVIDENCE`] of the query's weight in either
 /// coverage shares nothing with the query worth showing.
-pub const MIN_TEXT_REL_WITHOUT_EVIDENCE: f32 = 0.15;
+pub(crate) const MIN_TEXT_REL_WITHOUT_EVIDENCE: f32 = 0.15;
 /// Code evidence that counts as "a code fact in common".
-pub const MIN_EVIDENCE: f32 = 0.1;
+pub(crate) const MIN_EVIDENCE: f32 = 0.1;
 /// See [`MIN_TEXT_REL_WITHOUT_EVIDENCE`]. The larger of BM25 coverage and
 /// term coverage: a rare term found in a long session (an error code, a
 /// hash) covers the query in full however long the session is.
-pub const MIN_COVERAGE_WITHOUT_EVIDENCE: f32 = 0.08;
+pub(crate) const MIN_COVERAGE_WITHOUT_EVIDENCE: f32 = 0.08;
 /// A session with no code fact in common holding less than this share of
 /// the query's weight (in either coverage) shares only words every text
 /// has: it is dropped below the floor even among the baseline's first.
-pub const MIN_COVERAGE_IN_COMMON: f32 = 0.01;
+pub(crate) const MIN_COVERAGE_IN_COMMON: f32 = 0.01;
 /// Code evidence that keeps a session of another language (a binding,
 /// a generated file): it names what the query names.
-pub const OTHER_LANGUAGE_EVIDENCE: f32 = 0.5;
+pub(crate) const OTHER_LANGUAGE_EVIDENCE: f32 = 0.5;
 /// Text coverage that keeps a session of another language too: it
 /// tells the query's own story (the same issue, reported again), and the
 /// query's language was only guessed from a few names in it. Far above
 /// what distractors reach (on dev, the best distractor's coverage has a
 /// median of 0.27 and rarely passes 0.45).
-pub const OTHER_LANGUAGE_COVERAGE: f32 = 0.6;
+pub(crate) const OTHER_LANGUAGE_COVERAGE: f32 = 0.6;
 /// A candidate whose session BM25 is at least this many times every
 /// other candidate's stands out: the gate keeps it whatever the relevance
 /// model says, and the answer is not empty.
@@ -57,16 +57,16 @@ pub const STANDOUT_MARGIN: f32 = 2.0;
 /// times every other's leads clearly: whatever structure says of the
 /// others, it stays in the answer (it is not dropped below the floor, far
 /// below the best, or past the limit). Structure may rank others above it.
-pub const CLEAR_LEAD: f32 = 1.5;
+pub(crate) const CLEAR_LEAD: f32 = 1.5;
 /// Candidates among this many first by plain session BM25 (the
 /// baseline) are not dropped as below the floor, far below the best, or
 /// as the same diff as another task's:
 /// an answer keeps what the baseline would have put first, so it is not
 /// below the baseline where the relevance model misjudges a query (a
 /// related issue naming no code).
-pub const BASELINE_PROTECTED: usize = 5;
+pub(crate) const BASELINE_PROTECTED: usize = 5;
 /// Sessions kept at most: nDCG@10-deep, and an agent reads no more.
-pub const MAX_KEPT: usize = 10;
+pub(crate) const MAX_KEPT: usize = 10;
 
 /// Why the gate dropped a candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -73,10 +73,10 @@ const GATE_INPUTS: [&str; NUM_GATE_INPUTS] = [
 /// A candidate less likely relevant than this is dropped.
 pub const KEEP_PROBABILITY: f32 = 0.05;
 /// A kept session ranks at most this far below the best one.
-pub const MAX_BELOW_BEST: f32 = 4.0;
+pub(crate) const MAX_BELOW_BEST: f32 = 4.0;
 /// Per unit of ranking score below the best, a session's room in the
 /// answer shrinks by e^-this (see `assemble::room`).
-pub const ROOM_DECAY: f32 = 6.0;
+pub(crate) const ROOM_DECAY: f32 = 6.0;
 const NUM_RANK_INPUTS: usize = 12;
 const NUM_GATE_INPUTS: usize = 7;
 // END written by fit.py.
@@ -93,7 +93,7 @@ fn squash(value: f32) -> f32 {
 
 /// What ranking reads of a candidate besides its features.
 #[derive(Debug, Clone, Copy)]
-pub struct CandidateFacts {
+pub(crate) struct CandidateFacts {
     /// Its attempt failed.
     pub failed: bool,
     /// Its code is in another language than the query's code base.
@@ -134,11 +134,11 @@ const STRUCTURE_INPUTS: std::ops::Range<usize> = 3..9;
 /// structure `s` (the fitted weights' sum over the structure inputs) adds
 /// `MAX_STRUCTURE * s / (s + MAX_STRUCTURE)`, which grows like `s` for a
 /// little structure and never reaches the bound.
-pub const MAX_STRUCTURE: f32 = 3.0;
+pub(crate) const MAX_STRUCTURE: f32 = 3.0;
 
 /// A candidate's two scores, from one reading of its inputs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Scores {
+pub(crate) struct Scores {
     /// The answer score, by which an answer is ordered: its session BM25
     /// relative to the best candidate's (`text_rel`), scaled up by the
     /// code structure it shares with the query, at most twice:
@@ -154,7 +154,7 @@ pub struct Scores {
 }
 
 /// A candidate's scores (see [`Scores`]).
-pub fn scores(features: &Features, facts: CandidateFacts) -> Scores {
+pub(crate) fn scores(features: &Features, facts: CandidateFacts) -> Scores {
     let inputs = rank_inputs(features, facts);
     let structure = structure_of(&inputs);
     let saturated = saturated(structure);
@@ -192,7 +192,7 @@ fn saturated(structure: f32) -> f32 {
 
 /// What the gate's model reads of the query as a whole.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct QuerySummary {
+pub(crate) struct QuerySummary {
     /// The best candidate's ranking score.
     pub best_rank_score: f32,
     /// The sum of the query terms' IDF in the user's scope.
@@ -216,7 +216,7 @@ fn gate_inputs(facts: CandidateFacts, score: f32, query: &QuerySummary) -> [f32;
 /// The probability that a candidate with this ranking `score` is relevant
 /// to the query (grade 1 or 2 on the benchmark: it changed a file the
 /// query's fix changes).
-pub fn probability(facts: CandidateFacts, score: f32, query: &QuerySummary) -> f32 {
+pub(crate) fn probability(facts: CandidateFacts, score: f32, query: &QuerySummary) -> f32 {
     let logit = dot(&GATE, &gate_inputs(facts, score, query));
     1.0 / (1.0 + (-logit).exp())
 }

@@ -11,29 +11,29 @@ use super::features::Features;
 
 /// Per IDF unit of a query name the session changed: the strongest sign
 /// that the new fix touches the same code.
-pub const SYMBOL_CHANGED: f32 = 0.12;
+pub(crate) const SYMBOL_CHANGED: f32 = 0.12;
 /// Per IDF unit of a query name the session only referenced.
-pub const SYMBOL_REFERENCED: f32 = 0.05;
+pub(crate) const SYMBOL_REFERENCED: f32 = 0.05;
 /// Per IDF unit of a query path naming a file the session changed.
-pub const PATH: f32 = 0.1;
+pub(crate) const PATH: f32 = 0.1;
 /// Per IDF unit of a query word naming a changed file (`latex.py` for
 /// "latex printing").
-pub const STEM: f32 = 0.25;
+pub(crate) const STEM: f32 = 0.25;
 /// Per IDF unit of a query word among the names of the changed code
 /// (directories, files, symbol parts).
-pub const LOCATION_WORD: f32 = 0.075;
+pub(crate) const LOCATION_WORD: f32 = 0.075;
 /// Per unit of other sessions' text similarity on a file this one
 /// changed.
-pub const FILE_SUPPORT: f32 = 0.035;
+pub(crate) const FILE_SUPPORT: f32 = 0.035;
 /// Per IDF unit of an error type in common.
-pub const ERROR: f32 = 0.02;
+pub(crate) const ERROR: f32 = 0.02;
 /// Per test name in common.
-pub const TEST: f32 = 0.1;
+pub(crate) const TEST: f32 = 0.1;
 /// The session's task statement is the query: the issue met again is
 /// the strongest sign there is, above any mix of text and code evidence
 /// (those reach 2 to 3 when a session names the query's code many
 /// times over).
-pub const SAME_TASK: f32 = 3.0;
+pub(crate) const SAME_TASK: f32 = 3.0;
 
 /// The code evidence of a candidate: its code facts in common with the
 /// query, weighted.

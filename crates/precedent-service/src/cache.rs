@@ -56,7 +56,7 @@ use precedent_store::UserState;
 
 /// The file the marks are kept in between a clean shutdown and the next
 /// start-up.
-pub const MARKS_FILE: &str = "user_marks.json";
+pub(crate) const MARKS_FILE: &str = "user_marks.json";
 
 /// What the index holds of one user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

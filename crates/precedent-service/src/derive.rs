@@ -21,7 +21,7 @@ use precedent_store::{self as store, SessionRow, StoreConn, StoredSession};
 /// The version of the extraction that derives records (stored with each;
 /// records of an older one are derived again at start-up, see
 /// `service::rederive`).
-pub use precedent_ingest::EXTRACTOR_VERSION;
+pub(crate) use precedent_ingest::EXTRACTOR_VERSION;
 
 /// A session record derived outside the writer, valid while the session's
 /// last stored Add is still `base_last_seq`.

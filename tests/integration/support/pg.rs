@@ -22,14 +22,14 @@ const UNPRIVILEGED_USER: &str = "postgres";
 
 /// Set to `1`, a missing PostgreSQL fails the tests that need one instead
 /// of skipping them.
-pub const REQUIRE_VAR: &str = "PRECEDENT_REQUIRE_PG";
+pub(crate) const REQUIRE_VAR: &str = "PRECEDENT_REQUIRE_PG";
 
 /// PostgreSQL's programs the tests run, from its `bin` directory.
 const CLUSTER_PROGRAMS: &[&str] = &["initdb", "pg_ctl", "postgres"];
 
 /// A running PostgreSQL of the test's own (trust authentication on
 /// loopback, superuser `precedent`).
-pub struct OwnPostgres {
+pub(crate) struct OwnPostgres {
     bin: PathBuf,
     as_user: Option<&'static str>,
     dir: tempfile::TempDir,
@@ -41,7 +41,7 @@ impl OwnPostgres {
     /// Starts one; `None`, with a note naming `test` and the missing
     /// program, where one is missing (see [`unavailable`]). Panics instead
     /// when `PRECEDENT_REQUIRE_PG=1`.
-    pub fn start(test: &str) -> Option<OwnPostgres> {
+    pub(crate) fn start(test: &str) -> Option<OwnPostgres> {
         let (bin, as_user) = match tools() {
             Ok(tools) => tools,
             Err(why) => {
@@ -89,19 +89,19 @@ impl OwnPostgres {
     }
 
     /// The URL of its `postgres` database.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://precedent@127.0.0.1:{}/postgres", self.port)
     }
 
     /// `pg_ctl stop -m fast`: sessions are ended, the server shuts down.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let data = self.data_dir();
         self.run("pg_ctl", &["stop", "-D", &data, "-m", "fast", "-w"]);
         self.running = false;
     }
 
     /// Starts it again on the same port and directory.
-    pub fn start_server(&mut self) {
+    pub(crate) fn start_server(&mut self) {
         let data = self.data_dir();
         let log = self.path("server.log");
         // Small: several test servers run at once on a small machine.
@@ -177,13 +177,13 @@ impl Drop for OwnPostgres {
 
 /// Why a server of the test's own cannot be started here, naming the
 /// missing program; `None` when everything it needs is there.
-pub fn unavailable() -> Option<String> {
+pub(crate) fn unavailable() -> Option<String> {
     tools().err()
 }
 
 /// Skips (a note naming `test` and `why`), or panics with both when
 /// `PRECEDENT_REQUIRE_PG=1`.
-pub fn skip_or_fail(test: &str, why: &str) {
+pub(crate) fn skip_or_fail(test: &str, why: &str) {
     if std::env::var_os(REQUIRE_VAR).is_some_and(|value| value == "1") {
         panic!("{test}: PostgreSQL is required ({REQUIRE_VAR}=1) but {why}");
     }

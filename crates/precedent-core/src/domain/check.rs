@@ -21,7 +21,7 @@ pub const MAX_TOP_K: usize = 1000;
 /// The largest `max_chars` a Search may ask for.
 pub const MAX_CHARS_LIMIT: u64 = 10_000_000;
 /// The longest `repo` path a Search may name, in bytes.
-pub const MAX_REPO_PATH_BYTES: usize = 4_096;
+pub(super) const MAX_REPO_PATH_BYTES: usize = 4_096;
 
 /// A field that breaks the contract, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -31,7 +31,7 @@ fn is_tail(line: &str) -> bool {
 }
 
 /// Whether `line` looks like a bare file path (what aider writes above a block).
-pub fn looks_like_path(line: &str) -> bool {
+pub(crate) fn looks_like_path(line: &str) -> bool {
     let trimmed = line.trim().trim_matches('`').trim_matches('*').trim();
     let trimmed = trimmed.strip_suffix(':').unwrap_or(trimmed);
     !trimmed.is_empty()
@@ -61,7 +61,7 @@ fn clean_path(line: &str) -> String {
 }
 
 /// SEARCH/REPLACE edits in `message`; problems pushed to `problems`.
-pub fn search_replace_edits(message: &str, problems: &mut Vec<String>) -> Vec<FileEdit> {
+pub(crate) fn search_replace_edits(message: &str, problems: &mut Vec<String>) -> Vec<FileEdit> {
     let mut edits = Vec::new();
     if !contains_str!(message, "<<<<<<<") {
         return edits;
@@ -184,7 +184,7 @@ const TAG_FENCES: [(&str, &str); 5] = [
 /// file (aider's `whole` format; the fence is backticks or one of aider's
 /// tag fences such as `<source>`). Only used when the message has no
 /// SEARCH/REPLACE block and the fence is not a shell or diff block.
-pub fn whole_file_edits(message: &str) -> Vec<FileEdit> {
+pub(crate) fn whole_file_edits(message: &str) -> Vec<FileEdit> {
     let mut edits = Vec::new();
     if contains_str!(message, "<<<<<<<") {
         return edits;

@@ -15,7 +15,7 @@ const MAX_CHUNKS_PER_FILE: usize = 64;
 
 /// The edits of every `*** Begin Patch` ... `*** End Patch` in `text`
 /// (byte ranges relative to `text` plus `base`).
-pub fn patch_edits(text: &str, base: usize, problems: &mut Vec<String>) -> Vec<FileEdit> {
+pub(crate) fn patch_edits(text: &str, base: usize, problems: &mut Vec<String>) -> Vec<FileEdit> {
     if !contains_str!(text, "*** Begin Patch") {
         return Vec::new();
     }

@@ -8,7 +8,7 @@ use crate::toolcall::ToolCall;
 use precedent_core::tool::{self, ToolKind};
 
 /// The edits one tool call makes (none for a call that only reads).
-pub fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdit> {
+pub(crate) fn edits_of_call(call: &ToolCall, problems: &mut Vec<String>) -> Vec<FileEdit> {
     let path = call.string(&tool::PATH_ARGUMENTS).unwrap_or("");
     match call.kind() {
         Some(ToolKind::Editor) => editor_edits(call, path, problems),

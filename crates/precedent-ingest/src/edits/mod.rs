@@ -20,16 +20,16 @@
 //! Pure and bounded like the rest of ingest: caps on edits per message, bytes
 //! diffed per edit, files and bytes remembered.
 
-pub mod aider;
-pub mod apply_patch;
+pub(crate) mod aider;
+pub(crate) mod apply_patch;
 mod calls;
 mod commands;
 mod observe;
-pub mod outline;
-pub mod render;
+pub(crate) mod outline;
+pub(crate) mod render;
 mod views;
-pub mod windowed;
-pub mod workspace;
+pub(crate) mod windowed;
+pub(crate) mod workspace;
 
 use std::collections::{HashMap, HashSet};
 
@@ -39,16 +39,16 @@ use super::toolcall::ToolCall;
 use precedent_core::tool::{self, ToolKind};
 
 use self::calls::created_empty;
-pub use self::calls::edits_of_call;
+pub(crate) use self::calls::edits_of_call;
 pub use self::commands::same_file;
 use self::commands::{
     imported_names, is_output_artifact, looks_like_scratch, module_name, moved_to, scripts_run,
     test_files_run,
 };
-pub use self::render::Change;
-pub use self::views::numbered_lines;
+pub(crate) use self::render::Change;
+pub(crate) use self::views::numbered_lines;
 use self::views::{numbered_cat_path, numbered_search, searched_file, viewed_path};
-pub use self::workspace::RenderedEdit;
+pub(crate) use self::workspace::RenderedEdit;
 
 /// Edits read per message.
 const MAX_EDITS_PER_MESSAGE: usize = 64;
@@ -57,7 +57,7 @@ const MAX_VIEW_LINES: usize = 20_000;
 
 /// One edit operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EditOp {
+pub(crate) enum EditOp {
     /// The whole file's new text (`create`, `Write`, an added file);
     /// `create` when the tool says the file is new.
     Write {
@@ -99,7 +99,7 @@ pub enum EditOp {
 
 /// An edit of one file, with the byte range of the message it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileEdit {
+pub(crate) struct FileEdit {
     /// The file, as the agent named it (normalized by [`Tracker`]).
     pub path: String,
     /// What is done to it.
@@ -112,7 +112,7 @@ pub struct FileEdit {
 
 /// Follows the edits of one session.
 #[derive(Debug, Default, Clone)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     workspace: workspace::Workspace,
     /// The project root the task names (`<uploaded_files>`), with a final `/`.
     root: Option<String>,
@@ -189,7 +189,7 @@ impl crate::scratch::Workplace for Tracker {
 
 impl Tracker {
     /// A tracker of a new session, whose line diffs are timed by `clock`.
-    pub fn new(clock: crate::Clock) -> Tracker {
+    pub(crate) fn new(clock: crate::Clock) -> Tracker {
         Tracker {
             workspace: workspace::Workspace::new(clock),
             ..Tracker::default()
@@ -197,13 +197,13 @@ impl Tracker {
     }
 
     /// Bytes of file text the tracker holds (for callers that keep trackers).
-    pub fn held_bytes(&self) -> usize {
+    pub(crate) fn held_bytes(&self) -> usize {
         self.workspace.held_bytes()
     }
 
     /// Sets the project root named by the task (`/workspace/django__django__3.0`)
     /// or by the transcript's working directory.
-    pub fn set_root(&mut self, root: &str) {
+    pub(crate) fn set_root(&mut self, root: &str) {
         if let Some(root) = repo::as_root(root) {
             self.root = Some(root);
         }
@@ -211,7 +211,7 @@ impl Tracker {
 
     /// The transcript's working directory, whatever it looks like: where
     /// the shell starts.
-    pub fn set_directory(&mut self, directory: &str) {
+    pub(crate) fn set_directory(&mut self, directory: &str) {
         if self.shell_directory.is_none() {
             let directory = repo::with_forward_slashes(directory);
             self.shell_directory = Some(directory.trim_end_matches('/').to_string());
@@ -230,33 +230,33 @@ impl Tracker {
     }
 
     /// The root, when a message named it (with a final `/`).
-    pub fn root(&self) -> Option<&str> {
+    pub(crate) fn root(&self) -> Option<&str> {
         self.root.as_deref()
     }
 
     /// Where `path` falls relative to the root (see [`repo::place`]).
-    pub fn place(&self, path: &str) -> Placed {
+    pub(crate) fn place(&self, path: &str) -> Placed {
         repo::place(self.root.as_deref(), path)
     }
 
     /// The path as a diff would name it: relative to the root (the project
     /// root, a sandbox root), `./` and `..` resolved; a path outside the
     /// root (or climbing above it) as written.
-    pub fn normalize(&self, path: &str) -> String {
+    pub(crate) fn normalize(&self, path: &str) -> String {
         match self.place(path) {
             Placed::Inside(path) | Placed::Outside(path) | Placed::Climbs(path) => path,
         }
     }
 
     /// Whether `path` (normalized) lies outside a root a message named.
-    pub fn is_outside(&self, path: &str) -> bool {
+    pub(crate) fn is_outside(&self, path: &str) -> bool {
         matches!(self.place(path), Placed::Outside(_))
     }
 
     /// The root to infer when no message named one: of the directories the
     /// session moved to and the common directory of the files it viewed
     /// and edited, the one that holds most of `files` (absolute paths).
-    pub fn inferred_root(&self, files: &[String]) -> Option<String> {
+    pub(crate) fn inferred_root(&self, files: &[String]) -> Option<String> {
         if self.root.is_some() {
             return None;
         }
@@ -303,7 +303,7 @@ impl Tracker {
     /// Reads an agent message: its edits rendered as diffs (in message
     /// order), the files it asks to view, `submit` / `finish` calls and `rm`
     /// of created files. Problems go to `problems`.
-    pub fn agent_message(
+    pub(crate) fn agent_message(
         &mut self,
         message: &str,
         calls: &[ToolCall],
@@ -547,7 +547,7 @@ impl Tracker {
     }
 
     /// Files every edit of which the tool refused.
-    pub fn refused_files(&self) -> HashSet<String> {
+    pub(crate) fn refused_files(&self) -> HashSet<String> {
         self.verdicts
             .iter()
             .filter(|(_, (applied, refused))| *applied == 0 && *refused > 0)
@@ -556,7 +556,7 @@ impl Tracker {
     }
 
     /// Files the session created and then removed (or left out of its final diff).
-    pub fn scratch_files(&self) -> &HashSet<String> {
+    pub(crate) fn scratch_files(&self) -> &HashSet<String> {
         &self.removed
     }
 
@@ -565,7 +565,7 @@ impl Tracker {
     /// no repository file imports (nor a file only such scripts import), a
     /// file outside the root, an output artifact (a log, a report, data
     /// written at the top of the tree).
-    pub fn scratch_by_use(&self) -> HashSet<String> {
+    pub(crate) fn scratch_by_use(&self) -> HashSet<String> {
         let mut scratch: HashSet<String> = self
             .created
             .iter()
@@ -623,14 +623,14 @@ impl Tracker {
     }
 
     /// Files the session's edits created (normalized).
-    pub fn created_files(&self) -> &HashSet<String> {
+    pub(crate) fn created_files(&self) -> &HashSet<String> {
         &self.created
     }
 
     /// Files the session shows existed before it: those its edits changed
     /// in place and those it viewed before its first edit (a file viewed
     /// later may be one its runs wrote).
-    pub fn existing_files(&self) -> impl Iterator<Item = &String> {
+    pub(crate) fn existing_files(&self) -> impl Iterator<Item = &String> {
         self.edited_existing.iter().chain(
             self.viewed_before_edits
                 .iter()
@@ -639,7 +639,7 @@ impl Tracker {
     }
 
     /// Whether the session ran `path` (as a script or a test file).
-    pub fn was_run(&self, path: &str) -> bool {
+    pub(crate) fn was_run(&self, path: &str) -> bool {
         self.run_as_scripts
             .iter()
             .chain(&self.run_as_tests)
@@ -648,7 +648,7 @@ impl Tracker {
 
     /// Whether the session ran a file under `folder` (relative to the
     /// root) or moved into it, however it named the folder.
-    pub fn worked_in(&self, folder: &str) -> bool {
+    pub(crate) fn worked_in(&self, folder: &str) -> bool {
         let inside = format!("{folder}/");
         let nested = format!("/{folder}/");
         let under = |path: &str| {
@@ -663,7 +663,7 @@ impl Tracker {
 
     /// Whether the session shows a test module inside a folder: one it
     /// viewed, edited in place or ran.
-    pub fn saw_tests_in_folders(&self) -> bool {
+    pub(crate) fn saw_tests_in_folders(&self) -> bool {
         self.viewed
             .iter()
             .chain(&self.edited_existing)
@@ -673,7 +673,7 @@ impl Tracker {
     }
 
     /// The files whose edits import `path`'s module.
-    pub fn importers_of(&self, path: &str) -> Vec<&String> {
+    pub(crate) fn importers_of(&self, path: &str) -> Vec<&String> {
         let module = module_name(path);
         self.imports
             .iter()
@@ -683,23 +683,23 @@ impl Tracker {
     }
 
     /// Whether the edits change a file that existed before the session.
-    pub fn edits_existing(&self) -> bool {
+    pub(crate) fn edits_existing(&self) -> bool {
         !self.edited_existing.is_empty()
     }
 
     /// Edits the tool refused so far (an observation that refuses the
     /// last agent message's edits raises it).
-    pub fn num_refused(&self) -> usize {
+    pub(crate) fn num_refused(&self) -> usize {
         self.num_refused
     }
 
     /// Whether any edit was rendered that the tool did not refuse.
-    pub fn has_edits(&self) -> bool {
+    pub(crate) fn has_edits(&self) -> bool {
         self.num_edits > self.num_refused
     }
 
     /// Whether the run said it was done.
-    pub fn completed(&self) -> bool {
+    pub(crate) fn completed(&self) -> bool {
         self.completed
     }
 }

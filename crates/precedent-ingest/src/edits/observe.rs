@@ -12,14 +12,14 @@ impl Tracker {
     /// Reads an observation: a numbered view of the file the last agent
     /// message asked for (or that the view's header names), and aider's
     /// "Applied edit to" confirmations.
-    pub fn observation(&mut self, message: &str) {
+    pub(crate) fn observation(&mut self, message: &str) {
         self.read_observation(message, true);
     }
 
     /// Reads the task message as an observation, except for the windowed
     /// editor's state: a task's demonstration shows another repository's
     /// windows and directory.
-    pub fn task(&mut self, message: &str) {
+    pub(crate) fn task(&mut self, message: &str) {
         self.read_observation(message, false);
     }
 
@@ -117,7 +117,7 @@ impl Tracker {
 
     /// Notes a traceback frame of an observation: line `line` of `file`
     /// ran inside `function`.
-    pub fn frame_seen(&mut self, file: &str, line: usize, function: &str) {
+    pub(crate) fn frame_seen(&mut self, file: &str, line: usize, function: &str) {
         let path = self.normalize(file);
         self.workspace.observe_frame(&path, line, function);
     }
@@ -150,7 +150,7 @@ impl Tracker {
 
     /// Notes that a diff of these files was shown after the edits so far: a
     /// file created by an edit and absent from it is a scratch file.
-    pub fn diff_seen(&mut self, paths: &[String]) {
+    pub(crate) fn diff_seen(&mut self, paths: &[String]) {
         if self.created.is_empty() || paths.is_empty() {
             return;
         }

@@ -17,7 +17,7 @@ const MAX_ANCHORS: usize = 256;
 
 /// Numbered lines and anchors of one file, in the file's current numbering.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Outline {
+pub(crate) struct Outline {
     /// Line number -> the line's text, for lines seen outside the known run.
     lines: BTreeMap<usize, String>,
     /// Line number -> the function a traceback says encloses that line.
@@ -28,18 +28,18 @@ pub struct Outline {
 
 impl Outline {
     /// Bytes held.
-    pub fn held_bytes(&self) -> usize {
+    pub(crate) fn held_bytes(&self) -> usize {
         self.bytes + self.anchors.values().map(String::len).sum::<usize>()
     }
 
     /// Whether nothing is known.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.lines.is_empty() && self.anchors.is_empty()
     }
 
     /// Keeps line `number` (replacing what was known of it); answers whether
     /// it fit within the bound.
-    pub fn add_line(&mut self, number: usize, text: &str) -> bool {
+    pub(crate) fn add_line(&mut self, number: usize, text: &str) -> bool {
         let released = self.lines.get(&number).map_or(0, String::len);
         if self.bytes - released + text.len() > MAX_OUTLINE_BYTES {
             return false;
@@ -50,21 +50,21 @@ impl Outline {
     }
 
     /// Notes that line `number` lies inside function `name`.
-    pub fn add_anchor(&mut self, number: usize, name: &str) {
+    pub(crate) fn add_anchor(&mut self, number: usize, name: &str) {
         if self.anchors.len() < MAX_ANCHORS || self.anchors.contains_key(&number) {
             self.anchors.insert(number, name.to_string());
         }
     }
 
     /// Removes and answers the line `number`, if known.
-    pub fn take_line(&mut self, number: usize) -> Option<String> {
+    pub(crate) fn take_line(&mut self, number: usize) -> Option<String> {
         let text = self.lines.remove(&number)?;
         self.bytes -= text.len();
         Some(text)
     }
 
     /// Forgets the lines `first..=last` (a run now holds them).
-    pub fn forget_lines(&mut self, first: usize, last: usize) {
+    pub(crate) fn forget_lines(&mut self, first: usize, last: usize) {
         if first > last {
             return;
         }
@@ -77,7 +77,7 @@ impl Outline {
     /// Renumbers after an edit replaced `removed` lines starting at line
     /// `first` by `added` lines: what was on the removed lines is forgotten,
     /// what followed them moves.
-    pub fn replaced(&mut self, first: usize, removed: usize, added: usize) {
+    pub(crate) fn replaced(&mut self, first: usize, removed: usize, added: usize) {
         if removed == added {
             self.forget_range(first, removed);
             return;
@@ -113,7 +113,7 @@ impl Outline {
     }
 
     /// Up to `limit` known lines above line `first_line`, nearest first.
-    pub fn above(&self, first_line: usize, limit: usize) -> Vec<(usize, &str)> {
+    pub(crate) fn above(&self, first_line: usize, limit: usize) -> Vec<(usize, &str)> {
         self.lines
             .range(..first_line)
             .rev()
@@ -123,7 +123,7 @@ impl Outline {
     }
 
     /// The anchors on lines `first..=last`.
-    pub fn anchors_in(&self, first: usize, last: usize) -> Vec<(usize, &str)> {
+    pub(crate) fn anchors_in(&self, first: usize, last: usize) -> Vec<(usize, &str)> {
         if first > last {
             return Vec::new();
         }

@@ -32,7 +32,7 @@ const MAX_UNTIMED_DIFF_LINES: usize = 2_000;
 
 /// What the diff does to the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// The file is new (`--- /dev/null`).
     Added,
     /// The file existed and is edited.
@@ -44,7 +44,7 @@ pub enum Change {
 /// What is known of a file around the text diffed, from its outline: lines
 /// seen above it, and functions tracebacks say enclose its lines.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Surroundings<'a> {
+pub(crate) struct Surroundings<'a> {
     /// Lines above the text (`(number, text)`, nearest first; gaps allowed).
     pub above: Vec<(usize, &'a str)>,
     /// `(line, function)`: a traceback ran line `line` of the old text inside `function`.
@@ -54,7 +54,7 @@ pub struct Surroundings<'a> {
 /// The unified diff of `old` -> `new` for `path`, where `old` starts at line
 /// `first_line` (1-based) of the file; the diff algorithm's time limit reads
 /// `clock`. Empty when nothing changed.
-pub fn unified_diff(
+pub(crate) fn unified_diff(
     path: &str,
     change: Change,
     old: &str,
@@ -83,7 +83,7 @@ fn line_count(text: &str) -> usize {
 /// [`unified_diff`], with what is known around the text: a hunk whose
 /// enclosing definition or type is above the text takes its header from the
 /// lines seen there, or from a traceback frame inside the text.
-pub fn unified_diff_in(
+pub(crate) fn unified_diff_in(
     path: &str,
     change: Change,
     old: &str,

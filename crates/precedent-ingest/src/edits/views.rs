@@ -121,7 +121,7 @@ pub(super) fn numbered_cat_path(command: &str) -> Option<String> {
 
 /// The lines of a numbered view: `   12\ttext` (`cat -n`) or `    12→text`
 /// (Claude Code's Read), the longest run of consecutive numbers.
-pub fn numbered_lines(text: &str) -> Vec<(usize, &str)> {
+pub(crate) fn numbered_lines(text: &str) -> Vec<(usize, &str)> {
     longest_numbered_run(lines_with_offsets(text).take(MAX_VIEW_LINES).map(|line| {
         let trimmed = line.text.trim_start();
         let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();

@@ -19,7 +19,7 @@ const MAX_WINDOW_LINES: usize = 2_000;
 
 /// The path of a window header `[File: PATH (N lines total)]`, if the
 /// observation shows one.
-pub fn window_path(observation: &str) -> Option<&str> {
+pub(crate) fn window_path(observation: &str) -> Option<&str> {
     if !contains_str!(observation, "[File: ") {
         return None;
     }
@@ -35,7 +35,7 @@ pub fn window_path(observation: &str) -> Option<&str> {
 }
 
 /// The file named by an `(Open file: PATH)` line (SWE-agent's prompt state).
-pub fn open_file(observation: &str) -> Option<&str> {
+pub(crate) fn open_file(observation: &str) -> Option<&str> {
     if !contains_str!(observation, "(Open file: ") {
         return None;
     }
@@ -47,7 +47,7 @@ pub fn open_file(observation: &str) -> Option<&str> {
 
 /// The directory of a `(Current directory: DIR)` line, the first a session
 /// shows being the repository's root.
-pub fn current_directory(observation: &str) -> Option<&str> {
+pub(crate) fn current_directory(observation: &str) -> Option<&str> {
     if !contains_str!(observation, "(Current directory: ") {
         return None;
     }
@@ -65,7 +65,7 @@ fn state_values<'o>(observation: &'o str, label: &'static str) -> impl Iterator<
 
 /// The `12:text` lines after a window header: the longest run of
 /// consecutive numbers.
-pub fn window_lines(observation: &str) -> Vec<(usize, &str)> {
+pub(crate) fn window_lines(observation: &str) -> Vec<(usize, &str)> {
     let mut after_header = false;
     let lines = lines_with_offsets(observation)
         .take(MAX_WINDOW_LINES)
@@ -104,7 +104,7 @@ fn is_cursor_marker(line: &str) -> bool {
 /// The part of an observation that shows the file as it is: after a refused
 /// edit, the linter shows the edit as it would have looked, then "the
 /// original code before your edit", which is the file's text.
-pub fn current_text_part(observation: &str) -> &str {
+pub(crate) fn current_text_part(observation: &str) -> &str {
     if !contains_str!(observation, "This is the original code before your edit") {
         return observation;
     }
@@ -116,7 +116,7 @@ pub fn current_text_part(observation: &str) -> &str {
 
 /// The lines a `set_cursors START END` command of `message` selects (the
 /// last one), which a bare `edit` then replaces.
-pub fn cursors(message: &str) -> Option<(usize, usize)> {
+pub(crate) fn cursors(message: &str) -> Option<(usize, usize)> {
     if !contains_str!(message, "set_cursors ") {
         return None;
     }
@@ -136,7 +136,7 @@ pub fn cursors(message: &str) -> Option<(usize, usize)> {
 
 /// `edit START:END` ... `end_of_edit` blocks of an agent message (or a bare
 /// `edit` over the lines `cursors` select), as edits of `open_file`.
-pub fn range_edits(
+pub(crate) fn range_edits(
     message: &str,
     open_file: &str,
     cursors: Option<(usize, usize)>,
@@ -189,7 +189,7 @@ fn range_of(line: &str) -> Option<(usize, usize)> {
 
 /// A windowed editor's function call (`edit` with `search`, `insert` with
 /// `text`) as an edit of `open_file`; `None` for any other call.
-pub fn call_edit(call: &ToolCall, open_file: &str) -> Option<FileEdit> {
+pub(crate) fn call_edit(call: &ToolCall, open_file: &str) -> Option<FileEdit> {
     let at = |op: EditOp| FileEdit {
         path: open_file.to_string(),
         op,
@@ -247,7 +247,10 @@ pub fn call_edit(call: &ToolCall, open_file: &str) -> Option<FileEdit> {
 
 /// The file a windowed `create` makes (and opens): a call with `filename`, or
 /// a `create FILE` command.
-pub fn created_file<'a>(call: Option<&'a ToolCall>, command: Option<&'a str>) -> Option<&'a str> {
+pub(crate) fn created_file<'a>(
+    call: Option<&'a ToolCall>,
+    command: Option<&'a str>,
+) -> Option<&'a str> {
     if let Some(call) = call {
         return call
             .is_named(&["create"])

@@ -7,7 +7,7 @@ use precedent_core::language::Grammar;
 /// known: a `.h` header is C++ when the text looks like C++
 /// ([`looks_like_cpp`], or a line, git's hunk context included, opens a
 /// `class`), else as [`Grammar::from_path`].
-pub fn grammar_of_path_and_text(path: &str, text: &str) -> Option<Grammar> {
+pub(super) fn grammar_of_path_and_text(path: &str, text: &str) -> Option<Grammar> {
     let grammar = Grammar::from_path(path)?;
     if grammar == Grammar::C && is_header(path) && (looks_like_cpp(text) || opens_class(text)) {
         return Some(Grammar::Cpp);

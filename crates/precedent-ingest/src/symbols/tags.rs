@@ -60,7 +60,7 @@ pub struct Tags {
 /// Definitions and references of `source` with a fresh default budget; see
 /// [`extract_tags_within`].
 #[cfg(test)]
-pub fn extract_tags(language: Grammar, source: &str) -> Option<Rc<Tags>> {
+pub(super) fn extract_tags(language: Grammar, source: &str) -> Option<Rc<Tags>> {
     extract_tags_within(language, source, &mut ParseBudget::default())
 }
 
@@ -79,7 +79,7 @@ pub fn extract_tags_within(
 /// `first_row..=last_row`: every definition enclosing one of those rows and
 /// every reference in them are there, as with [`extract_tags_within`]
 /// (others may be missing). The query then skips the rest of the tree.
-pub fn extract_tags_in_rows(
+pub(super) fn extract_tags_in_rows(
     language: Grammar,
     source: &str,
     first_row: usize,

@@ -70,7 +70,7 @@ fn with_causes(error: &dyn std::error::Error) -> String {
     text
 }
 
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let mut out = url.to_string();
     if let Some(scheme_end) = out.find("://") {
         let rest_start = scheme_end + 3;
@@ -111,7 +111,7 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Whether an error means the connection is gone or the server cannot
 /// serve now (shutting down, starting, a connection exception), rather
 /// than a statement that failed.
-pub fn is_connection_error(error: &postgres::Error) -> bool {
+pub(crate) fn is_connection_error(error: &postgres::Error) -> bool {
     use postgres::error::SqlState;
     if error.is_closed() {
         return true;

@@ -28,7 +28,11 @@ fn capped(text: &str) -> (&str, bool) {
 impl Workspace {
     /// Applies `edit` to what is known of its file and renders its diff;
     /// pushes what went wrong to `problems`.
-    pub fn apply(&mut self, edit: &FileEdit, problems: &mut Vec<String>) -> Option<RenderedEdit> {
+    pub(crate) fn apply(
+        &mut self,
+        edit: &FileEdit,
+        problems: &mut Vec<String>,
+    ) -> Option<RenderedEdit> {
         let path = edit.path.as_str();
         let (diff, change) = match &edit.op {
             EditOp::Write { content, create } => self.apply_write(path, content, *create, problems),

@@ -34,7 +34,7 @@ const MAX_TOTAL_BYTES: usize = 8 * 1024 * 1024;
 const MAX_UNDO_DEPTH: usize = 4;
 /// Bytes of one edit's texts that are diffed (an edit beyond it is diffed
 /// on its first lines, and a diagnostic says so).
-pub const MAX_EDIT_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_EDIT_BYTES: usize = 256 * 1024;
 /// Occurrences replaced by one `replace_all` edit.
 const MAX_REPLACEMENTS: usize = 1_000;
 /// Bytes kept of all files' outlines.
@@ -55,7 +55,7 @@ struct KnownText {
 
 /// The diff an edit rendered to, and what it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RenderedEdit {
+pub(crate) struct RenderedEdit {
     /// The file (normalized path).
     pub path: String,
     /// The unified diff (may be empty when the edit changed nothing).
@@ -66,7 +66,7 @@ pub struct RenderedEdit {
 
 /// The files the session has shown and edited.
 #[derive(Debug, Default, Clone)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     files: HashMap<String, KnownText>,
     undo: HashMap<String, Vec<KnownText>>,
     total_bytes: usize,
@@ -80,7 +80,7 @@ pub struct Workspace {
 
 impl Workspace {
     /// An empty workspace whose line diffs are timed by `clock`.
-    pub fn new(clock: Clock) -> Workspace {
+    pub(crate) fn new(clock: Clock) -> Workspace {
         Workspace {
             clock,
             ..Workspace::default()
@@ -88,7 +88,7 @@ impl Workspace {
     }
 
     /// Bytes of file text held, undo copies included.
-    pub fn held_bytes(&self) -> usize {
+    pub(crate) fn held_bytes(&self) -> usize {
         let undo: usize = self
             .undo
             .values()
@@ -104,7 +104,7 @@ impl Workspace {
     }
 
     /// Keeps a numbered view of `path` (lines `(number, text)` in order).
-    pub fn observe_view(&mut self, path: &str, lines: &[(usize, &str)]) {
+    pub(crate) fn observe_view(&mut self, path: &str, lines: &[(usize, &str)]) {
         let Some(&(first_line, _)) = lines.first() else {
             return;
         };
@@ -193,7 +193,7 @@ impl Workspace {
 
     /// Keeps numbered lines of `path` seen outside a view (search results):
     /// those outside the known run go to its outline.
-    pub fn observe_lines(&mut self, path: &str, lines: &[(usize, &str)]) {
+    pub(crate) fn observe_lines(&mut self, path: &str, lines: &[(usize, &str)]) {
         let run = self.files.get(path).map(|known| {
             (
                 known.first_line,
@@ -209,7 +209,7 @@ impl Workspace {
     }
 
     /// Notes that a traceback ran line `line` of `path` inside `function`.
-    pub fn observe_frame(&mut self, path: &str, line: usize, function: &str) {
+    pub(crate) fn observe_frame(&mut self, path: &str, line: usize, function: &str) {
         self.with_outline(path, |outline| outline.add_anchor(line, function));
     }
 
@@ -313,7 +313,7 @@ impl Workspace {
     }
 
     /// Whether the session showed any of `path`.
-    pub fn knows(&self, path: &str) -> bool {
+    pub(crate) fn knows(&self, path: &str) -> bool {
         self.files.contains_key(path)
     }
 }
