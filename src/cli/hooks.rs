@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 mod install;
 
-use super::options::{BackendArgs, DataDirArgs, UserIdArgs};
+use super::options::{BackendArgs, DataDirArgs, InstalledDataDirArgs, UserIdArgs};
 use super::print_out;
 use crate::hooks::{self, Event, HookLog, HookPayload};
 use crate::import::{self, Sink};
@@ -123,11 +123,9 @@ pub(super) struct HooksArgs {
     #[arg(long, value_enum, default_value_t = Scope::User)]
     scope: Scope,
 
-    /// The data directory the hooks use, named in their command when
-    /// given; what install wrote is remembered there. Default:
-    /// $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
-    #[arg(long, env = "PRECEDENT_DATA_DIR")]
-    data_dir: Option<PathBuf>,
+    // What install wrote is remembered in the data directory too.
+    #[command(flatten)]
+    data_dir: InstalledDataDirArgs,
 
     /// The running server the hooks go through (e.g.
     /// http://127.0.0.1:8080), named in their command; by default they
@@ -147,7 +145,7 @@ impl HooksArgs {
         HooksArgs {
             agent,
             scope: Scope::User,
-            data_dir,
+            data_dir: InstalledDataDirArgs { data_dir },
             server,
         }
     }

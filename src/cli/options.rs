@@ -2,9 +2,10 @@
 //! the commands' arguments (`#[command(flatten)]`): a flag's name,
 //! environment variable, default and help are written here only.
 //!
-//! `hooks install --data-dir` is not [`DataDirArgs`]: it has no default,
-//! since the hooks' command names the data directory only when it is given.
-//! Nor is `setup --data-dir`, which names it in the same way.
+//! `--data-dir` comes in two forms: [`DataDirArgs`] for the commands that
+//! open the data directory (with its default), and [`InstalledDataDirArgs`]
+//! for those that install commands into an agent (`hooks install`,
+//! `setup`), which name the directory in what they write only when given.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,18 @@ pub(super) struct DataDirArgs {
     /// else ~/.local/share/precedent, shared by every command.
     #[arg(long, env = "PRECEDENT_DATA_DIR", default_value_os_t = super::default_data_dir())]
     pub(super) data_dir: PathBuf,
+}
+
+/// `--data-dir` of the commands that install precedent into an agent: no
+/// default, since what they write names the data directory only when it is
+/// given.
+#[derive(Debug, Clone, Args)]
+pub(super) struct InstalledDataDirArgs {
+    /// The data directory the installed commands (the hooks, and the MCP
+    /// server `setup` adds) use, named in their commands when given.
+    /// Default: $XDG_DATA_HOME/precedent, else ~/.local/share/precedent.
+    #[arg(long, env = "PRECEDENT_DATA_DIR")]
+    pub(super) data_dir: Option<PathBuf>,
 }
 
 /// `--store`: where the store is.

@@ -14,6 +14,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::hooks::{self, Agent, HooksArgs};
+use super::options::InstalledDataDirArgs;
 use super::print_out;
 use crate::hooks::mcp_config::{self, McpServer, RegisterOutcome, UnregisterOutcome};
 
@@ -29,11 +30,8 @@ pub(super) struct SetupArgs {
     #[arg(long, value_enum)]
     agent: Agent,
 
-    /// The data directory the hooks and the MCP server use, named in their
-    /// commands when given. Default: $XDG_DATA_HOME/precedent, else
-    /// ~/.local/share/precedent.
-    #[arg(long, env = "PRECEDENT_DATA_DIR")]
-    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    data_dir: InstalledDataDirArgs,
 
     /// A running server the hooks and the MCP server go through (e.g.
     /// http://127.0.0.1:8080), named in their commands; by default they go
@@ -71,7 +69,11 @@ Examples:
 
 /// Runs `precedent setup`.
 pub(super) fn setup(args: SetupArgs) -> anyhow::Result<()> {
-    let hooks_args = HooksArgs::user(args.agent, args.data_dir.clone(), args.server.clone());
+    let hooks_args = HooksArgs::user(
+        args.agent,
+        args.data_dir.data_dir.clone(),
+        args.server.clone(),
+    );
     if args.uninstall {
         hooks::uninstall(&hooks_args)?;
         unregister(args.agent)?;
@@ -145,7 +147,7 @@ fn server_entry(args: &SetupArgs) -> anyhow::Result<McpServer> {
     let program = std::env::current_exe().context("cannot find precedent's own path")?;
     let program = std::fs::canonicalize(&program).unwrap_or(program);
     let mut server_args = vec!["mcp".to_string()];
-    if let Some(data_dir) = &args.data_dir {
+    if let Some(data_dir) = &args.data_dir.data_dir {
         server_args.push("--data-dir".to_string());
         server_args.push(data_dir.to_string_lossy().into_owned());
     }

@@ -228,7 +228,7 @@ fn hook_entries(args: &HooksArgs, program: &str) -> Vec<HookEntry> {
         .iter()
         .map(|(event, timeout_secs)| {
             let mut command = format!("{} hook {}", settings::quote(program), event.name());
-            if let Some(data_dir) = &args.data_dir {
+            if let Some(data_dir) = &args.data_dir.data_dir {
                 command.push_str(" --data-dir ");
                 command.push_str(&settings::quote(&data_dir.to_string_lossy()));
             }
@@ -249,6 +249,7 @@ fn hook_entries(args: &HooksArgs, program: &str) -> Vec<HookEntry> {
 /// on, resolved (and said so when it is a link).
 fn places(args: &HooksArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     let data_dir = args
+        .data_dir
         .data_dir
         .clone()
         .unwrap_or_else(crate::cli::default_data_dir);
