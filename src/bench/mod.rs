@@ -176,8 +176,8 @@ pub fn write_records(bench_dir: &Path, out: &Path) -> anyhow::Result<usize> {
     let mut writer = std::io::BufWriter::new(file);
     for (number, session) in sessions.iter().enumerate() {
         let (record, diagnostics) = ingest::extract_session(&inputs(session), Clock::Ignored);
-        let profile =
-            precedent_rank::SessionProfile::from_record(&format!("s{number}"), &record, 0, 0);
+        let session_id = precedent_core::domain::SessionId::new(format!("s{number}"))?;
+        let profile = precedent_rank::SessionProfile::from_record(&session_id, &record, 0, 0);
         let line = serde_json::json!({
             "record": record,
             "diagnostics": diagnostics,

@@ -229,6 +229,7 @@ mod tests {
 
     use super::*;
     use crate::{Features, SessionProfile};
+    use precedent_core::domain::testing::sid;
     use precedent_ingest::{OutcomeStatus, SessionRecord};
 
     /// A candidate as explain showed it: session BM25, relative text
@@ -289,7 +290,7 @@ mod tests {
             .iter()
             .map(|seen| Candidate {
                 profile: Arc::new(SessionProfile::from_record(
-                    seen.id,
+                    &sid(seen.id),
                     &SessionRecord {
                         task: format!("the task of {}", seen.id),
                         ..SessionRecord::default()

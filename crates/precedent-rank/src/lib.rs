@@ -374,6 +374,7 @@ fn voted_language(by_text: impl Iterator<Item = (Option<Language>, f32)>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+    use precedent_core::domain::testing::sid;
     use precedent_ingest::{Evidence, EvidenceKind, Outcome, SessionRecord};
 
     fn record(task: &str, files: &[&str], symbols: &[&str], language: &str) -> SessionRecord {
@@ -434,7 +435,7 @@ mod tests {
 
     fn candidate(id: &str, record: &SessionRecord, text_bm25: f32) -> Candidate {
         Candidate {
-            profile: std::sync::Arc::new(SessionProfile::from_record(id, record, 1, 0)),
+            profile: std::sync::Arc::new(SessionProfile::from_record(&sid(id), record, 1, 0)),
             text_bm25,
             matched_weight: 0.0,
         }

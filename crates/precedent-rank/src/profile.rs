@@ -11,6 +11,7 @@
 //! position, so every field is always written (no `skip_serializing_if`),
 //! and any change to these types needs the index schema version bumped.
 
+use precedent_core::domain::SessionId;
 use precedent_core::language::Language;
 use std::collections::HashSet;
 
@@ -155,7 +156,7 @@ fn capped(values: &[String]) -> Vec<String> {
 impl SessionProfile {
     /// The profile of a derived record.
     pub fn from_record(
-        session_id: &str,
+        session_id: &SessionId,
         record: &SessionRecord,
         last_seq: i64,
         updated_at_ms: i64,
@@ -164,7 +165,7 @@ impl SessionProfile {
         let symbols_changed = capped(&record.symbols_changed);
         let keys = ProfileKeys::of(record, &files, &symbols_changed);
         SessionProfile {
-            session_id: session_id.to_string(),
+            session_id: session_id.as_str().to_string(),
             task_line: task_line(&record.task),
             language: record.language,
             has_files: !files.is_empty(),

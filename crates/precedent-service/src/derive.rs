@@ -470,7 +470,7 @@ fn doc_of_record(
 
 /// A session document's text and ranking profile, made from its record;
 /// the profile's sequence number and time are set by [`finish_doc`].
-fn doc_parts(session_id: &str, record: &SessionRecord) -> (String, rank::SessionProfile) {
+fn doc_parts(session_id: &SessionId, record: &SessionRecord) -> (String, rank::SessionProfile) {
     let text = ingest::text::truncate_to_bytes(&record.task, MAX_TEXT_BYTES).to_string();
     let profile = rank::SessionProfile::from_record(session_id, record, 0, 0);
     (text, profile)
