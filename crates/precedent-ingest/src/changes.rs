@@ -9,6 +9,9 @@ use super::{
     symbols, text, toolcall,
 };
 
+/// Files kept per changed definition (where a fix of it was seen).
+const MAX_FILES_PER_SYMBOL: usize = 8;
+
 impl SessionBuilder {
     /// Returns whether the view had at least one file diff.
     pub(super) fn add_diffs(
@@ -145,14 +148,20 @@ impl SessionBuilder {
                     let found =
                         symbols::hunk_symbols(&path, hunk, &text, &mut self.hunk_parse_budget);
                     for symbol in &found.changed {
-                        self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
-                        let files = self.symbol_files.entry(symbol.clone()).or_default();
-                        if files.len() < 8 && !files.contains(&path) {
-                            files.push(path.clone());
-                        }
+                        self.note_changed_symbol(symbol, &path);
                     }
                 }
             }
+        }
+    }
+
+    /// `symbol` changed in `path`: a changed definition, and one of the
+    /// first [`MAX_FILES_PER_SYMBOL`] files it changed in.
+    fn note_changed_symbol(&mut self, symbol: &str, path: &str) {
+        self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
+        let files = self.symbol_files.entry(symbol.to_string()).or_default();
+        if files.len() < MAX_FILES_PER_SYMBOL && !files.iter().any(|file| file == path) {
+            files.push(path.to_string());
         }
     }
 
@@ -187,8 +196,8 @@ impl SessionBuilder {
                 continue;
             }
             paths.push(path.to_string());
+            let file_text = text.get(file.start..file.end).unwrap_or("");
             if written {
-                let file_text = text.get(file.start..file.end).unwrap_or("");
                 self.written_diffs.note_file(path, file, file_text);
             }
             // A later diff without the id leaves the content unknown.
@@ -202,7 +211,6 @@ impl SessionBuilder {
             }
             self.message_diff_edits_existing |= file.change != diff::FileChange::Added;
             self.files_changed.push(path, MAX_FILES_CHANGED);
-            let file_text = text.get(file.start..file.end).unwrap_or("");
             if Language::from_path(path) == Some(Language::C) && symbols::looks_like_cpp(file_text)
             {
                 self.languages.vote(Language::Cpp, 5);
@@ -234,11 +242,7 @@ impl SessionBuilder {
                     );
                 }
                 for symbol in &hunk_symbols.changed {
-                    self.symbols_changed.push(symbol, MAX_SYMBOLS_CHANGED);
-                    let files = self.symbol_files.entry(symbol.clone()).or_default();
-                    if files.len() < 8 && !files.iter().any(|file| file == path) {
-                        files.push(path.to_string());
-                    }
+                    self.note_changed_symbol(symbol, path);
                 }
                 for symbol in &hunk_symbols.referenced {
                     self.references.add_from_diff(symbol);

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use super::edits::{is_under_folder, same_file};
 use super::{
     Diagnostic, MAX_FILES_CHANGED, SessionBuilder, SessionRecord, UniqueList, outcome, scratch,
 };
@@ -243,7 +244,6 @@ impl SessionBuilder {
         {
             return;
         }
-        let same_file = |a: &str, b: &str| a == b || is_under_folder(a, b) || is_under_folder(b, a);
         let dropped: HashSet<String> = self
             .files_from_edits
             .iter()
@@ -275,7 +275,7 @@ impl SessionBuilder {
                     other != *path
                         && (written.changed(other)
                             || (path.starts_with('/') && !other.starts_with('/')))
-                        && (is_under_folder(path, other) || is_under_folder(other, path))
+                        && same_file(path, other)
                 })
             })
             .cloned()
@@ -362,13 +362,6 @@ impl SessionBuilder {
         };
         (record, self.diagnostics)
     }
-}
-
-/// Whether `path` is `name` under a folder more (`/repo/x.py` for
-/// `x.py`): the same file as the session named it another way.
-fn is_under_folder(path: &str, name: &str) -> bool {
-    path.strip_suffix(name)
-        .is_some_and(|head| head.ends_with('/'))
 }
 
 /// Whether `path` is one of `names` under a folder more.

@@ -31,8 +31,13 @@ impl EvidenceLedger {
     /// Drops the fixes no selection keeps: only the latest are ever
     /// selected (the keys of the hunks seen stay).
     pub(super) fn keep_latest_fixes(&mut self) {
-        if self.fix.len() > MAX_FIX_EVIDENCE {
-            self.fix.drain(..self.fix.len() - MAX_FIX_EVIDENCE);
+        Self::keep_latest(&mut self.fix);
+    }
+
+    /// The latest [`MAX_FIX_EVIDENCE`] of `fixes`.
+    fn keep_latest(fixes: &mut Vec<Evidence>) {
+        if fixes.len() > MAX_FIX_EVIDENCE {
+            fixes.drain(..fixes.len() - MAX_FIX_EVIDENCE);
         }
     }
 
@@ -47,9 +52,7 @@ impl EvidenceLedger {
             ..
         } = self;
         let mut selected = task;
-        if fixes.len() > MAX_FIX_EVIDENCE {
-            fixes.drain(..fixes.len() - MAX_FIX_EVIDENCE);
-        }
+        Self::keep_latest(&mut fixes);
         errors.truncate(MAX_ERROR_EVIDENCE);
         selected.extend(fixes);
         selected.extend(errors);

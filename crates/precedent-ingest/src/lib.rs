@@ -469,10 +469,10 @@ impl SessionBuilder {
 
     fn add_commands(&mut self, message_index: usize, content: &str) {
         self.commands.start_agent_message();
+        if self.commands.is_full() {
+            return;
+        }
         for parsed in command::parse_commands(content) {
-            if self.commands.is_full() {
-                break;
-            }
             let step = Evidence {
                 kind: EvidenceKind::Step,
                 text: format!("$ {}", truncate_to_bytes(&parsed.command, 500)),

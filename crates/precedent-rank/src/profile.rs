@@ -343,7 +343,6 @@ mod tests {
         // A fixed value: a digest stored in the index must mean the same
         // to every later build (`DefaultHasher` promises no such thing).
         assert_eq!(task_digest("  Fix the\n parser "), "1ec87f4ff1945679");
-        assert_eq!(digest(&["a", "bc"]), digest(&["a", "bc"]));
         assert_ne!(digest(&["a", "bc"]), digest(&["ab", "c"]));
     }
 

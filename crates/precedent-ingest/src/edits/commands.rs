@@ -277,7 +277,12 @@ pub(super) fn module_name(path: &str) -> &str {
 /// (`a.py` after `cd repro`, beside `repro/a.py`), or one absolute and the
 /// other relative to the repository root.
 pub fn same_file(a: &str, b: &str) -> bool {
-    a == b
-        || a.strip_suffix(b).is_some_and(|head| head.ends_with('/'))
-        || b.strip_suffix(a).is_some_and(|head| head.ends_with('/'))
+    a == b || is_under_folder(a, b) || is_under_folder(b, a)
+}
+
+/// Whether `path` is `name` under a folder more (`/repo/x.py` for
+/// `x.py`): the same file as the session named it another way.
+pub(crate) fn is_under_folder(path: &str, name: &str) -> bool {
+    path.strip_suffix(name)
+        .is_some_and(|head| head.ends_with('/'))
 }

@@ -40,6 +40,7 @@ use precedent_core::tool::{self, ToolKind};
 
 use self::calls::created_empty;
 pub(crate) use self::calls::edits_of_call;
+pub(crate) use self::commands::is_under_folder;
 pub use self::commands::same_file;
 use self::commands::{
     imported_names, is_output_artifact, looks_like_scratch, module_name, moved_to, scripts_run,
