@@ -72,7 +72,9 @@ fn terms(words: &[&str]) -> Vec<String> {
 
 fn commit(writer: &mut IndexWriterHandle, index: &SearchIndex, sessions: &[SessionDoc]) {
     let seq = writer.published_seq() + 1;
-    writer.upsert_sessions(sessions).expect("queue sessions");
+    writer
+        .upsert_sessions(sessions.to_vec())
+        .expect("queue sessions");
     writer.commit(seq, index).expect("commit");
 }
 
@@ -610,7 +612,7 @@ fn published_documents_are_found_and_scored_as_their_commit_will_have_them() {
         writer
             .add_messages(&messages, false)
             .expect("queue messages");
-        writer.upsert_sessions(&sessions).expect("queue sessions");
+        writer.upsert_sessions(sessions).expect("queue sessions");
         let seq = writer.published_seq() + 1;
         if round < 10 {
             writer.commit(seq, &index).expect("commit");
@@ -680,7 +682,7 @@ fn a_rollback_takes_published_documents_back_to_the_last_commit() {
     let (index, mut writer, _) = open(dir.path()).expect("open index");
     commit(&mut writer, &index, &[session("ada", "s1", "parser token")]);
     writer
-        .upsert_sessions(&[session("ada", "s2", "parser overflow")])
+        .upsert_sessions(vec![session("ada", "s2", "parser overflow")])
         .expect("queue");
     writer.publish(2, &index).expect("publish");
     assert_eq!(writer.published_seq(), 2);
@@ -731,7 +733,7 @@ fn a_session_scores_as_one_text_of_its_document_and_its_parts() {
             .add_messages(&messages, false)
             .expect("queue parts");
         split_writer
-            .upsert_sessions(&[session("ada", &session_id, &pieces[0])])
+            .upsert_sessions(vec![session("ada", &session_id, &pieces[0])])
             .expect("queue session");
         let next = split_writer.published_seq() + 1;
         if session_number < 8 {

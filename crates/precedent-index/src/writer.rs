@@ -451,8 +451,9 @@ impl IndexWriterHandle {
         Ok(())
     }
 
-    /// Queues session documents, each replacing the one of the same session.
-    pub fn upsert_sessions(&mut self, sessions: &[SessionDoc]) -> Result<(), IndexError> {
+    /// Queues session documents, each replacing the one of the same session
+    /// (their text and profile move into the queue).
+    pub fn upsert_sessions(&mut self, sessions: Vec<SessionDoc>) -> Result<(), IndexError> {
         for session in sessions {
             let key = session_key(&session.user_id, &session.session_id);
             self.pending.push(Pending::Delete(Term::from_field_text(
@@ -464,11 +465,11 @@ impl IndexWriterHandle {
                     &session.user_id,
                     key,
                     PublishedKind::Session {
-                        profile: session.profile.clone(),
+                        profile: session.profile,
                         last_seq: session.last_seq,
                     },
                 ),
-                text: session.text.clone(),
+                text: session.text,
             });
         }
         Ok(())

@@ -199,6 +199,17 @@ pub(super) struct TooLarge {
     pub(super) adding_bytes: i64,
 }
 
+impl TooLarge {
+    /// The error that refuses the Add, naming the limit.
+    pub(super) fn into_error(self, max_session_bytes: i64) -> ServiceError {
+        ServiceError::SessionTooLarge {
+            stored_bytes: self.stored_bytes,
+            adding_bytes: self.adding_bytes,
+            max_session_bytes,
+        }
+    }
+}
+
 /// Prepares an Add for the writer, on the caller's thread (a read
 /// connection: a consistent snapshot of the store): the fast path's checks
 /// ([`fast_path_check`]), then its session's record derived from the

@@ -216,6 +216,11 @@ impl ServiceOptions {
             max_cached_users: cache::DEFAULT_MAX_CACHED_USERS,
         }
     }
+
+    /// The per-session limit as the store counts bytes.
+    fn session_byte_limit(&self) -> i64 {
+        i64::try_from(self.max_session_bytes).unwrap_or(i64::MAX)
+    }
 }
 
 /// What a health check reports.
@@ -339,6 +344,7 @@ impl Service {
         let marks = writer.marks();
         let writer_metrics = writer.metrics();
         let adds_preparing = writer.adds_preparing();
+        let max_session_bytes = options.session_byte_limit();
         let (sender, receiver) = mpsc::channel(options.queue_capacity.max(1));
         let writer_thread = std::thread::Builder::new()
             .name("precedent-writer".to_string())
@@ -371,7 +377,7 @@ impl Service {
             data_dir,
             store: options.store,
             search_index,
-            max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
+            max_session_bytes,
             listings: tokio::sync::Semaphore::new(LISTINGS_AT_ONCE),
             extractors: ExtractorCache::new(EXTRACTOR_CACHE_BYTES),
             adds_preparing,
@@ -480,11 +486,7 @@ impl Service {
             .await?;
         match prepared? {
             Preparation::Ready(prepared) => Ok((prepared, request)),
-            Preparation::TooLarge(too_large) => Err(ServiceError::SessionTooLarge {
-                stored_bytes: too_large.stored_bytes,
-                adding_bytes: too_large.adding_bytes,
-                max_session_bytes,
-            }),
+            Preparation::TooLarge(too_large) => Err(too_large.into_error(max_session_bytes)),
         }
     }
 

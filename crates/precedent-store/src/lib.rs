@@ -600,6 +600,14 @@ pub struct Deleted {
     pub sessions: usize,
 }
 
+impl std::ops::AddAssign for Deleted {
+    fn add_assign(&mut self, other: Deleted) {
+        self.requests += other.requests;
+        self.messages += other.messages;
+        self.sessions += other.sessions;
+    }
+}
+
 /// Starts deleting a user, inside the caller's transaction: records the
 /// deletion as pending (readers then see no data of the user, and Adds of
 /// the user are refused with [`StoreError::UserBeingDeleted`]) and bumps

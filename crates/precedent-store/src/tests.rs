@@ -511,9 +511,7 @@ fn delete_whole_user(conn: &mut StoreConn, user_id: &str) -> Deleted {
         if step == Deleted::default() {
             break;
         }
-        total.requests += step.requests;
-        total.messages += step.messages;
-        total.sessions += step.sessions;
+        total += step;
     }
     let tx = conn.transaction().unwrap();
     finish_user_deletion(&tx, user_id).unwrap();

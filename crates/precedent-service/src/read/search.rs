@@ -617,7 +617,9 @@ mod tests {
             parser_session("json", json),
             parser_session("empty", Vec::new()),
         ];
-        writer.upsert_sessions(&sessions).expect("queue sessions");
+        writer
+            .upsert_sessions(sessions.to_vec())
+            .expect("queue sessions");
         let readers = Arc::new(ReaderPool::new(StoreLocation::Sqlite(
             dir.path().to_path_buf(),
         )));

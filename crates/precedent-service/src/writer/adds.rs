@@ -235,11 +235,7 @@ impl Writer {
             let derived_before = job.derived.is_some();
             let answer = match verdict {
                 Verdict::Stale => Ok(AddAnswer::Stale(job.request)),
-                Verdict::TooLarge(too_large) => Err(ServiceError::SessionTooLarge {
-                    stored_bytes: too_large.stored_bytes,
-                    adding_bytes: too_large.adding_bytes,
-                    max_session_bytes: self.max_session_bytes,
-                }),
+                Verdict::TooLarge(too_large) => Err(too_large.into_error(self.max_session_bytes)),
                 Verdict::Admission(Admission::Conflict) => Err(ServiceError::Conflict {
                     request_id: job.request.request_id().clone(),
                     user_id: job.request.user_id().clone(),

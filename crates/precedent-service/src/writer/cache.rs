@@ -209,7 +209,7 @@ fn index_user(
             }
         }
     }
-    index.upsert_sessions(&sessions)?;
+    index.upsert_sessions(sessions)?;
     index.commit(index.published_seq(), search_index)?;
     Ok(CaughtUp {
         num_adds,

@@ -187,9 +187,7 @@ impl Writer {
         };
         match slice(&mut self.conn, &deletion.user_id) {
             Ok(Some(removed)) => {
-                deletion.deleted.messages += removed.messages;
-                deletion.deleted.requests += removed.requests;
-                deletion.deleted.sessions += removed.sessions;
+                deletion.deleted += removed;
                 Vec::new()
             }
             Ok(None) => {
@@ -287,9 +285,7 @@ fn slice(conn: &mut StoreConn, user_id: &UserId) -> Result<Option<store::Deleted
         if step == store::Deleted::default() {
             break;
         }
-        removed.messages += step.messages;
-        removed.requests += step.requests;
-        removed.sessions += step.sessions;
+        removed += step;
         if started.elapsed() >= SLICE_TIME {
             break;
         }

@@ -148,7 +148,7 @@ impl Writer {
             let indexed = self
                 .index
                 .add_messages(&messages, true)
-                .and_then(|()| self.index.upsert_sessions(&sessions))
+                .and_then(|()| self.index.upsert_sessions(sessions))
                 .and_then(|()| self.index.commit(last_seq, &self.search_index));
             self.roll_back_on_error(indexed)?;
         }
@@ -170,7 +170,7 @@ impl Writer {
         let published_seq = self.index.published_seq();
         let indexed = self
             .index
-            .upsert_sessions(&sessions)
+            .upsert_sessions(sessions)
             .and_then(|()| self.index.commit(published_seq, &self.search_index));
         self.roll_back_on_error(indexed)?;
         store::clear_sessions_pending_index(&self.conn)?;

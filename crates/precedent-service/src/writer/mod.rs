@@ -192,7 +192,7 @@ impl Writer {
             search_index: Arc::new(search_index),
             data_dir: options.data_dir.clone(),
             max_batch: options.max_batch.max(1),
-            max_session_bytes: i64::try_from(options.max_session_bytes).unwrap_or(i64::MAX),
+            max_session_bytes: options.session_byte_limit(),
             marks,
             metrics: Arc::new(WriterMetrics::default()),
             adds_preparing: Arc::new(AtomicUsize::new(0)),

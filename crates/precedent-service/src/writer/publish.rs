@@ -119,7 +119,7 @@ impl Writer {
             self.index.add_messages(&messages, false)?;
         }
         self.index
-            .upsert_sessions(&session_docs(&self.conn, sessions)?)?;
+            .upsert_sessions(session_docs(&self.conn, sessions)?)?;
         let mut room = if all { usize::MAX } else { INDEX_SLICE_BYTES };
         let mut done = Vec::new();
         while room > 0 {
