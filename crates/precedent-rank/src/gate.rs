@@ -567,4 +567,42 @@ mod tests {
             Some(DropReason::FarBelowBest)
         );
     }
+
+    /// How far below the best a session is counts in fitted scores: an
+    /// answer score far below the best with a fitted score close to it
+    /// keeps the session, and an answer score close with a fitted score far
+    /// below drops it.
+    #[test]
+    fn distance_from_the_best_is_measured_in_fitted_scores() {
+        let mut sessions = vec![seen("best", 43.0, 1.0, 6.36, 0.966)];
+        for (index, id) in ["n2", "n3", "n4", "n5", "n6"].into_iter().enumerate() {
+            let bm25 = 42.0 - index as f32;
+            sessions.push(seen(id, bm25, bm25 / 43.0, 4.0 - index as f32 * 0.3, 0.6));
+        }
+        sessions.push(seen("seventh-by-bm25", 35.1, 0.816, 0.98, 0.095));
+        let verdict = |answer: f32, fitted: f32| {
+            let (mut scored, candidates) = scored_and_candidates(&sessions);
+            for entry in scored
+                .iter_mut()
+                .filter(|entry| entry.session_id == "seventh-by-bm25")
+            {
+                entry.score = answer;
+                entry.fit_score = fitted;
+            }
+            scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+            apply(
+                &mut scored,
+                &candidates,
+                QueryLanguage::Named(Language::Rust),
+                &[],
+            );
+            scored
+                .iter()
+                .find(|entry| entry.session_id == "seventh-by-bm25")
+                .and_then(|entry| entry.dropped.clone())
+        };
+        assert_eq!(verdict(0.98, 0.98), Some(DropReason::FarBelowBest));
+        assert_ne!(verdict(0.98, 6.0), Some(DropReason::FarBelowBest));
+        assert_eq!(verdict(6.0, 0.98), Some(DropReason::FarBelowBest));
+    }
 }

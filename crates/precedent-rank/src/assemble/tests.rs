@@ -360,3 +360,25 @@ fn room_shrinks_with_distance_from_the_best() {
     assert!(shown(0.75).needs_record());
     assert!(!shown(0.0).needs_record());
 }
+
+/// Room is shared by fitted score: the best fitted score among the full
+/// sessions has all of it, whatever the answer's order, and a session's
+/// answer score does not enter it.
+#[test]
+fn room_is_measured_from_the_best_fitted_score_not_the_first_session() {
+    let mut candidates: Vec<Scored> = ["first", "second"]
+        .iter()
+        .map(|id| scored(id, 2.0))
+        .collect();
+    candidates[0].score = 2.0;
+    candidates[0].fit_score = 1.5;
+    candidates[1].score = 1.9;
+    candidates[1].fit_score = 1.8;
+    let shown = shown_sessions(&candidates, 12_000, 10);
+    let rooms: Vec<(&str, f32)> = shown
+        .iter()
+        .map(|session| (session.scored.session_id.as_str(), session.room()))
+        .collect();
+    assert_eq!(rooms, [("first", room(1.8, 1.5)), ("second", 1.0)]);
+    assert!(rooms[0].1 < 0.5, "{rooms:?}");
+}
