@@ -840,10 +840,10 @@ def render_region(model):
     lines += ["/// A candidate less likely relevant than this is dropped.",
               f"pub const KEEP_PROBABILITY: f32 = {model['keep_probability']!r};",
               "/// A kept session ranks at most this far below the best one.",
-              f"pub const MAX_BELOW_BEST: f32 = {model['max_below_best']!r};",
+              f"pub(crate) const MAX_BELOW_BEST: f32 = {model['max_below_best']!r};",
               "/// Per unit of ranking score below the best, a session's room in the",
               "/// answer shrinks by e^-this (see `assemble::room`).",
-              f"pub const ROOM_DECAY: f32 = {model['room_decay']!r};",
+              f"pub(crate) const ROOM_DECAY: f32 = {model['room_decay']!r};",
               f"const NUM_RANK_INPUTS: usize = {len(model['rank'])};",
               f"const NUM_GATE_INPUTS: usize = {len(model['gate'])};",
               REGION_END]
