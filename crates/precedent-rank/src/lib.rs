@@ -219,7 +219,11 @@ pub fn rank(
             text_rank,
         })
         .collect();
-    let scores = rank_scores(&features, &facts);
+    let scores: Vec<relevance::Scores> = features
+        .iter()
+        .zip(&facts)
+        .map(|(features, facts)| relevance::scores(features, *facts))
+        .collect();
     let summary = relevance::QuerySummary {
         best_rank_score: scores
             .iter()
@@ -292,26 +296,6 @@ fn stand_for_duplicates(scored: &mut [Scored]) {
             entry.score = entry.score.max(score);
         }
     }
-}
-
-/// Each candidate's scores: relevance's, the issue met again lifted above
-/// every other in both.
-fn rank_scores(
-    features: &[Features],
-    facts: &[relevance::CandidateFacts],
-) -> Vec<relevance::Scores> {
-    features
-        .iter()
-        .zip(facts)
-        .map(|(features, facts)| {
-            let mut scores = relevance::scores(features, *facts);
-            if features.same_task {
-                scores.answer += weight::SAME_TASK;
-                scores.fitted += weight::SAME_TASK;
-            }
-            scores
-        })
-        .collect()
 }
 
 /// Candidate positions by session BM25, best first (ties by position): the

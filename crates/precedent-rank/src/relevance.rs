@@ -16,6 +16,7 @@
 //! not share.
 
 use super::features::Features;
+use super::weight;
 
 // BEGIN written by `scripts/relevance/fit.py --render` from model.json: do not edit.
 /// Ranking weights, in the order of [`rank_inputs`].
@@ -153,15 +154,21 @@ pub(crate) struct Scores {
     pub fitted: f32,
 }
 
-/// A candidate's scores (see [`Scores`]).
+/// A candidate's scores (see [`Scores`]); the issue met again
+/// ([`Features::same_task`]) lifted above every other in both.
 pub(crate) fn scores(features: &Features, facts: CandidateFacts) -> Scores {
     let inputs = rank_inputs(features, facts);
     let structure = structure_of(&inputs);
     let saturated = saturated(structure);
-    Scores {
+    let mut scores = Scores {
         answer: features.text_rel * (1.0 + saturated.max(0.0) / MAX_STRUCTURE),
         fitted: dot(&RANK, &inputs) - structure + saturated,
+    };
+    if features.same_task {
+        scores.answer += weight::SAME_TASK;
+        scores.fitted += weight::SAME_TASK;
     }
+    scores
 }
 
 /// The fitted score alone (see [`Scores::fitted`]).
