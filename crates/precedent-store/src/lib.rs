@@ -478,8 +478,12 @@ pub fn admit(
 /// was derived) holds while other processes write the same database. Call
 /// it first in the transaction, with every session the transaction will
 /// write: the locks are taken in one order, and [`admit`] takes the
-/// sequence lock only after them.
-pub fn lock_sessions(tx: &StoreTx<'_>, sessions: &[SessionKey]) -> Result<(), StoreError> {
+/// sequence lock only after them. A session may be named more than once,
+/// in any order.
+pub fn lock_sessions(
+    tx: &StoreTx<'_>,
+    sessions: &[(&UserId, &SessionId)],
+) -> Result<(), StoreError> {
     dispatch!(tx.conn, lock_sessions(sessions))
 }
 

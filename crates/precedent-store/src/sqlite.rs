@@ -16,7 +16,7 @@ use super::sql::{self, Sql};
 use super::{
     Admission, DATABASE_FILE, Deleted, SCHEMA_VERSION, StoreError, codec, database_path, to_i64,
 };
-use precedent_core::domain::{AddRequest, SessionKey, UserId};
+use precedent_core::domain::{AddRequest, SessionId, UserId};
 
 /// The size the write-ahead log is cut back to once a checkpoint has
 /// copied it into the database. SQLite reuses the log from its start but
@@ -119,7 +119,10 @@ pub(super) fn admit(
 
 /// Nothing to do: one process writes a SQLite store (the data
 /// directory's lock file), and SQLite's write lock serialises it.
-pub(super) fn lock_sessions(_tx: &Connection, _sessions: &[SessionKey]) -> Result<(), StoreError> {
+pub(super) fn lock_sessions(
+    _tx: &Connection,
+    _sessions: &[(&UserId, &SessionId)],
+) -> Result<(), StoreError> {
     Ok(())
 }
 

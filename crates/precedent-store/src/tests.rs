@@ -1375,7 +1375,7 @@ fn postgres_session_locks_hold_a_sessions_checks_until_commit() {
     let mut second = second_connection(&first);
     let tx = first.conn.transaction().unwrap();
     let held = key("u1", "s1");
-    lock_sessions(&tx, std::slice::from_ref(&held)).unwrap();
+    lock_sessions(&tx, &[(&held.user_id, &held.session_id)]).unwrap();
     // The first writer reads the session and stores an Add to it.
     assert_eq!(session_last_seq(&tx, &uid("u1"), &sid("s1")).unwrap(), 0);
     let a = add("u1", "a", "s1", &["one"]);
@@ -1387,8 +1387,8 @@ fn postgres_session_locks_hold_a_sessions_checks_until_commit() {
     let other = std::thread::spawn(move || {
         let tx = second.transaction().unwrap();
         // Another session of the same user is not held up.
-        lock_sessions(&tx, &[key("u1", "s0")]).unwrap();
-        lock_sessions(&tx, &[key("u1", "s1")]).unwrap();
+        lock_sessions(&tx, &[(&uid("u1"), &sid("s0"))]).unwrap();
+        lock_sessions(&tx, &[(&uid("u1"), &sid("s1"))]).unwrap();
         // Past the lock, the other process's Add is visible.
         let last = session_last_seq(&tx, &uid("u1"), &sid("s1")).unwrap();
         tx.commit().unwrap();

@@ -195,16 +195,11 @@ impl Writer {
         let tx = self.conn.transaction()?;
         // Other processes may write the same database: each session's
         // checks below hold until the commit.
-        let sessions: BTreeSet<SessionKey> = adds
+        let sessions: Vec<_> = adds
             .iter()
-            .map(|job| {
-                SessionKey::new(
-                    job.request.user_id().clone(),
-                    job.request.session_id().clone(),
-                )
-            })
+            .map(|job| (job.request.user_id(), job.request.session_id()))
             .collect();
-        store::lock_sessions(&tx, &sessions.into_iter().collect::<Vec<_>>())?;
+        store::lock_sessions(&tx, &sessions)?;
         let mut verdicts = Vec::with_capacity(adds.len());
         // In queue order: an Add's check sees the records of the Adds
         // before it in the group.

@@ -4,7 +4,7 @@
 //! up to what the store holds (at start-up, after a failed index turn, and
 //! for the sessions re-derived without an Add).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::Writer;
 use crate::ServiceError;
@@ -80,11 +80,9 @@ pub(super) fn admit_with_record(
 /// writer's transaction, and marks them for the index. Answers how many it
 /// stored.
 fn store_rederived(tx: &StoreTx<'_>, sessions: &[Rederived]) -> Result<usize, ServiceError> {
-    let keys: Vec<SessionKey> = sessions
+    let keys: Vec<_> = sessions
         .iter()
-        .map(|session| SessionKey::new(session.user_id.clone(), session.session_id.clone()))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
+        .map(|session| (&session.user_id, &session.session_id))
         .collect();
     store::lock_sessions(tx, &keys)?;
     let mut stored = 0;

@@ -11,7 +11,7 @@ use postgres::types::ToSql;
 use super::PgConn;
 use crate::rows::{self, Db};
 use crate::{Admission, Deleted, StoreError, sql, to_i64};
-use precedent_core::domain::{AddRequest, SessionKey, UserId};
+use precedent_core::domain::{AddRequest, SessionId, UserId};
 
 /// The key of the transaction-scoped advisory lock that writers take
 /// before their first sequence number (the single-key space; session locks
@@ -38,16 +38,19 @@ fn lock_sequence(tx: &PgConn) -> Result<(), StoreError> {
 /// per `(user_id, session_id)`, by the hashes of both), in one order every
 /// writer follows, so that two processes never interleave a session's
 /// check-then-insert and never deadlock on each other's sessions.
-pub(crate) fn lock_sessions(tx: &PgConn, sessions: &[SessionKey]) -> Result<(), StoreError> {
+pub(crate) fn lock_sessions(
+    tx: &PgConn,
+    sessions: &[(&UserId, &SessionId)],
+) -> Result<(), StoreError> {
     if sessions.is_empty() {
         return Ok(());
     }
     let (user_ids, session_ids): (Vec<&str>, Vec<&str>) = sessions
         .iter()
-        .map(|key| (key.user_id.as_str(), key.session_id.as_str()))
+        .map(|(user_id, session_id)| (user_id.as_str(), session_id.as_str()))
         .unzip();
-    // The subquery is sorted and fenced (OFFSET 0), so the locks are taken
-    // in key order.
+    // The subquery is de-duplicated, sorted and fenced (OFFSET 0), so the
+    // locks are taken once each, in key order, whatever the caller's.
     tx.query(
         "SELECT pg_advisory_xact_lock(k.user_key, k.session_key) FROM (
              SELECT DISTINCT hashtext(u) AS user_key, hashtext(s) AS session_key
@@ -136,7 +139,14 @@ pub(crate) fn purge_sessions_before(tx: &PgConn, cutoff_ms: i64) -> Result<Delet
     };
     // Locked as an Add locks them, then read again: a session another
     // process added to meanwhile is no longer old.
-    lock_sessions(tx, &select_old()?)?;
+    let held = select_old()?;
+    lock_sessions(
+        tx,
+        &held
+            .iter()
+            .map(|key| (&key.user_id, &key.session_id))
+            .collect::<Vec<_>>(),
+    )?;
     let old = select_old()?;
     if old.is_empty() {
         return Ok(Deleted::default());
