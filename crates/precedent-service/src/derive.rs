@@ -417,25 +417,26 @@ pub(super) fn session_doc(
     conn: &StoreConn,
     session: StoredSession,
 ) -> Result<Option<SessionDoc>, ServiceError> {
-    let record: SessionRecord = match session.record() {
-        Ok(record) => record,
-        Err(error) => {
-            tracing::warn!(%error, "stored session record unreadable; deriving it again");
-            let key = session.key();
-            derive_session(conn, &key.user_id, &key.session_id, session.updated_at_ms)?;
-            let Some(again) = store::session(conn, &key.user_id, &key.session_id)? else {
-                return Ok(None);
-            };
-            match again.record() {
-                Ok(record) => return doc_of_record(again, &record),
-                Err(error) => {
-                    tracing::error!(%error, "derived session record unreadable; not indexed");
-                    return Ok(None);
-                }
-            }
-        }
+    let session = match readable_session_doc(session)? {
+        SessionDocLookup::Read(doc) => return Ok(doc),
+        SessionDocLookup::Unreadable(session) => session,
     };
-    doc_of_record(session, &record)
+    derive_session(
+        conn,
+        &session.user_id,
+        &session.session_id,
+        session.updated_at_ms,
+    )?;
+    let Some(again) = store::session(conn, &session.user_id, &session.session_id)? else {
+        return Ok(None);
+    };
+    match again.record() {
+        Ok(record) => doc_of_record(again, &record),
+        Err(error) => {
+            tracing::error!(%error, "derived session record unreadable; not indexed");
+            Ok(None)
+        }
+    }
 }
 
 /// What a stored session's record gives on a read-only snapshot.
@@ -457,7 +458,7 @@ pub(super) fn readable_session_doc(
     match session.record::<SessionRecord>() {
         Ok(record) => Ok(SessionDocLookup::Read(doc_of_record(session, &record)?)),
         Err(error) => {
-            tracing::warn!(%error, "stored session record unreadable; left out and derived again");
+            tracing::warn!(%error, "stored session record unreadable; derived again from its messages");
             Ok(SessionDocLookup::Unreadable(session))
         }
     }
